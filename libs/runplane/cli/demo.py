@@ -1,0 +1,9 @@
+"""CLI: demo commands (not built yet)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the demo commands to the root app."""

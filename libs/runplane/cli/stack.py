@@ -1,0 +1,9 @@
+"""CLI: stack commands (not built yet)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the stack commands to the root app."""

@@ -1,0 +1,9 @@
+"""CLI: tasks commands (not built yet)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the tasks commands to the root app."""

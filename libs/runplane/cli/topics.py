@@ -1,0 +1,9 @@
+"""CLI: topics commands (not built yet)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the topics commands to the root app."""
