@@ -1,0 +1,243 @@
+"""The service shell: health, metrics, structured logs and shutdown, shared by every service.
+
+A service's ``serve(settings, stop)`` composes these pieces::
+
+    health = Health()
+    probe = health.probe("processor")          # the poll loop beats it and marks it ready
+    app = make_app(health)                     # or: fastapi_app.router.routes.extend(health_routes(health))
+    with run_http(app, settings.http_host, settings.http_port("admission"), stop):
+        processor.run(stop)                    # blocks until stop is set
+
+``/healthz`` answers 200 only while every probe is ready (assignment and restore done) and
+has beaten within its ``stale_after_s``; otherwise 503 with a JSON reason, so an orchestrator's
+liveness check follows the poll loop, not mere broker reachability. ``/metrics`` is
+prometheus-client's text format for the process-wide default registry.
+
+``install_signal_handlers(stop)`` turns SIGTERM/SIGINT into ``stop.set()``: loops notice it,
+finish or abort their transaction and return, and the process exits cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+__all__ = [
+    "Health",
+    "HttpServer",
+    "Probe",
+    "health_routes",
+    "install_signal_handlers",
+    "make_app",
+    "run_http",
+    "setup_logging",
+]
+
+log = logging.getLogger(__name__)
+
+MonotonicClock = Callable[[], float]
+
+
+class Probe:
+    """One loop's liveness: ``beat()`` from every poll iteration, ``set_ready`` around restore."""
+
+    def __init__(self, name: str, stale_after_s: float, clock: MonotonicClock) -> None:
+        self.name = name
+        self._stale_after_s = stale_after_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_beat: float | None = None
+        self._ready = False
+        self._reason = "starting"
+
+    def beat(self) -> None:
+        now = self._clock()
+        with self._lock:
+            self._last_beat = now
+
+    def set_ready(self, ready: bool, reason: str = "") -> None:
+        with self._lock:
+            self._ready = ready
+            self._reason = "" if ready else (reason or "not ready")
+
+    def check(self) -> str | None:
+        """None when healthy, else why not."""
+        with self._lock:
+            last, ready, reason = self._last_beat, self._ready, self._reason
+        if not ready:
+            return reason
+        if last is None:
+            return "no heartbeat yet"
+        age = self._clock() - last
+        if age > self._stale_after_s:
+            return f"no heartbeat for {age:.1f}s (limit {self._stale_after_s:.1f}s)"
+        return None
+
+
+class Health:
+    """The health of one service: healthy when every registered probe is."""
+
+    def __init__(self, *, stale_after_s: float = 30.0, clock: MonotonicClock = time.monotonic) -> None:
+        self._stale_after_s = stale_after_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._probes: dict[str, Probe] = {}
+
+    def probe(self, name: str, *, stale_after_s: float | None = None) -> Probe:
+        with self._lock:
+            if name in self._probes:
+                raise ValueError(f"probe {name!r} already registered")
+            p = Probe(name, stale_after_s or self._stale_after_s, self._clock)
+            self._probes[name] = p
+            return p
+
+    def status(self) -> tuple[bool, dict[str, str]]:
+        """(healthy, {probe: reason}) — the reasons of the unhealthy probes only."""
+        with self._lock:
+            probes = list(self._probes.values())
+        if not probes:
+            return False, {"service": "no probes registered yet"}
+        problems = {p.name: r for p in probes if (r := p.check()) is not None}
+        return not problems, problems
+
+
+def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> list[BaseRoute]:
+    """``/healthz`` and ``/metrics``, to add to any Starlette/FastAPI app on the service's port."""
+
+    async def healthz(_: Request) -> Response:
+        ok, problems = health.status()
+        body: dict[str, Any] = {"status": "ok" if ok else "unavailable"}
+        if problems:
+            body["reasons"] = problems
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/metrics", metrics, methods=["GET"])]
+
+
+def make_app(health: Health, extra: Sequence[BaseRoute] = ()) -> Starlette:
+    """A bare app with the health routes, for services that have no API of their own."""
+    return Starlette(routes=[*health_routes(health), *extra])
+
+
+@dataclass
+class HttpServer:
+    """A running uvicorn server; ``port`` is the bound port (useful when asked for port 0)."""
+
+    host: str
+    port: int
+    _server: uvicorn.Server
+    _thread: threading.Thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+
+@contextmanager
+def run_http(app: Any, host: str, port: int, stop: threading.Event) -> Iterator[HttpServer]:
+    """Serve ``app`` on (host, port) from a background thread until the block ends or ``stop``.
+
+    We bind the socket ourselves so port 0 works (tests) and the real port is known before
+    the first request; uvicorn then serves on that socket without touching signal handlers
+    (it only installs them on the main thread, and this is not it).
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    bound = int(sock.getsockname()[1])
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+
+    def serve() -> None:
+        asyncio.run(server.serve(sockets=[sock]))
+
+    thread = threading.Thread(target=serve, name=f"http-{bound}", daemon=True)
+    thread.start()
+
+    def watch_stop() -> None:
+        stop.wait()
+        server.should_exit = True
+
+    threading.Thread(target=watch_stop, name=f"http-stop-{bound}", daemon=True).start()
+    handle = HttpServer(host, bound, server, thread)
+    log.info("http listening", extra={"host": host, "port": bound})
+    try:
+        yield handle
+    finally:
+        handle.close()
+        sock.close()
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM/SIGINT set ``stop``; a second signal exits at once (an impatient operator)."""
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            sys.exit(128 + signum)
+        log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, service, plus any ``extra=`` fields."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "service": self._service,
+            "thread": record.threadName,
+        }
+        for k, v in record.__dict__.items():
+            if k not in _RESERVED and not k.startswith("_"):
+                out[k] = v
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(service: str, level: str = "INFO") -> None:
+    """JSON logs on stderr for the whole process (idempotent: replaces our previous handler)."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_runplane", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(service))
+    handler._runplane = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level.upper())
