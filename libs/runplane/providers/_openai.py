@@ -1,0 +1,116 @@
+"""An OpenAI-compatible chat-completions provider over httpx.
+
+Works against any server speaking ``POST {base_url}/chat/completions`` (OpenAI, vLLM, Ollama's
+OpenAI endpoint, :class:`runplane.fakes.FakeOpenAIServer`). The provider performs one attempt;
+timeouts, retries and the bound on calls in flight belong to the executor's live-call runner,
+which reads the typed :class:`PeerCallError` this raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from runplane.errors import ConfigError
+from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one chat completion returned."""
+
+    text: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    finish_reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "model": self.model,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "finish_reason": self.finish_reason,
+        }
+
+
+class OpenAIProvider:
+    """One model behind an OpenAI-compatible endpoint; ``name`` is the effect name."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"RUNPLANE_OPENAI_BASE_URL must be an http(s) URL, got {base_url!r}")
+        if not model:
+            raise ConfigError("a model name is required")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def name(self) -> str:
+        return f"model:openai/{self.model}"
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
+        return self._client
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+        if temperature is not None:
+            body["temperature"] = temperature
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            response = await self._http().post(
+                f"{self.base_url}/chat/completions", json=body, headers=headers
+            )
+        except httpx.TransportError as exc:
+            raise classify_transport(exc) from exc
+        if response.status_code // 100 != 2:
+            raise classify_status(response)
+        return _parse(response)
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+
+
+def _parse(response: httpx.Response) -> Completion:
+    try:
+        data = response.json()
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        return Completion(
+            text=str(choice["message"].get("content") or ""),
+            model=str(data.get("model", "")),
+            tokens_in=int(usage.get("prompt_tokens", 0)),
+            tokens_out=int(usage.get("completion_tokens", 0)),
+            finish_reason=str(choice.get("finish_reason") or ""),
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        # The peer answered 2xx with something we cannot read: it did act (a generation was
+        # billed) but retrying is harmless for a generation, so in doubt + retryable.
+        raise PeerCallError(
+            f"unreadable completion: {exc!r}", reach=Reach.IN_DOUBT, retryable=True
+        ) from exc

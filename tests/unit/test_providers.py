@@ -1,0 +1,156 @@
+"""The OpenAI provider, HTTP tools and their reach classification, against the loopback fakes."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runplane.errors import ConfigError, TerminalError
+from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
+from runplane.providers import HttpTool, OpenAIProvider, PeerCallError, Reach, billing_tools
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(api_key="k-1") as server:
+        yield server
+
+
+@pytest.fixture
+def billing(tmp_path: Path) -> Iterator[FakeBillingServer]:
+    with FakeBillingServer(counts_path=tmp_path / "counts.json") as server:
+        yield server
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_completion_scripted_and_echo(openai: FakeOpenAIServer) -> None:
+    openai.script("first answer")
+    provider = OpenAIProvider(base_url=openai.url, model="gpt-x", api_key="k-1")
+    try:
+        one = await provider.complete([{"role": "user", "content": "hello there"}])
+        two = await provider.complete([{"role": "user", "content": "say it back"}])
+    finally:
+        await provider.aclose()
+    assert one.text == "first answer"
+    assert (one.tokens_in, one.tokens_out) == (2, 2)
+    assert two.text == "echo: say it back"
+    assert provider.name == "model:openai/gpt-x"
+    assert openai.requests == 2
+    assert openai.bodies[0]["model"] == "gpt-x"
+
+
+async def test_bad_key_is_rejected_not_retryable(openai: FakeOpenAIServer) -> None:
+    provider = OpenAIProvider(base_url=openai.url, model="m", api_key="wrong")
+    with pytest.raises(PeerCallError) as info:
+        await provider.complete([{"role": "user", "content": "x"}])
+    await provider.aclose()
+    assert (info.value.reach, info.value.retryable, info.value.status) == (
+        Reach.REJECTED,
+        False,
+        401,
+    )
+    assert "invalid api key" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "reach", "retryable"),
+    [(500, Reach.IN_DOUBT, True), (429, Reach.REJECTED, True), (400, Reach.REJECTED, False)],
+)
+async def test_status_classification(
+    openai: FakeOpenAIServer, status: int, reach: Reach, retryable: bool
+) -> None:
+    openai.fail_next(1, status)
+    provider = OpenAIProvider(base_url=openai.url, model="m", api_key="k-1")
+    with pytest.raises(PeerCallError) as info:
+        await provider.complete([{"role": "user", "content": "x"}])
+    # The injected failure is consumed: the next call succeeds.
+    ok = await provider.complete([{"role": "user", "content": "x"}])
+    await provider.aclose()
+    assert (info.value.reach, info.value.retryable, info.value.status) == (reach, retryable, status)
+    assert ok.text == "echo: x"
+
+
+async def test_connection_refused_is_not_reached() -> None:
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="m")
+    with pytest.raises(PeerCallError) as info:
+        await provider.complete([{"role": "user", "content": "x"}])
+    await provider.aclose()
+    assert info.value.reach is Reach.NOT_REACHED
+    assert info.value.retryable
+
+
+async def test_timeout_after_send_is_in_doubt(openai: FakeOpenAIServer) -> None:
+    openai.delay_s = 0.5
+    async with httpx.AsyncClient(timeout=httpx.Timeout(0.1)) as client:
+        provider = OpenAIProvider(base_url=openai.url, model="m", api_key="k-1", client=client)
+        with pytest.raises(PeerCallError) as info:
+            await provider.complete([{"role": "user", "content": "x"}])
+    assert info.value.reach is Reach.IN_DOUBT
+    assert openai.requests == 1  # it did reach the peer
+
+
+def test_provider_refuses_bad_config() -> None:
+    with pytest.raises(ConfigError):
+        OpenAIProvider(base_url="ftp://x", model="m")
+    with pytest.raises(ConfigError):
+        HttpTool(name="tool://x", method="BREW", url="http://127.0.0.1/")
+
+
+async def test_billing_tools_fetch_charge_probe(billing: FakeBillingServer, tmp_path: Path) -> None:
+    tools = billing_tools(billing.url)
+    async with httpx.AsyncClient() as client:
+        invoice = await tools["fetch_invoice"].call(client, {"invoice_id": "INV 7/a"})
+        before = await tools["get_charge"].call(client, {"idempotency_key": "run-1/0/3"})
+        charge = await tools["charge_card"].call(
+            client,
+            {"invoice_id": "INV 7/a", "amount_cents": invoice["amount_cents"]},
+            idempotency_key="run-1/0/3",
+        )
+        again = await tools["charge_card"].call(
+            client,
+            {"invoice_id": "INV 7/a", "amount_cents": invoice["amount_cents"]},
+            idempotency_key="run-1/0/3",
+        )
+        after = await tools["get_charge"].call(client, {"idempotency_key": "run-1/0/3"})
+    assert invoice["invoice_id"] == "INV 7/a"  # the id survived URL quoting
+    assert invoice["amount_cents"] == invoice_amount_cents("INV 7/a")
+    assert before is None
+    assert after == charge == again  # the peer dedupes by key ...
+    counts = read_counts(tmp_path / "counts.json")
+    assert counts.charges == {"run-1/0/3": 2}  # ... but every invocation is counted
+    assert counts.fetches == {"INV 7/a": 1}
+    assert counts.probes == {"run-1/0/3": 2}
+
+
+async def test_mutating_tool_needs_key_and_valid_body(billing: FakeBillingServer) -> None:
+    charge = billing_tools(billing.url)["charge_card"]
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(TerminalError):
+            await charge.call(client, {"invoice_id": "i", "amount_cents": 1})
+        with pytest.raises(PeerCallError) as info:
+            await charge.call(client, {"invoice_id": "i", "amount_cents": "x"}, idempotency_key="k")
+    assert (info.value.reach, info.value.retryable, info.value.status) == (
+        Reach.REJECTED,
+        False,
+        400,
+    )
+    assert billing.counts().charges == {}
+
+
+async def test_missing_url_argument_is_terminal(billing: FakeBillingServer) -> None:
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(TerminalError, match="invoice_id"):
+            await billing_tools(billing.url)["fetch_invoice"].call(client, {})
+
+
+def test_read_counts_of_missing_file_is_empty(tmp_path: Path) -> None:
+    assert read_counts(tmp_path / "nope.json").charges == {}
