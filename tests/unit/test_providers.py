@@ -8,7 +8,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from runplane.errors import ConfigError, TerminalError
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
 from runplane.providers import HttpTool, OpenAIProvider, PeerCallError, Reach, billing_tools
