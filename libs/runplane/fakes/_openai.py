@@ -69,7 +69,10 @@ class FakeOpenAIServer:
             return Response(200, {"object": "list", "data": [{"id": "fake-model"}]})
         if req.method != "POST" or req.path != "/v1/chat/completions":
             return Response(404, {"error": {"message": f"no route {req.method} {req.path}"}})
-        if self.api_key is not None and req.headers.get("authorization") != f"Bearer {self.api_key}":
+        if (
+            self.api_key is not None
+            and req.headers.get("authorization") != f"Bearer {self.api_key}"
+        ):
             return Response(401, {"error": {"message": "invalid api key", "type": "auth"}})
         error = _validate(req.body)
         if error is not None:
@@ -84,7 +87,9 @@ class FakeOpenAIServer:
         if self.delay_s > 0:
             threading.Event().wait(self.delay_s)
         if failure is not None:
-            return Response(failure, {"error": {"message": "injected failure", "type": "server_error"}})
+            return Response(
+                failure, {"error": {"message": "injected failure", "type": "server_error"}}
+            )
         messages: list[dict[str, Any]] = req.body["messages"]
         if text is None:
             last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
