@@ -1,0 +1,872 @@
+"""Wire types generated from ``schemas/*.avsc``. DO NOT EDIT.
+
+Regenerate with ``python -m runplane.wire.codegen``; a unit test fails when this file is
+stale. Invariants beyond the schema live in ``runplane.wire._validate``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from runplane.wire._base import Record
+
+__all__ = [
+    "AdmissionClaim",
+    "AdmissionOutcome",
+    "AdmissionReply",
+    "AdmissionRequest",
+    "AuditRecord",
+    "BreachDeadline",
+    "CancelDeadline",
+    "CaseRecord",
+    "CaseReply",
+    "ClaimTask",
+    "CloseCase",
+    "CloseTask",
+    "Cost",
+    "DeadLetter",
+    "DecideTask",
+    "DecisionOutcome",
+    "ErrorInfo",
+    "ExpireTask",
+    "ExpiryPolicy",
+    "GetCaseState",
+    "JournalKind",
+    "JournalRecord",
+    "Label",
+    "MeetDeadline",
+    "Obligation",
+    "ObligationStatus",
+    "OpenTask",
+    "ParkKind",
+    "ParkedOn",
+    "PutCaseState",
+    "RegisterDeadline",
+    "ReleaseTask",
+    "ResultEntry",
+    "RunStatus",
+    "RunStatusUpdate",
+    "Sensitivity",
+    "SessionSnapshot",
+    "Signal",
+    "StartRun",
+    "TaskDecision",
+    "TaskKind",
+    "TaskRecord",
+    "TaskStatus",
+    "Trust",
+    "Verdict",
+    "Wake",
+    "WarnDeadline",
+]
+
+
+class AdmissionOutcome(enum.StrEnum):
+    """What admission decided."""
+
+    ADMITTED = "ADMITTED"
+    DUPLICATE = "DUPLICATE"
+    REFUSED = "REFUSED"
+
+
+class DecisionOutcome(enum.StrEnum):
+    """How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call."""
+
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+    EXPIRED_PROCEEDED = "EXPIRED_PROCEEDED"
+    EXPIRED_FAILED = "EXPIRED_FAILED"
+    ESCALATED = "ESCALATED"
+    RETRY = "RETRY"
+    ABANDON = "ABANDON"
+
+
+class ExpiryPolicy(enum.StrEnum):
+    """What expiry does."""
+
+    FAIL = "FAIL"
+    PROCEED = "PROCEED"
+    ESCALATE = "ESCALATE"
+
+
+class JournalKind(enum.StrEnum):
+    """The event a journal record states."""
+
+    RUN_ADMITTED = "RUN_ADMITTED"
+    EFFECT_ANNOUNCED = "EFFECT_ANNOUNCED"
+    EFFECT_RECORDED = "EFFECT_RECORDED"
+    EFFECT_IN_DOUBT = "EFFECT_IN_DOUBT"
+    SIGNAL_RECEIVED = "SIGNAL_RECEIVED"
+    CHECKPOINT_REPORTED = "CHECKPOINT_REPORTED"
+    TASK_OPENED = "TASK_OPENED"
+    TASK_DECIDED = "TASK_DECIDED"
+    CASE_WRITTEN = "CASE_WRITTEN"
+    DEADLINE_REGISTERED = "DEADLINE_REGISTERED"
+    DEADLINE_WARNED = "DEADLINE_WARNED"
+    DEADLINE_BREACHED = "DEADLINE_BREACHED"
+    RUN_PARKED = "RUN_PARKED"
+    RUN_RESUMED = "RUN_RESUMED"
+    RUN_RESTORED = "RUN_RESTORED"
+    RUN_COMPLETED = "RUN_COMPLETED"
+    RUN_FAILED = "RUN_FAILED"
+    RUN_QUARANTINED = "RUN_QUARANTINED"
+
+
+class ObligationStatus(enum.StrEnum):
+    """Where an obligation is."""
+
+    OPEN = "OPEN"
+    WARNED = "WARNED"
+    MET = "MET"
+    CANCELLED = "CANCELLED"
+    BREACHED = "BREACHED"
+
+
+class ParkKind(enum.StrEnum):
+    """The kind of wait."""
+
+    SIGNAL = "SIGNAL"
+    TASK = "TASK"
+    CASE_REPLY = "CASE_REPLY"
+    OPERATOR = "OPERATOR"
+    WAKE = "WAKE"
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run is."""
+
+    ADMITTED = "ADMITTED"
+    RUNNING = "RUNNING"
+    AWAITING_HUMAN = "AWAITING_HUMAN"
+    PARKED = "PARKED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    QUARANTINED = "QUARANTINED"
+
+
+class Sensitivity(enum.StrEnum):
+    """Egress class of the payload."""
+
+    PUBLIC = "PUBLIC"
+    INTERNAL = "INTERNAL"
+    CONFIDENTIAL = "CONFIDENTIAL"
+    SECRET = "SECRET"
+
+
+class TaskKind(enum.StrEnum):
+    """Approval or an operator verdict on an in-doubt call."""
+
+    APPROVAL = "APPROVAL"
+    OPERATOR = "OPERATOR"
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a task is."""
+
+    OPEN = "OPEN"
+    CLAIMED = "CLAIMED"
+    DECIDED = "DECIDED"
+    EXPIRED = "EXPIRED"
+    CLOSED = "CLOSED"
+
+
+class Trust(enum.StrEnum):
+    """Trusted or untrusted origin."""
+
+    TRUSTED = "TRUSTED"
+    UNTRUSTED = "UNTRUSTED"
+
+
+class Verdict(enum.StrEnum):
+    """The journal service's verdict on this record."""
+
+    VERIFIED = "VERIFIED"
+    BROKEN = "BROKEN"
+    BODY_MISSING = "BODY_MISSING"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionClaim(Record):
+    """The dedup table row (topic admission.claims, key admission_key)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.AdmissionClaim"
+
+    admission_key: str
+    run_id: str
+    case_id: str | None = None
+    capability: str
+    tenant: str
+    status: RunStatus
+    task_id: str | None = None
+    admitted_ms: int
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionReply(Record):
+    """The answer to an AdmissionRequest (topic admission.replies, key admission_key)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.AdmissionReply"
+
+    admission_key: str
+    outcome: AdmissionOutcome
+    run_id: str | None = None
+    case_id: str | None = None
+    status: RunStatus | None = None
+    task_id: str | None = None
+    #: Why a request was refused.
+    reason: str | None = None
+    replied_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionRequest(Record):
+    """An emitter asks for a run (topic admission, key admission_key)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.AdmissionRequest"
+
+    #: The emitter's idempotency key: one key, at most one run, ever (1..256 bytes).
+    admission_key: str
+    capability: str
+    #: The run's input as JSON text.
+    input_json: str
+    #: Business keys, e.g. {dispute: D-17}; resolve to the case deterministically.
+    correlation_keys: dict[str, str] = field(default_factory=dict)
+    tenant: str
+    #: Who the run acts for; four-eyes refuses this principal on the run's tasks.
+    initiator: str
+    requested_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord(Record):
+    """PUBLIC CONTRACT v1: one verified journal record, body-free (topic audit, key session_id). See schemas/README.md."""
+
+    avro_name: ClassVar[str] = "runplane.v1.AuditRecord"
+
+    schema_version: int = 1
+    session_id: str
+    seq: int
+    era: int
+    kind: JournalKind
+    call_seq: int | None = None
+    family: str | None = None
+    name: str | None = None
+    stamp_ms: int
+    label: Label
+    cost: Cost | None = None
+    attrs: dict[str, str] = field(default_factory=dict)
+    hash: str
+    verdict: Verdict
+    broken_at_seq: int | None = None
+    reason: str | None = None
+    capability: str | None = None
+    case_id: str | None = None
+    verified_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreachDeadline(Record):
+    """The sweeper decided a breach (sweep run sweep_run_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.BreachDeadline"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    name: str
+    due_ms: int
+    sweep_run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelDeadline(Record):
+    """An obligation no longer applies."""
+
+    avro_name: ClassVar[str] = "runplane.v1.CancelDeadline"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseRecord(Record):
+    """A case's versioned state and obligations (topic cases, key case_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.CaseRecord"
+
+    case_id: str
+    version: int
+    state_json: str
+    obligations: tuple[Obligation, ...] = ()
+    closed: bool = False
+    correlation_keys: dict[str, str] = field(default_factory=dict)
+    updated_ms: int
+    #: Recent request ids already applied (idempotency window).
+    applied: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseReply(Record):
+    """The cases service answers a run's case command (topic runs.inbox)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.CaseReply"
+
+    session_id: str
+    request_id: str
+    case_id: str
+    era: int
+    call_seq: int | None = None
+    #: get_state, put_state, register_deadline, meet_deadline, cancel_deadline, close.
+    op: str
+    accepted: bool
+    state_json: str | None = None
+    version: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTask(Record):
+    """A principal claims a task."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ClaimTask"
+
+    task_id: str
+    #: Set by the worklist from the authenticated token, never from a request body.
+    principal: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloseCase(Record):
+    """Close a case; refused while any obligation is open."""
+
+    avro_name: ClassVar[str] = "runplane.v1.CloseCase"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloseTask(Record):
+    """The task's run ended; close the task."""
+
+    avro_name: ClassVar[str] = "runplane.v1.CloseTask"
+
+    task_id: str
+    reason: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost(Record):
+    """What an effect cost: tokens for generations, abstract units for anything billed."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Cost"
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    units: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter(Record):
+    """Something that could not be decoded or validated (topic deadletter, key = original key)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.DeadLetter"
+
+    source_topic: str
+    partition: int
+    offset: int
+    service: str
+    reason: str
+    key: bytes | None = None
+    value: bytes | None = None
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecideTask(Record):
+    """A principal decides a task."""
+
+    avro_name: ClassVar[str] = "runplane.v1.DecideTask"
+
+    task_id: str
+    #: Set by the worklist from the authenticated token, never from a request body.
+    principal: str
+    at_ms: int
+    approve: bool
+    comment: str = ''
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorInfo(Record):
+    """A recorded failure; replays re-raise exactly this."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ErrorInfo"
+
+    #: Error class name, e.g. ToolError.
+    type: str
+    message: str
+    retryable: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpireTask(Record):
+    """A task passed its expiry."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ExpireTask"
+
+    task_id: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetCaseState(Record):
+    """Read a case's state and version (topic cases.commands, key case_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.GetCaseState"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalRecord(Record):
+    """One event of a run's hash-chained, body-free event chain (topic journal, key session_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.JournalRecord"
+
+    session_id: str
+    #: Contiguous from 0 per session.
+    seq: int
+    era: int
+    kind: JournalKind
+    #: Position of the effect call inside the era, where the record belongs to a call.
+    call_seq: int | None = None
+    #: Effect family: generation, tool, clock, random, observe, signal, checkpoint, approval, case, deadline, probe.
+    family: str | None = None
+    #: Effect name, e.g. model:openai/gpt-4o, tool://billing/charge.
+    name: str | None = None
+    #: Hex SHA-256 of the canonical request body.
+    request_witness: str | None = None
+    #: Hex SHA-256 of the canonical result body held in results.
+    body_digest: str | None = None
+    #: Platform timestamp (ms since epoch) this record was minted at.
+    stamp_ms: int
+    label: Label
+    cost: Cost | None = None
+    #: Small body-free facts: capability, case_id, tenant, initiator, admission_key, reason, parked_on, task_id, kind=sweep, ...
+    attrs: dict[str, str] = field(default_factory=dict)
+    #: Hex hash of the previous record; 64 zeros for seq 0.
+    prev_hash: str
+    #: Hex SHA-256(prev_hash bytes || canonical(record without hash)).
+    hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Label(Record):
+    """Trust, sensitivity and provenance carried by every payload."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Label"
+
+    trust: Trust
+    sensitivity: Sensitivity
+    #: Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique.
+    provenance: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeetDeadline(Record):
+    """Discharge an obligation."""
+
+    avro_name: ClassVar[str] = "runplane.v1.MeetDeadline"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Obligation(Record):
+    """A named deadline attached to a case."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Obligation"
+
+    name: str
+    due_ms: int
+    warn_ms: int | None = None
+    calendar: str
+    calendar_digest: str
+    rule_json: str
+    on_breach: str | None = None
+    status: ObligationStatus
+    sweep_run_id: str | None = None
+    #: Session that registered it.
+    registered_by: str
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTask(Record):
+    """Open a human task (topic tasks.commands, key task_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.OpenTask"
+
+    task_id: str
+    session_id: str
+    era: int
+    call_seq: int | None = None
+    kind: TaskKind
+    question: str
+    #: The run's actual proposed answer.
+    answer_json: str
+    case_id: str | None = None
+    capability: str
+    role: str
+    approvals: int = 1
+    initiator: str
+    expires_ms: int | None = None
+    on_expiry: ExpiryPolicy
+    allow_unattended: bool = False
+    escalate_to: str | None = None
+    opened_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedOn(Record):
+    """What a run waits for."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ParkedOn"
+
+    kind: ParkKind
+    #: Signal name, task id, case request id.
+    ref: str
+    call_seq: int | None = None
+    era: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutCaseState(Record):
+    """Write a case's state if it is still at expected_version."""
+
+    avro_name: ClassVar[str] = "runplane.v1.PutCaseState"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    expected_version: int
+    state_json: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterDeadline(Record):
+    """Attach an obligation to a case."""
+
+    avro_name: ClassVar[str] = "runplane.v1.RegisterDeadline"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    name: str
+    due_ms: int
+    warn_ms: int | None = None
+    calendar: str
+    calendar_digest: str
+    #: The rule resolved, e.g. {"days": 1}.
+    rule_json: str
+    #: Capability of the follow-up run.
+    on_breach: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseTask(Record):
+    """A principal releases its claim."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ReleaseTask"
+
+    task_id: str
+    #: Set by the worklist from the authenticated token, never from a request body.
+    principal: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultEntry(Record):
+    """One call's result, with body (topic results, key session/era/call_seq, partitioned by session)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ResultEntry"
+
+    session_id: str
+    era: int
+    call_seq: int
+    family: str
+    name: str
+    request_witness: str
+    ok: bool
+    #: Canonical JSON of the returned value when ok.
+    value_json: str | None = None
+    error: ErrorInfo | None = None
+    stamp_ms: int
+    attempts: int = 1
+    #: Hex SHA-256 of the canonical body {ok, value, error}.
+    body_digest: str
+    label: Label
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStatusUpdate(Record):
+    """The executor tells admission where a run is, so duplicates are answered with it (topic admission, key admission_key)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.RunStatusUpdate"
+
+    admission_key: str
+    run_id: str
+    status: RunStatus
+    task_id: str | None = None
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSnapshot(Record):
+    """The executor's compacted view of one session (topic sessions, key session_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.SessionSnapshot"
+
+    session_id: str
+    capability: str
+    status: RunStatus
+    era: int
+    next_seq: int
+    last_hash: str
+    parked_on: ParkedOn | None = None
+    case_id: str | None = None
+    admission_key: str
+    tenant: str
+    initiator: str
+    input_json: str
+    #: Last reported checkpoint state (checkpointed runs).
+    checkpoint_json: str | None = None
+    output_json: str | None = None
+    error: ErrorInfo | None = None
+    started_ms: int
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signal(Record):
+    """An external event for a run (topic runs.inbox)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Signal"
+
+    session_id: str
+    name: str
+    payload_json: str
+    sent_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartRun(Record):
+    """Start a run (topic runs.inbox, key session_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.StartRun"
+
+    session_id: str
+    capability: str
+    input_json: str
+    case_id: str | None = None
+    admission_key: str
+    tenant: str
+    initiator: str
+    #: Hash of the RunAdmitted record (seq 0): the chain's handover.
+    admitted_hash: str
+    admitted_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskDecision(Record):
+    """A human (or expiry) decided a task (topic runs.inbox)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.TaskDecision"
+
+    session_id: str
+    task_id: str
+    era: int
+    call_seq: int | None = None
+    outcome: DecisionOutcome
+    comment: str = ''
+    #: Principals from authenticated requests; empty for unattended expiry.
+    decided_by: tuple[str, ...] = ()
+    decided_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRecord(Record):
+    """A human task (topic tasks, key task_id)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.TaskRecord"
+
+    task: OpenTask
+    status: TaskStatus
+    claimed_by: str | None = None
+    approved_by: tuple[str, ...] = ()
+    outcome: DecisionOutcome | None = None
+    comment: str = ''
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wake(Record):
+    """Wake a parked or evicted run (topic runs.inbox)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Wake"
+
+    session_id: str
+    reason: str
+    sent_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WarnDeadline(Record):
+    """The sweeper saw an obligation pass warn time."""
+
+    avro_name: ClassVar[str] = "runplane.v1.WarnDeadline"
+
+    case_id: str
+    #: Idempotency: the asking run's session/era/call_seq, or the sweeper's decision key.
+    request_id: str
+    #: Session id whose inbox gets the CaseReply; null for fire-and-forget.
+    reply_to: str | None = None
+    era: int = 0
+    call_seq: int | None = None
+    name: str
+    due_ms: int
+
+
+# Each named record's schema with every referenced type inlined (what is fingerprinted
+# and registered); each parses on its own.
+SCHEMAS: dict[str, str] = {
+    'runplane.v1.AdmissionClaim': '{"type":"record","name":"AdmissionClaim","namespace":"runplane.v1","doc":"The dedup table row (topic admission.claims, key admission_key).","fields":[{"name":"admission_key","type":"string"},{"name":"run_id","type":"string"},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"tenant","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is.","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED"]}},{"name":"task_id","type":["null","string"],"default":null},{"name":"admitted_ms","type":"long"},{"name":"updated_ms","type":"long"}]}',
+    'runplane.v1.AdmissionReply': '{"type":"record","name":"AdmissionReply","namespace":"runplane.v1","doc":"The answer to an AdmissionRequest (topic admission.replies, key admission_key).","fields":[{"name":"admission_key","type":"string"},{"name":"outcome","type":{"type":"enum","name":"AdmissionOutcome","namespace":"runplane.v1","doc":"What admission decided.","symbols":["ADMITTED","DUPLICATE","REFUSED"]}},{"name":"run_id","type":["null","string"],"default":null},{"name":"case_id","type":["null","string"],"default":null},{"name":"status","type":["null",{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is.","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED"]}],"default":null},{"name":"task_id","type":["null","string"],"default":null},{"name":"reason","type":["null","string"],"default":null,"doc":"Why a request was refused."},{"name":"replied_ms","type":"long"}]}',
+    'runplane.v1.AdmissionRequest': '{"type":"record","name":"AdmissionRequest","namespace":"runplane.v1","doc":"An emitter asks for a run (topic admission, key admission_key).","fields":[{"name":"admission_key","type":"string","doc":"The emitter\'s idempotency key: one key, at most one run, ever (1..256 bytes)."},{"name":"capability","type":"string"},{"name":"input_json","type":"string","doc":"The run\'s input as JSON text."},{"name":"correlation_keys","type":{"type":"map","values":"string"},"default":{},"doc":"Business keys, e.g. {dispute: D-17}; resolve to the case deterministically."},{"name":"tenant","type":"string"},{"name":"initiator","type":"string","doc":"Who the run acts for; four-eyes refuses this principal on the run\'s tasks."},{"name":"requested_ms","type":"long","default":0}]}',
+    'runplane.v1.AuditRecord': '{"type":"record","name":"AuditRecord","namespace":"runplane.v1","doc":"PUBLIC CONTRACT v1: one verified journal record, body-free (topic audit, key session_id). See schemas/README.md.","fields":[{"name":"schema_version","type":"int","default":1},{"name":"session_id","type":"string"},{"name":"seq","type":"long"},{"name":"era","type":"int"},{"name":"kind","type":{"type":"enum","name":"JournalKind","namespace":"runplane.v1","doc":"The event a journal record states.","symbols":["RUN_ADMITTED","EFFECT_ANNOUNCED","EFFECT_RECORDED","EFFECT_IN_DOUBT","SIGNAL_RECEIVED","CHECKPOINT_REPORTED","TASK_OPENED","TASK_DECIDED","CASE_WRITTEN","DEADLINE_REGISTERED","DEADLINE_WARNED","DEADLINE_BREACHED","RUN_PARKED","RUN_RESUMED","RUN_RESTORED","RUN_COMPLETED","RUN_FAILED","RUN_QUARANTINED"]}},{"name":"call_seq","type":["null","long"],"default":null},{"name":"family","type":["null","string"],"default":null},{"name":"name","type":["null","string"],"default":null},{"name":"stamp_ms","type":"long"},{"name":"label","type":{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin.","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload.","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}},{"name":"cost","type":["null",{"type":"record","name":"Cost","namespace":"runplane.v1","doc":"What an effect cost: tokens for generations, abstract units for anything billed.","fields":[{"name":"tokens_in","type":"long","default":0},{"name":"tokens_out","type":"long","default":0},{"name":"units","type":"double","default":0.0}]}],"default":null},{"name":"attrs","type":{"type":"map","values":"string"},"default":{}},{"name":"hash","type":"string"},{"name":"verdict","type":{"type":"enum","name":"Verdict","namespace":"runplane.v1","doc":"The journal service\'s verdict on this record.","symbols":["VERIFIED","BROKEN","BODY_MISSING"]}},{"name":"broken_at_seq","type":["null","long"],"default":null},{"name":"reason","type":["null","string"],"default":null},{"name":"capability","type":["null","string"],"default":null},{"name":"case_id","type":["null","string"],"default":null},{"name":"verified_ms","type":"long"}]}',
+    'runplane.v1.BreachDeadline': '{"type":"record","name":"BreachDeadline","namespace":"runplane.v1","doc":"The sweeper decided a breach (sweep run sweep_run_id).","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"},{"name":"due_ms","type":"long"},{"name":"sweep_run_id","type":"string"}]}',
+    'runplane.v1.CancelDeadline': '{"type":"record","name":"CancelDeadline","namespace":"runplane.v1","doc":"An obligation no longer applies.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"}]}',
+    'runplane.v1.CaseRecord': '{"type":"record","name":"CaseRecord","namespace":"runplane.v1","doc":"A case\'s versioned state and obligations (topic cases, key case_id).","fields":[{"name":"case_id","type":"string"},{"name":"version","type":"long"},{"name":"state_json","type":"string"},{"name":"obligations","type":{"type":"array","items":{"type":"record","name":"Obligation","namespace":"runplane.v1","doc":"A named deadline attached to a case.","fields":[{"name":"name","type":"string"},{"name":"due_ms","type":"long"},{"name":"warn_ms","type":["null","long"],"default":null},{"name":"calendar","type":"string"},{"name":"calendar_digest","type":"string"},{"name":"rule_json","type":"string"},{"name":"on_breach","type":["null","string"],"default":null},{"name":"status","type":{"type":"enum","name":"ObligationStatus","namespace":"runplane.v1","doc":"Where an obligation is.","symbols":["OPEN","WARNED","MET","CANCELLED","BREACHED"]}},{"name":"sweep_run_id","type":["null","string"],"default":null},{"name":"registered_by","type":"string","doc":"Session that registered it."},{"name":"updated_ms","type":"long"}]}},"default":[]},{"name":"closed","type":"boolean","default":false},{"name":"correlation_keys","type":{"type":"map","values":"string"},"default":{}},{"name":"updated_ms","type":"long"},{"name":"applied","type":{"type":"array","items":"string"},"default":[],"doc":"Recent request ids already applied (idempotency window)."}]}',
+    'runplane.v1.CaseReply': '{"type":"record","name":"CaseReply","namespace":"runplane.v1","doc":"The cases service answers a run\'s case command (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"request_id","type":"string"},{"name":"case_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"op","type":"string","doc":"get_state, put_state, register_deadline, meet_deadline, cancel_deadline, close."},{"name":"accepted","type":"boolean"},{"name":"state_json","type":["null","string"],"default":null},{"name":"version","type":"long"},{"name":"reason","type":["null","string"],"default":null}]}',
+    'runplane.v1.ClaimTask': '{"type":"record","name":"ClaimTask","namespace":"runplane.v1","doc":"A principal claims a task.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"}]}',
+    'runplane.v1.CloseCase': '{"type":"record","name":"CloseCase","namespace":"runplane.v1","doc":"Close a case; refused while any obligation is open.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null}]}',
+    'runplane.v1.CloseTask': '{"type":"record","name":"CloseTask","namespace":"runplane.v1","doc":"The task\'s run ended; close the task.","fields":[{"name":"task_id","type":"string"},{"name":"reason","type":"string"},{"name":"at_ms","type":"long"}]}',
+    'runplane.v1.Cost': '{"type":"record","name":"Cost","namespace":"runplane.v1","doc":"What an effect cost: tokens for generations, abstract units for anything billed.","fields":[{"name":"tokens_in","type":"long","default":0},{"name":"tokens_out","type":"long","default":0},{"name":"units","type":"double","default":0.0}]}',
+    'runplane.v1.DeadLetter': '{"type":"record","name":"DeadLetter","namespace":"runplane.v1","doc":"Something that could not be decoded or validated (topic deadletter, key = original key).","fields":[{"name":"source_topic","type":"string"},{"name":"partition","type":"int"},{"name":"offset","type":"long"},{"name":"service","type":"string"},{"name":"reason","type":"string"},{"name":"key","type":["null","bytes"],"default":null},{"name":"value","type":["null","bytes"],"default":null},{"name":"at_ms","type":"long"}]}',
+    'runplane.v1.DecideTask': '{"type":"record","name":"DecideTask","namespace":"runplane.v1","doc":"A principal decides a task.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"},{"name":"approve","type":"boolean"},{"name":"comment","type":"string","default":""}]}',
+    'runplane.v1.ErrorInfo': '{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}',
+    'runplane.v1.ExpireTask': '{"type":"record","name":"ExpireTask","namespace":"runplane.v1","doc":"A task passed its expiry.","fields":[{"name":"task_id","type":"string"},{"name":"at_ms","type":"long"}]}',
+    'runplane.v1.GetCaseState': '{"type":"record","name":"GetCaseState","namespace":"runplane.v1","doc":"Read a case\'s state and version (topic cases.commands, key case_id).","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null}]}',
+    'runplane.v1.JournalRecord': '{"type":"record","name":"JournalRecord","namespace":"runplane.v1","doc":"One event of a run\'s hash-chained, body-free event chain (topic journal, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"seq","type":"long","doc":"Contiguous from 0 per session."},{"name":"era","type":"int"},{"name":"kind","type":{"type":"enum","name":"JournalKind","namespace":"runplane.v1","doc":"The event a journal record states.","symbols":["RUN_ADMITTED","EFFECT_ANNOUNCED","EFFECT_RECORDED","EFFECT_IN_DOUBT","SIGNAL_RECEIVED","CHECKPOINT_REPORTED","TASK_OPENED","TASK_DECIDED","CASE_WRITTEN","DEADLINE_REGISTERED","DEADLINE_WARNED","DEADLINE_BREACHED","RUN_PARKED","RUN_RESUMED","RUN_RESTORED","RUN_COMPLETED","RUN_FAILED","RUN_QUARANTINED"]}},{"name":"call_seq","type":["null","long"],"default":null,"doc":"Position of the effect call inside the era, where the record belongs to a call."},{"name":"family","type":["null","string"],"default":null,"doc":"Effect family: generation, tool, clock, random, observe, signal, checkpoint, approval, case, deadline, probe."},{"name":"name","type":["null","string"],"default":null,"doc":"Effect name, e.g. model:openai/gpt-4o, tool://billing/charge."},{"name":"request_witness","type":["null","string"],"default":null,"doc":"Hex SHA-256 of the canonical request body."},{"name":"body_digest","type":["null","string"],"default":null,"doc":"Hex SHA-256 of the canonical result body held in results."},{"name":"stamp_ms","type":"long","doc":"Platform timestamp (ms since epoch) this record was minted at."},{"name":"label","type":{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin.","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload.","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}},{"name":"cost","type":["null",{"type":"record","name":"Cost","namespace":"runplane.v1","doc":"What an effect cost: tokens for generations, abstract units for anything billed.","fields":[{"name":"tokens_in","type":"long","default":0},{"name":"tokens_out","type":"long","default":0},{"name":"units","type":"double","default":0.0}]}],"default":null},{"name":"attrs","type":{"type":"map","values":"string"},"default":{},"doc":"Small body-free facts: capability, case_id, tenant, initiator, admission_key, reason, parked_on, task_id, kind=sweep, ..."},{"name":"prev_hash","type":"string","doc":"Hex hash of the previous record; 64 zeros for seq 0."},{"name":"hash","type":"string","doc":"Hex SHA-256(prev_hash bytes || canonical(record without hash))."}]}',
+    'runplane.v1.Label': '{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin.","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload.","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}',
+    'runplane.v1.MeetDeadline': '{"type":"record","name":"MeetDeadline","namespace":"runplane.v1","doc":"Discharge an obligation.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"}]}',
+    'runplane.v1.Obligation': '{"type":"record","name":"Obligation","namespace":"runplane.v1","doc":"A named deadline attached to a case.","fields":[{"name":"name","type":"string"},{"name":"due_ms","type":"long"},{"name":"warn_ms","type":["null","long"],"default":null},{"name":"calendar","type":"string"},{"name":"calendar_digest","type":"string"},{"name":"rule_json","type":"string"},{"name":"on_breach","type":["null","string"],"default":null},{"name":"status","type":{"type":"enum","name":"ObligationStatus","namespace":"runplane.v1","doc":"Where an obligation is.","symbols":["OPEN","WARNED","MET","CANCELLED","BREACHED"]}},{"name":"sweep_run_id","type":["null","string"],"default":null},{"name":"registered_by","type":"string","doc":"Session that registered it."},{"name":"updated_ms","type":"long"}]}',
+    'runplane.v1.OpenTask': '{"type":"record","name":"OpenTask","namespace":"runplane.v1","doc":"Open a human task (topic tasks.commands, key task_id).","fields":[{"name":"task_id","type":"string"},{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"kind","type":{"type":"enum","name":"TaskKind","namespace":"runplane.v1","doc":"Approval or an operator verdict on an in-doubt call.","symbols":["APPROVAL","OPERATOR"]}},{"name":"question","type":"string"},{"name":"answer_json","type":"string","doc":"The run\'s actual proposed answer."},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"role","type":"string"},{"name":"approvals","type":"int","default":1},{"name":"initiator","type":"string"},{"name":"expires_ms","type":["null","long"],"default":null},{"name":"on_expiry","type":{"type":"enum","name":"ExpiryPolicy","namespace":"runplane.v1","doc":"What expiry does.","symbols":["FAIL","PROCEED","ESCALATE"]}},{"name":"allow_unattended","type":"boolean","default":false},{"name":"escalate_to","type":["null","string"],"default":null},{"name":"opened_ms","type":"long"}]}',
+    'runplane.v1.ParkedOn': '{"type":"record","name":"ParkedOn","namespace":"runplane.v1","doc":"What a run waits for.","fields":[{"name":"kind","type":{"type":"enum","name":"ParkKind","namespace":"runplane.v1","doc":"The kind of wait.","symbols":["SIGNAL","TASK","CASE_REPLY","OPERATOR","WAKE"]}},{"name":"ref","type":"string","doc":"Signal name, task id, case request id."},{"name":"call_seq","type":["null","long"],"default":null},{"name":"era","type":"int","default":0}]}',
+    'runplane.v1.PutCaseState': '{"type":"record","name":"PutCaseState","namespace":"runplane.v1","doc":"Write a case\'s state if it is still at expected_version.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"expected_version","type":"long"},{"name":"state_json","type":"string"}]}',
+    'runplane.v1.RegisterDeadline': '{"type":"record","name":"RegisterDeadline","namespace":"runplane.v1","doc":"Attach an obligation to a case.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"},{"name":"due_ms","type":"long"},{"name":"warn_ms","type":["null","long"],"default":null},{"name":"calendar","type":"string"},{"name":"calendar_digest","type":"string"},{"name":"rule_json","type":"string","doc":"The rule resolved, e.g. {\\"days\\": 1}."},{"name":"on_breach","type":["null","string"],"default":null,"doc":"Capability of the follow-up run."}]}',
+    'runplane.v1.ReleaseTask': '{"type":"record","name":"ReleaseTask","namespace":"runplane.v1","doc":"A principal releases its claim.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"}]}',
+    'runplane.v1.ResultEntry': '{"type":"record","name":"ResultEntry","namespace":"runplane.v1","doc":"One call\'s result, with body (topic results, key session/era/call_seq, partitioned by session).","fields":[{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":"long"},{"name":"family","type":"string"},{"name":"name","type":"string"},{"name":"request_witness","type":"string"},{"name":"ok","type":"boolean"},{"name":"value_json","type":["null","string"],"default":null,"doc":"Canonical JSON of the returned value when ok."},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"stamp_ms","type":"long"},{"name":"attempts","type":"int","default":1},{"name":"body_digest","type":"string","doc":"Hex SHA-256 of the canonical body {ok, value, error}."},{"name":"label","type":{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin.","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload.","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}}]}',
+    'runplane.v1.RunStatusUpdate': '{"type":"record","name":"RunStatusUpdate","namespace":"runplane.v1","doc":"The executor tells admission where a run is, so duplicates are answered with it (topic admission, key admission_key).","fields":[{"name":"admission_key","type":"string"},{"name":"run_id","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is.","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED"]}},{"name":"task_id","type":["null","string"],"default":null},{"name":"updated_ms","type":"long"}]}',
+    'runplane.v1.SessionSnapshot': '{"type":"record","name":"SessionSnapshot","namespace":"runplane.v1","doc":"The executor\'s compacted view of one session (topic sessions, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is.","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED"]}},{"name":"era","type":"int"},{"name":"next_seq","type":"long"},{"name":"last_hash","type":"string"},{"name":"parked_on","type":["null",{"type":"record","name":"ParkedOn","namespace":"runplane.v1","doc":"What a run waits for.","fields":[{"name":"kind","type":{"type":"enum","name":"ParkKind","namespace":"runplane.v1","doc":"The kind of wait.","symbols":["SIGNAL","TASK","CASE_REPLY","OPERATOR","WAKE"]}},{"name":"ref","type":"string","doc":"Signal name, task id, case request id."},{"name":"call_seq","type":["null","long"],"default":null},{"name":"era","type":"int","default":0}]}],"default":null},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"input_json","type":"string"},{"name":"checkpoint_json","type":["null","string"],"default":null,"doc":"Last reported checkpoint state (checkpointed runs)."},{"name":"output_json","type":["null","string"],"default":null},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"started_ms","type":"long"},{"name":"updated_ms","type":"long"}]}',
+    'runplane.v1.Signal': '{"type":"record","name":"Signal","namespace":"runplane.v1","doc":"An external event for a run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"name","type":"string"},{"name":"payload_json","type":"string"},{"name":"sent_ms","type":"long"}]}',
+    'runplane.v1.StartRun': '{"type":"record","name":"StartRun","namespace":"runplane.v1","doc":"Start a run (topic runs.inbox, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"input_json","type":"string"},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"admitted_hash","type":"string","doc":"Hash of the RunAdmitted record (seq 0): the chain\'s handover."},{"name":"admitted_ms","type":"long"}]}',
+    'runplane.v1.TaskDecision': '{"type":"record","name":"TaskDecision","namespace":"runplane.v1","doc":"A human (or expiry) decided a task (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"task_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"outcome","type":{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call.","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}},{"name":"comment","type":"string","default":""},{"name":"decided_by","type":{"type":"array","items":"string"},"default":[],"doc":"Principals from authenticated requests; empty for unattended expiry."},{"name":"decided_ms","type":"long"}]}',
+    'runplane.v1.TaskRecord': '{"type":"record","name":"TaskRecord","namespace":"runplane.v1","doc":"A human task (topic tasks, key task_id).","fields":[{"name":"task","type":{"type":"record","name":"OpenTask","namespace":"runplane.v1","doc":"Open a human task (topic tasks.commands, key task_id).","fields":[{"name":"task_id","type":"string"},{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"kind","type":{"type":"enum","name":"TaskKind","namespace":"runplane.v1","doc":"Approval or an operator verdict on an in-doubt call.","symbols":["APPROVAL","OPERATOR"]}},{"name":"question","type":"string"},{"name":"answer_json","type":"string","doc":"The run\'s actual proposed answer."},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"role","type":"string"},{"name":"approvals","type":"int","default":1},{"name":"initiator","type":"string"},{"name":"expires_ms","type":["null","long"],"default":null},{"name":"on_expiry","type":{"type":"enum","name":"ExpiryPolicy","namespace":"runplane.v1","doc":"What expiry does.","symbols":["FAIL","PROCEED","ESCALATE"]}},{"name":"allow_unattended","type":"boolean","default":false},{"name":"escalate_to","type":["null","string"],"default":null},{"name":"opened_ms","type":"long"}]}},{"name":"status","type":{"type":"enum","name":"TaskStatus","namespace":"runplane.v1","doc":"Where a task is.","symbols":["OPEN","CLAIMED","DECIDED","EXPIRED","CLOSED"]}},{"name":"claimed_by","type":["null","string"],"default":null},{"name":"approved_by","type":{"type":"array","items":"string"},"default":[]},{"name":"outcome","type":["null",{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call.","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}],"default":null},{"name":"comment","type":"string","default":""},{"name":"updated_ms","type":"long"}]}',
+    'runplane.v1.Wake': '{"type":"record","name":"Wake","namespace":"runplane.v1","doc":"Wake a parked or evicted run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"reason","type":"string"},{"name":"sent_ms","type":"long"}]}',
+    'runplane.v1.WarnDeadline': '{"type":"record","name":"WarnDeadline","namespace":"runplane.v1","doc":"The sweeper saw an obligation pass warn time.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"},{"name":"due_ms","type":"long"}]}',
+}
+
+RECORD_TYPES: tuple[type[Record], ...] = (
+    AdmissionClaim,
+    AdmissionReply,
+    AdmissionRequest,
+    AuditRecord,
+    BreachDeadline,
+    CancelDeadline,
+    CaseRecord,
+    CaseReply,
+    ClaimTask,
+    CloseCase,
+    CloseTask,
+    Cost,
+    DeadLetter,
+    DecideTask,
+    ErrorInfo,
+    ExpireTask,
+    GetCaseState,
+    JournalRecord,
+    Label,
+    MeetDeadline,
+    Obligation,
+    OpenTask,
+    ParkedOn,
+    PutCaseState,
+    RegisterDeadline,
+    ReleaseTask,
+    ResultEntry,
+    RunStatusUpdate,
+    SessionSnapshot,
+    Signal,
+    StartRun,
+    TaskDecision,
+    TaskRecord,
+    Wake,
+    WarnDeadline,
+)
+
+ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (
+    AdmissionOutcome,
+    DecisionOutcome,
+    ExpiryPolicy,
+    JournalKind,
+    ObligationStatus,
+    ParkKind,
+    RunStatus,
+    Sensitivity,
+    TaskKind,
+    TaskStatus,
+    Trust,
+    Verdict,
+)

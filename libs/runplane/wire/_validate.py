@@ -1,0 +1,128 @@
+"""Invariants the Avro schemas cannot state, checked whenever a record is built or decoded.
+
+``VALIDATORS`` maps an Avro full name to a hook that raises ``WireError`` (the generated
+``__post_init__`` calls it). The rules on admission keys and tenants are also exported as
+plain functions returning a reason (or ``None``), so admission can turn a bad emitter input
+into a refusal reason instead of an exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from runplane.errors import WireError
+
+MAX_ADMISSION_KEY_BYTES = 256
+ZERO_HASH = "0" * 64
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+# A tenant names a namespace inside keys and topic-derived paths, so it may not contain the
+# separators those use.
+_TENANT_SEPARATORS = frozenset("/:.")
+
+
+def is_hex64(value: str) -> bool:
+    """True for a lowercase hex SHA-256 digest (64 characters)."""
+    return _HEX64.fullmatch(value) is not None
+
+
+def admission_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid admission key, or ``None`` when it is."""
+    if not key:
+        return "admission_key must not be empty"
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_ADMISSION_KEY_BYTES:
+        return f"admission_key is {size} bytes; at most {MAX_ADMISSION_KEY_BYTES} allowed"
+    return None
+
+
+def tenant_problem(tenant: str) -> str | None:
+    """Why ``tenant`` is not a valid tenant name, or ``None`` when it is."""
+    if not tenant:
+        return "tenant must not be empty"
+    for ch in tenant:
+        if ch in _TENANT_SEPARATORS:
+            return f"tenant must not contain {ch!r}"
+        if ch.isspace():
+            return "tenant must not contain whitespace"
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            return f"tenant must not contain control character U+{ord(ch):04X}"
+    return None
+
+
+def _require(ok: bool, record: Any, message: str) -> None:
+    if not ok:
+        raise WireError(f"{record.avro_name.rsplit('.', 1)[-1]}: {message}")
+
+
+def _hex(record: Any, name: str, *, optional: bool = False) -> None:
+    value = getattr(record, name)
+    if optional and value is None:
+        return
+    _require(is_hex64(value), record, f"{name} must be 64 lowercase hex characters, got {value!r}")
+
+
+def _admission_request(r: Any) -> None:
+    for problem in (admission_key_problem(r.admission_key), tenant_problem(r.tenant)):
+        _require(problem is None, r, str(problem))
+
+
+def _journal_record(r: Any) -> None:
+    _require(r.seq >= 0, r, f"seq must be >= 0, got {r.seq}")
+    _require(r.era >= 0, r, f"era must be >= 0, got {r.era}")
+    _hex(r, "prev_hash")
+    _hex(r, "hash")
+    _hex(r, "request_witness", optional=True)
+    _hex(r, "body_digest", optional=True)
+
+
+def _label(r: Any) -> None:
+    p = r.provenance
+    _require(
+        all(a < b for a, b in itertools.pairwise(p)),
+        r,
+        f"provenance must be sorted and unique, got {list(p)!r}",
+    )
+
+
+def _result_entry(r: Any) -> None:
+    if r.ok:
+        _require(r.error is None, r, "ok result must not carry an error")
+    else:
+        _require(r.error is not None, r, "failed result must carry an error")
+    _require(r.call_seq >= 0, r, f"call_seq must be >= 0, got {r.call_seq}")
+    _hex(r, "request_witness")
+    _hex(r, "body_digest")
+
+
+def _non_empty(*names: str) -> Callable[[Any], None]:
+    def check(r: Any) -> None:
+        for name in names:
+            _require(getattr(r, name) != "", r, f"{name} must not be empty")
+
+    return check
+
+
+def _chained(*hooks: Callable[[Any], None]) -> Callable[[Any], None]:
+    def check(r: Any) -> None:
+        for hook in hooks:
+            hook(r)
+
+    return check
+
+
+def _admission_claim(r: Any) -> None:
+    _admission_request(r)  # same key and tenant rules: a claim is keyed by the request's key
+
+
+VALIDATORS: dict[str, Callable[[Any], None]] = {
+    "runplane.v1.AdmissionRequest": _chained(_admission_request, _non_empty("capability")),
+    "runplane.v1.AdmissionClaim": _admission_claim,
+    "runplane.v1.JournalRecord": _chained(_journal_record, _non_empty("session_id")),
+    "runplane.v1.Label": _label,
+    "runplane.v1.ResultEntry": _chained(_result_entry, _non_empty("session_id")),
+}

@@ -1,0 +1,78 @@
+"""The generated wire types stay in step with schemas/*.avsc."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import fastavro
+import pytest
+from runplane.errors import SchemaError
+from runplane.wire import codegen
+from runplane.wire._records import ENUM_TYPES, RECORD_TYPES, SCHEMAS
+
+pytestmark = pytest.mark.unit
+
+
+def test_records_module_is_not_stale() -> None:
+    # Fails when someone edits a schema without running `python -m runplane.wire.codegen`.
+    assert codegen.OUTPUT.read_text(encoding="utf-8") == codegen.render(), (
+        "libs/runplane/wire/_records.py is stale: run python -m runplane.wire.codegen"
+    )
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = tmp_path / "_records.py"
+    stale.write_text("# old\n", encoding="utf-8")
+    monkeypatch.setattr(codegen, "OUTPUT", stale)
+    assert codegen.main(["--check"]) == 1
+    stale.write_text(codegen.render(), encoding="utf-8")
+    assert codegen.main(["--check"]) == 0
+
+
+def test_every_schema_file_has_a_class() -> None:
+    files = codegen.load_files()
+    names = {c.avro_name for c in RECORD_TYPES}
+    for fullname, schema in files.items():
+        if schema["type"] == "record":
+            assert fullname in names
+    enum_names = {e.__name__ for e in ENUM_TYPES}
+    assert {"RunStatus", "JournalKind", "Trust", "AdmissionOutcome"} <= enum_names
+
+
+def test_embedded_schemas_are_self_contained() -> None:
+    # Each parses with no named_schemas at all: what is fingerprinted/registered stands alone.
+    for name, text in SCHEMAS.items():
+        parsed = fastavro.parse_schema(json.loads(text))
+        assert isinstance(parsed, dict)
+        assert parsed["name"] == name
+
+
+def test_fields_mirror_the_schema_files() -> None:
+    files = codegen.load_files()
+    for cls in RECORD_TYPES:
+        if cls.avro_name in files:
+            expected = [f["name"] for f in files[cls.avro_name]["fields"]]
+            assert [f.name for f in dataclasses.fields(cls)] == expected  # type: ignore[arg-type]
+
+
+def test_unresolvable_reference_is_a_schema_error(tmp_path: Path) -> None:
+    (tmp_path / "x.avsc").write_text(
+        json.dumps({"type": "record", "name": "X", "namespace": "t", "fields": [
+            {"name": "y", "type": "t.Missing"}]}),
+        encoding="utf-8",
+    )
+    with pytest.raises(SchemaError, match="unresolvable"):
+        codegen.render(tmp_path)
+
+
+def test_dependency_order_puts_references_first(tmp_path: Path) -> None:
+    (tmp_path / "a.avsc").write_text(
+        json.dumps({"type": "record", "name": "A", "namespace": "t",
+                    "fields": [{"name": "b", "type": "t.B"}]}), encoding="utf-8")
+    (tmp_path / "b.avsc").write_text(
+        json.dumps({"type": "enum", "name": "B", "namespace": "t", "symbols": ["X"]}),
+        encoding="utf-8")
+    files = codegen.load_files(tmp_path)
+    assert codegen.parse_in_dependency_order(files) == ["t.B", "t.A"]
