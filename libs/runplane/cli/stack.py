@@ -1,9 +1,91 @@
-"""CLI: stack commands (not built yet)."""
+"""CLI: ``runplane up`` / ``down`` / ``status`` — the local Kafka + Redis stack.
+
+Thin: the logic lives in :mod:`runplane.stack`; this module only renders it.
+"""
 
 from __future__ import annotations
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from runplane.config import Settings
+from runplane.stack import StackConfig, StackError, StackReport, down, status, up
+
+_STYLE = {
+    "running": "green",
+    "external": "cyan",
+    "unhealthy": "yellow",
+    "blocked": "red",
+    "stopped": "dim",
+}
+
+
+def _config() -> StackConfig:
+    return StackConfig.from_settings(Settings.from_env())
+
+
+def render(report: StackReport, *, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("component", "state", "address", "pid", "detail", "action"):
+        table.add_column(column)
+    for c in report.components:
+        style = _STYLE.get(c.state, "")
+        table.add_row(
+            c.name,
+            f"[{style}]{c.state}[/{style}]",
+            c.address,
+            "" if c.pid is None else str(c.pid),
+            c.detail,
+            c.action,
+        )
+    return table
+
+
+def _fail(console: Console, exc: StackError) -> typer.Exit:
+    console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, markup=False)
+    return typer.Exit(code=1)
+
+
+def up_command() -> None:
+    """Start the local Kafka (KRaft) and Redis in the background and wait until they answer."""
+    console = Console()
+    config = _config()
+    try:
+        with console.status("starting the local stack") as line:
+            report = up(config, progress=lambda msg: line.update(msg))
+    except StackError as exc:
+        raise _fail(console, exc) from None
+    console.print(render(report, title=f"runplane stack — up in {report.elapsed:.1f}s"))
+    console.print(f"state and logs: {config.state_dir}", highlight=False)
+
+
+def down_command(
+    wipe: bool = typer.Option(False, "--wipe", help="Also delete Kafka's and Redis's data."),
+) -> None:
+    """Stop the local stack that `runplane up` started (SIGTERM, then SIGKILL)."""
+    console = Console()
+    try:
+        with console.status("stopping the local stack") as line:
+            report = down(_config(), wipe=wipe, progress=lambda msg: line.update(msg))
+    except StackError as exc:
+        raise _fail(console, exc) from None
+    console.print(render(report, title=f"runplane stack — down in {report.elapsed:.1f}s"))
+
+
+def status_command() -> None:
+    """Show whether Kafka and Redis are running and answering (exit 1 when not ready)."""
+    console = Console()
+    config = _config()
+    report = status(config)
+    console.print(render(report, title="runplane stack"))
+    console.print(f"state and logs: {config.state_dir}", highlight=False)
+    if not report.ready:
+        raise typer.Exit(code=1)
 
 
 def register(app: typer.Typer) -> None:
     """Attach the stack commands to the root app."""
+    app.command("up")(up_command)
+    app.command("down")(down_command)
+    app.command("status")(status_command)
