@@ -95,7 +95,9 @@ class Probe:
 class Health:
     """The health of one service: healthy when every registered probe is."""
 
-    def __init__(self, *, stale_after_s: float = 30.0, clock: MonotonicClock = time.monotonic) -> None:
+    def __init__(
+        self, *, stale_after_s: float = 30.0, clock: MonotonicClock = time.monotonic
+    ) -> None:
         self._stale_after_s = stale_after_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -132,7 +134,10 @@ def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> lis
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return [Route("/healthz", healthz, methods=["GET"]), Route("/metrics", metrics, methods=["GET"])]
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
 
 
 def make_app(health: Health, extra: Sequence[BaseRoute] = ()) -> Starlette:
@@ -203,7 +208,10 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -1,0 +1,146 @@
+"""Rebuild a state table from its compacted topic: the given partitions, to their end.
+
+"The end" is the end a ``read_committed`` reader can see — the last stable offset, not the
+high watermark (an open or aborted transaction's records and its markers sit between the
+two). librdkafka signals it with a PARTITION_EOF event when ``enable.partition.eof`` is on,
+and under read_committed that event fires at the last stable offset; so we read until every
+partition has reported EOF, and never loop "until position >= high watermark", which would
+spin forever behind an open transaction or a trailing commit marker.
+
+Compaction keeps at least the last value per key but readers may still see several versions:
+last write in offset order wins, and a tombstone (value None) deletes the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from runplane.config import Settings
+from runplane.errors import RetryableError, WireError
+from runplane.kafka.clients import consumer_config
+
+log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+
+
+@dataclass
+class Restored(Generic[V]):
+    """A restored table: key -> value per partition, plus what was skipped and why."""
+
+    partitions: dict[int, dict[str, V]] = field(default_factory=dict)
+    records_read: int = 0
+    skipped: int = 0
+
+    def merged(self) -> dict[str, V]:
+        out: dict[str, V] = {}
+        for rows in self.partitions.values():
+            out.update(rows)
+        return out
+
+
+class Restorer:
+    """Reads compacted topics to the end with one reusable, group-less consumer."""
+
+    def __init__(self, settings: Settings, *, timeout_s: float = 180.0) -> None:
+        # A group id is required by librdkafka even for assign(); nothing is ever committed.
+        config = consumer_config(
+            settings,
+            f"runplane-restore-{uuid.uuid4().hex[:12]}",
+            **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
+        )
+        self._consumer = Consumer(config)
+        self._timeout_s = timeout_s
+
+    def restore(
+        self, topic: str, partitions: Iterable[int], decode: Callable[[bytes], V]
+    ) -> Restored[V]:
+        """Read ``partitions`` of ``topic`` (full name) from the beginning to the end.
+
+        Records that fail ``decode`` (``WireError``) or carry no UTF-8 key are skipped and
+        counted: a table row nobody can read is not state. Raises ``RetryableError`` when
+        the end is not reached within the timeout (e.g. another producer's transaction is
+        still open past its ``transaction.timeout.ms``).
+        """
+        wanted = sorted(set(partitions))
+        result: Restored[V] = Restored({p: {} for p in wanted})
+        if not wanted:
+            return result
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
+        pending = set(wanted)
+        deadline = time.monotonic() + self._timeout_s
+        try:
+            while pending:
+                if time.monotonic() > deadline:
+                    raise RetryableError(
+                        f"restore of {topic} partitions {sorted(pending)} did not reach the end "
+                        f"within {self._timeout_s}s",
+                        retry_after=1.0,
+                    )
+                for msg in self._consumer.consume(num_messages=1000, timeout=0.2):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            pending.discard(msg.partition() or 0)
+                            continue
+                        if err.fatal():
+                            raise KafkaException(err)
+                        log.warning("restore consumer error on %s: %s", topic, err.str())
+                        continue
+                    self._apply(result, msg.partition() or 0, msg.key(), msg.value(), decode)
+        finally:
+            self._consumer.unassign()
+        return result
+
+    @staticmethod
+    def _apply(
+        result: Restored[V],
+        partition: int,
+        raw_key: str | bytes | None,
+        raw_value: str | bytes | None,
+        decode: Callable[[bytes], V],
+    ) -> None:
+        result.records_read += 1
+        rows = result.partitions[partition]
+        try:
+            key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
+        except UnicodeDecodeError:
+            key = None
+        if key is None:
+            result.skipped += 1
+            return
+        if raw_value is None:
+            rows.pop(key, None)
+            return
+        try:
+            data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
+            rows[key] = decode(data)
+        except WireError as exc:
+            result.skipped += 1
+            log.warning("skipping undecodable table row", extra={"key": key, "reason": str(exc)})
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def restore_table(
+    settings: Settings,
+    topic: str,
+    partitions: Iterable[int],
+    decode: Callable[[bytes], V],
+    *,
+    timeout_s: float = 180.0,
+) -> dict[str, V]:
+    """One-shot: the table in ``partitions`` of ``topic`` (full name), last write wins."""
+    restorer = Restorer(settings, timeout_s=timeout_s)
+    try:
+        return restorer.restore(topic, partitions, decode).merged()
+    finally:
+        restorer.close()
