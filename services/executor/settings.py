@@ -1,0 +1,106 @@
+"""The executor's settings: one frozen object, built once from ``RUNPLANE_*`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runplane.config import Settings
+from runplane.errors import ConfigError
+
+DEFAULT_AGENT_MODULES = ("examples.refund", "examples.triage")
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Everything the executor reads from its environment.
+
+    ``batch_max`` / ``batch_ms`` bound a group commit: a transaction is committed when it holds
+    ``batch_max`` records or its oldest record waited ``batch_ms``, whichever comes first.
+    ``transaction_timeout_ms`` and ``session_timeout_ms`` bound how long a killed instance's
+    open transaction and group membership can hold up the survivors (the broker aborts the
+    one and evicts the other after these times).
+    """
+
+    base: Settings = field(default_factory=Settings)
+    idle_grace_s: float = 300.0
+    max_inflight: int = 64
+    batch_max: int = 500
+    batch_ms: float = 5.0
+    openai_base_url: str = "http://127.0.0.1:8399/v1"
+    openai_api_key: str | None = None
+    openai_model: str = "gpt-4o-mini"
+    agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    billing_url: str = "http://127.0.0.1:8398"
+    transaction_timeout_ms: int = 10_000
+    session_timeout_ms: int = 6_000
+    call_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.idle_grace_s < 0:
+            raise ConfigError("RUNPLANE_EXECUTOR_IDLE_GRACE_S must not be negative")
+        if self.max_inflight < 1:
+            raise ConfigError("RUNPLANE_EXECUTOR_MAX_INFLIGHT must be at least 1")
+        if self.batch_max < 1:
+            raise ConfigError("RUNPLANE_EXECUTOR_BATCH_MAX must be at least 1")
+        if self.batch_ms < 0:
+            raise ConfigError("RUNPLANE_EXECUTOR_BATCH_MS must not be negative")
+        if self.session_timeout_ms < 1000 or self.transaction_timeout_ms < 1000:
+            raise ConfigError("executor session/transaction timeouts must be at least 1000 ms")
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable per instance, so a restarted instance fences and aborts its predecessor."""
+        return f"executor-{self.base.instance_id}"
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, base: Settings | None = None
+    ) -> ExecutorSettings:
+        e = os.environ if env is None else env
+        d = cls()
+        modules = e.get("RUNPLANE_AGENT_MODULES")
+        return cls(
+            base=base if base is not None else Settings.from_env(e),
+            idle_grace_s=_float(e, "RUNPLANE_EXECUTOR_IDLE_GRACE_S", d.idle_grace_s),
+            max_inflight=_int(e, "RUNPLANE_EXECUTOR_MAX_INFLIGHT", d.max_inflight),
+            batch_max=_int(e, "RUNPLANE_EXECUTOR_BATCH_MAX", d.batch_max),
+            batch_ms=_float(e, "RUNPLANE_EXECUTOR_BATCH_MS", d.batch_ms),
+            openai_base_url=e.get("RUNPLANE_OPENAI_BASE_URL") or d.openai_base_url,
+            openai_api_key=e.get("RUNPLANE_OPENAI_API_KEY") or None,
+            openai_model=e.get("RUNPLANE_OPENAI_MODEL") or d.openai_model,
+            agent_modules=(
+                tuple(m.strip() for m in modules.split(",") if m.strip())
+                if modules is not None
+                else d.agent_modules
+            ),
+            billing_url=e.get("RUNPLANE_BILLING_URL") or d.billing_url,
+            transaction_timeout_ms=_int(
+                e, "RUNPLANE_EXECUTOR_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
+            ),
+            session_timeout_ms=_int(
+                e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
+            ),
+            call_timeout_s=_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+        )

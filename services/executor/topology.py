@@ -1,0 +1,25 @@
+"""The executor's topics in and out, and its consumer group."""
+
+from __future__ import annotations
+
+from runplane.config import Settings
+
+SERVICE = "executor"
+
+INPUT = "runs.inbox"
+# Compacted tables co-partitioned with the input, restored on assignment (read to the end).
+TABLES = ("sessions", "results")
+OUTPUTS = (
+    "journal",
+    "results",
+    "sessions",
+    "cases.commands",
+    "tasks.commands",
+    "admission",
+    "deadletter",
+)
+
+
+def group_id(settings: Settings) -> str:
+    # The prefix keeps deployments (and tests with their own prefix) in separate groups.
+    return f"{settings.topic_prefix}executor"
