@@ -1,0 +1,203 @@
+"""Read one run's journal, bodies and audit records straight from Kafka.
+
+Used by ``runplane journal show|verify`` and by the journal service's HTTP API. Independent of
+any service: a run's records live on its session's partition of ``journal`` (and of
+``results`` and ``audit``, co-partitioned by session), so we assign that one partition, read
+it from the beginning (or from the first offset at/after ``since_ms``) to its end and keep
+the run's records.
+
+"The end" is what a read_committed reader can see (the last stable offset); librdkafka reports
+it with a PARTITION_EOF event (``enable.partition.eof``), so we stop on EOF and never compare
+positions with the high watermark (KAFKA-NOTES: that spins behind an open transaction).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from runplane.config import Settings
+from runplane.errors import RetryableError, WireError
+from runplane.kafka.clients import consumer_config
+from runplane.kafka.partition import partition_for
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, decode
+
+__all__ = ["RunHistory", "parse_result_key", "read_audit", "read_run", "result_key", "session_partition"]
+
+BodyKey = tuple[int, int]  # (era, call_seq)
+
+
+def result_key(session_id: str, era: int, call_seq: int) -> str:
+    """The ``results`` key of one call: ``session/era/call_seq``."""
+    return f"{session_id}/{era}/{call_seq}"
+
+
+def parse_result_key(key: str) -> tuple[str, int, int] | None:
+    """(session, era, call_seq) from a ``results`` key, or None when it is not one."""
+    session, sep1, rest = key.rpartition("/")
+    session, sep2, era = session.rpartition("/")
+    if not (sep1 and sep2 and session):
+        return None
+    try:
+        return session, int(era), int(rest)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    """A run as it is on the topics: records in topic order, bodies by (era, call_seq)."""
+
+    run_id: str
+    partition: int
+    records: tuple[JournalRecord, ...]
+    bodies: dict[BodyKey, ResultEntry | None] = field(default_factory=dict)  # None: erased
+    undecodable: int = 0
+
+
+def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> int:
+    meta = consumer.list_topics(topic, timeout=timeout_s)
+    t = meta.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise RetryableError(f"topic {topic} is not available", retry_after=1.0)
+    return len(t.partitions)
+
+
+def session_partition(settings: Settings, consumer: Consumer, run_id: str, timeout_s: float = 10.0) -> int:
+    """The partition holding ``run_id`` on every session-keyed topic."""
+    return partition_for(run_id, _partitions(consumer, settings.topic("journal"), timeout_s))
+
+
+def _read_to_end(
+    consumer: Consumer, topic: str, partition: int, since_ms: int | None, timeout_s: float
+) -> Iterator[Message]:
+    start = OFFSET_BEGINNING
+    if since_ms is not None:
+        found = consumer.offsets_for_times([TopicPartition(topic, partition, since_ms)], timeout=timeout_s)
+        if found and found[0].offset >= 0:
+            start = found[0].offset
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise RetryableError(f"{topic}[{partition}] did not reach its end in {timeout_s}s", retry_after=1.0)
+            for msg in consumer.consume(num_messages=500, timeout=0.2):
+                err = msg.error()
+                if err is None:
+                    yield msg
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return
+                elif err.fatal():
+                    raise KafkaException(err)
+    finally:
+        consumer.unassign()
+
+
+def _consumer(settings: Settings) -> Consumer:
+    # A group id is required by librdkafka even for assign(); nothing is ever committed.
+    return Consumer(
+        consumer_config(
+            settings,
+            f"runplane-reader-{uuid.uuid4().hex[:12]}",
+            **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
+        )
+    )
+
+
+def _key(msg: Message) -> str | None:
+    raw = msg.key()
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        return None
+
+
+def _decoded(msg: Message, cls: type, decoder: Callable[[bytes], object]) -> object | None:
+    value = msg.value()
+    if value is None:
+        return None
+    try:
+        rec = decoder(value if isinstance(value, bytes) else value.encode())
+    except WireError:
+        return WireError
+    return rec if isinstance(rec, cls) else WireError
+
+
+def read_run(
+    settings: Settings,
+    run_id: str,
+    *,
+    bodies: bool = True,
+    since_ms: int | None = None,
+    timeout_s: float = 30.0,
+    decoder: Callable[[bytes], object] = decode,
+) -> RunHistory:
+    """The run's journal records (topic order) and, with ``bodies``, its result entries.
+
+    Records of other sessions on the partition are skipped; a record keyed by the run that does
+    not decode counts in ``undecodable`` (it would be dead-lettered by a service).
+    """
+    consumer = _consumer(settings)
+    try:
+        partition = session_partition(settings, consumer, run_id, timeout_s)
+        records: list[JournalRecord] = []
+        undecodable = 0
+        for msg in _read_to_end(consumer, settings.topic("journal"), partition, since_ms, timeout_s):
+            if _key(msg) != run_id:
+                continue
+            rec = _decoded(msg, JournalRecord, decoder)
+            if isinstance(rec, JournalRecord) and rec.session_id == run_id:
+                records.append(rec)
+            else:
+                undecodable += 1
+        found: dict[BodyKey, ResultEntry | None] = {}
+        if bodies:
+            for msg in _read_to_end(consumer, settings.topic("results"), partition, None, timeout_s):
+                parsed = parse_result_key(_key(msg) or "")
+                if parsed is None or parsed[0] != run_id:
+                    continue
+                entry = _decoded(msg, ResultEntry, decoder)
+                if entry is None or isinstance(entry, ResultEntry):
+                    found[(parsed[1], parsed[2])] = entry  # last write wins; None = tombstone
+                else:
+                    undecodable += 1
+        return RunHistory(run_id, partition, tuple(records), found, undecodable)
+    finally:
+        consumer.close()
+
+
+def read_audit(
+    settings: Settings,
+    run_id: str,
+    *,
+    since_ms: int | None = None,
+    timeout_s: float = 30.0,
+    decoder: Callable[[bytes], object] = decode,
+) -> list[AuditRecord]:
+    """The run's audit records as the journal service published them (topic order)."""
+    consumer = _consumer(settings)
+    try:
+        partition = session_partition(settings, consumer, run_id, timeout_s)
+        out: list[AuditRecord] = []
+        for msg in _read_to_end(consumer, settings.topic("audit"), partition, since_ms, timeout_s):
+            if _key(msg) == run_id:
+                rec = _decoded(msg, AuditRecord, decoder)
+                if isinstance(rec, AuditRecord):
+                    out.append(rec)
+        return out
+    finally:
+        consumer.close()

@@ -1,0 +1,227 @@
+"""The incremental chain checker: a fold over one session's journal records.
+
+Pure: no I/O, no clock. The service, ``runplane journal verify`` and ``GET /runs/{id}/verify``
+all run this same fold, so they cannot disagree about a chain.
+
+State per session is a :class:`Tip` — the next expected seq, the hash the next record must
+link to, and the first break if there was one. Each record is checked in three steps:
+
+1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
+   older record, a higher one is a gap: records are missing).
+2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
+   core's recomputation (``runplane.core``: SHA-256 over prev_hash ‖ canonical record).
+3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
+   from the ResultEntry's body (never its stored ``body_digest`` field, which a tamperer would
+   rewrite with the value) must equal the chain's digest. An erased (tombstoned) or absent
+   body is *BODY_MISSING* — not a break: bodies may be erased on purpose, and the chain still
+   proves what was there.
+
+The first break wins: once a chain is broken at seq N, every later record of the session is
+reported BROKEN with ``broken_at_seq = N`` (nothing after a break can be trusted), and the run
+is quarantined once.
+
+``broken_at_seq`` names the first position that does not verify, exactly as
+``runplane.core.verify_chain`` does: for a gap or a reorder it is the seq that was expected
+there, otherwise the offending record's seq. Reasons start with the core's ``ChainFault``
+name (``gap``, ``reorder``, ``bad_link``, ``bad_hash``, ``body_digest_mismatch``, …).
+
+One deliberate difference from ``verify_chain``: a body with no entry in ``results`` is a
+BODY_MISSING verdict here, not a break (the chain itself is intact; the auditor sees which
+body is absent, and an erased body reads the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from runplane.core.chain import ChainFault, entry_body_digest, record_hash
+from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
+
+GENESIS_HASH = "0" * 64
+
+HashOf = Callable[[JournalRecord], str]
+DigestOf = Callable[[ResultEntry], str]
+
+
+# Every break reason is ``<fault>: <detail>`` with the core's fault names (ChainFault), so
+# the audit stream, the CLI and ``runplane.core.verify_chain`` speak of a break alike; records
+# after a break say ``earlier_break``.
+EARLIER_BREAK = "earlier_break"
+
+
+class Erased:
+    """A body that was tombstoned in ``results`` (erased on purpose)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ERASED"
+
+
+ERASED = Erased()
+Body = ResultEntry | Erased | None  # None: no entry was found
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """The verdict on one record."""
+
+    verdict: Verdict
+    broken_at_seq: int | None = None
+    reason: str | None = None
+
+    @property
+    def breaks(self) -> bool:
+        return self.verdict is Verdict.BROKEN
+
+
+VERIFIED = Finding(Verdict.VERIFIED)
+
+
+@dataclass(frozen=True, slots=True)
+class Tip:
+    """What the checker knows about one session after the records it has seen."""
+
+    session_id: str
+    next_seq: int = 0
+    last_hash: str = GENESIS_HASH
+    broken_at: int | None = None
+    reason: str | None = None
+    capability: str | None = None
+    case_id: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self.broken_at is not None
+
+
+def needs_body(rec: JournalRecord) -> bool:
+    """Whether the record's verdict depends on a body in ``results``."""
+    return rec.body_digest is not None and rec.call_seq is not None
+
+
+def body_key(rec: JournalRecord) -> tuple[str, int, int]:
+    """(session, era, call_seq): where the record's body lives in ``results``."""
+    if rec.call_seq is None:
+        raise ValueError(f"record seq {rec.seq} of {rec.session_id} belongs to no call")
+    return (rec.session_id, rec.era, rec.call_seq)
+
+
+def _broken(seq: int, kind: str, detail: str) -> Finding:
+    return Finding(Verdict.BROKEN, seq, f"{kind}: {detail}")
+
+
+def check_links(tip: Tip, rec: JournalRecord, hash_of: HashOf = record_hash) -> Finding:
+    """Position, link and hash of ``rec`` against ``tip`` (no body).
+
+    Positions follow ``runplane.core.verify_chain``: a gap or a reorder is broken at the seq
+    that was expected there; any other fault at the offending record's seq.
+    """
+    if tip.broken_at is not None:
+        return _broken(tip.broken_at, EARLIER_BREAK, f"chain broken at seq {tip.broken_at} ({tip.reason})")
+    if rec.session_id != tip.session_id:
+        return _broken(rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}")
+    if rec.seq > tip.next_seq:
+        return _broken(tip.next_seq, ChainFault.GAP, f"expected seq {tip.next_seq}, got {rec.seq}")
+    if rec.seq < tip.next_seq:
+        return _broken(tip.next_seq, ChainFault.REORDER, f"expected seq {tip.next_seq}, got {rec.seq}")
+    if rec.prev_hash != tip.last_hash:
+        return _broken(rec.seq, ChainFault.BAD_LINK, "prev_hash is not the previous record's hash")
+    if hash_of(rec) != rec.hash:
+        return _broken(rec.seq, ChainFault.BAD_HASH, "hash does not match the record's content")
+    return VERIFIED
+
+
+def check_body(rec: JournalRecord, body: Body, digest_of: DigestOf = entry_body_digest) -> Finding:
+    """The record's body against its digest in the chain (for records that need one)."""
+    if not needs_body(rec):
+        return VERIFIED
+    if body is None or isinstance(body, Erased):
+        why = "erased" if isinstance(body, Erased) else "no entry in results"
+        return Finding(Verdict.BODY_MISSING, None, f"body_missing: call {rec.era}/{rec.call_seq} {why}")
+    if body.body_digest != rec.body_digest or digest_of(body) != rec.body_digest:
+        return _broken(
+            rec.seq,
+            ChainFault.BODY_DIGEST_MISMATCH,
+            f"body of call {rec.era}/{rec.call_seq} does not match the chain's digest",
+        )
+    return VERIFIED
+
+
+def check(
+    tip: Tip, rec: JournalRecord, body: Body, hash_of: HashOf = record_hash, digest_of: DigestOf = entry_body_digest
+) -> Finding:
+    """The verdict on ``rec``: links first (a broken link makes the body irrelevant)."""
+    finding = check_links(tip, rec, hash_of)
+    if finding.breaks:
+        return finding
+    return check_body(rec, body, digest_of)
+
+
+def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
+    """The tip after ``rec`` with ``finding``; one function per record kind where it matters."""
+    nxt = replace(tip, next_seq=max(tip.next_seq, rec.seq + 1), last_hash=rec.hash)
+    if finding.breaks and not tip.broken:
+        nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)
+    apply = _APPLY.get(rec.kind)
+    return apply(nxt, rec) if apply is not None else nxt
+
+
+def _apply_admitted(tip: Tip, rec: JournalRecord) -> Tip:
+    # Capability and case are facts of admission; later records need not repeat them.
+    return replace(
+        tip,
+        capability=rec.attrs.get("capability", tip.capability),
+        case_id=rec.attrs.get("case_id", tip.case_id),
+    )
+
+
+_APPLY: Mapping[JournalKind, Callable[[Tip, JournalRecord], Tip]] = {
+    JournalKind.RUN_ADMITTED: _apply_admitted,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """The verdict on a whole chain (the CLI's and the API's answer)."""
+
+    session_id: str
+    records: int
+    verified: bool
+    broken_at_seq: int | None
+    reason: str | None
+    body_missing: tuple[int, ...]
+    findings: tuple[tuple[int, Finding], ...]
+
+
+def verify_records(
+    session_id: str,
+    records: Iterable[JournalRecord],
+    bodies: Mapping[tuple[int, int], Body],
+    hash_of: HashOf = record_hash,
+    digest_of: DigestOf = entry_body_digest,
+) -> ChainReport:
+    """Fold the checker over a whole chain in journal order (records as they are on the topic).
+
+    ``bodies`` maps (era, call_seq) → the ResultEntry, ``ERASED`` for a tombstone; absent means
+    no entry. An empty chain does not verify (there is nothing to trust).
+    """
+    tip = Tip(session_id)
+    findings: list[tuple[int, Finding]] = []
+    for rec in records:
+        body = bodies.get((rec.era, rec.call_seq)) if needs_body(rec) and rec.call_seq is not None else None
+        finding = check(tip, rec, body, hash_of, digest_of)
+        findings.append((rec.seq, finding))
+        tip = advance(tip, rec, finding)
+    missing = tuple(seq for seq, f in findings if f.verdict is Verdict.BODY_MISSING)
+    if not findings:
+        return ChainReport(session_id, 0, False, 0, "gap: no records", (), ())
+    return ChainReport(
+        session_id, len(findings), not tip.broken, tip.broken_at, tip.reason, missing, tuple(findings)
+    )
+
+
+def bodies_of(results: Mapping[tuple[int, int], ResultEntry | None]) -> dict[tuple[int, int], Body]:
+    """A read of ``results`` (None = tombstone) as the checker's bodies (``ERASED``)."""
+    return {k: ERASED if v is None else v for k, v in results.items()}

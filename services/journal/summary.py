@@ -1,0 +1,150 @@
+"""What a run looks like from its audit records: status, era, cost, timestamps, verdict.
+
+Pure. A run's summary is a fold over its records in seq order (:func:`apply`), one rule per
+record kind where the kind matters. The Redis index applies the same rules incrementally (see
+``index.py``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
+straight from Kafka when no index is at hand.
+
+Cost is summed from every record that carries one (the executor puts a generation's tokens
+and units on its EffectRecorded); per case and per capability totals are sums of run totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from runplane.wire import AuditRecord, Cost, JournalKind, RunStatus, Verdict
+
+# Kinds that settle the status outright; every other kind means the run is running again
+# (a record after a park is the run moving on).
+_STATUS_OF_KIND: Mapping[JournalKind, RunStatus] = {
+    JournalKind.RUN_ADMITTED: RunStatus.ADMITTED,
+    JournalKind.RUN_COMPLETED: RunStatus.COMPLETED,
+    JournalKind.RUN_FAILED: RunStatus.FAILED,
+    JournalKind.RUN_QUARANTINED: RunStatus.QUARANTINED,
+}
+# Kinds that say nothing about where the run is (bookkeeping around a wait or an audit).
+_NEUTRAL = frozenset({JournalKind.TASK_OPENED, JournalKind.DEADLINE_REGISTERED})
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+
+
+@dataclass(frozen=True, slots=True)
+class CostTotals:
+    """Tokens and cost units, summed."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    units: float = 0.0
+
+    def plus(self, cost: Cost | None) -> CostTotals:
+        if cost is None:
+            return self
+        return CostTotals(
+            self.tokens_in + cost.tokens_in, self.tokens_out + cost.tokens_out, self.units + cost.units
+        )
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+def status_of(audit: AuditRecord) -> RunStatus | None:
+    """The status a record puts its run in, or None when it does not say."""
+    if audit.kind in _STATUS_OF_KIND:
+        return _STATUS_OF_KIND[audit.kind]
+    if audit.kind is JournalKind.RUN_PARKED:
+        return RunStatus.AWAITING_HUMAN if _parked_on_task(audit.attrs) else RunStatus.PARKED
+    if audit.kind in _NEUTRAL:
+        return None
+    return RunStatus.RUNNING
+
+
+def _parked_on_task(attrs: Mapping[str, str]) -> bool:
+    parked = attrs.get("parked_on", "")
+    return parked.upper().startswith("TASK") or (not parked and "task_id" in attrs)
+
+
+def parked_on_of(audit: AuditRecord) -> str | None:
+    """What a RUN_PARKED record says the run waits for (``parked_on`` attr, or the task)."""
+    if audit.kind is not JournalKind.RUN_PARKED:
+        return None
+    parked = audit.attrs.get("parked_on")
+    if parked:
+        return parked
+    task = audit.attrs.get("task_id")
+    return f"TASK:{task}" if task else "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run as ``GET /runs/{id}`` and ``runplane runs show`` present it."""
+
+    run_id: str
+    status: RunStatus | None = None
+    capability: str | None = None
+    case_id: str | None = None
+    era: int = 0
+    last_seq: int = -1
+    records: int = 0
+    cost: CostTotals = CostTotals()
+    started_ms: int | None = None
+    updated_ms: int | None = None
+    ended_ms: int | None = None
+    parked_on: str | None = None
+    verdict: Verdict = Verdict.VERIFIED
+    broken_at_seq: int | None = None
+    reason: str | None = None
+    body_missing: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cost"] = {**asdict(self.cost), "tokens": self.cost.tokens}
+        out["status"] = None if self.status is None else str(self.status)
+        out["verdict"] = str(self.verdict)
+        return out
+
+
+def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
+    """The summary after one more record; a record at or below ``last_seq`` changes nothing."""
+    if audit.seq <= summary.last_seq:
+        return summary
+    status = status_of(audit)
+    if status is None or (summary.status in TERMINAL and status not in TERMINAL):
+        status = summary.status
+    parked = parked_on_of(audit) if audit.kind is JournalKind.RUN_PARKED else None
+    if audit.kind in _NEUTRAL:
+        parked = summary.parked_on
+    broken = summary.verdict is Verdict.BROKEN
+    return replace(
+        summary,
+        status=status,
+        capability=summary.capability or audit.capability,
+        case_id=summary.case_id or audit.case_id,
+        era=max(summary.era, audit.era),
+        last_seq=audit.seq,
+        records=summary.records + 1,
+        cost=summary.cost.plus(audit.cost),
+        started_ms=audit.stamp_ms if summary.started_ms is None else summary.started_ms,
+        updated_ms=audit.stamp_ms,
+        ended_ms=audit.stamp_ms if status in TERMINAL and summary.ended_ms is None else summary.ended_ms,
+        parked_on=parked,
+        verdict=summary.verdict if broken else _worse(summary.verdict, audit.verdict),
+        broken_at_seq=summary.broken_at_seq if broken else audit.broken_at_seq,
+        reason=summary.reason if broken else (audit.reason if audit.verdict is Verdict.BROKEN else summary.reason),
+        body_missing=summary.body_missing + (audit.verdict is Verdict.BODY_MISSING),
+    )
+
+
+def _worse(a: Verdict, b: Verdict) -> Verdict:
+    rank = {Verdict.VERIFIED: 0, Verdict.BODY_MISSING: 1, Verdict.BROKEN: 2}
+    return a if rank[a] >= rank[b] else b
+
+
+def summarize(run_id: str, audits: Iterable[AuditRecord]) -> RunSummary:
+    """Fold a run's records (in any order: they are applied by seq)."""
+    summary = RunSummary(run_id)
+    for audit in sorted(audits, key=lambda a: a.seq):
+        summary = apply(summary, audit)
+    return summary
