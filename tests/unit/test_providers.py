@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from runplane.core.agents import Generation, ModelProvider, Recovery, Tool
 from runplane.errors import ConfigError, TerminalError
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
 from runplane.providers import HttpTool, OpenAIProvider, PeerCallError, Reach, billing_tools
@@ -42,7 +43,7 @@ async def test_completion_scripted_and_echo(openai: FakeOpenAIServer) -> None:
     assert one.text == "first answer"
     assert (one.tokens_in, one.tokens_out) == (2, 2)
     assert two.text == "echo: say it back"
-    assert provider.name == "model:openai/gpt-x"
+    assert provider.name == "openai"
     assert openai.requests == 2
     assert openai.bodies[0]["model"] == "gpt-x"
 
@@ -97,29 +98,41 @@ async def test_timeout_after_send_is_in_doubt(openai: FakeOpenAIServer) -> None:
     assert openai.requests == 1  # it did reach the peer
 
 
+async def test_generate_speaks_the_model_provider_protocol(openai: FakeOpenAIServer) -> None:
+    provider = OpenAIProvider(base_url=openai.url, model="default-m", api_key="k-1")
+    assert isinstance(provider, ModelProvider)
+    gen = await provider.generate("default", "why is the sky blue", {"max_tokens": 5})
+    named = await provider.generate("other-m", [{"role": "user", "content": "hi"}], {})
+    await provider.aclose()
+    assert gen == Generation(text="echo: why is the sky blue", tokens_in=5, tokens_out=6)
+    assert named.text == "echo: hi"
+    assert [b["model"] for b in openai.bodies] == ["default-m", "other-m"]
+    assert openai.bodies[0]["max_tokens"] == 5
+
+
 def test_provider_refuses_bad_config() -> None:
     with pytest.raises(ConfigError):
         OpenAIProvider(base_url="ftp://x", model="m")
     with pytest.raises(ConfigError):
-        HttpTool(name="tool://x", method="BREW", url="http://127.0.0.1/")
+        HttpTool("x", "BREW", "http://127.0.0.1/")
 
 
 async def test_billing_tools_fetch_charge_probe(billing: FakeBillingServer, tmp_path: Path) -> None:
-    tools = billing_tools(billing.url)
     async with httpx.AsyncClient() as client:
-        invoice = await tools["fetch_invoice"].call(client, {"invoice_id": "INV 7/a"})
-        before = await tools["get_charge"].call(client, {"idempotency_key": "run-1/0/3"})
+        tools = billing_tools(billing.url, client)
+        assert all(isinstance(t, Tool) for t in tools.values())
+        assert tools["charge_card"].decl.effective_recovery is Recovery.RECONCILE
+        invoice = await tools["fetch_invoice"].call({"invoice_id": "INV 7/a"})
+        before = await tools["get_charge"].call({}, idempotency_key="run-1/0/3")
         charge = await tools["charge_card"].call(
-            client,
             {"invoice_id": "INV 7/a", "amount_cents": invoice["amount_cents"]},
             idempotency_key="run-1/0/3",
         )
         again = await tools["charge_card"].call(
-            client,
             {"invoice_id": "INV 7/a", "amount_cents": invoice["amount_cents"]},
             idempotency_key="run-1/0/3",
         )
-        after = await tools["get_charge"].call(client, {"idempotency_key": "run-1/0/3"})
+        after = await tools["get_charge"].call({"idempotency_key": "run-1/0/3"})
     assert invoice["invoice_id"] == "INV 7/a"  # the id survived URL quoting
     assert invoice["amount_cents"] == invoice_amount_cents("INV 7/a")
     assert before is None
@@ -131,12 +144,11 @@ async def test_billing_tools_fetch_charge_probe(billing: FakeBillingServer, tmp_
 
 
 async def test_mutating_tool_needs_key_and_valid_body(billing: FakeBillingServer) -> None:
-    charge = billing_tools(billing.url)["charge_card"]
-    async with httpx.AsyncClient() as client:
-        with pytest.raises(TerminalError):
-            await charge.call(client, {"invoice_id": "i", "amount_cents": 1})
-        with pytest.raises(PeerCallError) as info:
-            await charge.call(client, {"invoice_id": "i", "amount_cents": "x"}, idempotency_key="k")
+    charge = billing_tools(billing.url)["charge_card"]  # no client: one per call
+    with pytest.raises(TerminalError):
+        await charge.call({"invoice_id": "i", "amount_cents": 1})
+    with pytest.raises(PeerCallError) as info:
+        await charge.call({"invoice_id": "i", "amount_cents": "x"}, idempotency_key="k")
     assert (info.value.reach, info.value.retryable, info.value.status) == (
         Reach.REJECTED,
         False,
@@ -146,9 +158,8 @@ async def test_mutating_tool_needs_key_and_valid_body(billing: FakeBillingServer
 
 
 async def test_missing_url_argument_is_terminal(billing: FakeBillingServer) -> None:
-    async with httpx.AsyncClient() as client:
-        with pytest.raises(TerminalError, match="invoice_id"):
-            await billing_tools(billing.url)["fetch_invoice"].call(client, {})
+    with pytest.raises(TerminalError, match="invoice_id"):
+        await billing_tools(billing.url)["fetch_invoice"].call({})
 
 
 def test_read_counts_of_missing_file_is_empty(tmp_path: Path) -> None:

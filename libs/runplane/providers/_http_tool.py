@@ -1,70 +1,92 @@
-"""HTTP tools: a tool that is one HTTP request to a peer.
+"""HTTP tools: a tool that is one HTTP request to a peer (``runplane.core.Tool``).
 
-A tool is declared once (method, URL template, whether it mutates) and called with a mapping of
-arguments: ``{name}`` placeholders in the URL are filled (URL-quoted) from the arguments, the
-rest go in the query string (GET/DELETE) or the JSON body (POST/PUT). A mutating tool sends the
-effect's idempotency key in a header, so a peer that dedupes by key makes an allowed retry
-harmless. A probe tool may answer "not found" as ``None`` instead of an error: that is an
-answer to "did it happen?", not a failure.
+A tool is declared once (method, URL template, its ``EffectDecl``: mutating, recovery, probe,
+retry, timeout) and called with a mapping of arguments: ``{name}`` placeholders in the URL are
+filled (URL-quoted) from the arguments — or from the call's idempotency key for
+``{idempotency_key}`` — and the rest go in the query string (GET/DELETE) or the JSON body
+(POST/PUT/PATCH). A mutating tool sends the idempotency key in a header, so a peer that
+dedupes by key makes an allowed retry harmless. A probe may answer "not found" as ``None``:
+that is an answer to "did it happen?", not a failure.
 """
 
 from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from runplane.core.agents import EffectDecl, Recovery
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH"})
 
 
-@dataclass(frozen=True)
 class HttpTool:
-    """A tool backed by one HTTP request. ``name`` is the effect name (``tool://…``)."""
+    """A tool backed by one HTTP request, registered under ``name``."""
 
-    name: str
-    method: str
-    url: str
-    mutating: bool = False
-    idempotency_header: str = "Idempotency-Key"
-    not_found_is_none: bool = False
-
-    def __post_init__(self) -> None:
-        if self.method not in _METHODS:
-            raise ConfigError(f"tool {self.name}: unsupported method {self.method!r}")
-        if not self.url.startswith(("http://", "https://")):
-            raise ConfigError(f"tool {self.name}: url must be http(s), got {self.url!r}")
-        if not self.name:
+    def __init__(
+        self,
+        name: str,
+        method: str,
+        url: str,
+        *,
+        decl: EffectDecl | None = None,
+        not_found_is_none: bool = False,
+        idempotency_header: str = "Idempotency-Key",
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not name:
             raise ConfigError("a tool needs a name")
+        if method not in _METHODS:
+            raise ConfigError(f"tool {name}: unsupported method {method!r}")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"tool {name}: url must be http(s), got {url!r}")
+        self.name = name
+        self.method = method
+        self.url = url
+        # Undeclared means the conservative treatment: mutating, requires_operator.
+        self.decl = decl if decl is not None else EffectDecl(name)
+        self.not_found_is_none = not_found_is_none
+        self.idempotency_header = idempotency_header
+        self._client = client
+
+    def bind(self, client: httpx.AsyncClient) -> HttpTool:
+        """The same tool sending through ``client`` (the executor's pooled client)."""
+        return HttpTool(
+            self.name,
+            self.method,
+            self.url,
+            decl=self.decl,
+            not_found_is_none=self.not_found_is_none,
+            idempotency_header=self.idempotency_header,
+            client=client,
+        )
 
     def placeholders(self) -> frozenset[str]:
         return frozenset(f for _, f, _, _ in string.Formatter().parse(self.url) if f)
 
-    def _request_parts(self, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _request_parts(
+        self, args: Mapping[str, Any], idempotency_key: str | None
+    ) -> tuple[str, dict[str, Any]]:
         wanted = self.placeholders()
-        missing = wanted - set(args)
+        values: dict[str, Any] = dict(args)
+        if idempotency_key is not None:
+            values.setdefault("idempotency_key", idempotency_key)
+        missing = wanted - set(values)
         if missing:
             raise TerminalError(f"tool {self.name}: missing arguments {sorted(missing)}")
-        url = self.url.format(**{k: quote(str(args[k]), safe="") for k in wanted})
+        url = self.url.format(**{k: quote(str(values[k]), safe="") for k in wanted})
         return url, {k: v for k, v in args.items() if k not in wanted}
 
-    async def call(
-        self,
-        client: httpx.AsyncClient,
-        args: Mapping[str, Any],
-        *,
-        idempotency_key: str | None = None,
-    ) -> Any:
+    async def call(self, args: Mapping[str, Any], *, idempotency_key: str | None = None) -> Any:
         """Perform one attempt; raise :class:`PeerCallError` classified by reach."""
-        url, rest = self._request_parts(args)
+        url, rest = self._request_parts(args, idempotency_key)
         headers: dict[str, str] = {}
-        if self.mutating:
+        if self.decl.mutating:
             if not idempotency_key:
                 raise TerminalError(f"tool {self.name} mutates and needs an idempotency key")
             headers[self.idempotency_header] = idempotency_key
@@ -73,6 +95,19 @@ class HttpTool:
             if self.method in ("GET", "DELETE")
             else {"json": rest}
         )
+        client = self._client
+        if client is None:
+            async with httpx.AsyncClient() as own:
+                return await self._send(own, url, headers, body_kw)
+        return await self._send(client, url, headers, body_kw)
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        headers: dict[str, str],
+        body_kw: dict[str, Any],
+    ) -> Any:
         try:
             response = await client.request(self.method, url, headers=headers, **body_kw)
         except httpx.TransportError as exc:
@@ -89,20 +124,37 @@ class HttpTool:
             ) from exc
 
 
-def billing_tools(base_url: str) -> dict[str, HttpTool]:
-    """The refund example's tools against a billing API (see ``runplane.fakes``)."""
+def billing_tools(base_url: str, client: httpx.AsyncClient | None = None) -> dict[str, HttpTool]:
+    """The refund example's tools against a billing API (``runplane.fakes``), by tool name.
+
+    ``charge_card`` mutates and reconciles through the ``get_charge`` probe: after a crash
+    between announce and record, the probe asks the billing API whether the charge with that
+    idempotency key exists, instead of charging again or paging an operator.
+    """
     base = base_url.rstrip("/")
     return {
         "fetch_invoice": HttpTool(
-            name="tool://billing/fetch_invoice", method="GET", url=base + "/invoices/{invoice_id}"
+            "fetch_invoice",
+            "GET",
+            base + "/invoices/{invoice_id}",
+            decl=EffectDecl("fetch_invoice", mutating=False),
+            client=client,
         ),
         "charge_card": HttpTool(
-            name="tool://billing/charge", method="POST", url=base + "/charges", mutating=True
+            "charge_card",
+            "POST",
+            base + "/charges",
+            decl=EffectDecl(
+                "charge_card", mutating=True, recovery=Recovery.RECONCILE, probe="get_charge"
+            ),
+            client=client,
         ),
         "get_charge": HttpTool(
-            name="tool://billing/get_charge",
-            method="GET",
-            url=base + "/charges/{idempotency_key}",
+            "get_charge",
+            "GET",
+            base + "/charges/{idempotency_key}",
+            decl=EffectDecl("get_charge", mutating=False),
             not_found_is_none=True,
+            client=client,
         ),
     }

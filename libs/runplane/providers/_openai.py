@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from runplane.core.agents import Generation
 from runplane.errors import ConfigError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
 
@@ -39,7 +40,11 @@ class Completion:
 
 
 class OpenAIProvider:
-    """One model behind an OpenAI-compatible endpoint; ``name`` is the effect name."""
+    """Models behind one OpenAI-compatible endpoint (``runplane.core.ModelProvider``).
+
+    ``name`` is the provider name agents pass to ``ctx.generate(name, model, prompt)``;
+    ``model`` is the default model, used when an agent asks for ``"default"``.
+    """
 
     def __init__(
         self,
@@ -48,20 +53,31 @@ class OpenAIProvider:
         model: str,
         api_key: str | None = None,
         client: httpx.AsyncClient | None = None,
+        name: str = "openai",
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"RUNPLANE_OPENAI_BASE_URL must be an http(s) URL, got {base_url!r}")
         if not model:
             raise ConfigError("a model name is required")
+        self.name = name
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._api_key = api_key
         self._client = client
         self._owns_client = client is None
 
-    @property
-    def name(self) -> str:
-        return f"model:openai/{self.model}"
+    async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
+        """One chat completion; ``prompt`` is a string (one user message) or a message list."""
+        messages = (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        )
+        done = await self.complete(
+            messages,
+            model=None if model in ("", "default") else model,
+            temperature=params.get("temperature"),
+            max_tokens=params.get("max_tokens"),
+        )
+        return Generation(text=done.text, tokens_in=done.tokens_in, tokens_out=done.tokens_out)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -72,10 +88,14 @@ class OpenAIProvider:
         self,
         messages: Sequence[Mapping[str, str]],
         *,
+        model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
-        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+        body: dict[str, Any] = {
+            "model": model or self.model,
+            "messages": [dict(m) for m in messages],
+        }
         if temperature is not None:
             body["temperature"] = temperature
         if max_tokens is not None:
