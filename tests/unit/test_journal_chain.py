@@ -7,44 +7,17 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runplane.core.chain import Draft, body_digest, seal, verify_chain
-from runplane.wire import ZERO_HASH, Cost, JournalKind, JournalRecord, ResultEntry, Verdict
+from runplane.core.chain import seal, verify_chain
+from runplane.wire import JournalRecord, ResultEntry, Verdict
 
 from services.journal.chain import ERASED, Tip, check, verify_records
+from services.journal.sample import sample_run
 
 SID = "r-chain-1"
 
 
-def entry(call_seq: int, value: object, *, era: int = 0) -> ResultEntry:
-    from runplane.core.chain import default_label
-
-    digest = body_digest(True, value, None)
-    return ResultEntry(
-        session_id=SID, era=era, call_seq=call_seq, family="tool", name="tool://t",
-        request_witness="a" * 64, ok=True, value_json=json.dumps(value), stamp_ms=1,
-        body_digest=digest, label=default_label(),
-    )
-
-
 def build(n_calls: int = 3) -> tuple[list[JournalRecord], dict[tuple[int, int], ResultEntry]]:
-    """A run: admitted, n calls (announce + record), completed; sealed by the core."""
-    drafts = [Draft(SID, 0, 0, JournalKind.RUN_ADMITTED, 1000, attrs={"capability": "refund"})]
-    results: dict[tuple[int, int], ResultEntry] = {}
-    for c in range(n_calls):
-        e = entry(c, {"n": c})
-        results[(0, c)] = e
-        drafts.append(Draft(SID, len(drafts), 0, JournalKind.EFFECT_ANNOUNCED, 1001 + c, call_seq=c, family="tool"))
-        drafts.append(
-            Draft(SID, len(drafts), 0, JournalKind.EFFECT_RECORDED, 1001 + c, call_seq=c, family="generation",
-                  body_digest=e.body_digest, cost=Cost(tokens_in=10, tokens_out=5, units=0.5))
-        )
-    drafts.append(Draft(SID, len(drafts), 0, JournalKind.RUN_COMPLETED, 2000))
-    records, prev = [], ZERO_HASH
-    for d in drafts:
-        r = seal(d, prev)
-        records.append(r)
-        prev = r.hash
-    return records, results
+    return sample_run(SID, n_calls)
 
 
 def test_a_sealed_run_verifies_record_by_record() -> None:
@@ -55,7 +28,7 @@ def test_a_sealed_run_verifies_record_by_record() -> None:
 
 
 def test_capability_comes_from_admission() -> None:
-    records, results = build(1)
+    records, _ = build(1)
     tip = Tip(SID)
     f = check(tip, records[0], None)
     from services.journal.chain import advance
