@@ -28,7 +28,9 @@ class Serde:
         if settings.schema_registry_url:
             from runplane.wire._confluent import ConfluentSerde
 
-            return ConfluentSerde.from_url(settings.schema_registry_url)
+            return ConfluentSerde.from_url(
+                settings.schema_registry_url, topic_prefix=settings.topic_prefix
+            )
         return SingleObjectSerde()
 
     def encode(self, topic: str, record: Record) -> bytes:
