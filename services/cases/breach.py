@@ -1,0 +1,131 @@
+"""What a breach leaves behind: the sealed sweep run and the follow-up admission. Pure.
+
+Why the cases service writes these, and not the sweeper that decided the breach:
+the sweeper reads ``cases`` at least once and keeps its due-time index in Redis, so any
+sweeper-side "write the sweep run, then tell the case" has a window (a crash, a rebalance,
+a flushed Redis, a second sweeper) in which the breach is decided twice before the case
+record says BREACHED — and two chains with one session id on ``journal`` would not verify.
+The cases service is the single, fenced, transactional writer of the case, and it already has
+to confirm every sweeper decision. So the sweeper *decides* (it sends BreachDeadline with the
+deterministic ``sweep_run_id``) and the cases service, in the **same transaction** that moves
+the obligation to BREACHED, writes:
+
+1. the sealed sweep run on ``journal`` (key = ``sweep_run_id``): RunAdmitted with attrs
+   ``kind=sweep``, DEADLINE_BREACHED, RunCompleted — a chain ``verify_chain`` accepts;
+2. the follow-up AdmissionRequest on ``admission`` (capability = the deadline's
+   ``on_breach``, admission key derived from (case, obligation, due)).
+
+Only the first BreachDeadline of an obligation moves it to BREACHED; every later one (a
+second sweeper, a second tick, a redelivery) is answered "already breached" and writes
+nothing. A transaction commits all of it or none of it, so the journal holds exactly one
+sweep chain per breach and admission receives exactly one follow-up request — and admission's
+own dedup by key would absorb a second one anyway.
+"""
+
+from __future__ import annotations
+
+import json
+
+from runplane.core.canonical import canonical_json
+from runplane.core.chain import Draft, default_label, run_admitted, seal
+from runplane.wire import (
+    AdmissionRequest,
+    BreachDeadline,
+    CaseRecord,
+    JournalKind,
+    JournalRecord,
+    Obligation,
+)
+
+from services.sweeper.keys import followup_admission_key
+
+__all__ = ["SWEEP_CAPABILITY", "SWEEP_INITIATOR", "SWEEP_TENANT", "followup", "sweep_run"]
+
+SWEEP_CAPABILITY = "sweep"
+SWEEP_INITIATOR = "runplane-sweeper"
+SWEEP_TENANT = "default"
+
+
+def sweep_run(
+    case: CaseRecord, ob: Obligation, cmd: BreachDeadline, now_ms: int
+) -> list[JournalRecord]:
+    """The sealed three-record chain of the sweep run that breached ``ob``."""
+    session = cmd.sweep_run_id
+    key = followup_admission_key(case.case_id, ob.name, ob.due_ms)
+    facts = {
+        "case_id": case.case_id,
+        "obligation": ob.name,
+        "due_ms": str(ob.due_ms),
+        "calendar": ob.calendar,
+        "calendar_digest": ob.calendar_digest,
+        "decided_by": cmd.request_id,
+    }
+    if ob.on_breach is not None:
+        facts["on_breach"] = ob.on_breach
+        facts["followup_admission_key"] = key
+    admitted = run_admitted(
+        session,
+        capability=SWEEP_CAPABILITY,
+        admission_key=session,
+        tenant=SWEEP_TENANT,
+        initiator=SWEEP_INITIATOR,
+        input_json=canonical_json(
+            {"case_id": case.case_id, "obligation": ob.name, "due_ms": ob.due_ms}
+        ),
+        now_ms=now_ms,
+        case_id=case.case_id,
+        attrs={"kind": "sweep"},
+    )
+    label = default_label([f"agent/{SWEEP_CAPABILITY}"])
+    breached = seal(
+        Draft(
+            session_id=session,
+            seq=1,
+            era=0,
+            kind=JournalKind.DEADLINE_BREACHED,
+            stamp_ms=now_ms,
+            family="deadline",
+            name=ob.name,
+            label=label,
+            attrs=facts,
+        ),
+        admitted.hash,
+    )
+    completed = seal(
+        Draft(
+            session_id=session,
+            seq=2,
+            era=0,
+            kind=JournalKind.RUN_COMPLETED,
+            stamp_ms=now_ms,
+            label=label,
+            attrs={"kind": "sweep", "case_id": case.case_id},
+        ),
+        breached.hash,
+    )
+    return [admitted, breached, completed]
+
+
+def followup(
+    case: CaseRecord, ob: Obligation, cmd: BreachDeadline, now_ms: int
+) -> AdmissionRequest | None:
+    """The follow-up run's admission request, or None when the deadline declared no handler."""
+    if ob.on_breach is None:
+        return None
+    payload = {
+        "case_id": case.case_id,
+        "obligation": ob.name,
+        "due_ms": ob.due_ms,
+        "sweep_run_id": cmd.sweep_run_id,
+        "rule": json.loads(ob.rule_json),
+        "calendar": ob.calendar,
+    }
+    return AdmissionRequest(
+        admission_key=followup_admission_key(case.case_id, ob.name, ob.due_ms),
+        capability=ob.on_breach,
+        input_json=canonical_json(payload),
+        correlation_keys=dict(case.correlation_keys),
+        tenant=SWEEP_TENANT,
+        initiator=SWEEP_INITIATOR,
+        requested_ms=now_ms,
+    )

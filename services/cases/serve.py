@@ -1,0 +1,37 @@
+"""Run the cases service: the shared transactional processor around :class:`CasesHandler`."""
+
+from __future__ import annotations
+
+import threading
+
+from runplane.config import Settings
+from runplane.kafka.processor import Clock, Processor, ProcessorConfig
+from runplane.service import Health, make_app, run_http
+
+from services.cases.handler import CasesHandler
+from services.cases.settings import CasesSettings
+from services.cases.topology import INPUT, SERVICE, group_id
+
+
+def build(
+    settings: CasesSettings, *, clock: Clock | None = None, health: Health | None = None
+) -> Processor:
+    """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
+    config = ProcessorConfig(
+        service=SERVICE,
+        group_id=group_id(settings.base),
+        inputs=(INPUT,),
+        batch_max=settings.batch_max,
+        batch_ms=settings.batch_ms,
+    )
+    probe = health.probe("processor") if health is not None else None
+    return Processor(settings.base, config, CasesHandler(), clock=clock, probe=probe)
+
+
+def serve(settings: Settings, stop: threading.Event) -> None:
+    """Serve until ``stop`` is set (``runplane serve cases``)."""
+    own = CasesSettings.from_env(base=settings)
+    health = Health()
+    processor = build(own, health=health)
+    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
+        processor.run(stop)

@@ -1,0 +1,45 @@
+"""The cases service's settings: one frozen object, built once from ``RUNPLANE_*`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runplane.config import Settings
+from runplane.errors import ConfigError
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class CasesSettings:
+    """``batch_max`` / ``batch_ms`` bound one transaction of the processor."""
+
+    base: Settings = field(default_factory=Settings)
+    batch_max: int = 500
+    batch_ms: int = 20
+
+    def __post_init__(self) -> None:
+        if self.batch_max < 1 or self.batch_ms < 0:
+            raise ConfigError("RUNPLANE_CASES_BATCH_MAX >= 1 and RUNPLANE_CASES_BATCH_MS >= 0")
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, base: Settings | None = None
+    ) -> CasesSettings:
+        e = os.environ if env is None else env
+        d = cls()
+        return cls(
+            base=base if base is not None else Settings.from_env(e),
+            batch_max=_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
+            batch_ms=_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
+        )

@@ -1,0 +1,49 @@
+"""Deterministic names for a sweeper decision. Pure.
+
+Everything the sweeper sends is named from the obligation it is about — (case, obligation
+name, due instant) — never from the instance, the tick or the wall clock. So two sweepers,
+two ticks or a restarted sweeper that decide the same thing send byte-identical commands:
+the cases service answers the repeats as duplicates, the sweep run has one session id, and
+admission sees one admission key for the follow-up run.
+
+The due instant is part of the name because an obligation's name can be registered again
+for a new cycle once the old one is discharged; each cycle is its own breach.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from runplane.core.canonical import canonical_bytes
+
+__all__ = [
+    "breach_request_id",
+    "followup_admission_key",
+    "obligation_digest",
+    "sweep_run_id",
+    "warn_request_id",
+]
+
+
+def obligation_digest(domain: str, case_id: str, name: str, due_ms: int) -> str:
+    """Domain-separated hex SHA-256 of (case, obligation, due)."""
+    body = canonical_bytes([case_id, name, due_ms])
+    return hashlib.sha256(f"runplane.sweeper.{domain}\x00".encode() + body).hexdigest()
+
+
+def sweep_run_id(case_id: str, name: str, due_ms: int) -> str:
+    """The session id of the sealed sweep run that records this breach."""
+    return "sweep-" + obligation_digest("run", case_id, name, due_ms)[:32]
+
+
+def followup_admission_key(case_id: str, name: str, due_ms: int) -> str:
+    """The admission key of the follow-up run: one breach, at most one follow-up run, ever."""
+    return "breach-" + obligation_digest("followup", case_id, name, due_ms)[:40]
+
+
+def warn_request_id(case_id: str, name: str, due_ms: int) -> str:
+    return "sweeper/warn/" + obligation_digest("warn", case_id, name, due_ms)[:32]
+
+
+def breach_request_id(case_id: str, name: str, due_ms: int) -> str:
+    return "sweeper/breach/" + obligation_digest("breach", case_id, name, due_ms)[:32]
