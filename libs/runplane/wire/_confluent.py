@@ -27,6 +27,10 @@ from typing import Any
 with warnings.catch_warnings():
     # authlib (imported by the registry client) warns that httpx is deprecated in favour of
     # httpx2; we pin httpx deliberately, so the warning is noise in every service's log.
+    # authlib.deprecate installs an "always" filter when imported, so import it first and
+    # put our "ignore" in front of it.
+    import authlib.deprecate  # noqa: F401
+
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -43,6 +47,8 @@ from runplane.wire._serde import (
     write_body,
 )
 from runplane.wire._topics import TOPIC_RECORDS, check_allowed
+
+__all__ = ["ConfluentSerde", "Schema", "SchemaRegistryClient", "subject_for"]
 
 MAGIC = b"\x00"
 HEADER_SIZE = 5
