@@ -1,0 +1,53 @@
+"""The sweeper's settings: one frozen object, built once from ``RUNPLANE_*`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runplane.config import Settings
+from runplane.errors import ConfigError
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class SweeperSettings:
+    """``tick_ms``: how often due entries are swept (``RUNPLANE_SWEEPER_TICK_MS``).
+    ``retry_ms``: how long a sent decision waits for the cases service's answer before it is
+    sent again (``RUNPLANE_SWEEPER_RETRY_MS``). ``clock_offset_ms``: added to the wall clock
+    (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS``), for tests and drills that pass days in seconds.
+    """
+
+    base: Settings = field(default_factory=Settings)
+    tick_ms: int = 1_000
+    retry_ms: int = 30_000
+    clock_offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.tick_ms < 1:
+            raise ConfigError("RUNPLANE_SWEEPER_TICK_MS must be at least 1")
+        if self.retry_ms < 1:
+            raise ConfigError("RUNPLANE_SWEEPER_RETRY_MS must be at least 1")
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, base: Settings | None = None
+    ) -> SweeperSettings:
+        e = os.environ if env is None else env
+        d = cls()
+        return cls(
+            base=base if base is not None else Settings.from_env(e),
+            tick_ms=_int(e, "RUNPLANE_SWEEPER_TICK_MS", d.tick_ms),
+            retry_ms=_int(e, "RUNPLANE_SWEEPER_RETRY_MS", d.retry_ms),
+            clock_offset_ms=_int(e, "RUNPLANE_SWEEPER_CLOCK_OFFSET_MS", d.clock_offset_ms),
+        )

@@ -1,0 +1,15 @@
+"""The sweeper's topics in and out, and its consumer group."""
+
+from __future__ import annotations
+
+from runplane.config import Settings
+
+SERVICE = "sweeper"
+
+INPUT = "cases"  # CaseRecord: the obligations to watch (read_committed, from offset 0 on rebuild)
+OUTPUT = "cases.commands"  # WarnDeadline, BreachDeadline (the cases service confirms them)
+
+
+def group_id(settings: Settings) -> str:
+    # The prefix keeps deployments (and tests with their own prefix) in separate groups.
+    return f"{settings.topic_prefix}{SERVICE}"
