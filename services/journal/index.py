@@ -76,6 +76,9 @@ class RunFilter:
         )
 
 
+_MARKER = -1
+
+
 class RunIndex:
     """Reads and writes the index for one deployment (one topic prefix)."""
 
@@ -144,15 +147,21 @@ class RunIndex:
             self._r.hset(self.key("offsets"), mapping={str(p): o for p, o in offsets.items()})
 
     def offsets(self) -> dict[int, int] | None:
-        """The next audit offset per partition, or None when the index is missing."""
-        raw = self._r.hgetall(self.key("offsets"))
-        if not raw:
+        """The next audit offset per partition, or None when the index is missing.
+
+        "Missing" is judged by the marker ``mark_started`` writes, not by the hash being
+        empty: offsets written after a flush (by a write racing the flush) must not pass for
+        an index that is whole.
+        """
+        raw = {int(p): int(o) for p, o in self._r.hgetall(self.key("offsets")).items()}
+        if _MARKER not in raw:
             return None
-        return {int(p): int(o) for p, o in raw.items()}
+        del raw[_MARKER]
+        return raw
 
     def mark_started(self) -> None:
         """Record that a rebuild began (so an empty audit topic is not "missing" forever)."""
-        self._r.hsetnx(self.key("offsets"), "-1", 0)
+        self._r.hset(self.key("offsets"), str(_MARKER), 0)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -1,0 +1,74 @@
+"""The journal service's settings: one frozen object, built once from ``RUNPLANE_*`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runplane.config import Settings
+from runplane.errors import ConfigError
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class JournalSettings:
+    """What the journal service reads from its environment.
+
+    ``body_grace_ms`` (``RUNPLANE_JOURNAL_BODY_GRACE_MS``): how long a record whose body has not
+    been read waits — with the results partition at its end — before it is BODY_MISSING (see
+    ``handler.py`` for why that bound is sound). ``batch_max``/``batch_ms`` bound one audit
+    transaction; ``max_hold_ms`` bounds how long a transaction stays open while records wait
+    for bodies (journal intake pauses past it, so a transaction never outgrows its timeout).
+    ``readers_file``: who may read bodies (``RUNPLANE_JOURNAL_READERS_FILE``, else the
+    worklist's ``RUNPLANE_WORKLIST_PRINCIPALS_FILE``; principals with the role ``auditor``).
+    """
+
+    base: Settings = field(default_factory=Settings)
+    body_grace_ms: int = 5_000
+    batch_max: int = 500
+    batch_ms: int = 20
+    max_hold_ms: int = 15_000
+    readers_file: Path | None = None
+    index: bool = True
+    transaction_timeout_ms: int = 60_000
+    session_timeout_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.body_grace_ms < 0:
+            raise ConfigError("RUNPLANE_JOURNAL_BODY_GRACE_MS must not be negative")
+        if self.batch_max < 1 or self.batch_ms < 0:
+            raise ConfigError("RUNPLANE_JOURNAL_BATCH_MAX must be >= 1 and RUNPLANE_JOURNAL_BATCH_MS >= 0")
+        if self.max_hold_ms < self.body_grace_ms:
+            raise ConfigError("RUNPLANE_JOURNAL_MAX_HOLD_MS must be at least the body grace")
+        if self.max_hold_ms * 2 > self.transaction_timeout_ms:
+            raise ConfigError("RUNPLANE_JOURNAL_MAX_HOLD_MS must be under half the transaction timeout")
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable per instance: a restarted instance fences and aborts its predecessor."""
+        return f"journal-{self.base.instance_id}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, base: Settings | None = None) -> JournalSettings:
+        e = os.environ if env is None else env
+        readers = e.get("RUNPLANE_JOURNAL_READERS_FILE") or e.get("RUNPLANE_WORKLIST_PRINCIPALS_FILE")
+        return cls(
+            base=base or Settings.from_env(e),
+            body_grace_ms=_int(e, "RUNPLANE_JOURNAL_BODY_GRACE_MS", 5_000),
+            batch_max=_int(e, "RUNPLANE_JOURNAL_BATCH_MAX", 500),
+            batch_ms=_int(e, "RUNPLANE_JOURNAL_BATCH_MS", 20),
+            max_hold_ms=_int(e, "RUNPLANE_JOURNAL_MAX_HOLD_MS", 15_000),
+            readers_file=Path(readers) if readers else None,
+            index=e.get("RUNPLANE_JOURNAL_INDEX", "1") not in ("0", "false", "no"),
+        )
