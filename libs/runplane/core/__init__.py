@@ -1,0 +1,139 @@
+"""The durable core: agents, StepCtx, the journal chain and the replay engine. Pure, no I/O.
+
+    from runplane.core import agent, StepCtx, Runtime, Outcome, verify_chain
+
+- ``agents``: ``@agent`` / ``AgentRegistry`` / ``AgentSpec``, effect declarations
+  (``EffectDecl``, ``Recovery``, ``RetryPolicy``), ``Durability`` and the eviction rule
+  ``evictable``, the provider/tool interfaces (``ModelProvider``, ``Tool``, ``Generation``).
+- ``ctx``: ``StepCtx`` (what an agent calls), the values it returns (``Decision``,
+  ``CaseState``) and the errors an agent may catch (``EffectError``, ``CaseConflict``,
+  ``ApprovalExpired``); rule helpers ``minutes/hours/days/working_days``.
+- ``engine``: ``Runtime`` (one run; ``start`` / ``restore`` / ``deliver`` / ``complete``
+  return a ``Step``), ``LiveCall``, ``Outcome``, ``replay_history``.
+- ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``verify_chain`` → ``Verdict``,
+  ``check_next``, ``record_hash``, ``request_witness``, ``body_digest``.
+- ``canonical``: the canonical JSON that every hash is computed over.
+- ``determinism``: ``session_seed``, ``derive_random``, ``derive_randint``.
+- ``lint``: the determinism lint behind ``runplane lint`` and ``@agent``.
+
+The executor drives it (see docs/contracts.md, "The durable core").
+"""
+
+from __future__ import annotations
+
+from runplane.core.agents import (
+    REGISTRY,
+    AgentFn,
+    AgentRegistry,
+    AgentSpec,
+    Durability,
+    EffectDecl,
+    Generation,
+    ModelProvider,
+    Recovery,
+    RetryPolicy,
+    Tool,
+    UnknownCapability,
+    agent,
+    evictable,
+)
+from runplane.core.canonical import canonical_bytes, canonical_json
+from runplane.core.chain import (
+    ChainFault,
+    Draft,
+    Verdict,
+    body_digest,
+    check_next,
+    default_label,
+    entry_body_digest,
+    record_hash,
+    request_witness,
+    run_admitted,
+    seal,
+    verify_chain,
+)
+from runplane.core.ctx import (
+    ApprovalExpired,
+    CaseConflict,
+    CaseState,
+    Decision,
+    Effect,
+    EffectError,
+    StepCtx,
+    days,
+    hours,
+    minutes,
+    working_days,
+)
+from runplane.core.determinism import derive_randint, derive_random, session_seed
+from runplane.core.engine import (
+    Command,
+    Event,
+    InFlight,
+    LiveCall,
+    Outcome,
+    ReplayReport,
+    Runtime,
+    Step,
+    replay_history,
+)
+from runplane.core.lint import Finding, LintFailed, lint_function, lint_paths, lint_source
+
+__all__ = [
+    "REGISTRY",
+    "AgentFn",
+    "AgentRegistry",
+    "AgentSpec",
+    "ApprovalExpired",
+    "CaseConflict",
+    "CaseState",
+    "ChainFault",
+    "Command",
+    "Decision",
+    "Draft",
+    "Durability",
+    "Effect",
+    "EffectDecl",
+    "EffectError",
+    "Event",
+    "Finding",
+    "Generation",
+    "InFlight",
+    "LintFailed",
+    "LiveCall",
+    "ModelProvider",
+    "Outcome",
+    "Recovery",
+    "ReplayReport",
+    "RetryPolicy",
+    "Runtime",
+    "Step",
+    "StepCtx",
+    "Tool",
+    "UnknownCapability",
+    "Verdict",
+    "agent",
+    "body_digest",
+    "canonical_bytes",
+    "canonical_json",
+    "check_next",
+    "days",
+    "default_label",
+    "derive_randint",
+    "derive_random",
+    "entry_body_digest",
+    "evictable",
+    "hours",
+    "lint_function",
+    "lint_paths",
+    "lint_source",
+    "minutes",
+    "record_hash",
+    "replay_history",
+    "request_witness",
+    "run_admitted",
+    "seal",
+    "session_seed",
+    "verify_chain",
+    "working_days",
+]

@@ -1,0 +1,289 @@
+"""Agents, their effect declarations, and the registry the executor looks capabilities up in.
+
+    @agent("refund", durability="replayable", effects=[EffectDecl("charge_card", mutating=True,
+           recovery="reconcile", probe="get_charge")])
+    async def refund(ctx: StepCtx, input: dict) -> dict: ...
+
+Registering runs the determinism lint (``runplane.core.lint``) over the function: an agent
+that reads the wall clock or opens a socket is refused at import time, not at 3 a.m.
+
+Providers and tools are small interfaces the executor implements (an OpenAI-compatible HTTP
+provider, HTTP tools); ``runplane.testing`` has in-memory ones. The core never calls them —
+it only describes the call (``LiveCall``) — so it stays free of I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from runplane.core.lint import LintFailed, lint_function
+from runplane.errors import TerminalError
+
+__all__ = [
+    "REGISTRY",
+    "AgentFn",
+    "AgentRegistry",
+    "AgentSpec",
+    "Durability",
+    "EffectDecl",
+    "Generation",
+    "ModelProvider",
+    "Recovery",
+    "RetryPolicy",
+    "Tool",
+    "UnknownCapability",
+    "agent",
+    "evictable",
+]
+
+AgentFn = Callable[..., Awaitable[Any]]
+
+
+class Durability(enum.StrEnum):
+    """How much of a run survives a stop (DESIGN.md, Executor)."""
+
+    CHECKPOINTED = "checkpointed"  # restore from the last checkpoint in a new era
+    REPLAYABLE = "replayable"  # additionally, generations are served from the result journal
+
+
+class Recovery(enum.StrEnum):
+    """What to do with a call found announced but not recorded on restore (in doubt).
+
+    The announce rule follows from it (``LiveCall.announce_first``):
+    - RETRY: safe to repeat, so the announce may ride in the same commit as the outcome —
+      a crash loses both and the call is simply made again.
+    - RECONCILE / REQUIRES_OPERATOR: the announce must be durable *before* the call acts, or
+      a crash would leave an applied effect with no trace to reconcile.
+    """
+
+    RETRY = "retry"
+    RECONCILE = "reconcile"  # run the declared probe (itself journaled) to learn what happened
+    REQUIRES_OPERATOR = "requires_operator"  # park on an OPERATOR task; default for mutating
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Live retries (collapsed into one recorded outcome); never applied on replay."""
+
+    max_attempts: int = 3
+    initial_backoff_s: float = 0.2
+    max_backoff_s: float = 5.0
+    multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_backoff_s < 0 or self.max_backoff_s < self.initial_backoff_s or self.multiplier < 1:
+            raise ValueError("backoff must satisfy 0 <= initial <= max and multiplier >= 1")
+
+    def backoff_s(self, attempt: int) -> float:
+        """Delay before attempt ``attempt`` (2, 3, …)."""
+        return min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, attempt - 2))
+
+
+@dataclass(frozen=True)
+class EffectDecl:
+    """What an agent (or a tool) declares about one effect, by tool name.
+
+    Anything undeclared gets the conservative treatment: mutating, requires_operator.
+    """
+
+    name: str
+    mutating: bool = True
+    recovery: Recovery | None = None  # None: REQUIRES_OPERATOR if mutating else RETRY
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float = 30.0
+    probe: str | None = None  # tool answering "did this call happen?" (for RECONCILE)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("an effect declaration needs a name")
+        if self.recovery is not None and not isinstance(self.recovery, Recovery):
+            object.__setattr__(self, "recovery", Recovery(self.recovery))
+        if self.effective_recovery is Recovery.RECONCILE and not self.probe:
+            raise ValueError(f"effect {self.name!r}: recovery 'reconcile' needs a probe")
+        if self.timeout_s <= 0:
+            raise ValueError(f"effect {self.name!r}: timeout_s must be > 0")
+
+    @property
+    def effective_recovery(self) -> Recovery:
+        if self.recovery is not None:
+            return self.recovery
+        return Recovery.REQUIRES_OPERATOR if self.mutating else Recovery.RETRY
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a model call returned (the recorded value of a ``generation`` effect)."""
+
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_units: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost_units": self.cost_units}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Generation:
+        return cls(
+            text=str(value["text"]),
+            tokens_in=int(value.get("tokens_in", 0)),
+            tokens_out=int(value.get("tokens_out", 0)),
+            cost_units=float(value.get("cost_units", 0.0)),
+        )
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    """A model endpoint, registered by ``name`` (the ``provider`` of ``ctx.generate``)."""
+
+    name: str
+
+    async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation: ...
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool, registered by ``name``. ``decl`` is its own declaration (mutating, recovery,
+    probe, retry, timeout), used when the agent declares nothing for it."""
+
+    name: str
+    decl: EffectDecl
+
+    async def call(self, args: Mapping[str, Any], *, idempotency_key: str | None) -> Any: ...
+
+
+class UnknownCapability(TerminalError):
+    """No agent is registered under that capability."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A registered agent: its function, durability, input schema and effect declarations."""
+
+    capability: str
+    fn: AgentFn
+    durability: Durability = Durability.REPLAYABLE
+    input_schema: Mapping[str, Any] | None = None
+    effects: Mapping[str, EffectDecl] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.capability:
+            raise ValueError("an agent needs a capability name")
+        if not isinstance(self.durability, Durability):
+            object.__setattr__(self, "durability", Durability(self.durability))
+
+    def input_problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a valid input for this agent, or None (admission refuses with it)."""
+        if self.input_schema is None:
+            return None
+        import jsonschema  # at call time: only admission validates inputs
+
+        try:
+            jsonschema.validate(value, self.input_schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "input"
+            return f"{where}: {exc.message}"
+        return None
+
+    def decl_for(self, tool: str) -> EffectDecl | None:
+        return self.effects.get(tool)
+
+
+class AgentRegistry(Mapping[str, AgentSpec]):
+    """Capability name → AgentSpec. Services take one; ``REGISTRY`` is the default that
+    ``@agent`` fills when the executor imports ``RUNPLANE_AGENT_MODULES``."""
+
+    def __init__(self, specs: Iterable[AgentSpec] = ()) -> None:
+        self._specs: dict[str, AgentSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: AgentSpec, *, lint: bool = True) -> AgentSpec:
+        """Add ``spec``; refuse agent code that fails the determinism lint."""
+        if lint:
+            findings = lint_function(spec.fn)
+            if findings:
+                raise LintFailed(findings)
+        existing = self._specs.get(spec.capability)
+        if existing is not None and _qualname(existing.fn) != _qualname(spec.fn):
+            raise ValueError(f"capability {spec.capability!r} is already registered by {_qualname(existing.fn)}")
+        self._specs[spec.capability] = spec  # same function re-imported: replace
+        return spec
+
+    def agent(
+        self,
+        capability: str,
+        *,
+        durability: Durability | str = Durability.REPLAYABLE,
+        input_schema: Mapping[str, Any] | None = None,
+        effects: Iterable[EffectDecl] = (),
+    ) -> Callable[[AgentFn], AgentFn]:
+        """Decorator registering ``async def fn(ctx, input)`` under ``capability``."""
+
+        def register(fn: AgentFn) -> AgentFn:
+            spec = AgentSpec(
+                capability=capability,
+                fn=fn,
+                durability=Durability(durability),
+                input_schema=input_schema,
+                effects={decl.name: decl for decl in effects},
+            )
+            self.register(spec)
+            fn.__runplane_agent__ = spec  # type: ignore[attr-defined]
+            return fn
+
+        return register
+
+    def spec(self, capability: str) -> AgentSpec:
+        """The spec for ``capability``; ``UnknownCapability`` if none."""
+        try:
+            return self._specs[capability]
+        except KeyError:
+            raise UnknownCapability(f"no agent registered for capability {capability!r}") from None
+
+    def __getitem__(self, capability: str) -> AgentSpec:
+        return self._specs[capability]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _qualname(fn: AgentFn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+REGISTRY = AgentRegistry()
+
+
+def agent(
+    capability: str,
+    *,
+    durability: Durability | str = Durability.REPLAYABLE,
+    input_schema: Mapping[str, Any] | None = None,
+    effects: Iterable[EffectDecl] = (),
+    registry: AgentRegistry | None = None,
+) -> Callable[[AgentFn], AgentFn]:
+    """Register an agent in ``registry`` (default: ``REGISTRY``)."""
+    target = REGISTRY if registry is None else registry
+    return target.agent(capability, durability=durability, input_schema=input_schema, effects=effects)
+
+
+def evictable(durability: Durability | str, idle_for_s: float, grace_s: float, outstanding: bool) -> bool:
+    """Whether a resident runtime may be evicted (DESIGN.md, Durability levels).
+
+    Replayable, silent for at least the idle grace, with nothing outstanding on its behalf →
+    evict; it is rebuilt by replay (zero live calls) on its next message. Checkpointed →
+    never: a restore would re-execute and re-bill everything since its last checkpoint.
+    A runtime with a live call outstanding is never idle, whatever the clock says.
+    """
+    if Durability(durability) is Durability.CHECKPOINTED or outstanding:
+        return False
+    return idle_for_s >= grace_s

@@ -1,0 +1,268 @@
+"""The journal chain: sealing records, witnesses, body digests, and the verifier.
+
+Every function here is pure and is *the* implementation of its rule: admission (seq 0), the
+executor, the sweeper (sealed sweep runs) and the journal service (verification) all call
+these, so the bytes hashed are the same everywhere. The encoding is ``canonical.py``'s.
+
+- ``request_witness(request)`` = hex SHA-256(canonical(request)), over the *decoded* request
+  body, so two encodings of one request have one witness.
+- ``body_digest(ok, value, error)`` = hex SHA-256(canonical({"error": …, "ok": …,
+  "value": …})) where ``error`` is ``{"message", "retryable", "type"}`` or null. It is what a
+  ResultEntry's ``body_digest`` and its recording JournalRecord's ``body_digest`` carry.
+- A record's canonical form is ``runplane.wire.to_dict(record)`` (enums as symbols, nulls
+  kept) with the ``hash`` key removed; ``hash`` = hex SHA-256(bytes.fromhex(prev_hash) ||
+  canonical bytes). Seq 0's ``prev_hash`` is 64 zeros.
+
+Which record carries a body digest: exactly the one that *records* a call's result (kinds
+EFFECT_RECORDED, SIGNAL_RECEIVED, TASK_DECIDED, CASE_WRITTEN, DEADLINE_REGISTERED,
+CHECKPOINT_REPORTED with a ``call_seq``); its ResultEntry is keyed (era, call_seq). The
+verifier checks those against the result journal when one is given. A ResultEntry that was
+erased on purpose (a tombstone: the value ``None`` in the mapping) is not a break — erasing a
+body must not break the chain.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runplane.core.canonical import canonical_bytes, sha256_hex
+from runplane.wire import (
+    ZERO_HASH,
+    Cost,
+    ErrorInfo,
+    JournalKind,
+    JournalRecord,
+    Label,
+    ResultEntry,
+    Sensitivity,
+    Trust,
+    to_dict,
+)
+
+__all__ = [
+    "ChainFault",
+    "Draft",
+    "Verdict",
+    "body_digest",
+    "check_next",
+    "entry_body_digest",
+    "record_hash",
+    "request_witness",
+    "run_admitted",
+    "seal",
+    "verify_chain",
+]
+
+_HASH_PLACEHOLDER = ZERO_HASH
+
+
+def request_witness(request: Any) -> str:
+    """Hex SHA-256 of the canonical encoding of a decoded request body."""
+    return sha256_hex(canonical_bytes(request))
+
+
+def _error_body(error: ErrorInfo | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"message": error.message, "retryable": error.retryable, "type": error.type}
+
+
+def body_digest(ok: bool, value: Any, error: ErrorInfo | None) -> str:
+    """Hex SHA-256 of the canonical result body ``{"error", "ok", "value"}``."""
+    body = {"error": _error_body(error), "ok": ok, "value": value if ok else None}
+    return sha256_hex(canonical_bytes(body))
+
+
+def entry_body_digest(entry: ResultEntry) -> str:
+    """Recompute a ResultEntry's body digest from its body (not from its digest field)."""
+    value = json.loads(entry.value_json) if entry.ok and entry.value_json is not None else None
+    return body_digest(entry.ok, value, entry.error)
+
+
+def record_hash(record: JournalRecord) -> str:
+    """The hash ``record`` must carry, given its own ``prev_hash``."""
+    body = to_dict(record)
+    del body["hash"]
+    return sha256_hex(bytes.fromhex(record.prev_hash) + canonical_bytes(body))
+
+
+def default_label(provenance: Iterable[str] = ()) -> Label:
+    """Trusted, internal, with the given origins (sorted, unique as the wire requires)."""
+    return Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=tuple(sorted(set(provenance))))
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A journal record before it is linked and hashed (``seal`` adds prev_hash and hash)."""
+
+    session_id: str
+    seq: int
+    era: int
+    kind: JournalKind
+    stamp_ms: int
+    call_seq: int | None = None
+    family: str | None = None
+    name: str | None = None
+    request_witness: str | None = None
+    body_digest: str | None = None
+    label: Label = field(default_factory=default_label)
+    cost: Cost | None = None
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+
+def seal(draft: Draft | JournalRecord, prev_hash: str) -> JournalRecord:
+    """Link ``draft`` to ``prev_hash`` and compute its hash.
+
+    A JournalRecord passed in is re-sealed (its prev_hash and hash are replaced), which is
+    how a test forges a *validly hashed* record to prove the verifier checks links too.
+    """
+    fields: dict[str, Any] = {
+        "session_id": draft.session_id,
+        "seq": draft.seq,
+        "era": draft.era,
+        "kind": draft.kind,
+        "call_seq": draft.call_seq,
+        "family": draft.family,
+        "name": draft.name,
+        "request_witness": draft.request_witness,
+        "body_digest": draft.body_digest,
+        "stamp_ms": draft.stamp_ms,
+        "label": draft.label,
+        "cost": draft.cost,
+        "attrs": dict(draft.attrs),
+    }
+    unsealed = JournalRecord(**fields, prev_hash=prev_hash, hash=_HASH_PLACEHOLDER)
+    return JournalRecord(**fields, prev_hash=prev_hash, hash=record_hash(unsealed))
+
+
+def run_admitted(
+    session_id: str,
+    *,
+    capability: str,
+    admission_key: str,
+    tenant: str,
+    initiator: str,
+    input_json: str,
+    now_ms: int,
+    case_id: str | None = None,
+    attrs: Mapping[str, str] | None = None,
+) -> JournalRecord:
+    """Seq 0 of a run's chain, written by admission (or by the sweeper for a sweep run).
+
+    Its ``request_witness`` is the witness of the decoded input, so the chain commits to what
+    the run was asked to do without carrying the input itself.
+    """
+    facts = {"capability": capability, "admission_key": admission_key, "tenant": tenant, "initiator": initiator}
+    if case_id is not None:
+        facts["case_id"] = case_id
+    facts.update(attrs or {})
+    draft = Draft(
+        session_id=session_id,
+        seq=0,
+        era=0,
+        kind=JournalKind.RUN_ADMITTED,
+        stamp_ms=now_ms,
+        request_witness=request_witness(json.loads(input_json)),
+        label=default_label([f"agent/{capability}"]),
+        attrs=facts,
+    )
+    return seal(draft, ZERO_HASH)
+
+
+class ChainFault(enum.StrEnum):
+    """Why a chain does not verify (the first fault found wins)."""
+
+    EMPTY = "empty"
+    WRONG_SESSION = "wrong_session"
+    GAP = "gap"  # a seq is missing (dropped record)
+    REORDER = "reorder"  # a seq arrives lower than expected (reordered or duplicated)
+    BAD_LINK = "bad_link"  # prev_hash is not the previous record's hash
+    BAD_HASH = "bad_hash"  # the record's content does not hash to its hash (tampered)
+    BODY_DIGEST_MISMATCH = "body_digest_mismatch"  # results body does not match the chain
+    BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
+    (for a gap or a reorder: the seq that was expected there)."""
+
+    ok: bool
+    checked: int
+    bad_seq: int | None = None
+    fault: ChainFault | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"verified {self.checked} records"
+        return f"broken at seq {self.bad_seq}: {self.fault} — {self.detail}"
+
+
+def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[ChainFault, str] | None:
+    """Check one record against its predecessor (None for the first record of a chain).
+
+    The incremental form of ``verify_chain`` for consumers that see one record at a time.
+    """
+    expected_seq = 0 if prev is None else prev.seq + 1
+    expected_prev = ZERO_HASH if prev is None else prev.hash
+    if prev is not None and record.session_id != prev.session_id:
+        return ChainFault.WRONG_SESSION, f"session {record.session_id!r} in chain of {prev.session_id!r}"
+    if record.seq > expected_seq:
+        return ChainFault.GAP, f"expected seq {expected_seq}, got {record.seq}"
+    if record.seq < expected_seq:
+        return ChainFault.REORDER, f"expected seq {expected_seq}, got {record.seq}"
+    if record.prev_hash != expected_prev:
+        return ChainFault.BAD_LINK, f"prev_hash {record.prev_hash[:12]}… does not match {expected_prev[:12]}…"
+    actual = record_hash(record)
+    if actual != record.hash:
+        return ChainFault.BAD_HASH, f"content hashes to {actual[:12]}…, record says {record.hash[:12]}…"
+    return None
+
+
+def _check_body(
+    record: JournalRecord, results: Mapping[tuple[int, int], ResultEntry | None]
+) -> tuple[ChainFault, str] | None:
+    if record.body_digest is None or record.call_seq is None:
+        return None
+    key = (record.era, record.call_seq)
+    if key not in results:
+        return ChainFault.BODY_MISSING, f"no result entry for era {record.era} call_seq {record.call_seq}"
+    entry = results[key]
+    if entry is None:  # erased on purpose (tombstone): the chain still stands
+        return None
+    if entry.body_digest != record.body_digest:
+        return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body_digest differs from the chain's"
+    if entry_body_digest(entry) != record.body_digest:
+        return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body does not hash to its digest"
+    return None
+
+
+def verify_chain(
+    records: Iterable[JournalRecord],
+    results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
+) -> Verdict:
+    """Verify a whole chain from seq 0 in the order given; name the first bad record.
+
+    ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
+    purpose); without it, bodies are not checked.
+    """
+    prev: JournalRecord | None = None
+    count = 0
+    for record in records:
+        fault = check_next(prev, record)
+        if fault is None and results is not None:
+            fault = _check_body(record, results)
+        if fault is not None:
+            expected = 0 if prev is None else prev.seq + 1
+            position = expected if fault[0] in (ChainFault.GAP, ChainFault.REORDER) else record.seq
+            return Verdict(ok=False, checked=count, bad_seq=position, fault=fault[0], detail=fault[1])
+        prev = record
+        count += 1
+    if count == 0:
+        return Verdict(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
+    return Verdict(ok=True, checked=count)

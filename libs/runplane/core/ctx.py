@@ -1,0 +1,290 @@
+"""StepCtx: the only door between an agent and the world.
+
+An agent is ``async def agent(ctx: StepCtx, input) -> output``. Every journaled method returns
+an awaitable ``Effect``; awaiting it yields the Effect itself to whoever drives the coroutine
+— the ``Runtime``, by ``coroutine.send()``, with no event loop. The runtime either answers at
+once (a replayed slot, a local observation) or keeps the coroutine suspended until the
+executor brings the outcome (a live call, a task decision, a case reply, a signal).
+
+``now()``, ``random()`` and ``randint()`` are synchronous: they never wait and journal
+nothing (seed 000, tiers 1 and 2).
+
+Errors an agent may catch derive from ``EffectError`` (an ``Exception``). Nothing the engine
+uses for control flow is ever thrown into agent code: parking leaves the coroutine suspended,
+eviction closes it (``GeneratorExit``, a ``BaseException``), and a divergence is detected
+outside the agent, so ``except Exception:`` cannot swallow a park or a quarantine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runplane.core.agents import Generation, Recovery
+from runplane.core.determinism import derive_randint, derive_random
+from runplane.errors import RunplaneError
+
+if TYPE_CHECKING:
+    from runplane.core.engine import Runtime
+
+__all__ = [
+    "ApprovalExpired",
+    "CaseConflict",
+    "CaseState",
+    "Decision",
+    "Effect",
+    "EffectError",
+    "StepCtx",
+    "days",
+    "hours",
+    "minutes",
+    "working_days",
+]
+
+
+class EffectError(RunplaneError):
+    """A recorded failure of an effect, re-raised identically on every replay.
+
+    ``type`` is the failure's class name as recorded, ``retryable`` whether the failure was
+    transient when it happened (retries were already spent live).
+    """
+
+    def __init__(self, type_: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(f"{type_}: {message}")
+        self.type = type_
+        self.message = message
+        self.retryable = retryable
+
+
+class CaseConflict(EffectError):
+    """``put_case_state`` was refused: the case moved. ``version`` is its current version."""
+
+    def __init__(self, version: int, reason: str) -> None:
+        super().__init__("CaseConflict", reason)
+        self.version = version
+
+
+class ApprovalExpired(EffectError):
+    """The approval task expired and the agent declared ``on_expiry="fail"``."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A human decision on ``ctx.approval``. ``approved`` is True for APPROVED and for an
+    unattended EXPIRED_PROCEEDED; ``decided_by`` is empty for the latter."""
+
+    outcome: str
+    approved: bool
+    comment: str = ""
+    decided_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseState:
+    """A case's state and the version to pass to ``put_case_state``."""
+
+    state: Any
+    version: int
+
+
+def minutes(n: int) -> dict[str, int]:
+    return {"minutes": n}
+
+
+def hours(n: int) -> dict[str, int]:
+    return {"hours": n}
+
+
+def days(n: int) -> dict[str, int]:
+    return {"days": n}
+
+
+def working_days(n: int) -> dict[str, int]:
+    return {"working_days": n}
+
+
+@dataclass(eq=False)
+class Effect:
+    """One journaled call, as the agent issues it.
+
+    ``request`` is the decoded request body (its witness is what replay compares);
+    ``op`` selects the engine's handler; ``options`` carries what the handler needs but is not
+    part of the request identity (recovery, retry policy, the observe callback, …).
+    """
+
+    family: str
+    name: str
+    request: Any
+    op: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __await__(self) -> Generator[Effect, Any, Any]:
+        # The driver sends back the value the agent sees (or throws the recorded error).
+        return (yield self)
+
+
+class StepCtx:
+    """The context of one run inside one era. Built by the Runtime; agents only call it."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str:
+        return self._rt.session_id
+
+    @property
+    def capability(self) -> str:
+        return self._rt.spec.capability
+
+    @property
+    def case_id(self) -> str | None:
+        return self._rt.case_id
+
+    @property
+    def era(self) -> int:
+        return self._rt.era
+
+    @property
+    def restored(self) -> Any:
+        """The state of the last ``checkpoint`` when this era began from one, else None."""
+        return self._rt.restored
+
+    # -- tiers 1 and 2: derived, journal nothing ------------------------------------------------
+    def now(self) -> int:
+        """The logical clock, in ms since the epoch.
+
+        The stamp of the step the agent is in: after a replayed call, that call's recorded
+        stamp; after a fresh call, the stamp it was recorded at; before any call in this era,
+        the stamp that opened the era (admission, or the restore). It advances only when the
+        run observes something, so two reads with no call between are equal — on first run
+        and on every replay alike.
+        """
+        return self._rt.clock_ms
+
+    def random(self) -> float:
+        """A float in [0, 1), derived from (session_seed, era, call_seq); takes a call_seq."""
+        call_seq = self._rt.take_derived_slot("random")
+        return derive_random(self._rt.seed, self._rt.era, call_seq)
+
+    def randint(self, low: int, high: int) -> int:
+        """An integer in [low, high], derived like ``random``; takes a call_seq."""
+        call_seq = self._rt.take_derived_slot("random")
+        return derive_randint(self._rt.seed, self._rt.era, call_seq, low, high)
+
+    # -- journaled effects -------------------------------------------------------------------
+    def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:
+        """A model call (family ``generation``, name ``model:<provider>/<model>``) → Generation.
+
+        Replayable runs serve it from the result journal on replay; checkpointed runs
+        re-execute it after a restore.
+        """
+        request = {"provider": provider, "model": model, "prompt": prompt, "params": params}
+        return Effect("generation", f"model:{provider}/{model}", request, "live", {"decode": Generation.from_json})
+
+    def tool(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        *,
+        mutating: bool | None = None,
+        recovery: Recovery | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Effect:
+        """A tool call (family ``tool``, name ``tool://<name>``) → the tool's JSON value.
+
+        ``mutating``/``recovery`` override the agent's and the tool's declarations; whatever
+        stays undeclared is treated as mutating with recovery ``requires_operator``.
+        ``idempotency_key`` is part of the request (and of its witness) and is how a mutation
+        is recognised across eras and by the peer.
+        """
+        request = {"tool": name, "args": dict(args), "idempotency_key": idempotency_key}
+        options = {"tool": name, "mutating": mutating, "recovery": None if recovery is None else Recovery(recovery)}
+        return Effect("tool", f"tool://{name}", request, "live", options)
+
+    def observe(self, name: str, fn: Callable[[], Any]) -> Effect:
+        """Tier 3: compute ``fn()`` locally once, journal it, serve the record on replay."""
+        return Effect("observe", name, {"observe": name}, "observe", {"fn": fn})
+
+    def wait_signal(self, name: str) -> Effect:
+        """Wait for the next signal ``name`` (consumed in delivery order) → its payload."""
+        return Effect("signal", name, {"signal": name}, "signal")
+
+    def checkpoint(self, state: Any) -> Effect:
+        """Report the run's position (checkpointed runs restore from the last one)."""
+        return Effect("checkpoint", "checkpoint", {"state": state}, "checkpoint")
+
+    def approval(
+        self,
+        question: str,
+        answer: Any,
+        *,
+        role: str,
+        approvals: int = 1,
+        expires_in: int | None = None,
+        on_expiry: str = "fail",
+        allow_unattended: bool = False,
+    ) -> Effect:
+        """Open a human task with the run's actual ``answer`` and park until decided → Decision.
+
+        ``expires_in`` is in ms from the logical clock. ``on_expiry``: fail | proceed |
+        escalate; ``proceed`` only takes effect with ``allow_unattended=True``.
+        """
+        if approvals < 1:
+            raise ValueError("approvals must be >= 1")
+        if on_expiry not in ("fail", "proceed", "escalate"):
+            raise ValueError(f"on_expiry must be fail, proceed or escalate, got {on_expiry!r}")
+        request = {
+            "question": question,
+            "answer": answer,
+            "role": role,
+            "approvals": approvals,
+            "expires_in": expires_in,
+            "on_expiry": on_expiry,
+            "allow_unattended": allow_unattended,
+        }
+        return Effect("approval", f"approval:{role}", request, "approval")
+
+    def case_state(self) -> Effect:
+        """Read the run's case → CaseState(state, version)."""
+        return Effect("case", "case:get_state", {"op": "get_state", "case_id": self.case_id}, "case_get")
+
+    def put_case_state(self, version: int, state: Any) -> Effect:
+        """Write the case if it is still at ``version`` → the new version; ``CaseConflict``
+        (with the current version) if the case moved. A blind overwrite cannot be spelled."""
+        request = {"op": "put_state", "case_id": self.case_id, "expected_version": version, "state": state}
+        return Effect("case", "case:put_state", request, "case_put")
+
+    def deadline(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        warn_before: Mapping[str, Any] | None = None,
+        *,
+        calendar: str = "wall",
+        on_breach: str | None = None,
+    ) -> Effect:
+        """Attach an obligation to the case, due ``spec`` after the logical clock on
+        ``calendar`` → the due instant (ms). Resolved once and journaled with the calendar's
+        digest: a replay returns the journaled instant even if the calendar changed since.
+        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant."""
+        request = {
+            "op": "register_deadline",
+            "case_id": self.case_id,
+            "name": name,
+            "rule": dict(spec),
+            "warn_before": None if warn_before is None else dict(warn_before),
+            "calendar": calendar,
+            "on_breach": on_breach,
+        }
+        return Effect("deadline", f"deadline:{name}", request, "deadline")
+
+    def meet_deadline(self, name: str) -> Effect:
+        """Discharge the obligation ``name`` of the case."""
+        return Effect("deadline", f"deadline:{name}", {"op": "meet_deadline", "case_id": self.case_id, "name": name}, "deadline_meet")
+
+    def cancel_deadline(self, name: str) -> Effect:
+        """The obligation ``name`` no longer applies."""
+        return Effect("deadline", f"deadline:{name}", {"op": "cancel_deadline", "case_id": self.case_id, "name": name}, "deadline_cancel")

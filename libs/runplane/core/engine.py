@@ -1,0 +1,1159 @@
+"""The replay engine: given a run's recorded history and one input, decide what happens next.
+
+A ``Runtime`` is one run's live coroutine plus the state needed to extend its chain. It is
+pure: it never reads a clock (every public method takes ``now_ms``), never performs a call,
+never touches Kafka. Each public method returns a ``Step`` — the decisions the executor
+carries out: journal records (already sealed and chained), result entries, commands for
+other services, live calls to perform, the new snapshot.
+
+Every effect the agent awaits takes the next ``call_seq`` of the era and goes through the
+three-way branch of seed 001:
+
+1. slot (era, call_seq) in the result journal → **replay**: family, name and request witness
+   must equal the record's, then the recorded value is returned (or the recorded failure
+   re-raised). Any difference → the run is **quarantined** with a positioned diagnostic;
+   the call is never answered.
+2. slot announced but not recorded (``in_flight`` in the snapshot) → **in doubt**: the
+   effect's declared recovery decides (retry / reconcile with the probe / operator task).
+3. slot absent → **live**: the handler of the effect's kind runs (see ``_LIVE``).
+
+Announce before act (``LiveCall.announce_first``): a live call emits EFFECT_ANNOUNCED in the
+step that requests it. If its recovery is ``retry`` the executor may perform the call first
+and commit the announce together with the outcome (a crash loses both and the call is made
+again — harmless by declaration). For ``reconcile`` and ``requires_operator`` the executor
+must commit the step *before* performing the call, so that a crash leaves an announce to be
+found in doubt instead of an invisible applied effect.
+
+Checkpointed runs are restored in a new era from their last checkpoint; in that era a tool,
+approval, case or deadline call whose (family, name, witness) was recorded in an earlier era
+is served from that record (the side-effect log), so a recorded mutation is never applied
+twice; generations and observations are re-executed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from runplane.core.agents import AgentSpec, Durability, EffectDecl, Recovery, RetryPolicy, evictable
+from runplane.core.canonical import canonical_json
+from runplane.core.chain import Draft, body_digest, default_label, request_witness, seal
+from runplane.core.ctx import (
+    ApprovalExpired,
+    CaseConflict,
+    CaseState,
+    Decision,
+    Effect,
+    EffectError,
+    StepCtx,
+)
+from runplane.core.determinism import session_seed
+from runplane.errors import CalendarError, TerminalError
+from runplane.wire import (
+    CancelDeadline,
+    CaseReply,
+    Cost,
+    DecisionOutcome,
+    ErrorInfo,
+    ExpiryPolicy,
+    GetCaseState,
+    JournalKind,
+    JournalRecord,
+    Label,
+    MeetDeadline,
+    OpenTask,
+    ParkedOn,
+    ParkKind,
+    PutCaseState,
+    RegisterDeadline,
+    ResultEntry,
+    RunStatus,
+    RunStatusUpdate,
+    SessionSnapshot,
+    Signal,
+    StartRun,
+    TaskDecision,
+    TaskKind,
+    Trust,
+    Wake,
+)
+
+__all__ = [
+    "Command",
+    "Event",
+    "InFlight",
+    "LiveCall",
+    "Outcome",
+    "ReplayReport",
+    "Runtime",
+    "Step",
+    "replay_history",
+]
+
+Command = OpenTask | GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline | RunStatusUpdate
+Event = Signal | TaskDecision | CaseReply | Wake
+
+TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+# Families reconstructed through the side-effect log across eras (checkpointed restores).
+_CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"})
+_WALL_UNITS_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
+_GENERATION_DECL: Final = EffectDecl("generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0)
+
+
+class _Quarantined(TerminalError):
+    """Internal: a divergence was found; carries the positioned diagnostic."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the executor learned from performing a live call (retries already collapsed)."""
+
+    ok: bool
+    value: Any = None
+    error: ErrorInfo | None = None
+    attempts: int = 1
+    cost: Cost | None = None
+    label: Label | None = None
+
+    def __post_init__(self) -> None:
+        if self.ok == (self.error is not None):
+            raise ValueError("an Outcome is ok with no error, or failed with an error")
+        if self.attempts < 1:
+            raise ValueError("attempts must be >= 1")
+
+    @classmethod
+    def success(cls, value: Any, *, attempts: int = 1, cost: Cost | None = None, label: Label | None = None) -> Outcome:
+        return cls(ok=True, value=value, attempts=attempts, cost=cost, label=label)
+
+    @classmethod
+    def failure(cls, type_: str, message: str, *, retryable: bool = False, attempts: int = 1, cost: Cost | None = None) -> Outcome:
+        return cls(ok=False, error=ErrorInfo(type=type_, message=message, retryable=retryable), attempts=attempts, cost=cost)
+
+
+@dataclass(frozen=True)
+class LiveCall:
+    """A call the executor must perform, then report with ``Runtime.complete``.
+
+    ``family``: generation (``target`` = provider name; request: provider, model, prompt,
+    params), tool (``target`` = tool name; request: tool, args, idempotency_key) or probe
+    (``target`` = the probe tool; request: tool, args = {"of", "args", "idempotency_key"} of
+    the call in doubt; its Outcome value must be ``{"applied": bool, "result": value}``).
+    ``announce_first``: commit this step before performing the call (see module docstring).
+    """
+
+    session_id: str
+    era: int
+    call_seq: int
+    family: str
+    name: str
+    target: str
+    request: Mapping[str, Any]
+    witness: str
+    mutating: bool
+    recovery: Recovery
+    retry: RetryPolicy
+    timeout_s: float
+    announce_first: bool
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An announced call with no recorded outcome (persisted in the snapshot)."""
+
+    era: int
+    call_seq: int
+    family: str
+    name: str
+    witness: str
+    recovery: Recovery
+
+    def to_json(self) -> str:
+        return canonical_json(
+            {"era": self.era, "call_seq": self.call_seq, "family": self.family, "name": self.name, "witness": self.witness, "recovery": str(self.recovery)}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> InFlight:
+        d = json.loads(text)
+        return cls(int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]), str(d["witness"]), Recovery(d["recovery"]))
+
+
+@dataclass(frozen=True)
+class Step:
+    """The decisions of one engine step, to be committed together (except as
+    ``announce_first`` says). ``end`` is set when the run ended in this step; ``rejected``
+    says why an event did not apply (nothing else in the step then)."""
+
+    records: tuple[JournalRecord, ...]
+    results: tuple[ResultEntry, ...]
+    commands: tuple[Command, ...]
+    live_calls: tuple[LiveCall, ...]
+    snapshot: SessionSnapshot
+    parked_on: ParkedOn | None
+    end: RunStatus | None
+    replayed: int
+    rejected: str | None = None
+
+    @property
+    def announce_first(self) -> bool:
+        """True when this step must be durable before any of its live calls is performed."""
+        return any(call.announce_first for call in self.live_calls)
+
+
+@dataclass
+class _Wait:
+    """What the suspended coroutine waits for."""
+
+    kind: str  # live | probe | signal | approval | operator | case
+    effect: Effect
+    call_seq: int
+    witness: str
+    decl: EffectDecl | None = None
+
+
+@dataclass
+class _Out:
+    records: list[JournalRecord] = field(default_factory=list)
+    results: list[ResultEntry] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    live: list[LiveCall] = field(default_factory=list)
+    replayed: int = 0
+
+
+_Resolution = tuple[str, Any]  # ("value", v) | ("throw", exc) | ("suspend", None)
+_SUSPEND: Final[_Resolution] = ("suspend", None)
+
+
+class Calendars:
+    """The calendar lookup ``ctx.deadline`` needs: ``resolve(name, rule, start_ms) ->
+    (due_ms, digest)``. Any object with that method works (``CalendarRegistry`` does)."""
+
+    def resolve(self, name: str, rule: Mapping[str, Any], start_ms: int) -> tuple[int, str]:
+        raise NotImplementedError
+
+
+class Runtime:
+    """One run's resident runtime. Build with ``Runtime.start`` or ``Runtime.restore``."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        *,
+        session_id: str,
+        case_id: str | None,
+        admission_key: str,
+        tenant: str,
+        initiator: str,
+        input_json: str,
+        started_ms: int,
+        era: int,
+        next_seq: int,
+        last_hash: str,
+        results: Mapping[tuple[int, int], ResultEntry],
+        calendars: Any = None,
+        tools: Mapping[str, EffectDecl] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.session_id = session_id
+        self.case_id = case_id
+        self.admission_key = admission_key
+        self.tenant = tenant
+        self.initiator = initiator
+        self.input_json = input_json
+        self.started_ms = started_ms
+        self.era = era
+        self.seed = session_seed(session_id)
+        self.clock_ms = started_ms
+        self.restored: Any = None
+        self.results: dict[tuple[int, int], ResultEntry] = dict(results)
+        self._max_slot: dict[int, int] = {}
+        for e, s in self.results:
+            self._max_slot[e] = max(self._max_slot.get(e, -1), s)
+        self._calendars = calendars
+        self._tools = dict(tools or {})
+        self._next_seq = next_seq
+        self._last_hash = last_hash
+        self._status = RunStatus.RUNNING
+        self._parked: ParkedOn | None = None
+        self._in_flight: InFlight | None = None
+        self._pending: list[Signal] = []
+        self._checkpoint_json: str | None = None
+        self._output_json: str | None = None
+        self._error: ErrorInfo | None = None
+        self._updated_ms = started_ms
+        self._cursor = 0
+        self._coro: Any = None
+        self._waiting: _Wait | None = None
+        self._fault: str | None = None
+        self._prior: dict[tuple[str, str, str], deque[ResultEntry]] = {}
+        self._prior_doubt: InFlight | None = None
+        self._verify_only = False
+        self._now = started_ms
+        self._out = _Out()
+        self._status_before = self._status
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def start(
+        cls, spec: AgentSpec, start: StartRun, *, now_ms: int, calendars: Any = None, tools: Mapping[str, EffectDecl] | None = None
+    ) -> tuple[Runtime, Step]:
+        """A new run from its StartRun (seq 0 was written by admission; we continue at 1)."""
+        rt = cls(
+            spec,
+            session_id=start.session_id,
+            case_id=start.case_id,
+            admission_key=start.admission_key,
+            tenant=start.tenant,
+            initiator=start.initiator,
+            input_json=start.input_json,
+            started_ms=start.admitted_ms,
+            era=0,
+            next_seq=1,
+            last_hash=start.admitted_hash,
+            results={},
+            calendars=calendars,
+            tools=tools,
+        )
+        rt._begin(now_ms)
+        rt._status_before = RunStatus.ADMITTED
+        rt._launch()
+        return rt, rt._flush()
+
+    @classmethod
+    def restore(
+        cls,
+        spec: AgentSpec,
+        snapshot: SessionSnapshot,
+        results: Mapping[tuple[int, int], ResultEntry],
+        *,
+        now_ms: int,
+        calendars: Any = None,
+        tools: Mapping[str, EffectDecl] | None = None,
+    ) -> tuple[Runtime, Step]:
+        """Rebuild a non-resident run from its snapshot and result journal.
+
+        Replayable: replay in the same era — O(k) lookups, zero live calls — up to where the
+        run was (parked: stays parked, nothing re-sent; a call in doubt: its recovery).
+        Checkpointed: a new era from the last checkpoint (RUN_RESTORED), tools through the
+        side-effect log. A finished run cannot be restored (``TerminalError``); use
+        ``replay_history`` to check one.
+        """
+        if snapshot.status in TERMINAL:
+            raise TerminalError(f"run {snapshot.session_id} already ended ({snapshot.status})")
+        rt = cls._from_snapshot(spec, snapshot, results, calendars=calendars, tools=tools)
+        rt._begin(now_ms)
+        if spec.durability is Durability.CHECKPOINTED:
+            rt._new_era(snapshot)
+        rt._launch()
+        return rt, rt._flush()
+
+    @classmethod
+    def _from_snapshot(
+        cls, spec: AgentSpec, snapshot: SessionSnapshot, results: Mapping[tuple[int, int], ResultEntry], *, calendars: Any, tools: Mapping[str, EffectDecl] | None
+    ) -> Runtime:
+        rt = cls(
+            spec,
+            session_id=snapshot.session_id,
+            case_id=snapshot.case_id,
+            admission_key=snapshot.admission_key,
+            tenant=snapshot.tenant,
+            initiator=snapshot.initiator,
+            input_json=snapshot.input_json,
+            started_ms=snapshot.started_ms,
+            era=snapshot.era,
+            next_seq=snapshot.next_seq,
+            last_hash=snapshot.last_hash,
+            results=results,
+            calendars=calendars,
+            tools=tools,
+        )
+        rt._status = snapshot.status
+        rt._status_before = snapshot.status
+        rt._parked = snapshot.parked_on
+        rt._in_flight = InFlight.from_json(snapshot.in_flight_json) if snapshot.in_flight_json else None
+        rt._pending = list(snapshot.pending_signals)
+        rt._checkpoint_json = snapshot.checkpoint_json
+        rt._output_json = snapshot.output_json
+        rt._error = snapshot.error
+        rt._updated_ms = snapshot.updated_ms
+        rt.clock_ms = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
+        return rt
+
+    def _new_era(self, snapshot: SessionSnapshot) -> None:
+        old = self.era
+        self.era = old + 1
+        for (era, _seq), entry in sorted(self.results.items()):
+            if era < self.era and entry.family in _CROSS_ERA:
+                self._prior.setdefault((entry.family, entry.name, entry.request_witness), deque()).append(entry)
+        self._prior_doubt = self._in_flight
+        self._in_flight = None
+        # Tasks and case requests of the old era are not adopted: the new era re-issues what
+        # it needs, and a late answer to an old-era request is rejected (names its era).
+        self._parked = None
+        self._status = RunStatus.RUNNING
+        self.restored = json.loads(snapshot.checkpoint_json) if snapshot.checkpoint_json else None
+        self.clock_ms = self._now  # a fresh era's first observation is the restore's stamp
+        self._era_started_ms = self._now
+        self._emit(JournalKind.RUN_RESTORED, attrs={"from_era": str(old), "checkpoint": "yes" if self.restored is not None else "no"})
+
+    _era_started_ms: int = 0
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def status(self) -> RunStatus:
+        return self._status
+
+    @property
+    def parked_on(self) -> ParkedOn | None:
+        return self._parked
+
+    @property
+    def outstanding(self) -> LiveCall | None:
+        """The live call this run waits for (None when parked on something else or idle)."""
+        return None if self._waiting is None or self._waiting.kind not in ("live", "probe") else self._pending_live
+
+    _pending_live: LiveCall | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self._status in TERMINAL
+
+    def evictable(self, idle_for_s: float, grace_s: float) -> bool:
+        """The pure eviction rule applied to this runtime (see ``agents.evictable``)."""
+        return evictable(self.spec.durability, idle_for_s, grace_s, self.outstanding is not None)
+
+    def snapshot(self) -> SessionSnapshot:
+        """The run's current snapshot (what the executor writes to ``sessions``)."""
+        return SessionSnapshot(
+            session_id=self.session_id,
+            capability=self.spec.capability,
+            status=self._status,
+            era=self.era,
+            next_seq=self._next_seq,
+            last_hash=self._last_hash,
+            parked_on=self._parked,
+            case_id=self.case_id,
+            admission_key=self.admission_key,
+            tenant=self.tenant,
+            initiator=self.initiator,
+            input_json=self.input_json,
+            checkpoint_json=self._checkpoint_json,
+            output_json=self._output_json,
+            error=self._error,
+            started_ms=self.started_ms,
+            updated_ms=self._updated_ms,
+            in_flight_json=None if self._in_flight is None else self._in_flight.to_json(),
+            pending_signals=tuple(self._pending),
+            era_started_ms=self._era_started_ms,
+        )
+
+    def complete(self, call_seq: int, outcome: Outcome, *, now_ms: int) -> Step:
+        """The executor performed the outstanding live call ``call_seq``; record and go on."""
+        self._begin(now_ms)
+        wait = self._waiting
+        if wait is None or wait.kind not in ("live", "probe") or wait.call_seq != call_seq:
+            return self._flush(rejected=f"no live call outstanding at call_seq {call_seq}")
+        self._waiting = None
+        self._pending_live = None
+        if wait.kind == "probe":
+            self._run(self._probe_done(wait, outcome))
+        else:
+            entry = self._record(wait.effect, call_seq, wait.witness, JournalKind.EFFECT_RECORDED, outcome.ok, outcome.value, outcome.error,
+                                 attempts=outcome.attempts, cost=outcome.cost, label=outcome.label)
+            self._in_flight = None
+            self._run(self._resolve(wait.effect, entry))
+        return self._flush()
+
+    def deliver(self, event: Event, *, now_ms: int) -> Step:
+        """An inbox event for this run: a signal, a task decision, a case reply or a wake."""
+        self._begin(now_ms)
+        if event.session_id != self.session_id:
+            return self._flush(rejected=f"event for session {event.session_id!r} delivered to {self.session_id!r}")
+        if self.ended:
+            return self._flush(rejected=f"run already ended ({self._status})")
+        if isinstance(event, Signal):
+            self._on_signal(event)
+        elif isinstance(event, TaskDecision):
+            problem = self._on_decision(event)
+            if problem:
+                return self._flush(rejected=problem)
+        elif isinstance(event, CaseReply):
+            problem = self._on_case_reply(event)
+            if problem:
+                return self._flush(rejected=problem)
+        elif isinstance(event, Wake):
+            if event.reason.startswith("quarantine:"):
+                self._quarantine(event.reason.removeprefix("quarantine:").strip() or "quarantined by request")
+        else:  # pragma: no cover - typed callers cannot get here
+            return self._flush(rejected=f"unknown event type {type(event).__name__}")
+        return self._flush()
+
+    def quarantine(self, reason: str, *, now_ms: int) -> Step:
+        """Quarantine the run from outside (e.g. the journal service found its chain broken)."""
+        self._begin(now_ms)
+        if not self.ended:
+            self._quarantine(reason)
+        return self._flush()
+
+    def close(self) -> None:
+        """Drop the coroutine (eviction). ``GeneratorExit`` runs the agent's ``finally``s."""
+        if self._coro is not None:
+            self._coro.close()
+            self._coro = None
+
+    # ------------------------------------------------------------------ driving the agent
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._updated_ms = now_ms
+        self._out = _Out()
+        self._status_before = self._status
+
+    def _launch(self) -> None:
+        ctx = StepCtx(self)
+        try:
+            value = json.loads(self.input_json)
+            self._coro = self.spec.fn(ctx, value)
+            if not hasattr(self._coro, "send"):
+                raise TypeError(f"agent {self.spec.capability!r} must be an async def")
+        except Exception as exc:
+            self._fail(ErrorInfo(type=type(exc).__name__, message=str(exc), retryable=False))
+            return
+        self._run(("value", None))
+
+    def _run(self, resolution: _Resolution) -> None:
+        """Drive the coroutine until it suspends on something outside, or ends."""
+        try:
+            while resolution[0] != "suspend" and self._coro is not None:
+                try:
+                    if resolution[0] == "throw":
+                        request = self._coro.throw(resolution[1])
+                    else:
+                        request = self._coro.send(resolution[1])
+                except StopIteration as stop:
+                    self._finish(stop.value)
+                    return
+                except Exception as exc:
+                    if self._fault is not None:
+                        raise _Quarantined(self._fault) from None
+                    self._fail(_error_info(exc))
+                    return
+                if self._fault is not None:
+                    raise _Quarantined(self._fault)
+                if not isinstance(request, Effect):
+                    self._fail(ErrorInfo(type="TerminalError", message=f"agents may only await StepCtx effects, got {type(request).__name__}", retryable=False))
+                    return
+                resolution = self._dispatch(request)
+        except _Quarantined as q:
+            self._quarantine(str(q))
+
+    def take_derived_slot(self, family: str) -> int:
+        """A call_seq for a derived (unjournaled) draw; notes a divergence if history has a
+        journaled call there (the engine quarantines at the agent's next suspension)."""
+        call_seq = self._cursor
+        self._cursor += 1
+        if self._fault is None and self._slot_taken(call_seq):
+            self._fault = self._diverged(call_seq, f"{family} (derived, unjournaled)", self._slot_desc(call_seq))
+        return call_seq
+
+    def _slot_taken(self, call_seq: int) -> bool:
+        if (self.era, call_seq) in self.results:
+            return True
+        for mark in (self._in_flight, self._parked):
+            if mark is not None and mark.era == self.era and mark.call_seq == call_seq:
+                return True
+        return False
+
+    def _slot_desc(self, call_seq: int) -> str:
+        entry = self.results.get((self.era, call_seq))
+        if entry is not None:
+            return f"{entry.family}:{entry.name} (witness {entry.request_witness[:12]})"
+        if self._in_flight is not None and self._in_flight.call_seq == call_seq:
+            return f"{self._in_flight.family}:{self._in_flight.name} (announced, witness {self._in_flight.witness[:12]})"
+        return "a parked call"
+
+    def _diverged(self, call_seq: int, issued: str, recorded: str) -> str:
+        return f"non-determinism at era {self.era} call_seq {call_seq}: history has {recorded}, agent issued {issued}"
+
+    def _dispatch(self, effect: Effect) -> _Resolution:
+        call_seq = self._cursor
+        self._cursor += 1
+        try:
+            witness = request_witness(effect.request)
+        except (TypeError, ValueError) as exc:
+            return ("throw", EffectError("InvalidRequest", f"request is not canonical JSON: {exc}"))
+        entry = self.results.get((self.era, call_seq))
+        if entry is not None:
+            if entry.family != effect.family or entry.name != effect.name or entry.request_witness != witness:
+                raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name} (witness {witness[:12]})", self._slot_desc(call_seq)))
+            self._out.replayed += 1
+            self.clock_ms = entry.stamp_ms
+            return self._resolve(effect, entry)
+        if self._verify_only:
+            raise _Quarantined(f"history ends at era {self.era} call_seq {call_seq}: agent issued {effect.family}:{effect.name}, which was never recorded")
+        flight = self._in_flight
+        if flight is not None and flight.era == self.era and flight.call_seq == call_seq:
+            if (flight.family, flight.name, flight.witness) != (effect.family, effect.name, witness):
+                raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name} (witness {witness[:12]})", self._slot_desc(call_seq)))
+            if self._parked is not None and self._parked.kind is ParkKind.OPERATOR and self._parked.call_seq == call_seq:
+                self._waiting = _Wait("operator", effect, call_seq, witness, self._decl(effect))
+                return _SUSPEND
+            return self._in_doubt(effect, call_seq, witness, flight.recovery)
+        parked = self._parked
+        if parked is not None and parked.era == self.era and parked.call_seq == call_seq:
+            # Rebuilding a parked run: its command was sent when it parked; just wait again.
+            kind = {ParkKind.SIGNAL: "signal", ParkKind.TASK: "approval", ParkKind.CASE_REPLY: "case"}.get(parked.kind, "signal")
+            self._waiting = _Wait(kind, effect, call_seq, witness)
+            return _SUSPEND
+        if self._max_slot.get(self.era, -1) > call_seq:
+            raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name}", "no journaled call (a derived draw) but later calls"))
+        if self._prior:
+            served = self._from_prior_era(effect, call_seq, witness)
+            if served is not None:
+                return served
+        if self._prior_doubt is not None and (self._prior_doubt.family, self._prior_doubt.name, self._prior_doubt.witness) == (effect.family, effect.name, witness):
+            recovery = self._prior_doubt.recovery
+            self._prior_doubt = None
+            self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, recovery)
+            return self._in_doubt(effect, call_seq, witness, recovery)
+        return _LIVE[effect.op](self, effect, call_seq, witness)
+
+    def _from_prior_era(self, effect: Effect, call_seq: int, witness: str) -> _Resolution | None:
+        if effect.family not in _CROSS_ERA:
+            return None
+        queue = self._prior.get((effect.family, effect.name, witness))
+        if not queue:
+            return None
+        old = queue.popleft()
+        value = json.loads(old.value_json) if old.ok and old.value_json is not None else None
+        entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, old.ok, value, old.error,
+                             attempts=old.attempts, label=old.label, attrs={"reconstructed_from": f"{old.era}/{old.call_seq}"})
+        return self._resolve(effect, entry)
+
+    # ------------------------------------------------------------------ recording
+    def _emit(self, kind: JournalKind, **fields: Any) -> JournalRecord:
+        attrs = fields.pop("attrs", None) or {}
+        label = fields.pop("label", None) or default_label([f"agent/{self.spec.capability}"])
+        draft = Draft(session_id=self.session_id, seq=self._next_seq, era=self.era, kind=kind, stamp_ms=self._now, label=label, attrs=attrs, **fields)
+        record = seal(draft, self._last_hash)
+        self._next_seq += 1
+        self._last_hash = record.hash
+        self._out.records.append(record)
+        return record
+
+    def _record(
+        self,
+        effect: Effect,
+        call_seq: int,
+        witness: str,
+        kind: JournalKind,
+        ok: bool,
+        value: Any,
+        error: ErrorInfo | None,
+        *,
+        attempts: int = 1,
+        cost: Cost | None = None,
+        label: Label | None = None,
+        attrs: Mapping[str, str] | None = None,
+    ) -> ResultEntry:
+        """Write the slot's ResultEntry and the chain record carrying its body digest."""
+        value_json: str | None = None
+        if ok:
+            try:
+                value_json = canonical_json(value)
+            except (TypeError, ValueError) as exc:
+                ok, error = False, ErrorInfo(type="NotJsonValue", message=f"result is not canonical JSON: {exc}", retryable=False)
+        # The agent sees the decoded canonical value on the first run too, so it cannot tell
+        # a fresh serve from a replay (tuples become lists, 2.0 becomes 2, on both paths).
+        decoded = json.loads(value_json) if ok and value_json is not None else None
+        digest = body_digest(ok, decoded, None if ok else error)
+        label = label or _label_for(effect.family, effect.name, self.spec.capability)
+        entry = ResultEntry(
+            session_id=self.session_id, era=self.era, call_seq=call_seq, family=effect.family, name=effect.name,
+            request_witness=witness, ok=ok, value_json=value_json, error=None if ok else error, stamp_ms=self._now,
+            attempts=attempts, body_digest=digest, label=label,
+        )
+        self.results[(self.era, call_seq)] = entry
+        self._out.results.append(entry)
+        self._emit(kind, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   body_digest=digest, cost=cost, label=label, attrs=dict(attrs or {}))
+        self.clock_ms = self._now
+        return entry
+
+    def _resolve(self, effect: Effect, entry: ResultEntry) -> _Resolution:
+        if not entry.ok:
+            assert entry.error is not None  # the wire validator guarantees it
+            return ("throw", _error_from(entry.error))
+        raw = json.loads(entry.value_json) if entry.value_json is not None else None
+        try:
+            return ("value", _DECODE.get(effect.op, _identity)(effect, raw))
+        except EffectError as exc:
+            return ("throw", exc)
+
+    # ------------------------------------------------------------------ ends
+    def _finish(self, output: Any) -> None:
+        self._coro = None
+        if self._max_slot.get(self.era, -1) >= self._cursor:
+            raise_at = self._cursor
+            self._quarantine(f"non-determinism at era {self.era} call_seq {raise_at}: history has {self._slot_desc(raise_at)}, agent returned instead")
+            return
+        try:
+            self._output_json = canonical_json(output)
+        except (TypeError, ValueError) as exc:
+            self._fail(ErrorInfo(type="NotJsonValue", message=f"agent output is not canonical JSON: {exc}", retryable=False))
+            return
+        self._status = RunStatus.COMPLETED
+        self._clear_waits()
+        self._emit(JournalKind.RUN_COMPLETED, request_witness=None, attrs={"output_digest": request_witness(json.loads(self._output_json))})
+
+    def _fail(self, error: ErrorInfo) -> None:
+        self._close_coro()
+        self._status = RunStatus.FAILED
+        self._error = error
+        self._clear_waits()
+        self._emit(JournalKind.RUN_FAILED, attrs={"error_type": error.type, "reason": error.message[:500]})
+
+    def _quarantine(self, reason: str) -> None:
+        self._close_coro()
+        self._status = RunStatus.QUARANTINED
+        self._error = ErrorInfo(type="NonDeterminismError", message=reason, retryable=False)
+        self._clear_waits()
+        self._out.live.clear()
+        self._emit(JournalKind.RUN_QUARANTINED, attrs={"reason": reason[:500]})
+
+    def _close_coro(self) -> None:
+        coro, self._coro = self._coro, None
+        if coro is not None:
+            # An agent's `finally` raising must not stop the end of the run.
+            with contextlib.suppress(Exception):
+                coro.close()
+
+    def _clear_waits(self) -> None:
+        self._waiting = None
+        self._pending_live = None
+        self._parked = None
+
+    def _flush(self, rejected: str | None = None) -> Step:
+        if self._status != self._status_before:
+            task_id = self._parked.ref if self._parked is not None and self._parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) else None
+            self._out.commands.append(RunStatusUpdate(admission_key=self.admission_key, run_id=self.session_id, status=self._status, task_id=task_id, updated_ms=self._now))
+        out, self._out = self._out, _Out()
+        self._status_before = self._status
+        return Step(
+            records=tuple(out.records),
+            results=tuple(out.results),
+            commands=tuple(out.commands),
+            live_calls=tuple(out.live),
+            snapshot=self.snapshot(),
+            parked_on=self._parked,
+            end=self._status if self._status in TERMINAL and out.records else None,
+            replayed=out.replayed,
+            rejected=rejected,
+        )
+
+    # ------------------------------------------------------------------ live handlers
+    def _decl(self, effect: Effect) -> EffectDecl:
+        if effect.family == "generation":
+            return _GENERATION_DECL
+        tool = str(effect.options.get("tool", effect.name))
+        base = self.spec.decl_for(tool) or self._tools.get(tool) or EffectDecl(tool)
+        mutating = effect.options.get("mutating")
+        recovery = effect.options.get("recovery")
+        if mutating is None and recovery is None:
+            return base
+        return EffectDecl(
+            tool,
+            mutating=base.mutating if mutating is None else bool(mutating),
+            recovery=recovery if recovery is not None else base.recovery,
+            retry=base.retry,
+            timeout_s=base.timeout_s,
+            probe=base.probe,
+        )
+
+    def _live(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        try:
+            decl = self._decl(effect)
+        except ValueError as exc:
+            return ("throw", EffectError("InvalidDeclaration", str(exc)))
+        recovery = decl.effective_recovery
+        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"})
+        self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, recovery)
+        # Announce-before-act: only a RETRY effect may let the announce ride with its outcome.
+        return self._request_live(effect, call_seq, witness, decl, announce_first=recovery is not Recovery.RETRY)
+
+    def _request_live(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl, *, announce_first: bool) -> _Resolution:
+        target = str(effect.request["provider"]) if effect.family == "generation" else str(effect.options.get("tool", effect.name))
+        call = LiveCall(self.session_id, self.era, call_seq, effect.family, effect.name, target, effect.request, witness,
+                        decl.mutating, decl.effective_recovery, decl.retry, decl.timeout_s, announce_first)
+        self._out.live.append(call)
+        self._pending_live = call
+        self._waiting = _Wait("live", effect, call_seq, witness, decl)
+        self._status = RunStatus.RUNNING
+        return _SUSPEND
+
+    def _in_doubt(self, effect: Effect, call_seq: int, witness: str, recovery: Recovery) -> _Resolution:
+        decl = self._decl(effect)
+        self._emit(JournalKind.EFFECT_IN_DOUBT, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   attrs={"recovery": str(recovery)})
+        if recovery is Recovery.RETRY:
+            # The announce is already durable; repeating is safe by declaration.
+            return self._request_live(effect, call_seq, witness, decl, announce_first=False)
+        if recovery is Recovery.RECONCILE and decl.probe:
+            return self._probe(effect, call_seq, witness, decl)
+        return self._open_operator_task(effect, call_seq, witness, decl)
+
+    def _probe(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl) -> _Resolution:
+        assert decl.probe is not None
+        request = {"tool": decl.probe, "args": {"of": effect.request.get("tool"), "args": effect.request.get("args"),
+                                                 "idempotency_key": effect.request.get("idempotency_key")}, "idempotency_key": None}
+        probe_witness = request_witness(request)
+        name = f"tool://{decl.probe}"
+        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family="probe", name=name, request_witness=probe_witness,
+                   attrs={"probe_for": effect.name})
+        call = LiveCall(self.session_id, self.era, call_seq, "probe", name, decl.probe, request, probe_witness,
+                        False, Recovery.RETRY, decl.retry, decl.timeout_s, False)
+        self._out.live.append(call)
+        self._pending_live = call
+        self._waiting = _Wait("probe", effect, call_seq, witness, decl)
+        return _SUSPEND
+
+    def _probe_done(self, wait: _Wait, outcome: Outcome) -> _Resolution:
+        answer = outcome.value if outcome.ok and isinstance(outcome.value, Mapping) else {}
+        applied = answer.get("applied")
+        self._emit(JournalKind.EFFECT_RECORDED, call_seq=wait.call_seq, family="probe", name=f"tool://{wait.decl.probe if wait.decl else '?'}",
+                   attrs={"applied": {True: "true", False: "false"}.get(applied, "unknown") if isinstance(applied, bool) else "unknown"})
+        assert wait.decl is not None
+        if applied is True:
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, answer.get("result"), None,
+                                 attrs={"reconciled": "applied"})
+            self._in_flight = None
+            return self._resolve(wait.effect, entry)
+        if applied is False:
+            # The peer says it never happened: performing it now is the first application.
+            return self._request_live(wait.effect, wait.call_seq, wait.witness, wait.decl, announce_first=False)
+        return self._open_operator_task(wait.effect, wait.call_seq, wait.witness, wait.decl)
+
+    def _open_operator_task(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl) -> _Resolution:
+        task_id = f"{self.session_id}/{self.era}/{call_seq}/operator"
+        question = (f"Did {effect.name} (call {call_seq} of run {self.session_id}) take effect? APPROVED = it happened "
+                    "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed.")
+        self._out.commands.append(OpenTask(
+            task_id=task_id, session_id=self.session_id, era=self.era, call_seq=call_seq, kind=TaskKind.OPERATOR,
+            question=question, answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
+            case_id=self.case_id, capability=self.spec.capability, role="operator", approvals=1, initiator=self.initiator,
+            expires_ms=None, on_expiry=ExpiryPolicy.ESCALATE, allow_unattended=False, escalate_to=None, opened_ms=self._now,
+        ))
+        self._emit(JournalKind.TASK_OPENED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   attrs={"task_id": task_id, "kind": "OPERATOR"})
+        self._park(ParkKind.OPERATOR, task_id, call_seq, RunStatus.AWAITING_HUMAN)
+        self._waiting = _Wait("operator", effect, call_seq, witness, decl)
+        return _SUSPEND
+
+    def _park(self, kind: ParkKind, ref: str, call_seq: int, status: RunStatus) -> None:
+        self._parked = ParkedOn(kind=kind, ref=ref, call_seq=call_seq, era=self.era)
+        self._status = status
+
+    def _unpark(self) -> None:
+        self._parked = None
+        self._status = RunStatus.RUNNING
+
+    def _observe(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        fn: Callable[[], Any] = effect.options["fn"]
+        try:
+            value = fn()
+        except Exception as exc:
+            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, _error_info(exc))
+        else:
+            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, value, None)
+        return self._resolve(effect, entry)
+
+    def _checkpoint(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        state = effect.request["state"]
+        entry = self._record(effect, call_seq, witness, JournalKind.CHECKPOINT_REPORTED, True, state, None)
+        if entry.ok:
+            self._checkpoint_json = entry.value_json
+        return self._resolve(effect, entry)
+
+    def _signal(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        for i, signal in enumerate(self._pending):
+            if signal.name == effect.name:
+                del self._pending[i]
+                return self._resolve(effect, self._record_signal(effect, call_seq, witness, signal))
+        self._park(ParkKind.SIGNAL, effect.name, call_seq, RunStatus.PARKED)
+        self._emit(JournalKind.RUN_PARKED, call_seq=call_seq, attrs={"parked_on": f"signal:{effect.name}"})
+        self._waiting = _Wait("signal", effect, call_seq, witness)
+        return _SUSPEND
+
+    def _record_signal(self, effect: Effect, call_seq: int, witness: str, signal: Signal) -> ResultEntry:
+        try:
+            payload = json.loads(signal.payload_json)
+        except ValueError:
+            payload = signal.payload_json  # not JSON: delivered as the raw text
+        return self._record(effect, call_seq, witness, JournalKind.SIGNAL_RECEIVED, True, payload, None,
+                            label=_label_for("signal", effect.name, self.spec.capability), attrs={"signal": signal.name})
+
+    def _approval(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        req = effect.request
+        task_id = f"{self.session_id}/{self.era}/{call_seq}"
+        expires = None if req["expires_in"] is None else self.clock_ms + int(req["expires_in"])
+        try:
+            answer_json = canonical_json(req["answer"])
+        except (TypeError, ValueError) as exc:
+            return ("throw", EffectError("InvalidRequest", str(exc)))
+        self._out.commands.append(OpenTask(
+            task_id=task_id, session_id=self.session_id, era=self.era, call_seq=call_seq, kind=TaskKind.APPROVAL,
+            question=str(req["question"]), answer_json=answer_json, case_id=self.case_id, capability=self.spec.capability,
+            role=str(req["role"]), approvals=int(req["approvals"]), initiator=self.initiator, expires_ms=expires,
+            on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()), allow_unattended=bool(req["allow_unattended"]),
+            escalate_to=None, opened_ms=self._now,
+        ))
+        self._emit(JournalKind.TASK_OPENED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   attrs={"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])})
+        self._park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
+        self._waiting = _Wait("approval", effect, call_seq, witness)
+        return _SUSPEND
+
+    def _case_command(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        if self.case_id is None:
+            return ("throw", EffectError("NoCase", f"run {self.session_id} belongs to no case"))
+        request_id = f"{self.session_id}/{self.era}/{call_seq}"
+        if effect.op == "case_get":
+            command: Command = GetCaseState(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq)
+        else:
+            try:
+                state_json = canonical_json(effect.request["state"])
+            except (TypeError, ValueError) as exc:
+                return ("throw", EffectError("InvalidRequest", str(exc)))
+            command = PutCaseState(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq,
+                                   expected_version=int(effect.request["expected_version"]), state_json=state_json)
+        self._out.commands.append(command)
+        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
+                   attrs={"request_id": request_id, "case_id": self.case_id})
+        self._park(ParkKind.CASE_REPLY, request_id, call_seq, RunStatus.PARKED)
+        self._waiting = _Wait("case", effect, call_seq, witness)
+        return _SUSPEND
+
+    def _deadline(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        if self.case_id is None:
+            return ("throw", EffectError("NoCase", f"run {self.session_id} belongs to no case"))
+        req = effect.request
+        request_id = f"{self.session_id}/{self.era}/{call_seq}"
+        if effect.op != "deadline":
+            make = MeetDeadline if effect.op == "deadline_meet" else CancelDeadline
+            self._out.commands.append(make(case_id=self.case_id, request_id=request_id, reply_to=None, era=self.era, call_seq=call_seq, name=str(req["name"])))
+            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, None, None, attrs={"deadline": str(req["name"])})
+            return self._resolve(effect, entry)
+        try:
+            due, digest = self._calendar_lookup().resolve(str(req["calendar"]), req["rule"], self.clock_ms)
+            warn = None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
+        except CalendarError as exc:
+            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, _error_info(exc))
+            return self._resolve(effect, entry)
+        value = {"due_ms": due, "warn_ms": warn, "calendar": req["calendar"], "calendar_digest": digest}
+        self._out.commands.append(RegisterDeadline(
+            case_id=self.case_id, request_id=request_id, reply_to=None, era=self.era, call_seq=call_seq, name=str(req["name"]),
+            due_ms=due, warn_ms=warn, calendar=str(req["calendar"]), calendar_digest=digest, rule_json=canonical_json(req["rule"]),
+            on_breach=req["on_breach"],
+        ))
+        entry = self._record(effect, call_seq, witness, JournalKind.DEADLINE_REGISTERED, True, value, None,
+                             attrs={"deadline": str(req["name"]), "calendar": str(req["calendar"]), "calendar_digest": digest})
+        return self._resolve(effect, entry)
+
+    def _calendar_lookup(self) -> Any:
+        if self._calendars is None:
+            from runplane.core.calendars import CalendarRegistry  # built-in wall clock only
+
+            self._calendars = CalendarRegistry()
+        return self._calendars
+
+    # ------------------------------------------------------------------ inbox events
+    def _on_signal(self, signal: Signal) -> None:
+        wait = self._waiting
+        if wait is not None and wait.kind == "signal" and wait.effect.name == signal.name:
+            self._waiting = None
+            self._unpark()
+            entry = self._record_signal(wait.effect, wait.call_seq, wait.witness, signal)
+            self._run(self._resolve(wait.effect, entry))
+            return
+        # Not awaited yet: keep it (in the snapshot) for the wait_signal that will consume it.
+        self._pending.append(signal)
+        self._emit(JournalKind.SIGNAL_RECEIVED, attrs={"signal": signal.name, "buffered": "true"})
+
+    def _on_decision(self, decision: TaskDecision) -> str | None:
+        wait = self._waiting
+        parked = self._parked
+        if wait is None or parked is None or parked.ref != decision.task_id or wait.kind not in ("approval", "operator"):
+            return f"no open task {decision.task_id!r} for this run"
+        outcome = decision.outcome
+        if outcome is DecisionOutcome.ESCALATED:
+            return None  # still waiting, under another role; nothing to journal for the run
+        attrs = {"task_id": decision.task_id, "outcome": str(outcome)}
+        if wait.kind == "approval":
+            return self._decide_approval(wait, decision, attrs)
+        return self._decide_operator(wait, decision, attrs)
+
+    def _decide_approval(self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+        outcome = decision.outcome
+        req = wait.effect.request
+        if outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
+            return f"{outcome} is an operator verdict, not an approval decision"
+        unattended_ok = req["on_expiry"] == "proceed" and bool(req["allow_unattended"])
+        self._waiting = None
+        self._unpark()
+        if outcome is DecisionOutcome.EXPIRED_FAILED or (outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok):
+            error = ErrorInfo(type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False)
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, False, None, error, attrs=attrs)
+        else:
+            approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
+            value = {"outcome": str(outcome), "approved": approved, "comment": decision.comment, "decided_by": list(decision.decided_by)}
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, True, value, None, attrs=attrs)
+        self._run(self._resolve(wait.effect, entry))
+        return None
+
+    def _decide_operator(self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+        """Operator verdict on a call in doubt: APPROVED = it happened (comment: its result
+        as JSON, or null); RETRY = perform it again; ABANDON/REJECTED = record it failed."""
+        outcome = decision.outcome
+        if outcome not in (DecisionOutcome.APPROVED, DecisionOutcome.RETRY, DecisionOutcome.ABANDON, DecisionOutcome.REJECTED):
+            return f"{outcome} is not an operator verdict"
+        self._waiting = None
+        self._unpark()
+        self._emit(JournalKind.TASK_DECIDED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name, attrs=attrs)
+        decl = wait.decl or self._decl(wait.effect)
+        if outcome is DecisionOutcome.RETRY:
+            self._run(self._request_live(wait.effect, wait.call_seq, wait.witness, decl, announce_first=False))
+            return None
+        if outcome is DecisionOutcome.APPROVED:
+            try:
+                value = json.loads(decision.comment) if decision.comment.strip() else None
+            except ValueError:
+                value = decision.comment
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, value, None, attrs={"verdict": "applied"})
+        else:
+            error = ErrorInfo(type="EffectAbandoned", message=decision.comment or f"operator abandoned {wait.effect.name}", retryable=False)
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs={"verdict": "abandoned"})
+        self._in_flight = None
+        self._run(self._resolve(wait.effect, entry))
+        return None
+
+    def _on_case_reply(self, reply: CaseReply) -> str | None:
+        wait = self._waiting
+        parked = self._parked
+        if wait is None or wait.kind != "case" or parked is None or parked.ref != reply.request_id:
+            return f"no case request {reply.request_id!r} outstanding for this run"
+        self._waiting = None
+        self._unpark()
+        attrs = {"request_id": reply.request_id, "case_id": reply.case_id}
+        if wait.effect.op == "case_get":
+            if reply.accepted:
+                state = json.loads(reply.state_json) if reply.state_json else None
+                entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True,
+                                     {"state": state, "version": reply.version}, None, attrs=attrs)
+            else:
+                error = ErrorInfo(type="CaseRefused", message=reply.reason or "refused", retryable=False)
+                entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs)
+        else:
+            value = {"accepted": reply.accepted, "version": reply.version, "reason": reply.reason}
+            kind = JournalKind.CASE_WRITTEN if reply.accepted else JournalKind.EFFECT_RECORDED
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, kind, True, value, None, attrs=attrs)
+        self._run(self._resolve(wait.effect, entry))
+        return None
+
+
+_LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
+    "live": Runtime._live,
+    "observe": Runtime._observe,
+    "checkpoint": Runtime._checkpoint,
+    "signal": Runtime._signal,
+    "approval": Runtime._approval,
+    "case_get": Runtime._case_command,
+    "case_put": Runtime._case_command,
+    "deadline": Runtime._deadline,
+    "deadline_meet": Runtime._deadline,
+    "deadline_cancel": Runtime._deadline,
+}
+
+
+def _identity(effect: Effect, raw: Any) -> Any:
+    decode = effect.options.get("decode")
+    return decode(raw) if decode is not None else raw
+
+
+def _decode_case_put(effect: Effect, raw: Any) -> int:
+    if not raw["accepted"]:
+        raise CaseConflict(int(raw["version"]), str(raw.get("reason") or "the case moved"))
+    return int(raw["version"])
+
+
+_DECODE: Final[dict[str, Callable[[Effect, Any], Any]]] = {
+    "live": _identity,
+    "approval": lambda _e, raw: Decision(str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])),
+    "case_get": lambda _e, raw: CaseState(raw["state"], int(raw["version"])),
+    "case_put": _decode_case_put,
+    "deadline": lambda _e, raw: int(raw["due_ms"]),
+    "deadline_meet": lambda _e, raw: None,
+    "deadline_cancel": lambda _e, raw: None,
+    "checkpoint": lambda _e, raw: None,
+}
+
+
+def _error_info(exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, EffectError):
+        return ErrorInfo(type=exc.type, message=exc.message, retryable=exc.retryable)
+    return ErrorInfo(type=type(exc).__name__, message=str(exc), retryable=False)
+
+
+def _error_from(error: ErrorInfo) -> EffectError:
+    if error.type == "ApprovalExpired":
+        return ApprovalExpired(error.type, error.message, retryable=error.retryable)
+    return EffectError(error.type, error.message, retryable=error.retryable)
+
+
+def _label_for(family: str, name: str, capability: str) -> Label:
+    # Model output and signals come from outside the platform's trust boundary.
+    trust = Trust.UNTRUSTED if family in ("generation", "signal") else Trust.TRUSTED
+    base = default_label([f"agent/{capability}", name])
+    return Label(trust=trust, sensitivity=base.sensitivity, provenance=base.provenance)
+
+
+def _wall_duration_ms(rule: Mapping[str, Any]) -> int:
+    if len(rule) != 1:
+        raise CalendarError(f"warn_before must be one of minutes/hours/days, got {dict(rule)!r}")
+    (unit, n), = rule.items()
+    if unit not in _WALL_UNITS_MS or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise CalendarError(f"warn_before must be {{minutes|hours|days: n >= 0}}, got {dict(rule)!r}")
+    return int(n) * _WALL_UNITS_MS[unit]
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What replaying a recorded history found: ``live_calls`` must be 0 for a faithful
+    history; ``divergence`` is the positioned diagnostic when it is not."""
+
+    status: RunStatus
+    output: Any
+    replayed: int
+    live_calls: int
+    divergence: str | None
+
+
+def replay_history(
+    spec: AgentSpec, snapshot: SessionSnapshot, results: Mapping[tuple[int, int], ResultEntry], *, calendars: Any = None
+) -> ReplayReport:
+    """Replay a run's whole history in its last era without extending it (audit, tests,
+    golden journals). Any call the history cannot answer is a divergence, never performed."""
+    rt = Runtime._from_snapshot(spec, snapshot, results, calendars=calendars, tools=None)
+    rt._status = RunStatus.RUNNING
+    rt._parked = None
+    rt._in_flight = None
+    rt._verify_only = True
+    rt._begin(snapshot.updated_ms)
+    rt._launch()
+    out = rt._out
+    divergence = rt._error.message if rt._status is RunStatus.QUARANTINED and rt._error is not None else None
+    output = json.loads(rt._output_json) if rt._status is RunStatus.COMPLETED and rt._output_json is not None else None
+    return ReplayReport(rt._status, output, out.replayed, len(out.live), divergence)
