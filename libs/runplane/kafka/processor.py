@@ -42,7 +42,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from prometheus_client import Counter, Gauge, Histogram
 
 from runplane.config import Settings
@@ -214,7 +221,9 @@ class Handler(Protocol):
 
     Optional methods, called when present: ``tick(state, now_ms) -> Sequence[Emit]``
     (periodic; emits committed in their own transaction), ``on_assign(partitions)``,
-    ``on_revoke(partitions)`` and ``on_abort()`` (drop in-memory work of an aborted batch).
+    ``on_revoke(partitions)``, ``on_abort()`` (drop in-memory work of an aborted batch) and
+    ``on_undecodable(topic, key, data, error, now_ms) -> Sequence[Emit]`` (answer a record
+    that fails validation, e.g. with a refusal; an empty answer means: dead-letter it).
     """
 
     tables: Mapping[str, str]  # table name -> logical compacted topic
@@ -363,7 +372,10 @@ class Processor:
         if self._restorer is not None:
             self._restorer.close()
         if self._producer is not None:
-            self._producer.flush(5.0)
+            try:
+                self._producer.flush(5.0)
+            except KafkaException as exc:  # a fenced producer refuses even to flush
+                log.warning("producer flush on close failed: %s", exc)
 
     def _load_partition_counts(self) -> None:
         assert self._consumer is not None
@@ -531,6 +543,13 @@ class Processor:
                 data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
                 value = self._serde.decode(logical, data)
         except WireError as exc:
+            rescue = getattr(self._handler, "on_undecodable", None)
+            if rescue is not None and raw_value is not None:
+                data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
+                emits = list(rescue(logical, key, data, exc, now_ms))
+                if emits:
+                    DEADLETTERS.labels(self._svc, "refused").inc()
+                    return emits
             return [self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)]
         incoming = Incoming(
             logical, msg.partition() or 0, msg.offset() or 0, key, value, msg.timestamp()[1]

@@ -1,0 +1,273 @@
+"""The shared transactional processor on the real broker (Foundation's "done means").
+
+Outputs, table changes and input offsets land together or not at all; a crash between
+produce and commit leaves nothing visible to read_committed readers and the restart produces
+the outputs exactly once; a zombie's late commit is fenced; tables are restored from their
+compacted topic after a restart; bad input is dead-lettered and the partition moves on.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from runplane.config import Settings
+from runplane.kafka.clients import consumer_config, producer_config
+from runplane.kafka.processor import Processor
+from runplane.wire import (
+    AdmissionOutcome,
+    AdmissionReply,
+    AdmissionRequest,
+    DeadLetter,
+    Record,
+    Serde,
+)
+from test_processor_support import make_processor
+
+pytestmark = pytest.mark.integration
+
+SUPPORT = Path(__file__).with_name("test_processor_support.py")
+SERDE = Serde.from_settings(Settings())
+
+
+def request(key: str, capability: str = "refund") -> AdmissionRequest:
+    return AdmissionRequest(
+        admission_key=key, capability=capability, input_json="{}", tenant="t", initiator="me"
+    )
+
+
+def produce(settings: Settings, items: list[tuple[str, bytes]]) -> None:
+    producer = Producer(producer_config(settings))
+    for key, value in items:
+        producer.produce(settings.topic("admission"), key=key.encode(), value=value)
+    assert producer.flush(30) == 0
+
+
+def produce_requests(settings: Settings, keys: list[str]) -> None:
+    produce(settings, [(k, SERDE.encode("admission", request(k))) for k in keys])
+
+
+def read_all(
+    settings: Settings, logical: str, *, committed: bool = True
+) -> list[tuple[str, Record | None]]:
+    """Every record of a topic up to its end (last stable offset under read_committed)."""
+    topic = settings.topic(logical)
+    consumer = Consumer(
+        consumer_config(
+            settings,
+            f"reader-{uuid.uuid4().hex[:8]}",
+            **{
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed" if committed else "read_uncommitted",
+            },
+        )
+    )
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        pending, out = set(parts), []
+        deadline = time.monotonic() + 30
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                value = msg.value()
+                record = None if value is None else SERDE.decode(logical, value)
+                out.append((msg.key().decode(), record))
+        assert not pending, f"{topic}: no EOF for partitions {pending}"
+        return out
+    finally:
+        consumer.close()
+
+
+def replies(settings: Settings) -> list[AdmissionReply]:
+    return [r for _, r in read_all(settings, "admission.replies") if isinstance(r, AdmissionReply)]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextmanager
+def running(processor: Processor) -> Iterator[Processor]:
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            processor.run(stop)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        yield processor
+    finally:
+        stop.set()
+        thread.join(30)
+        assert not errors, errors
+
+
+def spawn(
+    settings: Settings, instance: str, hook: str = "", marker: Path | None = None
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+        "RUNPLANE_PARTITIONS": str(settings.partitions),
+        "MINI_INSTANCE": instance,
+        "MINI_HOOK": hook,
+        "MINI_MARKER": str(marker) if marker else "/dev/null",
+        "MINI_STALL_S": "20",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(SUPPORT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> tuple[int, str]:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err.decode(errors="replace")
+
+
+def test_outputs_tables_and_restore_after_restart(settings: Settings) -> None:
+    keys = [f"k{i}" for i in range(20)]
+    produce_requests(settings, keys)
+    with running(make_processor(settings, "a")) as proc:
+        wait_for("20 replies", lambda: len(replies(settings)) >= 20)
+        assert proc.state.size("claims") == 20
+    first = {r.admission_key: r for r in replies(settings)}
+    assert {r.outcome for r in first.values()} == {AdmissionOutcome.ADMITTED}
+    assert set(first) == set(keys)
+
+    # A fresh instance knows nothing but what it restores from admission.claims.
+    produce_requests(settings, keys)
+    with running(make_processor(settings, "b")) as proc:
+        wait_for("40 replies", lambda: len(replies(settings)) >= 40)
+        assert proc.state.size("claims") == 20
+    second = [r for r in replies(settings) if r.outcome == AdmissionOutcome.DUPLICATE]
+    assert len(second) == 20
+    assert all(r.run_id == first[r.admission_key].run_id for r in second)
+
+
+def test_bad_input_is_dead_lettered_and_the_partition_moves_on(settings: Settings) -> None:
+    bad_key = "bad"
+    produce(
+        settings,
+        [
+            (bad_key, b"\x00not avro at all"),
+            ("explode", SERDE.encode("admission", request("explode", capability="explode"))),
+            (bad_key, SERDE.encode("admission", request(bad_key))),
+        ],
+    )
+    with running(make_processor(settings, "a")):
+        wait_for("a reply after the bad record", lambda: len(replies(settings)) >= 1)
+        wait_for("2 dead letters", lambda: len(read_all(settings, "deadletter")) >= 2)
+    letters = [v for _, v in read_all(settings, "deadletter") if isinstance(v, DeadLetter)]
+    reasons = sorted(dl.reason.split(":")[0] for dl in letters)
+    assert reasons == ["invalid", "undecodable"]
+    undecodable = next(dl for dl in letters if dl.reason.startswith("undecodable"))
+    assert undecodable.value == b"\x00not avro at all"
+    assert undecodable.key == bad_key.encode()
+    assert undecodable.source_topic == settings.topic("admission")
+    assert [r.admission_key for r in replies(settings)] == [bad_key]
+
+
+def test_sigkill_between_produce_and_commit_leaves_nothing_and_restart_is_exactly_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    keys = [f"x{i}" for i in range(30)]
+    produce_requests(settings, keys)
+    marker = tmp_path / "marker"
+    proc = spawn(settings, "crashy", hook="stall", marker=marker)
+    try:
+        wait_for("the stalled transaction", marker.exists, timeout=60)
+        # The batch's outputs are on the broker, uncommitted ...
+        uncommitted = read_all(settings, "admission.replies", committed=False)
+        assert len(uncommitted) == 30
+        # ... and invisible to read_committed readers, tables included.
+        assert read_all(settings, "admission.replies") == []
+        assert read_all(settings, "admission.claims") == []
+    finally:
+        code, _ = stop_process(proc, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+
+    # Same transactional.id: init_transactions aborts the dead instance's transaction.
+    restarted = spawn(settings, "crashy")
+    try:
+        wait_for("30 committed replies", lambda: len(replies(settings)) >= 30, timeout=60)
+        time.sleep(1.0)  # anything extra would show up by now
+        got = replies(settings)
+    finally:
+        code, err = stop_process(restarted)
+    assert code == 0, err
+    counts = collections.Counter(r.admission_key for r in got)
+    assert counts == collections.Counter(keys)  # exactly once per key
+    assert all(r.outcome == AdmissionOutcome.ADMITTED for r in got)
+    claims = read_all(settings, "admission.claims")
+    assert collections.Counter(k for k, _ in claims) == collections.Counter(keys)
+    # The aborted records are still in the log, only never visible as committed.
+    assert len(read_all(settings, "admission.replies", committed=False)) == 60
+
+
+def test_zombie_late_commit_is_fenced(settings: Settings, tmp_path: Path) -> None:
+    keys = [f"z{i}" for i in range(25)]
+    produce_requests(settings, keys)
+    marker = tmp_path / "marker"
+    zombie = spawn(settings, "zombie", hook="stall", marker=marker)
+    taker = None
+    try:
+        wait_for("the zombie's stalled transaction", marker.exists, timeout=60)
+        taker = spawn(settings, "taker")
+        # The zombie misses max.poll.interval.ms, loses its partitions; the taker restores
+        # (waiting for the zombie's open transaction to end) and serves every key.
+        wait_for(
+            "the zombie to wake and try its commit", lambda: marker.read_text() == "resumed", 60
+        )
+        wait_for("25 committed replies", lambda: len(replies(settings)) >= 25, timeout=60)
+        time.sleep(2.0)  # give a wrongly-committed late transaction time to show
+        got = replies(settings)
+    finally:
+        zcode, zerr = stop_process(zombie)
+        if taker is not None:
+            tcode, terr = stop_process(taker)
+            assert tcode == 0, terr
+    counts = collections.Counter(r.admission_key for r in got)
+    assert counts == collections.Counter(keys)
+    # Every visible output is the taker's: the zombie's late commit never became visible.
+    assert all(r.run_id is not None and r.run_id.startswith("r-taker-") for r in got)
+    # Two correct ways to be fenced, depending on timing: the offset commit is refused
+    # (UNKNOWN_MEMBER_ID: abort, rewind, go on) or the producer epoch was bumped (_FENCED:
+    # fatal, exit non-zero and let the supervisor restart us).
+    aborted = zcode == 0 and "transaction aborted" in zerr
+    stopped = zcode == 3 and "STOPPED" in zerr
+    assert aborted or stopped, (zcode, zerr[-2000:])
+    # Its records did reach the log; they were aborted, not lost in a buffer.
+    assert len(read_all(settings, "admission.replies", committed=False)) >= 50
