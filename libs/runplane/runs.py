@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -31,7 +31,7 @@ from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, decode
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
 
 __all__ = ["RunHistory", "parse_result_key", "read_audit", "read_run", "result_key", "session_partition"]
 
@@ -126,12 +126,13 @@ def _key(msg: Message) -> str | None:
         return None
 
 
-def _decoded(msg: Message, cls: type, decoder: Callable[[bytes], object]) -> object | None:
+def _decoded(msg: Message, cls: type, serde: Serde, topic: str) -> object | None:
+    """The record, None for a tombstone, or ``WireError`` (the class) when it does not decode."""
     value = msg.value()
     if value is None:
         return None
     try:
-        rec = decoder(value if isinstance(value, bytes) else value.encode())
+        rec = serde.decode(topic, value if isinstance(value, bytes) else value.encode())
     except WireError:
         return WireError
     return rec if isinstance(rec, cls) else WireError
@@ -144,13 +145,14 @@ def read_run(
     bodies: bool = True,
     since_ms: int | None = None,
     timeout_s: float = 30.0,
-    decoder: Callable[[bytes], object] = decode,
+    serde: Serde | None = None,
 ) -> RunHistory:
     """The run's journal records (topic order) and, with ``bodies``, its result entries.
 
     Records of other sessions on the partition are skipped; a record keyed by the run that does
     not decode counts in ``undecodable`` (it would be dead-lettered by a service).
     """
+    serde = serde or Serde.from_settings(settings)
     consumer = _consumer(settings)
     try:
         partition = session_partition(settings, consumer, run_id, timeout_s)
@@ -159,7 +161,7 @@ def read_run(
         for msg in _read_to_end(consumer, settings.topic("journal"), partition, since_ms, timeout_s):
             if _key(msg) != run_id:
                 continue
-            rec = _decoded(msg, JournalRecord, decoder)
+            rec = _decoded(msg, JournalRecord, serde, "journal")
             if isinstance(rec, JournalRecord) and rec.session_id == run_id:
                 records.append(rec)
             else:
@@ -170,7 +172,7 @@ def read_run(
                 parsed = parse_result_key(_key(msg) or "")
                 if parsed is None or parsed[0] != run_id:
                     continue
-                entry = _decoded(msg, ResultEntry, decoder)
+                entry = _decoded(msg, ResultEntry, serde, "results")
                 if entry is None or isinstance(entry, ResultEntry):
                     found[(parsed[1], parsed[2])] = entry  # last write wins; None = tombstone
                 else:
@@ -186,16 +188,17 @@ def read_audit(
     *,
     since_ms: int | None = None,
     timeout_s: float = 30.0,
-    decoder: Callable[[bytes], object] = decode,
+    serde: Serde | None = None,
 ) -> list[AuditRecord]:
     """The run's audit records as the journal service published them (topic order)."""
+    serde = serde or Serde.from_settings(settings)
     consumer = _consumer(settings)
     try:
         partition = session_partition(settings, consumer, run_id, timeout_s)
         out: list[AuditRecord] = []
         for msg in _read_to_end(consumer, settings.topic("audit"), partition, since_ms, timeout_s):
             if _key(msg) == run_id:
-                rec = _decoded(msg, AuditRecord, decoder)
+                rec = _decoded(msg, AuditRecord, serde, "audit")
                 if isinstance(rec, AuditRecord):
                     out.append(rec)
         return out

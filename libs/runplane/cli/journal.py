@@ -1,9 +1,198 @@
-"""CLI: journal commands (not built yet)."""
+"""CLI: ``runplane runs list|show`` and ``runplane journal show|verify``.
+
+``journal show`` and ``journal verify`` read the run's partition of ``journal`` and
+``results`` straight from Kafka — independent of the journal service — and run the same chain
+fold the service runs, so the two agree. ``runs list`` reads the journal service's Redis run
+index; ``runs show`` reads it too and falls back to folding the run's ``audit`` records.
+
+Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed), 1 broken or
+no records, 2 intact but some bodies are absent from ``results``.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from runplane.config import Settings
+from runplane.runs import RunHistory, read_audit, read_run
+from runplane.wire import RunStatus, Verdict, to_dict
+
+runs_app = typer.Typer(help="Runs: list and inspect them (from the run index).", no_args_is_help=True)
+journal_app = typer.Typer(help="A run's hash-chained journal: show and verify it.", no_args_is_help=True)
+
+EXIT_BROKEN = 1
+EXIT_BODIES_MISSING = 2
+
+
+def _ts(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@runs_app.command("list")
+def runs_list(
+    status: RunStatus | None = typer.Option(None, help="only runs in this status"),
+    capability: str | None = typer.Option(None),
+    case: str | None = typer.Option(None, help="only runs of this case"),
+    since_ms: int | None = typer.Option(None, help="started at or after (ms since epoch)"),
+    until_ms: int | None = typer.Option(None, help="started at or before (ms since epoch)"),
+    limit: int = typer.Option(50, min=1, max=1000),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """List runs, newest first, from the journal service's run index."""
+    from services.journal.index import RunFilter, RunIndex
+
+    settings = Settings.from_env()
+    index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
+    if index.offsets() is None:
+        typer.echo("the run index is empty or missing: is the journal service running?", err=True)
+        raise typer.Exit(1)
+    runs = index.list(RunFilter(status, capability, case, since_ms, until_ms, limit))
+    if as_json:
+        _print_json([r.to_json() for r in runs])
+        return
+    table = Table(title=f"runs ({len(runs)})", title_justify="left")
+    for col in ("run", "status", "capability", "case", "era", "tokens", "units", "started", "verdict"):
+        table.add_column(col, no_wrap=col in ("run", "started"))
+    for r in runs:
+        table.add_row(
+            r.run_id, str(r.status or ""), r.capability or "", r.case_id or "", str(r.era),
+            str(r.cost.tokens), f"{r.cost.units:g}", _ts(r.started_ms), _verdict_cell(r.verdict),
+        )
+    Console().print(table)
+
+
+def _verdict_cell(v: Verdict) -> str:
+    colour = {Verdict.VERIFIED: "green", Verdict.BODY_MISSING: "yellow", Verdict.BROKEN: "red"}[v]
+    return f"[{colour}]{v}[/{colour}]"
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
+    from services.journal.index import RunIndex
+    from services.journal.summary import summarize
+
+    settings = Settings.from_env()
+    summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
+    if summary is None:
+        audits = read_audit(settings, run_id)
+        if not audits:
+            typer.echo(f"no run {run_id!r}", err=True)
+            raise typer.Exit(1)
+        summary = summarize(run_id, audits)
+    data = summary.to_json()
+    if as_json:
+        _print_json(data)
+        return
+    table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for k in ("status", "capability", "case_id", "era", "records", "parked_on", "verdict", "broken_at_seq", "reason"):
+        table.add_row(k, "" if data[k] is None else str(data[k]))
+    c = summary.cost
+    table.add_row("cost", f"{c.tokens_in} in + {c.tokens_out} out tokens, {c.units:g} units")
+    for k in ("started_ms", "updated_ms", "ended_ms"):
+        table.add_row(k.removesuffix("_ms"), _ts(data[k]))
+    Console().print(table)
+
+
+@journal_app.command("show")
+def journal_show(
+    run_id: str,
+    bodies: bool = typer.Option(False, "--bodies", help="also print each call's result body"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The run's journal records as they are on the topic, with a verdict per record."""
+    from services.journal.chain import bodies_of, verify_records
+
+    history = read_run(Settings.from_env(), run_id, bodies=True)
+    if not history.records:
+        typer.echo(f"no journal records for run {run_id!r}", err=True)
+        raise typer.Exit(1)
+    report = verify_records(run_id, history.records, bodies_of(history.bodies))
+    if as_json:
+        out: dict[str, Any] = {
+            "run_id": run_id,
+            "records": [
+                {**to_dict(r), "verdict": str(f.verdict), "reason": f.reason}
+                for r, (_, f) in zip(history.records, report.findings, strict=True)
+            ],
+        }
+        if bodies:
+            out["bodies"] = {f"{e}/{c}": None if v is None else to_dict(v) for (e, c), v in history.bodies.items()}
+        _print_json(out)
+        return
+    table = Table(title=f"journal of {run_id} (partition {history.partition})", title_justify="left")
+    for col in ("seq", "era", "kind", "call", "family/name", "cost", "stamp", "hash", "verdict"):
+        table.add_column(col, no_wrap=True)
+    for r, (_, f) in zip(history.records, report.findings, strict=True):
+        cost = "" if r.cost is None else f"{r.cost.tokens_in}+{r.cost.tokens_out} tok {r.cost.units:g}u"
+        table.add_row(
+            str(r.seq), str(r.era), str(r.kind), "" if r.call_seq is None else str(r.call_seq),
+            " ".join(x for x in (r.family, r.name) if x), cost, _ts(r.stamp_ms), r.hash[:12],
+            _verdict_cell(f.verdict) + (f" {f.reason}" if f.reason else ""),
+        )
+    console = Console()
+    console.print(table)
+    if bodies:
+        for (era, call), entry in sorted(history.bodies.items()):
+            console.print(f"[bold]{era}/{call}[/bold]: " + ("[dim]erased[/dim]" if entry is None else
+                          (entry.value_json or "") if entry.ok else f"error {entry.error}"))
+
+
+def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
+    """(exit status, report) for ``journal verify``; shared with tests."""
+    from services.journal.chain import bodies_of, verify_records
+
+    report = verify_records(history.run_id, history.records, bodies_of(history.bodies))
+    absent = [
+        seq for seq, rec in ((r.seq, r) for r in history.records)
+        if seq in report.body_missing and (rec.era, rec.call_seq) not in history.bodies
+    ]
+    data = {
+        "run_id": history.run_id,
+        "records": report.records,
+        "verified": report.verified,
+        "broken_at_seq": report.broken_at_seq,
+        "reason": report.reason,
+        "body_missing": list(report.body_missing),
+        "body_absent": absent,
+    }
+    if not report.verified:
+        return EXIT_BROKEN, data
+    return (EXIT_BODIES_MISSING if absent else 0), data
+
+
+@journal_app.command("verify")
+def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
+    history = read_run(Settings.from_env(), run_id, bodies=True)
+    code, data = verify_exit_code(history)
+    if as_json:
+        _print_json(data)
+    elif code == 0:
+        typer.echo(f"{run_id}: verified {data['records']} records" +
+                   (f" ({len(data['body_missing'])} bodies erased)" if data["body_missing"] else ""))
+    elif code == EXIT_BROKEN:
+        typer.echo(f"{run_id}: BROKEN at seq {data['broken_at_seq']}: {data['reason']}")
+    else:
+        typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
-    """Attach the journal commands to the root app."""
+    """Attach ``runs`` and ``journal`` to the root app."""
+    app.add_typer(runs_app, name="runs")
+    app.add_typer(journal_app, name="journal")
