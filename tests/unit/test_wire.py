@@ -238,6 +238,16 @@ def test_records_are_frozen() -> None:
     record = journal()
     with pytest.raises(AttributeError):
         record.seq = 3  # type: ignore[misc]
+    attrs = {"tenant": "acme"}
+    record = journal(attrs=attrs)
+    attrs["tenant"] = "other"  # the caller's dict is copied, not shared
+    assert record.attrs == {"tenant": "acme"}
+
+
+def test_each_class_knows_its_name_and_parsed_schema() -> None:
+    assert JournalRecord.avro_name == "runplane.v1.JournalRecord"
+    assert JournalRecord.avro_schema()["name"] == "runplane.v1.JournalRecord"
+    assert JournalRecord.avro_schema() is JournalRecord.avro_schema()  # parsed once
 
 
 @pytest.mark.parametrize("provenance", [("b", "a"), ("a", "a")])

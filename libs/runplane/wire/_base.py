@@ -52,6 +52,13 @@ class Record:
 
         return SCHEMAS[cls.avro_name]
 
+    @classmethod
+    def avro_schema(cls) -> Any:
+        """This record's schema as parsed by fastavro (parsed once, on first use)."""
+        from runplane.wire._serde import parsed_schema
+
+        return parsed_schema(cls)
+
 
 @dataclass(frozen=True, slots=True)
 class Codec:
@@ -195,7 +202,9 @@ def _map(inner: Codec) -> Codec:
             if not isinstance(k, str):
                 raise _fail(f"{path} key", "a string", k)
             out[k] = inner.check(x, f"{path}[{k!r}]")
-        return v if isinstance(v, dict) and out == v else out
+        # Always a private copy: the record is frozen, so a caller's later change to the dict
+        # it passed in must not show through.
+        return out
 
     def to_plain(v: Any) -> Any:
         return {k: inner.to_plain(x) for k, x in v.items()}
@@ -302,11 +311,17 @@ def _build(cls: type[R], data: Any, path: str) -> R:
     unknown = set(data) - plan.names
     if unknown:
         raise SchemaError(f"{path}: unknown fields {sorted(map(str, unknown))} for {cls.__name__}")
-    kwargs = {
-        name: codec.from_plain(data[name], f"{path}.{name}" if path else name)
-        for name, codec in plan.fields
-        if name in data
-    }
+    kwargs: dict[str, Any] = {}
+    for name, codec in plan.fields:
+        if name in data:
+            value = data[name]
+            # Primitives need no conversion (the constructor checks them); skipping the call
+            # is most of a decode's Python overhead.
+            kwargs[name] = (
+                value
+                if codec.from_plain is _from_identity
+                else codec.from_plain(value, f"{path}.{name}" if path else name)
+            )
     try:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
