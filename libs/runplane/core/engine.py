@@ -140,8 +140,9 @@ class LiveCall:
 
     ``family``: generation (``target`` = provider name; request: provider, model, prompt,
     params), tool (``target`` = tool name; request: tool, args, idempotency_key) or probe
-    (``target`` = the probe tool; request: tool, args = {"of", "args", "idempotency_key"} of
-    the call in doubt; its Outcome value must be ``{"applied": bool, "result": value}``).
+    (``target`` = the probe tool; request: tool, args and idempotency_key of the call in
+    doubt, plus probe_for; its Outcome value: ``None`` = never happened, any other value = it
+    happened and that is its result, or explicitly ``{"applied": bool, "result": value}``).
     ``announce_first``: commit this step before performing the call (see module docstring).
     """
 
@@ -808,8 +809,10 @@ class Runtime:
 
     def _probe(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl) -> _Resolution:
         assert decl.probe is not None
-        request = {"tool": decl.probe, "args": {"of": effect.request.get("tool"), "args": effect.request.get("args"),
-                                                 "idempotency_key": effect.request.get("idempotency_key")}, "idempotency_key": None}
+        # The probe is called like the tool it checks: same args, same idempotency key, so a
+        # peer can look the call up by key (billing: GET /charges/{idempotency_key}).
+        request = {"tool": decl.probe, "args": effect.request.get("args"),
+                   "idempotency_key": effect.request.get("idempotency_key"), "probe_for": effect.name}
         probe_witness = request_witness(request)
         name = f"tool://{decl.probe}"
         self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family="probe", name=name, request_witness=probe_witness,
@@ -822,13 +825,24 @@ class Runtime:
         return _SUSPEND
 
     def _probe_done(self, wait: _Wait, outcome: Outcome) -> _Resolution:
-        answer = outcome.value if outcome.ok and isinstance(outcome.value, Mapping) else {}
-        applied = answer.get("applied")
-        self._emit(JournalKind.EFFECT_RECORDED, call_seq=wait.call_seq, family="probe", name=f"tool://{wait.decl.probe if wait.decl else '?'}",
-                   attrs={"applied": {True: "true", False: "false"}.get(applied, "unknown") if isinstance(applied, bool) else "unknown"})
+        """Read the probe's answer: ``None`` → the call never happened; ``{"applied": bool,
+        "result": v}`` → as it says; any other value → it happened and that is its result; a
+        failed probe → nobody knows, ask an operator."""
         assert wait.decl is not None
+        applied: bool | None = None
+        result: Any = None
+        if outcome.ok:
+            value = outcome.value
+            if value is None:
+                applied = False
+            elif isinstance(value, Mapping) and isinstance(value.get("applied"), bool) and set(value) <= {"applied", "result"}:
+                applied, result = bool(value["applied"]), value.get("result")
+            else:
+                applied, result = True, value
+        self._emit(JournalKind.EFFECT_RECORDED, call_seq=wait.call_seq, family="probe", name=f"tool://{wait.decl.probe}",
+                   attrs={"applied": "unknown" if applied is None else str(applied).lower(), "probe_for": wait.effect.name})
         if applied is True:
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, answer.get("result"), None,
+            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, result, None,
                                  attrs={"reconciled": "applied"})
             self._in_flight = None
             return self._resolve(wait.effect, entry)

@@ -1,0 +1,56 @@
+"""The triage agent: a generation, a versioned case-state update, and a deadline.
+
+A ticket arrives for a case. The model classifies it (a journaled generation: a replay never
+re-pays it); the agent reads the case's state and version and writes the classification back
+*at that version* (``put_case_state`` is refused if the case moved — then it reads again and
+retries once); it attaches an obligation "first-response" due one day later on the wall
+calendar, warned two hours before, with a follow-up ``escalation`` run on breach.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runplane.core import CaseConflict, StepCtx, agent, days, hours
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ticket": {"type": "string", "minLength": 1}, "model": {"type": "string"}},
+    "required": ["ticket"],
+}
+
+_LABELS = ("billing", "outage", "account", "other")
+
+
+def _label_of(text: str) -> str:
+    words = text.strip().lower().split()
+    return words[0].strip(".,:;!") if words and words[0].strip(".,:;!") in _LABELS else "other"
+
+
+@agent("triage", durability="replayable", input_schema=INPUT_SCHEMA)
+async def triage(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    generation = await ctx.generate(
+        "openai",
+        input.get("model", "gpt-4o-mini"),
+        [
+            {"role": "system", "content": f"Classify the ticket as one of: {', '.join(_LABELS)}. Answer with the label."},
+            {"role": "user", "content": input["ticket"]},
+        ],
+        temperature=0,
+    )
+    label = _label_of(generation.text)
+    version = await _record_label(ctx, label)
+    due = await ctx.deadline("first-response", days(1), hours(2), on_breach="escalation")
+    return {"label": label, "case_version": version, "first_response_due_ms": due}
+
+
+async def _record_label(ctx: StepCtx, label: str) -> int:
+    for _ in range(2):
+        current = await ctx.case_state()
+        state = dict(current.state or {})
+        state["triage"] = {"label": label, "by": ctx.session_id}
+        try:
+            return int(await ctx.put_case_state(current.version, state))
+        except CaseConflict:
+            continue  # the case moved between our read and write: read again
+    raise CaseConflict(-1, "case kept moving; giving up after two attempts")

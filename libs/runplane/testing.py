@@ -1,0 +1,377 @@
+"""What a test of an agent needs: a fake clock, a scripted model, an in-memory driver.
+
+    driver = Driver(REGISTRY, tools={"fetch_invoice": fetch, "charge_card": charge})
+    run = driver.run("refund", {"invoice_id": "inv-7"})
+    assert run.status is RunStatus.AWAITING_HUMAN
+    run = driver.decide(run.session_id, "APPROVED")
+    assert run.status is RunStatus.COMPLETED and driver.tool_calls["charge_card"] == 1
+
+The driver plays the executor and the other services in memory, with the same commit
+discipline as the real executor: a Step is committed whole (journal records, result entries,
+snapshot, commands); a step whose live call may let its announce ride with the outcome is
+held back and committed with the outcome. ``crash`` drops the resident runtime and anything
+uncommitted, and the next message rebuilds the run with ``Runtime.restore`` — so a test can
+crash a run anywhere and check what the platform promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runplane.core import (
+    AgentRegistry,
+    AgentSpec,
+    Generation,
+    LiveCall,
+    Outcome,
+    Runtime,
+    Step,
+    Verdict,
+    canonical_json,
+    run_admitted,
+    verify_chain,
+)
+from runplane.core.engine import Event
+from runplane.errors import RetryableError
+from runplane.wire import (
+    CancelDeadline,
+    CaseReply,
+    DecisionOutcome,
+    GetCaseState,
+    JournalRecord,
+    MeetDeadline,
+    OpenTask,
+    PutCaseState,
+    RegisterDeadline,
+    ResultEntry,
+    RunStatus,
+    SessionSnapshot,
+    Signal,
+    StartRun,
+    TaskDecision,
+    Wake,
+)
+
+__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider"]
+
+
+class FakeClock:
+    """A clock a test controls: ``now_ms()`` returns the current value, then steps it."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000, step_ms: int = 1) -> None:
+        self._now = start_ms
+        self._step = step_ms
+
+    def now_ms(self) -> int:
+        value = self._now
+        self._now += self._step
+        return value
+
+    def advance(self, ms: int) -> None:
+        self._now += ms
+
+
+class ScriptedProvider:
+    """A ``ModelProvider`` answering from a script: a list of replies (cycled) or a function
+    of (model, prompt, params). ``calls`` counts generations actually performed."""
+
+    def __init__(self, replies: Iterable[str] | Callable[[str, Any, Mapping[str, Any]], str] = ("ok",), *, name: str = "scripted") -> None:
+        self.name = name
+        self._fn = replies if callable(replies) else None
+        self._replies = [] if callable(replies) else list(replies)
+        self.calls = 0
+
+    def reply(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
+        text = self._fn(model, prompt, params) if self._fn is not None else self._replies[self.calls % len(self._replies)]
+        self.calls += 1
+        prompt_text = prompt if isinstance(prompt, str) else canonical_json(prompt)
+        return Generation(text=text, tokens_in=len(prompt_text.split()), tokens_out=len(text.split()))
+
+    async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
+        return self.reply(model, prompt, params)
+
+
+class Crash(Exception):
+    """Raised by a crash hook to simulate the process dying at that point."""
+
+
+@dataclass
+class _Session:
+    journal: list[JournalRecord] = field(default_factory=list)
+    results: dict[tuple[int, int], ResultEntry] = field(default_factory=dict)
+    snapshot: SessionSnapshot | None = None
+    runtime: Runtime | None = None
+    open_tasks: dict[str, OpenTask] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a test looks at: the committed state of one run."""
+
+    session_id: str
+    status: RunStatus
+    output: Any
+    error: str | None
+    journal: tuple[JournalRecord, ...]
+    results: Mapping[tuple[int, int], ResultEntry]
+    snapshot: SessionSnapshot
+    open_tasks: tuple[OpenTask, ...]
+
+    @property
+    def task(self) -> OpenTask | None:
+        return self.open_tasks[0] if self.open_tasks else None
+
+
+ToolFn = Callable[..., Any]
+CrashHook = Callable[[str, LiveCall], bool]
+
+
+class Driver:
+    """An in-memory executor + cases + worklist for one or many runs.
+
+    ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
+    for a transient failure (retried per the call's policy), anything else fails the call.
+    ``providers``: name → ``ScriptedProvider``. ``approve``: decide approval tasks
+    automatically (an outcome name, or a function of the OpenTask returning one or None).
+    ``crash_hook(phase, call)``: return True to crash at ``phase`` ("before_act" /
+    "after_act") of a live call.
+    """
+
+    def __init__(
+        self,
+        agents: AgentRegistry | AgentSpec | Iterable[AgentSpec],
+        *,
+        tools: Mapping[str, ToolFn] | None = None,
+        providers: Mapping[str, ScriptedProvider] | None = None,
+        clock: FakeClock | None = None,
+        calendars: Any = None,
+        cases: Mapping[str, Any] | None = None,
+        approve: str | Callable[[OpenTask], str | None] | None = None,
+        crash_hook: CrashHook | None = None,
+    ) -> None:
+        if isinstance(agents, AgentRegistry):
+            self.agents = agents
+        else:
+            self.agents = AgentRegistry([agents] if isinstance(agents, AgentSpec) else agents)
+        self.tools = dict(tools or {})
+        self.providers = dict(providers or {"scripted": ScriptedProvider()})
+        self.clock = clock or FakeClock()
+        self.calendars = calendars
+        self.cases: dict[str, tuple[Any, int]] = {k: (v, 1) for k, v in (cases or {}).items()}
+        self.obligations: dict[tuple[str, str], dict[str, Any]] = {}
+        self.approve = approve
+        self.crash_hook = crash_hook
+        self.sessions: dict[str, _Session] = {}
+        self.tool_calls: Counter[str] = Counter()
+        self.live_calls = 0
+        self.replayed = 0
+        self.crashes = 0
+        self._inbox: deque[Event] = deque()
+        self._counter = 0
+
+    # ------------------------------------------------------------------ the test's verbs
+    def run(self, capability: str, input: Any, *, session_id: str | None = None, case_id: str | None = None) -> RunView:
+        """Admit and start a run; process everything that follows until the platform is idle."""
+        self._counter += 1
+        sid = session_id or f"run-{self._counter}"
+        input_json = canonical_json(input)
+        now = self.clock.now_ms()
+        admitted = run_admitted(sid, capability=capability, admission_key=f"key-{sid}", tenant="test", initiator="tester",
+                                input_json=input_json, now_ms=now, case_id=case_id)
+        session = self.sessions.setdefault(sid, _Session())
+        session.journal.append(admitted)
+        start = StartRun(session_id=sid, capability=capability, input_json=input_json, case_id=case_id, admission_key=f"key-{sid}",
+                         tenant="test", initiator="tester", admitted_hash=admitted.hash, admitted_ms=now)
+        spec = self.agents.spec(capability)
+        try:
+            runtime, step = Runtime.start(spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars)
+            session.runtime = runtime
+            self._handle(session, runtime, step)
+        except Crash:
+            self._crashed(session)
+            # StartRun is still in the inbox: a restarted executor starts it again.
+            if session.snapshot is None:
+                session.journal = [admitted]
+                return self._restart(sid, start)
+            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
+        self._drain()
+        return self.view(sid)
+
+    def decide(self, session_id: str, outcome: str = "APPROVED", *, comment: str = "", by: tuple[str, ...] = ("reviewer",)) -> RunView:
+        """Decide the run's open task (approval or operator verdict)."""
+        session = self.sessions[session_id]
+        if not session.open_tasks:
+            raise AssertionError(f"run {session_id} has no open task")
+        task = next(iter(session.open_tasks.values()))
+        self._inbox.append(self._decision(task, outcome, comment, by))
+        self._drain()
+        return self.view(session_id)
+
+    def signal(self, session_id: str, name: str, payload: Any = None) -> RunView:
+        self._inbox.append(Signal(session_id=session_id, name=name, payload_json=canonical_json(payload), sent_ms=self.clock.now_ms()))
+        self._drain()
+        return self.view(session_id)
+
+    def crash(self, session_id: str) -> None:
+        """Drop the resident runtime (a crash or an eviction): the next message rebuilds it."""
+        self._crashed(self.sessions[session_id])
+
+    def wake(self, session_id: str) -> RunView:
+        """Deliver a Wake (rebuilds a non-resident run, e.g. to resolve a call in doubt)."""
+        self._inbox.append(Wake(session_id=session_id, reason="wake", sent_ms=self.clock.now_ms()))
+        self._drain()
+        return self.view(session_id)
+
+    def view(self, session_id: str) -> RunView:
+        session = self.sessions[session_id]
+        snap = session.snapshot
+        if snap is None:
+            raise AssertionError(f"run {session_id} has no committed snapshot")
+        output = json.loads(snap.output_json) if snap.output_json is not None else None
+        error = None if snap.error is None else f"{snap.error.type}: {snap.error.message}"
+        return RunView(session_id, snap.status, output, error, tuple(session.journal), dict(session.results), snap,
+                       tuple(session.open_tasks.values()))
+
+    def verify(self, session_id: str) -> Verdict:
+        session = self.sessions[session_id]
+        return verify_chain(session.journal, session.results)
+
+    # ------------------------------------------------------------------ the executor's loop
+    def _restart(self, sid: str, start: StartRun) -> RunView:
+        session = self.sessions[sid]
+        try:
+            runtime, step = Runtime.start(self.agents.spec(start.capability), start, now_ms=self.clock.now_ms(), calendars=self.calendars)
+            session.runtime = runtime
+            self._handle(session, runtime, step)
+        except Crash:
+            self._crashed(session)
+            if session.snapshot is None:
+                return self._restart(sid, start)
+            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
+        self._drain()
+        return self.view(sid)
+
+    def _crashed(self, session: _Session) -> None:
+        if session.runtime is not None:
+            session.runtime.close()
+        session.runtime = None
+        self.crashes += 1
+
+    def _drain(self) -> None:
+        while self._inbox:
+            event = self._inbox.popleft()
+            session = self.sessions.get(event.session_id)
+            if session is None or session.snapshot is None:
+                continue
+            try:
+                runtime = session.runtime
+                if runtime is None:
+                    if session.snapshot.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED):
+                        continue
+                    spec = self.agents.spec(session.snapshot.capability)
+                    runtime, step = Runtime.restore(spec, session.snapshot, session.results, now_ms=self.clock.now_ms(), calendars=self.calendars)
+                    session.runtime = runtime
+                    self._handle(session, runtime, step)
+                if isinstance(event, Wake) and event.reason in ("restart", "wake"):
+                    continue
+                step = runtime.deliver(event, now_ms=self.clock.now_ms())
+                if step.rejected is None:
+                    self._handle(session, runtime, step)
+            except Crash:
+                self._crashed(session)
+                # The event was not committed as consumed: it is delivered again after restart.
+                self._inbox.appendleft(event)
+
+    def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
+        """Carry out a step like the executor: announce rule, live calls, commit, commands."""
+        held = [step]
+        while held[-1].live_calls:
+            call = held[-1].live_calls[0]
+            if call.announce_first:
+                self._commit(session, held)
+                held = []
+            if self.crash_hook is not None and self.crash_hook("before_act", call):
+                raise Crash("before_act")
+            outcome = self._perform(call)
+            if self.crash_hook is not None and self.crash_hook("after_act", call):
+                raise Crash("after_act")
+            held.append(runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms()))
+        self._commit(session, held)
+
+    def _commit(self, session: _Session, steps: list[Step]) -> None:
+        for step in steps:
+            session.journal.extend(step.records)
+            for entry in step.results:
+                session.results[(entry.era, entry.call_seq)] = entry
+            session.snapshot = step.snapshot
+            self.replayed += step.replayed
+            for command in step.commands:
+                self._route(session, command)
+            if step.end is not None:
+                session.open_tasks.clear()
+
+    def _perform(self, call: LiveCall) -> Outcome:
+        self.live_calls += 1
+        if call.family == "generation":
+            provider = self.providers[call.target]
+            generation = provider.reply(str(call.request["model"]), call.request["prompt"], call.request["params"])
+            return Outcome.success(generation.to_json())
+        fn = self.tools.get(call.target)
+        if fn is None:
+            return Outcome.failure("UnknownTool", f"no tool {call.target!r}")
+        attempts = 0
+        while True:
+            attempts += 1
+            self.tool_calls[call.target] += 1
+            try:
+                value = fn(dict(call.request["args"]), call.request.get("idempotency_key"))
+                if inspect.isawaitable(value):
+                    value = asyncio.run(_await(value))
+                return Outcome.success(value, attempts=attempts)
+            except RetryableError as exc:
+                if attempts >= call.retry.max_attempts:
+                    return Outcome.failure(type(exc).__name__, str(exc), retryable=True, attempts=attempts)
+            except Exception as exc:
+                return Outcome.failure(type(exc).__name__, str(exc), attempts=attempts)
+
+    # ------------------------------------------------------------------ the other services
+    def _route(self, session: _Session, command: Any) -> None:
+        if isinstance(command, OpenTask):
+            session.open_tasks[command.task_id] = command
+            verdict = self.approve(command) if callable(self.approve) else self.approve
+            if verdict is not None and command.kind.value == "APPROVAL":
+                self._inbox.append(self._decision(command, verdict, "", ("auto-reviewer",)))
+        elif isinstance(command, (GetCaseState, PutCaseState)):
+            self._inbox.append(self._case_reply(command))
+        elif isinstance(command, RegisterDeadline):
+            self.obligations[(command.case_id, command.name)] = {"due_ms": command.due_ms, "warn_ms": command.warn_ms, "status": "OPEN"}
+        elif isinstance(command, (MeetDeadline, CancelDeadline)):
+            key = (command.case_id, command.name)
+            if key in self.obligations:
+                self.obligations[key]["status"] = "MET" if isinstance(command, MeetDeadline) else "CANCELLED"
+
+    def _decision(self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]) -> TaskDecision:
+        self.sessions[task.session_id].open_tasks.pop(task.task_id, None)
+        return TaskDecision(session_id=task.session_id, task_id=task.task_id, era=task.era, call_seq=task.call_seq,
+                            outcome=DecisionOutcome(outcome), comment=comment, decided_by=by, decided_ms=self.clock.now_ms())
+
+    def _case_reply(self, command: GetCaseState | PutCaseState) -> CaseReply:
+        state, version = self.cases.get(command.case_id, (None, 0))
+        common: dict[str, Any] = {"session_id": command.reply_to or "", "request_id": command.request_id, "case_id": command.case_id,
+                  "era": command.era, "call_seq": command.call_seq}
+        if isinstance(command, GetCaseState):
+            return CaseReply(op="get_state", accepted=True, state_json=canonical_json(state), version=version, **common)
+        if command.expected_version != version:
+            return CaseReply(op="put_state", accepted=False, version=version, reason=f"case is at version {version}", **common)
+        self.cases[command.case_id] = (json.loads(command.state_json), version + 1)
+        return CaseReply(op="put_state", accepted=True, state_json=command.state_json, version=version + 1, **common)
+
+
+async def _await(value: Any) -> Any:
+    return await value
