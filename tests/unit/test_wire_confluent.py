@@ -68,16 +68,22 @@ def test_two_record_types_on_one_topic_get_two_subjects() -> None:
     assert subject_for("rp.runs.inbox", Signal) in serde._client.get_subjects()
 
 
+@pytest.fixture(scope="module")
+def shared() -> ConfluentSerde:
+    return fresh()
+
+
 @settings(max_examples=100, deadline=None)
-@given(any_record())
-def test_round_trip_every_record_on_a_topic_that_carries_it(record: Record) -> None:
+@given(record=any_record())
+def test_round_trip_every_record_on_a_topic_that_carries_it(
+    shared: ConfluentSerde, record: Record
+) -> None:
     from runplane.wire import TOPIC_RECORDS
 
     topics = [t for t, classes in TOPIC_RECORDS.items() if isinstance(record, classes)]
     if not topics:
         return  # nested-only types (Label, Cost, ...) are never a message value
-    serde = fresh()
-    assert serde.decode(topics[0], serde.encode(topics[0], record)) == record
+    assert shared.decode(topics[0], shared.encode(topics[0], record)) == record
 
 
 def test_wrong_topic_is_refused_both_ways() -> None:
@@ -125,3 +131,19 @@ def test_an_older_writer_schema_resolves_against_ours() -> None:
     fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(old)), plain)
     data = b"\x00" + struct.pack(">I", sid) + buf.getvalue()
     assert serde.decode("journal", data) == record
+
+
+def test_an_unreachable_registry_is_retryable_not_a_bad_message() -> None:
+    # Nothing listens on port 9 of loopback: connection refused at once. The message is not
+    # at fault, so this must not become a WireError (which would dead-letter it).
+    from runplane.errors import RetryableError
+    from runplane.wire._confluent import SchemaRegistryClient
+
+    serde = ConfluentSerde(
+        SchemaRegistryClient.new_client({"url": "http://127.0.0.1:9", "max.retries": 0})
+    )
+    with pytest.raises(RetryableError) as encoding:
+        serde.encode("runs.inbox", Wake(session_id="s", reason="r", sent_ms=1))
+    assert not isinstance(encoding.value, WireError)
+    with pytest.raises(RetryableError):
+        serde.decode("runs.inbox", b"\x00\x00\x00\x00\x07")
