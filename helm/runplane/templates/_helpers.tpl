@@ -1,0 +1,127 @@
+{{/* Names ------------------------------------------------------------------------------------ */}}
+
+{{- define "runplane.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "runplane.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "runplane.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* "runplane.componentName" (dict "ctx" $ "name" "executor") */}}
+{{- define "runplane.componentName" -}}
+{{- printf "%s-%s" (include "runplane.fullname" .ctx) .name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "runplane.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "runplane.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "runplane.secretName" -}}
+{{- if .Values.secret.create -}}
+{{- include "runplane.fullname" . -}}
+{{- else -}}
+{{- required "secret.existingSecret is required when secret.create is false" .Values.secret.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "runplane.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Labels ----------------------------------------------------------------------------------- */}}
+
+{{- define "runplane.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "runplane.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "runplane.labels" -}}
+helm.sh/chart: {{ include "runplane.chart" . }}
+{{ include "runplane.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: runplane
+{{- end -}}
+
+{{/* "runplane.componentSelectorLabels" (dict "ctx" $ "name" "executor") */}}
+{{- define "runplane.componentSelectorLabels" -}}
+{{ include "runplane.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{- define "runplane.componentLabels" -}}
+{{ include "runplane.labels" .ctx }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{/* One service's settings: `defaults` overridden by `services.<name>`, as YAML.
+     "runplane.service" (dict "ctx" $ "name" "executor") | fromYaml */}}
+{{- define "runplane.service" -}}
+{{- $override := index .ctx.Values.services .name | default dict -}}
+{{- toYaml (mergeOverwrite (deepCopy .ctx.Values.defaults) (deepCopy $override)) -}}
+{{- end -}}
+
+{{/* The RUNPLANE_* environment every service and the topics job share, as a YAML map.
+     Names are the ones runplane.config.Settings.from_env reads. */}}
+{{- define "runplane.commonEnv" -}}
+RUNPLANE_BOOTSTRAP_SERVERS: {{ required "kafka.bootstrapServers is required" .Values.kafka.bootstrapServers | quote }}
+RUNPLANE_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
+RUNPLANE_PARTITIONS: {{ .Values.kafka.partitions | quote }}
+RUNPLANE_REPLICATION_FACTOR: {{ .Values.kafka.replicationFactor | quote }}
+RUNPLANE_REDIS_URL: {{ required "redis.url is required" .Values.redis.url | quote }}
+{{- with .Values.kafka.schemaRegistryUrl }}
+RUNPLANE_SCHEMA_REGISTRY_URL: {{ . | quote }}
+{{- end }}
+RUNPLANE_HTTP_HOST: "0.0.0.0"
+RUNPLANE_LOG_LEVEL: {{ .Values.config.logLevel | quote }}
+RUNPLANE_STATE_DIR: "/var/lib/runplane"
+RUNPLANE_CALENDARS_FILE: "/etc/runplane/calendars/calendars.yaml"
+{{- with .Values.config.openaiBaseUrl }}
+RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
+{{- end }}
+{{- range $k, $v := .Values.config.extraEnv }}
+{{ $k }}: {{ $v | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Guards that keep a broken configuration from rendering at all. */}}
+{{- define "runplane.validate" -}}
+{{- $ctx := . -}}
+{{- range $name, $_ := .Values.services -}}
+{{- $svc := include "runplane.service" (dict "ctx" $ctx "name" $name) | fromYaml -}}
+{{- if $svc.enabled -}}
+{{- if lt (int $svc.terminationGracePeriodSeconds) (int $ctx.Values.kafka.transactionTimeoutSeconds) -}}
+{{- fail (printf "services.%s.terminationGracePeriodSeconds (%v) must be >= kafka.transactionTimeoutSeconds (%v)" $name $svc.terminationGracePeriodSeconds $ctx.Values.kafka.transactionTimeoutSeconds) -}}
+{{- end -}}
+{{- if gt (int $svc.replicas) (int $ctx.Values.kafka.partitions) -}}
+{{- fail (printf "services.%s.replicas (%v) must be <= kafka.partitions (%v)" $name $svc.replicas $ctx.Values.kafka.partitions) -}}
+{{- end -}}
+{{- if $svc.autoscaling.enabled -}}
+{{- if gt (int $svc.autoscaling.maxReplicas) (int $ctx.Values.kafka.partitions) -}}
+{{- fail (printf "services.%s.autoscaling.maxReplicas (%v) must be <= kafka.partitions (%v): an instance beyond the partition count gets no partition" $name $svc.autoscaling.maxReplicas $ctx.Values.kafka.partitions) -}}
+{{- end -}}
+{{- if gt (int $svc.autoscaling.minReplicas) (int $svc.autoscaling.maxReplicas) -}}
+{{- fail (printf "services.%s.autoscaling.minReplicas must be <= maxReplicas" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
