@@ -1,0 +1,220 @@
+"""The journal service on the real broker: exactly-once audit, breaks found and quarantined.
+
+Runs are built with the core's chain functions (``services.journal.sample``) and produced the
+way the executor commits them: journal records and their result entries in one transaction,
+results on the session's partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from runplane.cli.journal import verify_exit_code
+from runplane.config import Settings
+from runplane.kafka.clients import consumer_config, transactional_producer_config
+from runplane.kafka.partition import partition_for
+from runplane.kafka.txn import TransactionalProducer
+from runplane.runs import read_audit, read_run, result_key
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
+
+from services.journal import metrics as m
+from services.journal.chain import bodies_of, verify_records
+from services.journal.loop import AuditLoop
+from services.journal.sample import sample_run
+from services.journal.settings import JournalSettings
+
+
+def produce_run(
+    settings: Settings,
+    records: list[JournalRecord],
+    results: Mapping[Any, ResultEntry],
+    *,
+    tag: str = "",
+) -> None:
+    producer = TransactionalProducer(
+        transactional_producer_config(settings, f"test-writer-{uuid.uuid4().hex[:8]}{tag}")
+    )
+    producer.init()
+    producer.begin()
+    for e in results.values():
+        p = partition_for(e.session_id, settings.partitions)
+        producer.produce(
+            settings.topic("results"), result_key(e.session_id, e.era, e.call_seq).encode(), encode(e), partition=p
+        )
+    for r in records:
+        producer.produce(settings.topic("journal"), r.session_id.encode(), encode(r))
+    producer.commit([], None)
+    producer.flush(10)
+
+
+@contextmanager
+def running(settings: Settings, grace_ms: int = 1500) -> Iterator[AuditLoop]:
+    js = JournalSettings(base=settings, body_grace_ms=grace_ms, max_hold_ms=grace_ms * 3, index=False)
+    loop = AuditLoop(js)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            loop.run(stop)
+        except BaseException as exc:  # surfaced to the test below
+            errors.append(exc)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    try:
+        assert loop.ready.wait(60), "journal service never got its partitions"
+        yield loop
+    finally:
+        stop.set()
+        t.join(60)
+    assert not errors, errors
+
+
+def wait_audit(settings: Settings, run_id: str, n: int, timeout: float = 45.0) -> list[AuditRecord]:
+    deadline = time.monotonic() + timeout
+    audits: list[AuditRecord] = []
+    while time.monotonic() < deadline:
+        audits = read_audit(settings, run_id)
+        if len(audits) >= n:
+            return audits
+        time.sleep(0.5)
+    raise AssertionError(f"{run_id}: {len(audits)} audit records after {timeout}s, wanted {n}")
+
+
+def inbox_wakes(settings: Settings) -> list[Wake]:
+    consumer = Consumer(
+        consumer_config(settings, f"t-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": True})
+    )
+    topic = settings.topic("runs.inbox")
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
+    pending, out = set(range(settings.partitions)), []
+    deadline = time.monotonic() + 30
+    while pending and time.monotonic() < deadline:
+        for msg in consumer.consume(100, 0.5):
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            rec = decode(msg.value())
+            if isinstance(rec, Wake):
+                out.append(rec)
+    consumer.close()
+    return out
+
+
+def test_a_completed_run_is_audited_verified_in_order_once_across_a_restart(settings: Settings) -> None:
+    run = f"r-good-{uuid.uuid4().hex[:6]}"
+    records, results = sample_run(run, calls=3)
+    half = 4  # admitted, announce 0, record 0, announce 1
+    first_results = {k: v for k, v in results.items() if k == (0, 0)}
+    rest_results = {k: v for k, v in results.items() if k != (0, 0)}
+    produce_run(settings, records[:half], first_results)
+    with running(settings):
+        wait_audit(settings, run, half)
+    # the service is down while the rest of the run is written; a new instance carries on
+    produce_run(settings, records[half:], rest_results)
+    with running(settings):
+        audits = wait_audit(settings, run, len(records))
+        time.sleep(2)  # give a duplicate the chance to appear
+    audits = read_audit(settings, run)
+    assert [a.seq for a in audits] == list(range(len(records)))  # in order, once each
+    assert {a.verdict for a in audits} == {Verdict.VERIFIED}
+    assert [a.hash for a in audits] == [r.hash for r in records]
+    assert audits[0].capability == "refund" and audits[-1].case_id == "c-sample"
+    assert sum(a.cost.tokens_in for a in audits if a.cost) == 30
+    # the CLI's verification, read straight from Kafka, agrees
+    code, report = verify_exit_code(read_run(settings, run))
+    assert code == 0 and report["verified"]
+
+
+def _tampered(settings: Settings) -> dict[str, tuple[int, str, list[JournalRecord], dict]]:
+    """run id -> (expected broken seq, fault, records, results) for three tamperings."""
+    out = {}
+    # a wrong hash: content of seq 3 changed after sealing
+    run = f"r-hash-{uuid.uuid4().hex[:6]}"
+    recs, res = sample_run(run, calls=3)
+    recs[3] = dataclasses.replace(recs[3], stamp_ms=recs[3].stamp_ms + 7)
+    out[run] = (3, "bad_hash", recs, res)
+    # a skipped seq: seq 2 never written
+    run = f"r-gap-{uuid.uuid4().hex[:6]}"
+    recs, res = sample_run(run, calls=3)
+    out[run] = (2, "gap", recs[:2] + recs[3:], res)
+    # a body whose digest does not match (call 1's value changed; its record is seq 4)
+    run = f"r-body-{uuid.uuid4().hex[:6]}"
+    recs, res = sample_run(run, calls=3)
+    res[(0, 1)] = dataclasses.replace(res[(0, 1)], value_json=json.dumps({"n": 12345}))
+    out[run] = (4, "body_digest_mismatch", recs, res)
+    return out
+
+
+def test_tampered_chains_are_broken_at_the_right_seq_counted_and_quarantined(settings: Settings) -> None:
+    cases = _tampered(settings)
+    good = f"r-fine-{uuid.uuid4().hex[:6]}"
+    good_recs, good_res = sample_run(good, calls=2)
+    for _, _, recs, res in cases.values():
+        produce_run(settings, recs, res)
+    produce_run(settings, good_recs, good_res)
+    breaks_before = m.CHAIN_BREAKS._value.get()
+    with running(settings):
+        for rid, (_, _, recs, _) in cases.items():
+            wait_audit(settings, rid, len(recs))
+        wait_audit(settings, good, len(good_recs))
+    assert m.CHAIN_BREAKS._value.get() - breaks_before == len(cases)
+    wakes = {w.session_id: w for w in inbox_wakes(settings)}
+    for rid, (seq, fault, recs, res) in cases.items():
+        audits = read_audit(settings, rid)
+        first_bad = next(a for a in audits if a.verdict is Verdict.BROKEN)
+        assert first_bad.broken_at_seq == seq and (first_bad.reason or "").startswith(fault), first_bad
+        assert all(a.verdict is Verdict.VERIFIED for a in audits if a.seq < seq)
+        # quarantined: exactly one wake naming the break
+        assert wakes[rid].reason.startswith(f"quarantine:{fault} at seq {seq}")
+        # the CLI, reading Kafka directly, agrees with the service
+        code, report = verify_exit_code(read_run(settings, rid))
+        assert code == 1 and report["broken_at_seq"] == seq
+        assert verify_records(rid, recs, bodies_of(dict(res))).broken_at_seq == seq
+    assert good not in wakes
+    assert {a.verdict for a in read_audit(settings, good)} == {Verdict.VERIFIED}
+
+
+def test_a_body_never_written_is_body_missing_not_broken(settings: Settings) -> None:
+    run = f"r-nobody-{uuid.uuid4().hex[:6]}"
+    recs, res = sample_run(run, calls=2)
+    del res[(0, 1)]
+    produce_run(settings, recs, res)
+    with running(settings, grace_ms=1000):
+        audits = wait_audit(settings, run, len(recs))
+    by_seq = {a.seq: a.verdict for a in audits}
+    assert by_seq[4] is Verdict.BODY_MISSING
+    assert all(v is Verdict.VERIFIED for s, v in by_seq.items() if s != 4)
+    assert run not in {w.session_id for w in inbox_wakes(settings)}
+    code, report = verify_exit_code(read_run(settings, run))
+    assert code == 2 and report["body_absent"] == [4]
+
+
+def test_many_runs_in_one_transaction_each_audited_once(settings: Settings) -> None:
+    runs = {}
+    for i in range(10):
+        rid = f"r-many-{i}-{uuid.uuid4().hex[:4]}"
+        runs[rid] = sample_run(rid, calls=2)
+    produce_run(
+        settings,
+        # interleaved: every run's seq 0, then every run's seq 1, ...
+        sorted((r for recs, _ in runs.values() for r in recs), key=lambda r: r.seq),
+        {(k, rid): e for rid, (_, res) in runs.items() for k, e in res.items()},
+    )
+    with running(settings):
+        for rid, (recs, _) in runs.items():
+            wait_audit(settings, rid, len(recs))
+    for rid, (recs, _) in runs.items():
+        audits = read_audit(settings, rid)
+        assert [a.seq for a in audits] == list(range(len(recs)))
+        assert {a.verdict for a in audits} == {Verdict.VERIFIED}
