@@ -304,6 +304,12 @@ def test_non_finite_numbers_are_refused() -> None:
     assert Cost(units=1).units == 1.0 and isinstance(Cost(units=1).units, float)
 
 
+def test_lone_surrogates_are_refused() -> None:
+    with pytest.raises(WireError, match="UTF-8"):
+        Wake(session_id="s\ud800", reason="r", sent_ms=0)
+    assert Wake(session_id="s-é-日本-😀", reason="r", sent_ms=0).session_id == "s-é-日本-😀"
+
+
 def test_from_dict_reports_unknown_and_missing_fields() -> None:
     with pytest.raises(WireError, match="unknown fields"):
         from_dict(Wake, {"session_id": "s", "reason": "r", "sent_ms": 1, "actor": "root"})

@@ -130,6 +130,13 @@ def _check_bool(v: Any, path: str) -> Any:
 def _check_str(v: Any, path: str) -> Any:
     if not isinstance(v, str):
         raise _fail(path, "a string", v)
+    if not v.isascii():
+        # Avro strings are UTF-8: a lone surrogate could be built here but never written
+        # (nor hashed canonically), so refuse it now rather than at produce time.
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SchemaError(f"{path}: not encodable as UTF-8 ({exc.reason})") from exc
     return v
 
 
@@ -199,8 +206,7 @@ def _map(inner: Codec) -> Codec:
             raise _fail(path, "a mapping", v)
         out = {}
         for k, x in v.items():
-            if not isinstance(k, str):
-                raise _fail(f"{path} key", "a string", k)
+            _check_str(k, f"{path} key")
             out[k] = inner.check(x, f"{path}[{k!r}]")
         # Always a private copy: the record is frozen, so a caller's later change to the dict
         # it passed in must not show through.
