@@ -6,10 +6,14 @@ Thin: the logic lives in :mod:`runplane.stack`; this module only renders it.
 from __future__ import annotations
 
 import typer
+from confluent_kafka import KafkaException
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runplane.config import Settings
+from runplane.kafka.clients import admin
+from runplane.kafka.topics import TOPICS, create_topics
 from runplane.stack import StackConfig, StackError, StackReport, down, status, up
 
 _STYLE = {
@@ -42,21 +46,35 @@ def render(report: StackReport, *, title: str) -> Table:
     return table
 
 
-def _fail(console: Console, exc: StackError) -> typer.Exit:
-    console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, markup=False)
+def _fail(console: Console, exc: Exception) -> typer.Exit:
+    console.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
     return typer.Exit(code=1)
 
 
-def up_command() -> None:
+def up_command(
+    topics: bool = typer.Option(
+        True, "--topics/--no-topics", help="Also create the catalogue's topics (idempotent)."
+    ),
+) -> None:
     """Start the local Kafka (KRaft) and Redis in the background and wait until they answer."""
     console = Console()
-    config = _config()
+    settings = Settings.from_env()
+    config = StackConfig.from_settings(settings)
     try:
         with console.status("starting the local stack") as line:
             report = up(config, progress=lambda msg: line.update(msg))
-    except StackError as exc:
+            if topics:
+                line.update("creating topics")
+                created = create_topics(settings, admin(settings))
+    except (StackError, KafkaException) as exc:
         raise _fail(console, exc) from None
     console.print(render(report, title=f"runplane stack — up in {report.elapsed:.1f}s"))
+    if topics:
+        console.print(
+            f"topics {settings.topic_prefix}*: {len(created)} created, "
+            f"{len(TOPICS) - len(created)} already there",
+            highlight=False,
+        )
     console.print(f"state and logs: {config.state_dir}", highlight=False)
 
 

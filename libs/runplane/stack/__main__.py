@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from runplane.config import Settings
 from runplane.stack._config import StackConfig
@@ -18,8 +19,16 @@ def main(argv: list[str]) -> int:
     if jars_resolved(config):
         print(f"Kafka jars already resolved in {config.libs_dir}")
         return 0
+    last = [0.0]
+
+    def progress(message: str) -> None:  # a log, not a status line: at most one line a second
+        now = time.monotonic()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            print(message, flush=True)
+
     try:
-        libs = resolve_jars(config, progress=lambda msg: print(msg, flush=True))
+        libs = resolve_jars(config, progress=progress)
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError
-from runplane.stack._process import port_open, tail
+from runplane.stack._process import log_size, port_open, tail
 
 Progress = Callable[[str], None]
 
@@ -214,10 +214,20 @@ def kafka_markers(config: StackConfig) -> tuple[str, ...]:
     return (MAIN_CLASS, str(properties_path(config)))
 
 
-def kafka_log_tail(config: StackConfig, lines: int = 30) -> str:
+LOG_FILES = ("kafka.out", "kafka.log")
+
+
+def log_marks(config: StackConfig) -> dict[str, int]:
+    """Where each log ends now, so a failure shows only what this start wrote."""
+    return {name: log_size(config.logs_dir / name) for name in LOG_FILES}
+
+
+def kafka_log_tail(
+    config: StackConfig, lines: int = 30, *, since: dict[str, int] | None = None
+) -> str:
     parts = []
-    for name in ("kafka.out", "kafka.log"):
-        text = tail(config.logs_dir / name, lines)
+    for name in LOG_FILES:
+        text = tail(config.logs_dir / name, lines, since=(since or {}).get(name, 0))
         if text:
             parts.append(f"--- {config.logs_dir / name} (last lines) ---\n{text}")
     return "\n".join(parts)
@@ -243,12 +253,19 @@ def kafka_answers(bootstrap: str, timeout: float = 5.0) -> int | None:
 
 
 def wait_kafka(
-    config: StackConfig, alive: Callable[[], bool], progress: Progress | None, started: float
+    config: StackConfig,
+    alive: Callable[[], bool],
+    progress: Progress | None,
+    started: float,
+    *,
+    marks: dict[str, int] | None = None,
 ) -> None:
     deadline = started + config.start_timeout
     while time.monotonic() < deadline:
         if not alive():
-            raise StackError("Kafka exited during start-up.\n" + kafka_log_tail(config))
+            raise StackError(
+                "Kafka exited during start-up.\n" + kafka_log_tail(config, since=marks)
+            )
         if kafka_answers(config.bootstrap, timeout=3.0) is not None:
             return
         if progress:
@@ -256,5 +273,5 @@ def wait_kafka(
         time.sleep(0.25)
     raise StackError(
         f"Kafka did not answer on {config.bootstrap} within {config.start_timeout:.0f}s "
-        "(set RUNPLANE_STACK_START_TIMEOUT to wait longer).\n" + kafka_log_tail(config)
+        "(set RUNPLANE_STACK_START_TIMEOUT to wait longer).\n" + kafka_log_tail(config, since=marks)
     )

@@ -47,7 +47,7 @@ def cmdline(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    return " ".join(raw.replace(b"\0", b" ").decode(errors="replace").split())
 
 
 def owned_pid(pid_file: Path, markers: Sequence[str]) -> int | None:
@@ -166,13 +166,22 @@ def describe_port_owner(port: int) -> str:
     return f"port {port} is in use by pid {pid}: {cmd[:160]}"
 
 
-def tail(path: Path, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log file ('' if it does not exist)."""
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def tail(path: Path, lines: int = 30, *, since: int = 0) -> str:
+    """The last ``lines`` lines of a log file written after byte ``since`` ('' if none)."""
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
+            if size < since:  # rolled over since: show the new file
+                since = 0
+            f.seek(max(since, size - 64 * 1024))
             data = f.read().decode(errors="replace")
     except OSError:
         return ""

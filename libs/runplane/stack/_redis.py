@@ -51,9 +51,9 @@ def redis_markers(config: StackConfig) -> tuple[str, ...]:
     return ("redis-server", f":{config.redis_port}")
 
 
-def redis_log_tail(config: StackConfig, lines: int = 20) -> str:
+def redis_log_tail(config: StackConfig, lines: int = 20, *, since: int = 0) -> str:
     path = config.logs_dir / "redis.log"
-    text = tail(path, lines)
+    text = tail(path, lines, since=since)
     return f"--- {path} (last lines) ---\n{text}" if text else ""
 
 
@@ -69,12 +69,16 @@ def redis_answers(url: str, timeout: float = 1.0) -> int | None:
         client.close()
 
 
-def wait_redis(config: StackConfig, alive: Callable[[], bool], started: float) -> None:
+def wait_redis(
+    config: StackConfig, alive: Callable[[], bool], started: float, *, since: int = 0
+) -> None:
     deadline = started + min(config.start_timeout, 30.0)
     while time.monotonic() < deadline:
         if redis_answers(config.redis_url, timeout=0.5) is not None:
             return
         if not alive():
-            raise StackError("Redis exited during start-up.\n" + redis_log_tail(config))
+            raise StackError(
+                "Redis exited during start-up.\n" + redis_log_tail(config, since=since)
+            )
         time.sleep(0.05)
     raise StackError(f"Redis did not answer PING on {config.redis_url}.\n" + redis_log_tail(config))

@@ -23,6 +23,7 @@ from runplane.stack._errors import StackError
 from runplane.stack._process import (
     describe_port_owner,
     is_alive,
+    log_size,
     owned_pid,
     port_bindable,
     spawn,
@@ -137,10 +138,10 @@ def _start_redis(config: StackConfig) -> None:
     _redis.render_config(config)
     pid_file = _pid_file(config, REDIS)
     started = time.monotonic()
-    pid = spawn(
-        _redis.redis_argv(config, binary), log_path=config.logs_dir / "redis.log", pid_file=pid_file
-    )
-    _redis.wait_redis(config, lambda: is_alive(pid), started)
+    log_path = config.logs_dir / "redis.log"
+    mark = log_size(log_path)
+    pid = spawn(_redis.redis_argv(config, binary), log_path=log_path, pid_file=pid_file)
+    _redis.wait_redis(config, lambda: is_alive(pid), started, since=mark)
 
 
 def _start_kafka(config: StackConfig, progress: Progress | None) -> None:
@@ -151,13 +152,14 @@ def _start_kafka(config: StackConfig, progress: Progress | None) -> None:
     if progress:
         progress(f"starting Kafka on {config.bootstrap}")
     started = time.monotonic()
+    marks = _kafka.log_marks(config)
     pid = spawn(
         _kafka.server_argv(config, java),
         log_path=config.logs_dir / "kafka.out",
         pid_file=_pid_file(config, KAFKA),
     )
     try:
-        _kafka.wait_kafka(config, lambda: is_alive(pid), progress, started)
+        _kafka.wait_kafka(config, lambda: is_alive(pid), progress, started, marks=marks)
     except StackError:
         terminate(pid, grace=10.0)  # never leave a half-started broker behind
         _pid_file(config, KAFKA).unlink(missing_ok=True)
