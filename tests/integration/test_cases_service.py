@@ -6,6 +6,7 @@ import json
 import threading
 
 import pytest
+from runplane.cli import app
 from runplane.config import Settings
 from runplane.wire import (
     CaseRecord,
@@ -18,6 +19,7 @@ from runplane.wire import (
     RegisterDeadline,
 )
 from test_cases_support import cases_service, latest_case, read_all, reply_to, send, wait_for
+from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
 
@@ -116,6 +118,23 @@ def test_close_is_refused_while_an_obligation_is_open_and_accepted_after_meet(
     record = latest_case(settings, case)
     assert isinstance(record, CaseRecord) and record.closed
     assert record.obligations[0].status == ObligationStatus.MET
+
+    # The CLI reads the same record straight from the topic.
+    env = {
+        "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+        "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+    }
+    shown = CliRunner().invoke(app, ["cases", "show", case, "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.output)
+    assert (data["case_id"], data["version"], data["closed"], data["state"]) == (case, 0, True, {})
+    (ob,) = data["obligations"]
+    assert (ob["name"], ob["status"], ob["due_ms"]) == ("aperak", "MET", 2_000_000_000_000)
+    assert ob["due"] == "2033-05-18T03:33:20.000+00:00"
+    table = CliRunner().invoke(app, ["cases", "show", case], env=env)
+    assert table.exit_code == 0 and "aperak" in table.output and "MET" in table.output
+    missing = CliRunner().invoke(app, ["cases", "show", "c-nope"], env=env)
+    assert missing.exit_code == 1
 
 
 def test_state_survives_a_restart_of_the_service(settings: Settings) -> None:

@@ -1,9 +1,151 @@
-"""CLI: cases commands (not built yet)."""
+"""CLI: ``runplane cases show CASE [--json]`` — a case's state, version and obligations.
+
+Reads the compacted ``cases`` topic directly (the cases service's own table): only the
+case's partition, to its end under ``read_committed``, last record for the key wins. No
+service needs to be running.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import time
+import uuid
+from typing import Any
+
 import typer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from runplane.config import Settings
+from runplane.errors import WireError
+from runplane.kafka.clients import consumer_config
+from runplane.kafka.partition import partition_for
+from runplane.wire import CaseRecord, Serde, to_dict
+
+cases_app = typer.Typer(
+    help="Inspect cases: versioned state and obligations.", no_args_is_help=True
+)
+
+
+def read_case(settings: Settings, case_id: str, *, timeout_s: float = 30.0) -> CaseRecord | None:
+    """The latest committed CaseRecord of ``case_id``, or None if the case does not exist."""
+    topic = settings.topic("cases")
+    serde = Serde.from_settings(settings)
+    consumer = Consumer(
+        consumer_config(
+            settings, f"runplane-cli-{uuid.uuid4().hex[:12]}", **{"enable.partition.eof": True}
+        )
+    )
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None or not md.partitions:
+            raise typer.BadParameter(f"topic {topic} does not exist (run `runplane topics create`)")
+        p = partition_for(case_id, len(md.partitions))
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
+        wanted = case_id.encode("utf-8")
+        latest: bytes | None = None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            if msg.key() == wanted:
+                value = msg.value()
+                latest = None if value is None else bytes(value)  # a tombstone deletes
+        else:
+            raise typer.Exit(_fail(f"did not reach the end of {topic}[{p}] in {timeout_s:g}s"))
+    finally:
+        consumer.close()
+    if latest is None:
+        return None
+    try:
+        record = serde.decode("cases", latest)
+    except WireError as exc:
+        raise typer.Exit(_fail(f"the latest record of {case_id} is unreadable: {exc}")) from exc
+    return record if isinstance(record, CaseRecord) else None
+
+
+def _fail(message: str) -> int:
+    Console(stderr=True).print(f"[red]{message}[/red]")
+    return 1
+
+
+def _instant(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
+
+
+def as_json(case: CaseRecord) -> dict[str, Any]:
+    """The case for ``--json``: the wire fields, state parsed, instants also in ISO 8601."""
+    out = to_dict(case)
+    out["state"] = json.loads(case.state_json)
+    del out["state_json"]
+    out["updated"] = _instant(case.updated_ms)
+    for ob in out["obligations"]:
+        ob["due"] = _instant(ob["due_ms"])
+        ob["warn"] = _instant(ob["warn_ms"])
+        ob["rule"] = json.loads(ob.pop("rule_json"))
+    out.pop("applied")  # idempotency bookkeeping, not the case
+    return out
+
+
+def render(case: CaseRecord) -> Table:
+    status = "closed" if case.closed else "open"
+    table = Table(
+        title=f"case {case.case_id} · version {case.version} · {status} · updated {_instant(case.updated_ms)}",
+        title_justify="left",
+    )
+    for column in (
+        "obligation",
+        "status",
+        "due (UTC)",
+        "warn (UTC)",
+        "calendar",
+        "rule",
+        "on breach",
+        "sweep run",
+    ):
+        table.add_column(column)
+    for ob in case.obligations:
+        table.add_row(
+            ob.name,
+            ob.status.value,
+            _instant(ob.due_ms) or "",
+            _instant(ob.warn_ms) or "",
+            f"{ob.calendar} {ob.calendar_digest[:12]}",
+            ob.rule_json,
+            ob.on_breach or "",
+            ob.sweep_run_id or "",
+        )
+    return table
+
+
+@cases_app.command("show")
+def show(
+    case_id: str = typer.Argument(..., help="The case id, e.g. c-1a2b3c…"),
+    as_json_flag: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Show a case's state, version and obligations (status and due instants)."""
+    settings = Settings.from_env()
+    case = read_case(settings, case_id)
+    if case is None:
+        raise typer.Exit(_fail(f"no case {case_id!r} in {settings.topic('cases')}"))
+    if as_json_flag:
+        typer.echo(json.dumps(as_json(case), indent=2, sort_keys=True))
+        return
+    console = Console()
+    console.print(render(case))
+    console.print("state:", json.dumps(json.loads(case.state_json), indent=2, sort_keys=True))
 
 
 def register(app: typer.Typer) -> None:
     """Attach the cases commands to the root app."""
+    app.add_typer(cases_app, name="cases")
