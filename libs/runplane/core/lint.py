@@ -144,8 +144,9 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         origin = self.aliases.get(node.id)
-        # Bare names imported with `from x import y` were reported at the import; a bare
-        # module name (`random`) on its own is harmless until an attribute is taken.
+        # A name bound by `from x import y` is reported where it is used too (an agent
+        # function checked alone does not contain the import); a bare module name
+        # (`random`) on its own is harmless until an attribute is taken.
         if origin is not None and "." in origin and origin not in _MODULES:
             rule = _rule_for(origin)
             if rule is not None:
