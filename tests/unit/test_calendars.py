@@ -187,7 +187,9 @@ def test_changed_holiday_file_changes_the_digest(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     path.write_text("time_zone: Europe/Berlin\ncutoff: '17:00'\nholidays: [2025-12-25]\n")
     before = WorkingDays.from_file("wd", path)
-    path.write_text("time_zone: Europe/Berlin\ncutoff: '17:00'\nholidays: [2025-12-25, 2025-12-26]\n")
+    path.write_text(
+        "time_zone: Europe/Berlin\ncutoff: '17:00'\nholidays: [2025-12-25, 2025-12-26]\n"
+    )
     after = WorkingDays.from_file("wd", path)
     assert before.digest != after.digest
     # The instant itself moves too, which is why the run journals it instead of recomputing.
