@@ -17,7 +17,7 @@ from string import Template
 from confluent_kafka.admin import AdminClient
 
 from runplane.stack._config import StackConfig
-from runplane.stack._errors import StackError
+from runplane.stack._errors import StackError, StackStartTimeout
 from runplane.stack._process import log_size, port_open, tail
 
 Progress = Callable[[str], None]
@@ -271,7 +271,7 @@ def wait_kafka(
         if progress:
             progress(f"waiting for Kafka on {config.bootstrap} ({time.monotonic() - started:.0f}s)")
         time.sleep(0.25)
-    raise StackError(
+    raise StackStartTimeout(
         f"Kafka did not answer on {config.bootstrap} within {config.start_timeout:.0f}s "
         "(set RUNPLANE_STACK_START_TIMEOUT to wait longer).\n" + kafka_log_tail(config, since=marks)
     )

@@ -19,7 +19,7 @@ from typing import Literal
 
 from runplane.stack import _kafka, _redis
 from runplane.stack._config import StackConfig
-from runplane.stack._errors import StackError
+from runplane.stack._errors import StackError, StackStartTimeout
 from runplane.stack._process import (
     describe_port_owner,
     is_alive,
@@ -149,6 +149,16 @@ def _start_kafka(config: StackConfig, progress: Progress | None) -> None:
     _kafka.resolve_jars(config, progress)
     _kafka.render_properties(config)
     _kafka.format_storage(config, java, progress)
+    try:
+        _spawn_kafka(config, java, progress)
+    except StackStartTimeout:
+        # A loaded machine can starve a first start (KAFKA-NOTES: allow one retry).
+        if progress:
+            progress("Kafka was slow to answer; retrying once")
+        _spawn_kafka(config, java, progress)
+
+
+def _spawn_kafka(config: StackConfig, java: str, progress: Progress | None) -> None:
     if progress:
         progress(f"starting Kafka on {config.bootstrap}")
     started = time.monotonic()
