@@ -29,7 +29,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     RUNPLANE_HTTP_HOST=0.0.0.0 \
-    RUNPLANE_STATE_DIR=/var/lib/runplane
+    RUNPLANE_STATE_DIR=/var/lib/runplane \
+    PYTHONPATH=/app
 RUN groupadd --system --gid "${RUNPLANE_UID}" runplane \
  && useradd --system --uid "${RUNPLANE_UID}" --gid runplane --home-dir /app --shell /usr/sbin/nologin runplane \
  && mkdir -p /app /var/lib/runplane /etc/runplane \
@@ -37,7 +38,10 @@ RUN groupadd --system --gid "${RUNPLANE_UID}" runplane \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels runplane
 WORKDIR /app
-# Avro schemas and the example agents, read at run time from the working directory.
+# The example agents (the executor's default RUNPLANE_AGENT_MODULES, examples.refund and
+# examples.triage) and calendars, importable through PYTHONPATH=/app; the Avro schemas for
+# reference (the wire types are generated into the package). Your own agents: build FROM this
+# image, COPY them under /app and set RUNPLANE_AGENT_MODULES.
 COPY --chown=root:root schemas ./schemas
 COPY --chown=root:root examples ./examples
 USER ${RUNPLANE_UID}:${RUNPLANE_UID}

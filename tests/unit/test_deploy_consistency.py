@@ -290,9 +290,6 @@ def chart_problems(values: Mapping[str, Any], docs: list[dict[str, Any]]) -> Pro
     shared_env = set((env_cm or {}).get("data") or {})
     if env_cm is None:
         problems.append("chart: no -env ConfigMap")
-    missing = settings_env_names() - {"RUNPLANE_SCHEMA_REGISTRY_URL", "RUNPLANE_INSTANCE_ID"}
-    if missing := missing - shared_env:
-        problems.append(f"chart: the env ConfigMap does not set {sorted(missing)}")
     if unknown := unknown_env(shared_env):
         problems.append(f"chart: the env ConfigMap sets names no code reads: {sorted(unknown)}")
 
@@ -322,6 +319,13 @@ def chart_problems(values: Mapping[str, Any], docs: list[dict[str, Any]]) -> Pro
         if ports.get("http") != port:
             problems.append(f"chart: {name} containerPort {ports.get('http')} != {port}")
         env = {e["name"]: e for e in c.get("env") or []}
+        if (
+            missing := settings_env_names()
+            - {"RUNPLANE_SCHEMA_REGISTRY_URL"}
+            - shared_env
+            - set(env)
+        ):
+            problems.append(f"chart: {name} does not get {sorted(missing)}")
         if (env.get(f"RUNPLANE_{name.upper()}_PORT") or {}).get("value") != str(port):
             problems.append(f"chart: {name} does not set RUNPLANE_{name.upper()}_PORT={port}")
         instance = (env.get("RUNPLANE_INSTANCE_ID") or {}).get("valueFrom") or {}

@@ -86,7 +86,9 @@ RUNPLANE_BOOTSTRAP_SERVERS: {{ required "kafka.bootstrapServers is required" .Va
 RUNPLANE_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
 RUNPLANE_PARTITIONS: {{ .Values.kafka.partitions | quote }}
 RUNPLANE_REPLICATION_FACTOR: {{ .Values.kafka.replicationFactor | quote }}
+{{- if not .Values.redis.existingSecret }}
 RUNPLANE_REDIS_URL: {{ required "redis.url is required" .Values.redis.url | quote }}
+{{- end }}
 {{- with .Values.kafka.schemaRegistryUrl }}
 RUNPLANE_SCHEMA_REGISTRY_URL: {{ . | quote }}
 {{- end }}
