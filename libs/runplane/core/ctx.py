@@ -165,14 +165,14 @@ class StepCtx:
         return self._rt.clock_ms
 
     def random(self) -> float:
-        """A float in [0, 1), derived from (session_seed, era, call_seq); takes a call_seq."""
+        """A float in [0, 1), derived from (session_seed, call_seq); takes a call_seq."""
         call_seq = self._rt.take_derived_slot("random")
-        return derive_random(self._rt.seed, self._rt.era, call_seq)
+        return derive_random(self._rt.seed, call_seq)
 
     def randint(self, low: int, high: int) -> int:
         """An integer in [low, high], derived like ``random``; takes a call_seq."""
         call_seq = self._rt.take_derived_slot("random")
-        return derive_randint(self._rt.seed, self._rt.era, call_seq, low, high)
+        return derive_randint(self._rt.seed, call_seq, low, high)
 
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:
