@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -218,3 +221,22 @@ def test_many_runs_in_one_transaction_each_audited_once(settings: Settings) -> N
         audits = read_audit(settings, rid)
         assert [a.seq for a in audits] == list(range(len(recs)))
         assert {a.verdict for a in audits} == {Verdict.VERIFIED}
+
+
+def test_example_audit_consumer_prints_a_line_per_record(settings: Settings) -> None:
+    run = f"r-example-{uuid.uuid4().hex[:6]}"
+    records, results = sample_run(run, calls=2)
+    produce_run(settings, records, results)
+    with running(settings):
+        wait_audit(settings, run, len(records))
+    example = Path(__file__).resolve().parents[2] / "examples" / "audit_consumer.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--bootstrap", settings.bootstrap_servers, "--topic",
+         settings.topic("audit"), "--from-beginning", "--idle-exit", "8"],
+        capture_output=True, text=True, timeout=90, check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(records), done.stdout + done.stderr
+    assert [int(ln.split(" #")[1].split()[0]) for ln in lines] == list(range(len(records)))
+    assert all(run in ln and ln.endswith("VERIFIED") for ln in lines)
+    assert "EFFECT_RECORDED call 0/1 generation model:scripted/echo cost 10+5 tok 0.5u" in lines[4]
