@@ -202,7 +202,9 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         on_breach=cmd.on_breach,
         status=ObligationStatus.OPEN,
         sweep_run_id=None,
-        registered_by=cmd.reply_to or cmd.request_id,
+        # A run's request id is ``session/era/call_seq``; fire-and-forget commands (the core
+        # sends deadlines without reply_to) still name their session that way.
+        registered_by=cmd.reply_to or cmd.request_id.split("/", 1)[0],
         updated_ms=now_ms,
     )
     return _with_obligation(case, cmd, ob, now_ms, "registered")
