@@ -68,7 +68,7 @@ class Decoder:
         if schema_id not in self._by_id:
             assert self.registry is not None
             schema = self.registry.get_schema(schema_id)
-            self._by_id[schema_id] = parse_schema(json.loads(schema.schema_str), _write_hint=False)
+            self._by_id[schema_id] = parse_schema(json.loads(schema.schema_str or "null"), _write_hint=False)
         return self._by_id[schema_id]
 
     def _read(self, body: bytes, writer: Any) -> dict[str, Any]:

@@ -25,8 +25,8 @@ _STATUS_OF_KIND: Mapping[JournalKind, RunStatus] = {
     JournalKind.RUN_FAILED: RunStatus.FAILED,
     JournalKind.RUN_QUARANTINED: RunStatus.QUARANTINED,
 }
-# Kinds that say nothing about where the run is (bookkeeping around a wait or an audit).
-_NEUTRAL = frozenset({JournalKind.TASK_OPENED, JournalKind.DEADLINE_REGISTERED})
+# Kinds that say nothing about where the run is.
+_NEUTRAL = frozenset({JournalKind.DEADLINE_REGISTERED})
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 
 
@@ -54,6 +54,9 @@ def status_of(audit: AuditRecord) -> RunStatus | None:
     """The status a record puts its run in, or None when it does not say."""
     if audit.kind in _STATUS_OF_KIND:
         return _STATUS_OF_KIND[audit.kind]
+    if audit.kind is JournalKind.TASK_OPENED:
+        # The core parks a run on a task right after journaling TASK_OPENED (no RUN_PARKED).
+        return RunStatus.AWAITING_HUMAN
     if audit.kind is JournalKind.RUN_PARKED:
         return RunStatus.AWAITING_HUMAN if _parked_on_task(audit.attrs) else RunStatus.PARKED
     if audit.kind in _NEUTRAL:
@@ -63,18 +66,21 @@ def status_of(audit: AuditRecord) -> RunStatus | None:
 
 def _parked_on_task(attrs: Mapping[str, str]) -> bool:
     parked = attrs.get("parked_on", "")
-    return parked.upper().startswith("TASK") or (not parked and "task_id" in attrs)
+    return parked.lower().startswith("task") or (not parked and "task_id" in attrs)
 
 
 def parked_on_of(audit: AuditRecord) -> str | None:
-    """What a RUN_PARKED record says the run waits for (``parked_on`` attr, or the task)."""
+    """What the run waits for after this record: ``task:<id>`` after TASK_OPENED, the
+    ``parked_on`` attr of RUN_PARKED (e.g. ``signal:<name>``); None otherwise."""
+    if audit.kind is JournalKind.TASK_OPENED:
+        return f"task:{audit.attrs.get('task_id', 'unknown')}"
     if audit.kind is not JournalKind.RUN_PARKED:
         return None
     parked = audit.attrs.get("parked_on")
     if parked:
         return parked
     task = audit.attrs.get("task_id")
-    return f"TASK:{task}" if task else "unknown"
+    return f"task:{task}" if task else "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +119,7 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
     status = status_of(audit)
     if status is None or (summary.status in TERMINAL and status not in TERMINAL):
         status = summary.status
-    parked = parked_on_of(audit) if audit.kind is JournalKind.RUN_PARKED else None
+    parked = parked_on_of(audit)
     if audit.kind in _NEUTRAL:
         parked = summary.parked_on
     broken = summary.verdict is Verdict.BROKEN
