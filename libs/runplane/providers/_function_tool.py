@@ -1,0 +1,37 @@
+"""Registered Python callables as tools (``runplane.core.Tool``).
+
+The callable takes the call's arguments as keyword arguments (plus ``idempotency_key`` when
+it declares that parameter) and may be sync or async. What it raises is the call's outcome:
+``RetryableError`` asks for a retry, ``TerminalError`` fails at once, and for a mutating tool
+any other exception is trusted as "it ran and failed" (see ``services.executor.live``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runplane.core.agents import EffectDecl
+from runplane.errors import ConfigError
+
+
+class FunctionTool:
+    def __init__(
+        self, name: str, fn: Callable[..., Any], *, decl: EffectDecl | None = None
+    ) -> None:
+        if not name:
+            raise ConfigError("a tool needs a name")
+        self.name = name
+        self.decl = decl if decl is not None else EffectDecl(name)
+        self._fn = fn
+        self._wants_key = "idempotency_key" in inspect.signature(fn).parameters
+
+    async def call(self, args: Mapping[str, Any], *, idempotency_key: str | None = None) -> Any:
+        kwargs = dict(args)
+        if self._wants_key:
+            kwargs["idempotency_key"] = idempotency_key
+        result = self._fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result

@@ -1,0 +1,23 @@
+"""``python -m services.executor``: one executor process (settings from the environment)."""
+
+from __future__ import annotations
+
+import threading
+
+from runplane.config import Settings
+from runplane.service import install_signal_handlers, setup_logging
+
+from services.executor.serve import serve
+from services.executor.topology import SERVICE
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    setup_logging(SERVICE, settings.log_level)
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    serve(settings, stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,684 @@
+"""The executor's I/O shell: Kafka in and out, live calls, resident runtimes.
+
+Delivery guarantee (exactly once for recorded effects):
+
+* Ownership follows ``runs.inbox`` partitions (one consumer group). On assignment the
+  ``sessions`` and ``results`` tables of those partitions are read to the end before anything
+  is served, and every run found RUNNING is rebuilt by replay and continued — a call found
+  announced with no outcome follows its declared recovery (the core decides).
+* Every record an engine ``Step`` produces goes into the current group-commit batch; the batch
+  is committed as one transaction together with the inbox positions, fenced by the consumer
+  group metadata (``Committer``). An inbox message therefore counts as consumed exactly when
+  its consequences are durable.
+* Announce before act: a live call whose recovery is reconcile/operator starts only after the
+  transaction carrying its EFFECT_ANNOUNCED committed (``Batch.after_commit``); a retry-safe
+  call starts at once and its announce rides with whatever commit comes first.
+* An aborted transaction voids everything since the last commit: the executor drops its
+  runtimes and live calls, rewinds the consumer to the committed offsets and restores its
+  partitions again — the same path as a fresh assignment, so it is the tested path.
+
+The loop is a single asyncio task: Kafka calls are non-blocking polls (or short blocking polls
+when no live call is outstanding), live calls are asyncio tasks bounded by ``LiveCallRunner``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from runplane.core import (
+    AgentRegistry,
+    Draft,
+    Event,
+    Generation,
+    LiveCall,
+    ModelProvider,
+    Outcome,
+    Runtime,
+    Step,
+    Tool,
+    UnknownCapability,
+    seal,
+)
+from runplane.errors import TerminalError, WireError
+from runplane.kafka.clients import consumer_config, transactional_producer_config
+from runplane.kafka.deadletter import dead_letter
+from runplane.kafka.partition import partition_for
+from runplane.kafka.restore import Restorer
+from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
+from runplane.service import Probe
+from runplane.wire import (
+    CancelDeadline,
+    CaseReply,
+    CloseTask,
+    Cost,
+    ErrorInfo,
+    GetCaseState,
+    JournalKind,
+    MeetDeadline,
+    OpenTask,
+    ParkKind,
+    PutCaseState,
+    Record,
+    RegisterDeadline,
+    RunStatus,
+    RunStatusUpdate,
+    Serde,
+    SessionSnapshot,
+    Signal,
+    StartRun,
+    TaskDecision,
+    Wake,
+)
+
+from services.executor.batch import Batch, Out
+from services.executor.committer import Committer
+from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
+from services.executor.metrics import executor_metrics
+from services.executor.settings import ExecutorSettings
+from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
+from services.executor.topology import INPUT, SERVICE, group_id
+
+log = logging.getLogger(__name__)
+
+_CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+
+
+@dataclass
+class Resident:
+    """A run's runtime kept in memory between messages."""
+
+    runtime: Runtime
+    partition: int
+    last_active: float
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished live call, waiting for the loop to hand it to its runtime."""
+
+    session_id: str
+    runtime: Runtime
+    call: LiveCall
+    outcome: LiveOutcome
+
+
+class Executor:
+    """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
+
+    def __init__(
+        self,
+        settings: ExecutorSettings,
+        *,
+        registry: AgentRegistry,
+        tools: Mapping[str, Tool],
+        providers: Mapping[str, ModelProvider],
+        probe: Probe | None = None,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        calendars: Any = None,
+    ) -> None:
+        self.settings = settings
+        base = settings.base
+        self._registry = registry
+        self._tools = dict(tools)
+        self._tool_decls = {name: tool.decl for name, tool in tools.items()}
+        self._providers = dict(providers)
+        self._probe = probe
+        self._wall_ms = wall_ms
+        self._calendars = calendars
+        self._serde = Serde.from_settings(base)
+        self._topic = {
+            name: base.topic(name)
+            for name in (
+                INPUT,
+                "journal",
+                "results",
+                "sessions",
+                "cases.commands",
+                "tasks.commands",
+                "admission",
+                "deadletter",
+            )
+        }
+        self._metrics = executor_metrics()
+        self._runner = LiveCallRunner(settings.max_inflight)
+        self._parts: dict[int, PartitionState] = {}
+        self._residents: dict[str, Resident] = {}
+        self._completions: deque[Completion] = deque()
+        self._tasks: dict[asyncio.Task[None], str] = {}
+        self._batch = Batch()
+        self._npart = base.partitions
+        self._consumer: Consumer | None = None
+        self._producer: TransactionalProducer | None = None
+        self._committer: Committer | None = None
+        self._restorer: Restorer | None = None
+        self._last_housekeeping = 0.0
+        self.ready = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def run(self, stop: threading.Event) -> None:
+        self._start()
+        try:
+            while not stop.is_set():
+                busy = self._poll()
+                self._drain_completions()
+                now = time.monotonic()
+                if self._batch.due(now, self.settings.batch_max, self.settings.batch_ms / 1000):
+                    self._commit()
+                if now - self._last_housekeeping >= 0.5:
+                    self._housekeeping(now)
+                if self._probe is not None:
+                    self._probe.beat()
+                # Yield to the live calls; sleep a little only when there is nothing to do.
+                await asyncio.sleep(0 if busy or self._completions else 0.001)
+            await self._drain_on_stop()
+        finally:
+            self._close()
+
+    def _start(self) -> None:
+        base = self.settings.base
+        self._producer = TransactionalProducer(
+            transactional_producer_config(
+                base,
+                self.settings.transactional_id,
+                **{"transaction.timeout.ms": self.settings.transaction_timeout_ms, "linger.ms": 1},
+            )
+        )
+        self._producer.init()
+        self._consumer = Consumer(
+            consumer_config(
+                base,
+                group_id(base),
+                **{
+                    "session.timeout.ms": self.settings.session_timeout_ms,
+                    "heartbeat.interval.ms": max(300, self.settings.session_timeout_ms // 6),
+                    "partition.assignment.strategy": "range",
+                    "fetch.wait.max.ms": 20,
+                },
+            )
+        )
+        self._committer = Committer(self._producer, self._consumer)
+        self._restorer = Restorer(base)
+        meta = self._consumer.list_topics(self._topic[INPUT], timeout=30).topics.get(
+            self._topic[INPUT]
+        )
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise TerminalError(f"topic {self._topic[INPUT]} does not exist")
+        self._npart = len(meta.partitions)
+        self._consumer.subscribe(
+            [self._topic[INPUT]],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        if self._probe is not None:
+            self._probe.set_ready(False, "waiting for partition assignment")
+
+    async def _drain_on_stop(self, grace_s: float = 5.0) -> None:
+        """Let outstanding live calls finish (briefly), commit what they produced, leave."""
+        deadline = time.monotonic() + grace_s
+        while self._tasks and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+            self._drain_completions()
+        if not self._batch.empty:
+            self._commit()
+
+    def _close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for res in self._residents.values():
+            res.runtime.close()
+        self._residents.clear()
+        if self._producer is not None:
+            try:
+                self._producer.abort()
+            except TxnFatal:
+                log.warning("abort on close failed; the next init of this id aborts it")
+        if self._consumer is not None:
+            self._consumer.close()  # leaves the group: partitions move at once
+        if self._restorer is not None:
+            self._restorer.close()
+        if self._producer is not None:
+            self._producer.flush(5.0)
+
+    # ------------------------------------------------------------------ rebalancing
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = sorted({tp.partition for tp in partitions})
+        if self._probe is not None:
+            self._probe.set_ready(False, f"restoring partitions {numbers}")
+        self._restore(numbers)
+        log.info("executor partitions assigned and restored", extra={"partitions": numbers})
+        self.ready.set()
+        if self._probe is not None:
+            self._probe.set_ready(True)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = {tp.partition for tp in partitions}
+        # Drop first, so after-commit callbacks of the final batch start no call for them.
+        self._drop(numbers)
+        if not self._batch.empty:
+            try:
+                self._commit_or_raise()
+            except TxnAbortable as exc:
+                log.warning("final commit before revocation aborted: %s", exc)
+        log.info("executor partitions revoked", extra={"partitions": sorted(numbers)})
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost (not revoked): the group already moved on; anything uncommitted is void.
+        self._drop({tp.partition for tp in partitions})
+        self._batch = Batch()
+        if self._producer is not None and self._producer.in_transaction:
+            self._producer.abort()
+
+    def _drop(self, numbers: set[int]) -> None:
+        for sid, res in list(self._residents.items()):
+            if res.partition in numbers:
+                res.runtime.close()
+                del self._residents[sid]
+        for task, sid in list(self._tasks.items()):
+            if partition_for(sid, self._npart) in numbers:
+                task.cancel()
+                del self._tasks[task]
+        for p in numbers:
+            self._parts.pop(p, None)
+
+    def _restore(self, numbers: list[int]) -> None:
+        assert self._restorer is not None
+        restored = restore_partitions(
+            self._restorer, self._serde, self._topic["sessions"], self._topic["results"], numbers
+        )
+        self._parts.update(restored)
+        for p in numbers:
+            for sid, snap in list(self._parts[p].sessions.items()):
+                if snap.status is RunStatus.RUNNING and sid not in self._residents:
+                    self._rebuild(sid, p, snap)
+
+    # ------------------------------------------------------------------ inbox
+    def _poll(self) -> bool:
+        assert self._consumer is not None
+        idle = not self._tasks and self._batch.empty and not self._completions
+        msgs = self._consumer.consume(self.settings.batch_max, timeout=0.05 if idle else 0)
+        for msg in msgs:
+            self._on_message(msg)
+        return bool(msgs)
+
+    def _on_message(self, msg: Message) -> None:
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                log.warning("inbox consumer error: %s", err.str())
+            return
+        self._batch.consumed(time.monotonic())
+        p = msg.partition() or 0
+        part = self._parts.get(p)
+        if part is None:  # not restored (revoked meanwhile): the owner serves it
+            return
+        raw = msg.value()
+        try:
+            record = self._serde.decode(INPUT, raw if isinstance(raw, bytes) else b"")
+        except WireError as exc:
+            self._dead_letter(msg, f"undecodable: {exc}", "undecodable")
+            return
+        if not isinstance(record, StartRun | Signal | TaskDecision | CaseReply | Wake):
+            self._dead_letter(
+                msg, f"{type(record).__name__} does not belong in the inbox", "wrong_type"
+            )
+            return
+        sid = record.session_id
+        key = msg.key()
+        key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        if key_text != sid:
+            self._dead_letter(msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key")
+            return
+        if isinstance(record, StartRun):
+            self._start_run(msg, part, p, record)
+        else:
+            self._deliver(msg, part, p, record)
+
+    def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
+        if start.session_id in part.sessions:
+            self._dead_letter(msg, f"run {start.session_id} already started", "duplicate_start")
+            return
+        now_ms = self._wall_ms()
+        try:
+            spec = self._registry.spec(start.capability)
+        except UnknownCapability as exc:
+            self._fail_unstartable(start, str(exc), now_ms, p)
+            return
+        runtime, step = Runtime.start(
+            spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
+        )
+        self._metrics.runs_started.inc()
+        self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
+        self._apply(start.session_id, p, runtime, step, previous=None)
+
+    def _deliver(self, msg: Message, part: PartitionState, p: int, event: Event) -> None:
+        sid = event.session_id
+        snap = part.sessions.get(sid)
+        if snap is None:
+            self._dead_letter(msg, f"unknown session {sid}", "unknown_session")
+            return
+        if snap.status in ENDED:
+            self._dead_letter(msg, f"run {sid} already ended ({snap.status})", "run_ended")
+            return
+        res = self._residents.get(sid) or self._rebuild(sid, p, snap)
+        if res is None:
+            self._dead_letter(
+                msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
+            )
+            return
+        previous = res.runtime.snapshot()
+        step = res.runtime.deliver(event, now_ms=self._wall_ms())
+        if step.rejected is not None:
+            self._dead_letter(msg, f"run {sid}: {step.rejected}", "rejected")
+            return
+        res.last_active = time.monotonic()
+        self._apply(sid, p, res.runtime, step, previous=previous)
+
+    def _rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
+        """Bring a non-resident run back by replaying its result journal."""
+        try:
+            spec = self._registry.spec(snap.capability)
+        except UnknownCapability:
+            log.error("cannot rebuild run %s: unknown capability %s", sid, snap.capability)
+            return None
+        results = self._parts[p].results_of(sid)
+        runtime, step = Runtime.restore(
+            spec,
+            snap,
+            results,
+            now_ms=self._wall_ms(),
+            calendars=self._calendars,
+            tools=self._tool_decls,
+        )
+        self._metrics.replays.inc()
+        self._metrics.replay_length.observe(step.replayed)
+        res = Resident(runtime, p, time.monotonic())
+        self._residents[sid] = res
+        self._apply(sid, p, runtime, step, previous=snap)
+        return res if not runtime.ended else None
+
+    def _fail_unstartable(self, start: StartRun, reason: str, now_ms: int, p: int) -> None:
+        """A StartRun nobody can run: close its chain with RUN_FAILED and tell admission."""
+        record = seal(
+            Draft(
+                session_id=start.session_id,
+                seq=1,
+                era=0,
+                kind=JournalKind.RUN_FAILED,
+                stamp_ms=now_ms,
+                attrs={"error_type": "UnknownCapability", "reason": reason[:500]},
+            ),
+            start.admitted_hash,
+        )
+        snap = SessionSnapshot(
+            session_id=start.session_id,
+            capability=start.capability,
+            status=RunStatus.FAILED,
+            era=0,
+            next_seq=2,
+            last_hash=record.hash,
+            case_id=start.case_id,
+            admission_key=start.admission_key,
+            tenant=start.tenant,
+            initiator=start.initiator,
+            input_json=start.input_json,
+            error=ErrorInfo(type="UnknownCapability", message=reason, retryable=False),
+            started_ms=start.admitted_ms,
+            updated_ms=now_ms,
+        )
+        now = time.monotonic()
+        self._out("journal", start.session_id, record, now)
+        self._out("sessions", start.session_id, snap, now)
+        self._out(
+            "admission",
+            start.admission_key,
+            RunStatusUpdate(
+                admission_key=start.admission_key,
+                run_id=start.session_id,
+                status=RunStatus.FAILED,
+                updated_ms=now_ms,
+            ),
+            now,
+        )
+        self._parts[p].sessions[start.session_id] = snap
+        self._metrics.runs_ended.labels("failed").inc()
+
+    # ------------------------------------------------------------------ applying a step
+    def _apply(
+        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
+    ) -> None:
+        now = time.monotonic()
+        part = self._parts[p]
+        for record in step.records:
+            self._out("journal", sid, record, now)
+        for entry in step.results:
+            self._out(
+                "results", results_key(sid, entry.era, entry.call_seq), entry, now, partition=p
+            )
+            part.results_of(sid)[(entry.era, entry.call_seq)] = entry
+        for command in step.commands:
+            self._out_command(command, now)
+        if step.records or step.results:
+            self._out("sessions", sid, step.snapshot, now)
+            part.sessions[sid] = step.snapshot
+        if step.end is not None:
+            self._ended(sid, step, previous, now)
+            return
+        for call in step.live_calls:
+            if call.announce_first:
+                self._batch.after_commit(functools.partial(self._launch, sid, runtime, call), now)
+            else:
+                self._launch(sid, runtime, call)
+
+    def _ended(self, sid: str, step: Step, previous: SessionSnapshot | None, now: float) -> None:
+        status = step.end
+        assert status is not None
+        self._metrics.runs_ended.labels(str(status).lower()).inc()
+        parked = previous.parked_on if previous is not None else None
+        decided = any(r.kind is JournalKind.TASK_DECIDED for r in step.records)
+        if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) and not decided:
+            # The run ended while a person was asked something: withdraw the task.
+            close = CloseTask(task_id=parked.ref, reason=f"run {status}", at_ms=self._wall_ms())
+            self._out("tasks.commands", parked.ref, close, now)
+        res = self._residents.pop(sid, None)
+        if res is not None:
+            res.runtime.close()
+        self._parts[partition_for(sid, self._npart)].forget_results(sid)
+
+    def _out_command(self, command: Record, now: float) -> None:
+        if isinstance(command, OpenTask):
+            self._out("tasks.commands", command.task_id, command, now)
+        elif isinstance(command, _CASE_COMMANDS):
+            self._out("cases.commands", command.case_id, command, now)
+        elif isinstance(command, RunStatusUpdate):
+            self._out("admission", command.admission_key, command, now)
+        else:  # pragma: no cover - the core's Command union is closed
+            raise TerminalError(f"no route for command {type(command).__name__}")
+
+    def _out(
+        self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
+    ) -> None:
+        value = self._serde.encode(topic, record)
+        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
+
+    def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
+        self._metrics.deadletters.labels(kind).inc()
+        letter = dead_letter(msg, reason, SERVICE, at_ms=self._wall_ms())
+        key = letter.key or b""
+        value = self._serde.encode("deadletter", letter)
+        self._batch.add(Out(self._topic["deadletter"], key, value), time.monotonic())
+        log.info("dead-lettered inbox record", extra={"reason": reason})
+
+    # ------------------------------------------------------------------ live calls
+    def _launch(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+        res = self._residents.get(sid)
+        if res is None or res.runtime is not runtime:
+            return  # revoked, evicted or rebuilt meanwhile: the new owner decides
+        task = asyncio.get_running_loop().create_task(self._perform(sid, runtime, call))
+        self._tasks[task] = sid
+        task.add_done_callback(lambda t: self._tasks.pop(t, None))
+
+    async def _perform(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+        policy = CallPolicy(
+            timeout_s=min(call.timeout_s, self.settings.call_timeout_s),
+            max_attempts=call.retry.max_attempts,
+            initial_backoff_s=call.retry.initial_backoff_s,
+            backoff_multiplier=call.retry.multiplier,
+            max_backoff_s=call.retry.max_backoff_s,
+            # A retry-declared effect is safe to repeat even when in doubt.
+            mutating=call.mutating and call.recovery.value != "retry",
+        )
+        outcome = await self._runner.run(lambda: self._call_once(call), policy)
+        self._metrics.live_calls.labels(call.family, outcome.verdict.value).inc()
+        self._metrics.live_call_seconds.labels(call.family).observe(outcome.elapsed_s)
+        self._completions.append(Completion(sid, runtime, call, outcome))
+
+    async def _call_once(self, call: LiveCall) -> Any:
+        request = call.request
+        if call.family == "generation":
+            provider = self._providers.get(call.target)
+            if provider is None:
+                raise TerminalError(f"no model provider named {call.target!r}")
+            gen = await provider.generate(
+                str(request.get("model", "")),
+                request.get("prompt"),
+                dict(request.get("params") or {}),
+            )
+            return gen
+        tool = self._tools.get(call.target)
+        if tool is None:
+            raise TerminalError(f"no tool named {call.target!r}")
+        key = request.get("idempotency_key")
+        if key is None and call.mutating:
+            # The agent named no key: derive one from the call's position, stable across
+            # attempts, replays and owners.
+            key = f"{call.session_id}/{call.era}/{call.call_seq}"
+        return await tool.call(dict(request.get("args") or {}), idempotency_key=key)
+
+    def _drain_completions(self) -> None:
+        while self._completions:
+            done = self._completions.popleft()
+            res = self._residents.get(done.session_id)
+            if res is None or res.runtime is not done.runtime:
+                continue  # stale: the run moved or was rebuilt; its journal decides
+            res.last_active = time.monotonic()
+            previous = res.runtime.snapshot()
+            if done.outcome.verdict is Verdict.IN_DOUBT:
+                self._in_doubt(done, res, previous)
+                continue
+            step = res.runtime.complete(
+                done.call.call_seq, _to_outcome(done.outcome), now_ms=self._wall_ms()
+            )
+            self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
+
+    def _in_doubt(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
+        """A mutating call's outcome is unknown (timeout after send, 5xx): the same rule as a
+        crash applies — rebuild the run from its snapshot (which names the call in flight)
+        and let the core run the declared recovery (probe or operator task)."""
+        self._metrics.in_doubt.labels(done.call.recovery.value).inc()
+        res.runtime.close()
+        del self._residents[done.session_id]
+        self._rebuild(done.session_id, res.partition, previous)
+
+    # ------------------------------------------------------------------ commit
+    def _commit(self) -> None:
+        try:
+            self._commit_or_raise()
+        except TxnAbortable as exc:
+            log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
+            self._after_abort()
+
+    def _commit_or_raise(self) -> None:
+        assert self._committer is not None
+        batch, self._batch = self._batch, Batch()
+        self._committer.commit(batch)
+
+    def _after_abort(self) -> None:
+        """Everything since the last commit is void: start over from what is durable."""
+        assert self._consumer is not None
+        owned = sorted(self._parts)
+        self._drop(set(owned))
+        self._completions.clear()
+        assignment = self._consumer.assignment()
+        if assignment:
+            for tp in self._consumer.committed(assignment, timeout=30):
+                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                try:
+                    self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+                except Exception as exc:  # partition being revoked: its next owner rewinds
+                    log.info("seek skipped for %s[%d]: %s", tp.topic, tp.partition, exc)
+        self._restore(owned)
+
+    # ------------------------------------------------------------------ housekeeping
+    def _housekeeping(self, now: float) -> None:
+        self._last_housekeeping = now
+        grace = self.settings.idle_grace_s
+        for sid, res in list(self._residents.items()):
+            if res.runtime.evictable(now - res.last_active, grace):
+                res.runtime.close()
+                del self._residents[sid]
+                self._metrics.evictions.inc()
+        parked = evicted = 0
+        for part in self._parts.values():
+            for sid, snap in part.sessions.items():
+                if snap.status in ENDED or sid in self._residents:
+                    continue
+                if snap.status in WAITING:
+                    parked += 1
+                else:
+                    evicted += 1
+        self._metrics.runtimes.labels("resident").set(len(self._residents))
+        self._metrics.runtimes.labels("parked").set(parked)
+        self._metrics.runtimes.labels("evicted").set(evicted)
+        self._update_lag()
+
+    def _update_lag(self) -> None:
+        assert self._consumer is not None
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        total = 0
+        for tp in self._consumer.position(assignment):
+            try:
+                _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            except Exception:  # no cached watermark yet; next time
+                continue
+            if tp.offset >= 0 and high >= 0:
+                total += max(0, high - tp.offset)
+        self._metrics.consumer_lag.set(total)
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def resident_sessions(self) -> frozenset[str]:
+        return frozenset(self._residents)
+
+    @property
+    def owned_partitions(self) -> frozenset[int]:
+        return frozenset(self._parts)
+
+
+def _to_outcome(out: LiveOutcome) -> Outcome:
+    if out.verdict is Verdict.OK:
+        value = out.value
+        cost = None
+        if isinstance(value, Generation):
+            cost = Cost(
+                tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
+            )
+            value = value.to_json()
+        return Outcome.success(value, attempts=out.attempts, cost=cost)
+    return Outcome.failure(
+        out.error_type or "Error",
+        out.error_message or "",
+        retryable=out.retryable,
+        attempts=out.attempts,
+    )

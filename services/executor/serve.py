@@ -1,0 +1,83 @@
+"""Run the executor: import the agents, build providers and tools, serve until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from collections.abc import Mapping
+
+import httpx
+from runplane.config import Settings
+from runplane.core import REGISTRY, AgentRegistry, ModelProvider, Tool
+from runplane.errors import ConfigError
+from runplane.providers import OpenAIProvider, billing_tools
+from runplane.service import Health, make_app, run_http
+
+from services.executor.executor import Executor
+from services.executor.settings import ExecutorSettings
+from services.executor.topology import SERVICE
+
+
+def load_agents(modules: tuple[str, ...]) -> AgentRegistry:
+    """Import ``RUNPLANE_AGENT_MODULES``; importing a module registers its agents."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"RUNPLANE_AGENT_MODULES: cannot import {name!r}: {exc}") from exc
+    return REGISTRY
+
+
+def default_tools(settings: ExecutorSettings, client: httpx.AsyncClient) -> dict[str, Tool]:
+    """The tools every executor offers: the billing API's (``RUNPLANE_BILLING_URL``)."""
+    return dict(billing_tools(settings.billing_url, client))
+
+
+def default_providers(
+    settings: ExecutorSettings, client: httpx.AsyncClient
+) -> dict[str, ModelProvider]:
+    openai = OpenAIProvider(
+        base_url=settings.openai_base_url,
+        model=settings.openai_model,
+        api_key=settings.openai_api_key,
+        client=client,
+    )
+    return {openai.name: openai}
+
+
+def build(
+    settings: ExecutorSettings,
+    client: httpx.AsyncClient,
+    *,
+    health: Health | None = None,
+    tools: Mapping[str, Tool] | None = None,
+    providers: Mapping[str, ModelProvider] | None = None,
+    registry: AgentRegistry | None = None,
+) -> Executor:
+    """An executor, not started (tests run ``asyncio.run(executor.run(stop))`` in a thread)."""
+    return Executor(
+        settings,
+        registry=registry if registry is not None else load_agents(settings.agent_modules),
+        tools=tools if tools is not None else default_tools(settings, client),
+        providers=providers if providers is not None else default_providers(settings, client),
+        probe=health.probe("executor") if health is not None else None,
+    )
+
+
+async def _serve(settings: ExecutorSettings, stop: threading.Event, health: Health) -> None:
+    limits = httpx.Limits(
+        max_connections=settings.max_inflight, max_keepalive_connections=settings.max_inflight
+    )
+    async with httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(settings.call_timeout_s, connect=5.0)
+    ) as client:
+        await build(settings, client, health=health).run(stop)
+
+
+def serve(settings: Settings, stop: threading.Event) -> None:
+    """Serve until ``stop`` is set (``runplane serve executor``)."""
+    own = ExecutorSettings.from_env(base=settings)
+    health = Health()
+    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
+        asyncio.run(_serve(own, stop, health))

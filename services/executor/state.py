@@ -1,0 +1,76 @@
+"""What the executor knows about the runs of the partitions it owns, and how it gets it back.
+
+On assignment the executor reads the compacted ``sessions`` and ``results`` topics for its
+partitions to the end (the last stable offset under read_committed) before it serves a single
+inbox message: the snapshot says where each run is, the result journal is what replay serves.
+Results of runs that already ended are dropped after the restore — nothing replays them — so
+memory follows the live runs, not the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from runplane.errors import WireError
+from runplane.kafka.restore import Restorer
+from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
+
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+WAITING = frozenset({RunStatus.AWAITING_HUMAN, RunStatus.PARKED})
+
+T = TypeVar("T")
+SlotKey = tuple[int, int]  # (era, call_seq)
+
+
+def results_key(session_id: str, era: int, call_seq: int) -> str:
+    """The ``results`` record key (the topic is partitioned by session, not by this key)."""
+    return f"{session_id}/{era}/{call_seq}"
+
+
+@dataclass
+class PartitionState:
+    """Sessions of one owned partition and the result journal of its unfinished runs."""
+
+    sessions: dict[str, SessionSnapshot] = field(default_factory=dict)
+    results: dict[str, dict[SlotKey, ResultEntry]] = field(default_factory=dict)
+
+    def results_of(self, session_id: str) -> dict[SlotKey, ResultEntry]:
+        return self.results.setdefault(session_id, {})
+
+    def forget_results(self, session_id: str) -> None:
+        self.results.pop(session_id, None)
+
+
+def restore_partitions(
+    restorer: Restorer,
+    serde: Serde,
+    sessions_topic: str,
+    results_topic: str,
+    partitions: Iterable[int],
+) -> dict[int, PartitionState]:
+    """Read both tables of ``partitions`` to the end; runs that ended keep no results."""
+    wanted = sorted(set(partitions))
+    snaps = restorer.restore(
+        sessions_topic, wanted, lambda data: _as(SessionSnapshot, serde.decode("sessions", data))
+    )
+    entries = restorer.restore(
+        results_topic, wanted, lambda data: _as(ResultEntry, serde.decode("results", data))
+    )
+    out: dict[int, PartitionState] = {}
+    for p in wanted:
+        state = PartitionState(sessions=dict(snaps.partitions.get(p, {})))
+        for entry in entries.partitions.get(p, {}).values():
+            snap = state.sessions.get(entry.session_id)
+            if snap is None or snap.status in ENDED:
+                continue
+            state.results_of(entry.session_id)[(entry.era, entry.call_seq)] = entry
+        out[p] = state
+    return out
+
+
+def _as(cls: type[T], record: object) -> T:
+    if not isinstance(record, cls):
+        raise WireError(f"expected {cls.__name__}, got {type(record).__name__}")
+    return record
