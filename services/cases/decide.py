@@ -394,7 +394,12 @@ def _remember(case: CaseRecord, cmd: CaseCommand, reply: CaseReply, now_ms: int)
 
 
 def _recall(case: CaseRecord, request_id: str) -> _Seen | None:
+    # Entries start with the JSON of their request id, so a prefix test finds the one entry
+    # worth parsing without decoding the whole window on every command.
+    prefix = "[" + json.dumps(request_id, ensure_ascii=False) + ","
     for entry in reversed(case.applied):
+        if not entry.startswith(prefix):
+            continue
         try:
             rid, op, accepted, version, reason = json.loads(entry)
         except (ValueError, TypeError):
