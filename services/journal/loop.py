@@ -191,7 +191,7 @@ class AuditLoop:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._assignment = [tp for tp in self._assignment if (tp.topic, tp.partition) not in gone]
         self._paused = False
-        log.info("journal partitions revoked", extra={"partitions": sorted(p for _, p in gone)})
+        log.info("journal partitions revoked", extra={"partitions": sorted({p for _, p in gone})})
 
     # --- the loop ----------------------------------------------------------------------------
 

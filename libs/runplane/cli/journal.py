@@ -64,7 +64,7 @@ def runs_list(
         return
     table = Table(title=f"runs ({len(runs)})", title_justify="left")
     for col in ("run", "status", "capability", "case", "era", "tokens", "units", "started", "verdict"):
-        table.add_column(col, no_wrap=col in ("run", "started"))
+        table.add_column(col, min_width=3 if col == "era" else None, overflow="fold")
     for r in runs:
         table.add_row(
             r.run_id, str(r.status or ""), r.capability or "", r.case_id or "", str(r.era),
@@ -136,7 +136,8 @@ def journal_show(
         return
     table = Table(title=f"journal of {run_id} (partition {history.partition})", title_justify="left")
     for col in ("seq", "era", "kind", "call", "family/name", "cost", "stamp", "hash", "verdict"):
-        table.add_column(col, no_wrap=True)
+        # small numbers must stay readable when a narrow terminal squeezes the table
+        table.add_column(col, min_width=3 if col in ("seq", "era", "call") else None, overflow="fold")
     for r, (_, f) in zip(history.records, report.findings, strict=True):
         cost = "" if r.cost is None else f"{r.cost.tokens_in}+{r.cost.tokens_out} tok {r.cost.units:g}u"
         table.add_row(
