@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["canonical_bytes", "canonical_json", "format_float", "sha256_hex"]
@@ -58,14 +59,14 @@ def sha256_hex(data: bytes) -> str:
 
 def _encode(value: Any, out: list[str]) -> None:
     # bool before int: bool is a subclass of int in Python.
-    if value is None:
+    if isinstance(value, str):
+        out.append(_encode_str(value))
+    elif value is None:
         out.append("null")
     elif value is True:
         out.append("true")
     elif value is False:
         out.append("false")
-    elif isinstance(value, str):
-        out.append(_encode_str(value))
     elif isinstance(value, int):
         out.append(int.__repr__(value))
     elif isinstance(value, float):
@@ -97,12 +98,10 @@ def _encode_object(value: Mapping[Any, Any], out: list[str]) -> None:
     out.append("}")
 
 
-def _encode_str(text: str) -> str:
-    # json.dumps(ensure_ascii=False) escapes exactly the set RFC 8785 requires (", \, and
-    # U+0000..U+001F with short forms where they exist, lowercase \u00xx otherwise) and
-    # nothing more; it is C-accelerated, which matters on the replay hot path.
-    encoded = json.dumps(text, ensure_ascii=False)
-    return encoded
+# The json module's non-ASCII string encoder escapes exactly the set RFC 8785 requires (",
+# \, and U+0000..U+001F with short forms where they exist, lowercase \u00xx otherwise) and
+# nothing more; it is the C implementation, which matters on the replay hot path.
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def format_float(value: float) -> str:

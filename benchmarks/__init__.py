@@ -1,0 +1,1 @@
+"""Micro-benchmarks: each module exposes ``run(...) -> dict`` and prints its numbers."""
