@@ -1,0 +1,393 @@
+"""The worklist's rules, pure: ``decide(task, command, now_ms, policy) -> Verdict``.
+
+One function per command type folds a command into the task's current TaskRecord (``None``
+when the task was never opened). The same function serves twice:
+
+- the single writer (the processor handler) applies it authoritatively to the restored
+  ``tasks`` table and commits the new record and any TaskDecision in one transaction;
+- the HTTP API runs it against the read model *before* producing a command, so a person gets
+  403/404/409 with the reason at once instead of a command the writer would refuse anyway.
+
+Four-eyes lives here and nowhere else:
+
+- the run's initiator can neither claim nor decide its own task;
+- a task needing N approvals needs N different principals (an approver cannot approve twice,
+  and cannot claim the task again);
+- a claim is held by one principal until decided, released, expired or closed; nobody else
+  can decide a claimed task;
+- the principal must hold the task's role (``Policy.roles_of`` — the writer loads the same
+  principals file as the API; names come from authenticated tokens, never from bodies).
+
+Expiry: a due task proceeds unattended (EXPIRED_PROCEEDED) only when it declares both
+``on_expiry=PROCEED`` and ``allow_unattended=true``. ``ESCALATE`` reopens it for
+``escalate_to`` (or the deployment's escalation role) without a further expiry. Anything else,
+including PROCEED without ``allow_unattended``, is EXPIRED_FAILED — and the comment says which
+opt-in was missing, so the record explains itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from runplane.wire import (
+    ClaimTask,
+    CloseTask,
+    DecideTask,
+    DecisionOutcome,
+    ExpireTask,
+    ExpiryPolicy,
+    OpenTask,
+    ReleaseTask,
+    TaskDecision,
+    TaskRecord,
+    TaskStatus,
+)
+
+__all__ = [
+    "ACTIVE",
+    "FINAL",
+    "Command",
+    "Policy",
+    "Refusal",
+    "Verdict",
+    "decide",
+    "due_for_expiry",
+    "op_of",
+    "refuse_reason",
+]
+
+Command = OpenTask | ClaimTask | ReleaseTask | DecideTask | ExpireTask | CloseTask
+
+ACTIVE = frozenset({TaskStatus.OPEN, TaskStatus.CLAIMED})
+FINAL = frozenset({TaskStatus.DECIDED, TaskStatus.EXPIRED, TaskStatus.CLOSED})
+
+
+class Refusal(enum.StrEnum):
+    """Why a command was not applied; the API maps these onto HTTP statuses."""
+
+    NOT_FOUND = "not_found"  # 404
+    FORBIDDEN = "forbidden"  # 403: role or four-eyes
+    CONFLICT = "conflict"  # 409: claimed by someone else, already decided, not due …
+    INVALID = "invalid"  # a malformed command (dead-lettered by the writer)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the rules need beyond the record: the principals' roles and the escalation role."""
+
+    roles_of: Callable[[str], frozenset[str]]
+    escalation_role: str = "supervisor"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The result of one command.
+
+    ``task``: the new record when it changed (None = nothing to write). ``decision``: the
+    TaskDecision for the run's inbox when the task reached a decision (or escalated).
+    ``refused`` / ``reason``: set when the command was not applied.
+    """
+
+    task: TaskRecord | None = None
+    decision: TaskDecision | None = None
+    refused: Refusal | None = None
+    reason: str = ""
+
+    @property
+    def result(self) -> str:
+        if self.refused is not None:
+            return "refused"
+        return "applied" if self.task is not None else "unchanged"
+
+
+def op_of(command: Command) -> str:
+    return {
+        OpenTask: "open",
+        ClaimTask: "claim",
+        ReleaseTask: "release",
+        DecideTask: "decide",
+        ExpireTask: "expire",
+        CloseTask: "close",
+    }[type(command)]
+
+
+def _refuse(kind: Refusal, reason: str) -> Verdict:
+    return Verdict(refused=kind, reason=reason)
+
+
+def decide(task: TaskRecord | None, command: Command, now_ms: int, policy: Policy) -> Verdict:
+    """Fold ``command`` into ``task`` (pure). See the module docstring for the rules."""
+    if isinstance(command, OpenTask):
+        return _open(task, command, now_ms)
+    if isinstance(command, ClaimTask):
+        return _claim(task, command, now_ms, policy)
+    if isinstance(command, ReleaseTask):
+        return _release(task, command, now_ms)
+    if isinstance(command, DecideTask):
+        return _decide(task, command, now_ms, policy)
+    if isinstance(command, ExpireTask):
+        return _expire(task, command, now_ms, policy)
+    return _close(task, command, now_ms)
+
+
+# --- open ------------------------------------------------------------------------------------
+
+
+def _open_problem(t: OpenTask) -> str | None:
+    for name in ("task_id", "session_id", "question", "capability", "role", "initiator"):
+        if not str(getattr(t, name)).strip():
+            return f"OpenTask.{name} must not be empty"
+    if t.approvals < 1:
+        return f"OpenTask.approvals must be >= 1, got {t.approvals}"
+    if t.era < 0:
+        return f"OpenTask.era must be >= 0, got {t.era}"
+    if (
+        t.on_expiry is ExpiryPolicy.ESCALATE
+        and t.escalate_to is not None
+        and not t.escalate_to.strip()
+    ):
+        return "OpenTask.escalate_to must not be blank"
+    return None
+
+
+def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> Verdict:
+    problem = _open_problem(cmd)
+    if problem:
+        return _refuse(Refusal.INVALID, problem)
+    if task is not None:
+        # Idempotent: the executor re-sends OpenTask when it replays a run; the first one won,
+        # and whatever happened to the task since (claims, decisions) stands.
+        return Verdict()
+    return Verdict(task=TaskRecord(task=cmd, status=TaskStatus.OPEN, updated_ms=now_ms))
+
+
+# --- who may act -----------------------------------------------------------------------------
+
+
+def _actor_problem(
+    task: TaskRecord | None, principal: str, now_ms: int, policy: Policy, verb: str
+) -> Verdict | None:
+    """The refusal for ``principal`` acting on ``task`` (claim or decide), or None."""
+    if task is None:
+        return _refuse(Refusal.NOT_FOUND, "no such task")
+    t = task.task
+    if task.status in FINAL:
+        return _refuse(Refusal.CONFLICT, f"the task is already {task.status}")
+    if t.expires_ms is not None and now_ms >= t.expires_ms:
+        return _refuse(Refusal.CONFLICT, "the task has expired")
+    if principal == t.initiator:
+        return _refuse(
+            Refusal.FORBIDDEN,
+            f"four-eyes: {principal} started this run and cannot {verb} its own task",
+        )
+    if t.role not in policy.roles_of(principal):
+        return _refuse(Refusal.FORBIDDEN, f"{principal} does not hold the role {t.role!r}")
+    if principal in task.approved_by:
+        return _refuse(
+            Refusal.FORBIDDEN,
+            f"four-eyes: {principal} already approved this task; "
+            "the next approval must come from someone else",
+        )
+    if task.claimed_by is not None and task.claimed_by != principal:
+        return _refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}")
+    return None
+
+
+def refuse_reason(
+    task: TaskRecord | None, principal: str, now_ms: int, policy: Policy
+) -> Verdict | None:
+    """Whether ``principal`` may act on ``task`` at all (the page's 'may act on' filter)."""
+    return _actor_problem(task, principal, now_ms, policy, "act on")
+
+
+# --- claim / release -------------------------------------------------------------------------
+
+
+def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy) -> Verdict:
+    refused = _actor_problem(task, cmd.principal, now_ms, policy, "claim")
+    if refused is not None:
+        return refused
+    assert task is not None
+    if task.claimed_by == cmd.principal:
+        return Verdict()  # a re-sent claim: already held
+    claimed = dataclasses.replace(
+        task, status=TaskStatus.CLAIMED, claimed_by=cmd.principal, updated_ms=now_ms
+    )
+    return Verdict(task=claimed)
+
+
+def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int) -> Verdict:
+    if task is None:
+        return _refuse(Refusal.NOT_FOUND, "no such task")
+    if task.status in FINAL:
+        return _refuse(Refusal.CONFLICT, f"the task is already {task.status}")
+    if task.claimed_by is None:
+        return Verdict()  # nothing held: releasing again changes nothing
+    if task.claimed_by != cmd.principal:
+        return _refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}, not you")
+    released = dataclasses.replace(task, status=TaskStatus.OPEN, claimed_by=None, updated_ms=now_ms)
+    return Verdict(task=released)
+
+
+# --- decide ----------------------------------------------------------------------------------
+
+
+def _comment_after(task: TaskRecord, principal: str, comment: str) -> str:
+    """Single-approval tasks pass the comment through untouched (an operator's APPROVED
+    comment is the call's result as JSON); multi-approval tasks keep each person's line."""
+    if task.task.approvals == 1:
+        return comment
+    if not comment.strip():
+        return task.comment
+    line = f"{principal}: {comment}"
+    return f"{task.comment}\n{line}" if task.comment else line
+
+
+def _decision(
+    task: TaskRecord, outcome: DecisionOutcome, comment: str, by: Sequence[str], now_ms: int
+) -> TaskDecision:
+    t = task.task
+    return TaskDecision(
+        session_id=t.session_id,
+        task_id=t.task_id,
+        era=t.era,
+        call_seq=t.call_seq,
+        outcome=outcome,
+        comment=comment,
+        decided_by=tuple(by),
+        decided_ms=now_ms,
+    )
+
+
+def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Policy) -> Verdict:
+    refused = _actor_problem(task, cmd.principal, now_ms, policy, "decide")
+    if refused is not None:
+        return refused
+    assert task is not None
+    comment = _comment_after(task, cmd.principal, cmd.comment)
+    if not cmd.approve:
+        by = (*task.approved_by, cmd.principal)
+        final = dataclasses.replace(
+            task,
+            status=TaskStatus.DECIDED,
+            claimed_by=cmd.principal,  # on a decided task: who made the final decision
+            outcome=DecisionOutcome.REJECTED,
+            comment=comment,
+            updated_ms=now_ms,
+        )
+        return Verdict(final, _decision(final, DecisionOutcome.REJECTED, comment, by, now_ms))
+    approved_by = (*task.approved_by, cmd.principal)
+    if len(approved_by) < task.task.approvals:
+        # Not enough eyes yet: record this approval and put the task back for the next person.
+        partial = dataclasses.replace(
+            task,
+            status=TaskStatus.OPEN,
+            claimed_by=None,
+            approved_by=approved_by,
+            comment=comment,
+            updated_ms=now_ms,
+        )
+        return Verdict(task=partial)
+    final = dataclasses.replace(
+        task,
+        status=TaskStatus.DECIDED,
+        claimed_by=cmd.principal,
+        approved_by=approved_by,
+        outcome=DecisionOutcome.APPROVED,
+        comment=comment,
+        updated_ms=now_ms,
+    )
+    return Verdict(final, _decision(final, DecisionOutcome.APPROVED, comment, approved_by, now_ms))
+
+
+# --- expire / close --------------------------------------------------------------------------
+
+
+def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Policy) -> Verdict:
+    if task is None:
+        return _refuse(Refusal.NOT_FOUND, "no such task")
+    if task.status in FINAL:
+        return Verdict()  # decided (or closed) before it expired: nothing to do
+    t = task.task
+    if t.expires_ms is None:
+        return _refuse(Refusal.CONFLICT, "the task has no expiry")
+    at = max(cmd.at_ms, now_ms)
+    if at < t.expires_ms:
+        return _refuse(Refusal.CONFLICT, f"the task is not due until {t.expires_ms}")
+    if t.on_expiry is ExpiryPolicy.PROCEED and t.allow_unattended:
+        return _expired(
+            task,
+            DecisionOutcome.EXPIRED_PROCEEDED,
+            "expired; proceeded unattended (on_expiry=PROCEED, allow_unattended=true)",
+            now_ms,
+        )
+    if t.on_expiry is ExpiryPolicy.ESCALATE:
+        return _escalate(task, t.escalate_to or policy.escalation_role, now_ms)
+    why = (
+        "on_expiry=PROCEED without allow_unattended=true, so it did not proceed"
+        if t.on_expiry is ExpiryPolicy.PROCEED
+        else f"on_expiry={t.on_expiry}"
+    )
+    return _expired(task, DecisionOutcome.EXPIRED_FAILED, f"expired; {why}", now_ms)
+
+
+def _expired(task: TaskRecord, outcome: DecisionOutcome, comment: str, now_ms: int) -> Verdict:
+    final = dataclasses.replace(
+        task,
+        status=TaskStatus.EXPIRED,
+        claimed_by=None,
+        outcome=outcome,
+        comment=comment,
+        updated_ms=now_ms,
+    )
+    return Verdict(final, _decision(final, outcome, comment, (), now_ms))
+
+
+def _escalate(task: TaskRecord, role: str, now_ms: int) -> Verdict:
+    # Reopened for the escalation role with no further expiry: escalating again would loop,
+    # and failing it later would undo the point of asking someone more senior.
+    t = task.task
+    comment = f"expired; escalated from role {t.role!r} to {role!r}"
+    reopened_task = dataclasses.replace(
+        t, role=role, expires_ms=None, on_expiry=ExpiryPolicy.FAIL, escalate_to=None
+    )
+    reopened = dataclasses.replace(
+        task,
+        task=reopened_task,
+        status=TaskStatus.OPEN,
+        claimed_by=None,
+        outcome=DecisionOutcome.ESCALATED,
+        comment=comment,
+        updated_ms=now_ms,
+    )
+    return Verdict(reopened, _decision(reopened, DecisionOutcome.ESCALATED, comment, (), now_ms))
+
+
+def _close(task: TaskRecord | None, cmd: CloseTask, now_ms: int) -> Verdict:
+    if task is None or task.status in FINAL:
+        return Verdict()  # the run ended with no open task here: nothing to close
+    closed = dataclasses.replace(
+        task, status=TaskStatus.CLOSED, claimed_by=None, comment=cmd.reason, updated_ms=now_ms
+    )
+    return Verdict(task=closed)
+
+
+# --- the tick --------------------------------------------------------------------------------
+
+
+def due_for_expiry(task: TaskRecord, now_ms: int) -> bool:
+    """True when ``task`` is still active and past its expiry instant."""
+    exp = task.task.expires_ms
+    return task.status in ACTIVE and exp is not None and now_ms >= exp
+
+
+def answer_value(task: TaskRecord) -> object:
+    """The run's proposed answer as JSON, or the raw text when it is not JSON."""
+    try:
+        return json.loads(task.task.answer_json)
+    except ValueError:
+        return task.task.answer_json

@@ -1,0 +1,268 @@
+"""The worklist's pure rules: four-eyes, N approvals, claims, roles, the expiry matrix."""
+
+from __future__ import annotations
+
+import pytest
+from runplane.wire import (
+    ClaimTask,
+    CloseTask,
+    DecideTask,
+    DecisionOutcome,
+    ExpireTask,
+    ExpiryPolicy,
+    OpenTask,
+    ReleaseTask,
+    TaskKind,
+    TaskRecord,
+    TaskStatus,
+    decode,
+    encode,
+)
+
+from services.worklist.decide import Command, Policy, Refusal, Verdict, decide, due_for_expiry
+
+pytestmark = pytest.mark.unit
+
+ROLES = {
+    "ivan": frozenset({"finance"}),  # the runs' initiator, who also holds the role
+    "ada": frozenset({"finance"}),
+    "bob": frozenset({"finance"}),
+    "cy": frozenset({"support"}),
+    "sue": frozenset({"supervisor"}),
+}
+POLICY = Policy(roles_of=lambda name: ROLES.get(name, frozenset()), escalation_role="supervisor")
+
+
+def opened(**overrides: object) -> OpenTask:
+    fields: dict[str, object] = {
+        "task_id": "run-1/0/1",
+        "session_id": "run-1",
+        "era": 0,
+        "call_seq": 1,
+        "kind": TaskKind.APPROVAL,
+        "question": "Refund 1200 cents?",
+        "answer_json": '{"amount_cents":1200}',
+        "case_id": "case-9",
+        "capability": "refund",
+        "role": "finance",
+        "approvals": 1,
+        "initiator": "ivan",
+        "expires_ms": None,
+        "on_expiry": ExpiryPolicy.FAIL,
+        "allow_unattended": False,
+        "opened_ms": 1_000,
+    }
+    fields.update(overrides)
+    return OpenTask(**fields)  # type: ignore[arg-type]
+
+
+def fold(*commands: Command, now_ms: int = 2_000) -> tuple[TaskRecord | None, list[Verdict]]:
+    task: TaskRecord | None = None
+    verdicts = []
+    for c in commands:
+        v = decide(task, c, now_ms, POLICY)
+        verdicts.append(v)
+        if v.task is not None:
+            task = v.task
+    return task, verdicts
+
+
+def claim(who: str, at: int = 1_500) -> ClaimTask:
+    return ClaimTask(task_id="run-1/0/1", principal=who, at_ms=at)
+
+
+def approve(who: str, comment: str = "", at: int = 1_600) -> DecideTask:
+    return DecideTask(task_id="run-1/0/1", principal=who, at_ms=at, approve=True, comment=comment)
+
+
+def reject(who: str, comment: str = "") -> DecideTask:
+    return DecideTask(
+        task_id="run-1/0/1", principal=who, at_ms=1_600, approve=False, comment=comment
+    )
+
+
+def test_open_creates_an_open_task_and_a_second_open_changes_nothing() -> None:
+    task, (first, again) = fold(opened(), opened(question="something else"))
+    assert task is not None and task.status is TaskStatus.OPEN
+    assert task.task.question == "Refund 1200 cents?"
+    assert first.result == "applied" and again.result == "unchanged"
+
+
+def test_open_with_zero_approvals_is_invalid() -> None:
+    _, (v,) = fold(opened(approvals=0))
+    assert v.refused is Refusal.INVALID and "approvals" in v.reason
+
+
+def test_the_initiator_can_neither_claim_nor_decide_its_own_task() -> None:
+    _, (_, c, d) = fold(opened(), claim("ivan"), approve("ivan"))
+    for v in (c, d):
+        assert v.refused is Refusal.FORBIDDEN
+        assert "four-eyes" in v.reason and "ivan" in v.reason
+        assert v.task is None and v.decision is None
+
+
+def test_another_principal_with_the_role_approves_and_the_run_gets_the_decision() -> None:
+    task, verdicts = fold(opened(), claim("ada"), approve("ada", "ok"))
+    assert task is not None
+    assert task.status is TaskStatus.DECIDED and task.outcome is DecisionOutcome.APPROVED
+    assert task.approved_by == ("ada",)
+    decision = verdicts[-1].decision
+    assert decision is not None
+    assert (decision.session_id, decision.task_id, decision.call_seq) == ("run-1", "run-1/0/1", 1)
+    assert decision.outcome is DecisionOutcome.APPROVED
+    assert decision.decided_by == ("ada",) and decision.comment == "ok"
+
+
+def test_a_principal_without_the_role_is_refused() -> None:
+    _, (_, c) = fold(opened(), claim("cy"))
+    assert c.refused is Refusal.FORBIDDEN and "finance" in c.reason
+    _, (_, u) = fold(opened(), claim("mallory"))  # unknown to the directory: no roles at all
+    assert u.refused is Refusal.FORBIDDEN
+
+
+def test_a_claim_is_held_until_released() -> None:
+    _, verdicts = fold(opened(), claim("ada"), claim("bob"), approve("bob"), claim("ada"))
+    assert verdicts[2].refused is Refusal.CONFLICT and "claimed by ada" in verdicts[2].reason
+    assert verdicts[3].refused is Refusal.CONFLICT
+    assert verdicts[4].result == "unchanged"  # re-claiming your own claim is a no-op
+    task, verdicts = fold(
+        opened(),
+        claim("ada"),
+        ReleaseTask(task_id="run-1/0/1", principal="bob", at_ms=1),
+        ReleaseTask(task_id="run-1/0/1", principal="ada", at_ms=1),
+        claim("bob"),
+    )
+    assert verdicts[2].refused is Refusal.CONFLICT
+    assert verdicts[3].result == "applied"
+    assert task is not None and task.claimed_by == "bob" and task.status is TaskStatus.CLAIMED
+
+
+def test_two_approvals_need_two_different_principals() -> None:
+    task, verdicts = fold(
+        opened(approvals=2),
+        approve("ada", "fine"),
+        approve("ada"),
+        claim("ada"),
+        approve("bob", "agreed"),
+    )
+    first, twice, reclaim, second = verdicts[1:]
+    assert first.decision is None and first.task is not None
+    assert first.task.status is TaskStatus.OPEN and first.task.approved_by == ("ada",)
+    assert twice.refused is Refusal.FORBIDDEN and "already approved" in twice.reason
+    assert reclaim.refused is Refusal.FORBIDDEN
+    assert second.decision is not None and second.decision.outcome is DecisionOutcome.APPROVED
+    assert second.decision.decided_by == ("ada", "bob")
+    assert second.decision.comment == "ada: fine\nbob: agreed"
+    assert task is not None and task.status is TaskStatus.DECIDED
+
+
+def test_a_rejection_ends_the_task_at_once() -> None:
+    task, verdicts = fold(opened(approvals=2), approve("ada"), reject("bob", "no"))
+    d = verdicts[-1].decision
+    assert (
+        d is not None and d.outcome is DecisionOutcome.REJECTED and d.decided_by == ("ada", "bob")
+    )
+    assert (
+        task is not None and task.outcome is DecisionOutcome.REJECTED and task.claimed_by == "bob"
+    )
+    _, (after,) = fold_from(task, approve("ada"))
+    assert after.refused is Refusal.CONFLICT
+
+
+def fold_from(task: TaskRecord, *commands: Command) -> tuple[TaskRecord, list[Verdict]]:
+    out = []
+    for c in commands:
+        v = decide(task, c, 2_000, POLICY)
+        out.append(v)
+        task = v.task or task
+    return task, out
+
+
+def test_acting_on_an_unknown_task_is_not_found() -> None:
+    for cmd in (claim("ada"), approve("ada"), ReleaseTask(task_id="x", principal="ada", at_ms=1)):
+        assert decide(None, cmd, 1, POLICY).refused is Refusal.NOT_FOUND
+
+
+def test_close_ends_an_active_task_without_a_decision() -> None:
+    task, (_, _, closed) = fold(
+        opened(), claim("ada"), CloseTask(task_id="run-1/0/1", reason="run FAILED", at_ms=3)
+    )
+    assert closed.decision is None
+    assert task is not None and task.status is TaskStatus.CLOSED and task.comment == "run FAILED"
+    assert decide(task, approve("bob"), 2_000, POLICY).refused is Refusal.CONFLICT
+
+
+# --- the expiry matrix -----------------------------------------------------------------------
+
+
+def expire(policy: ExpiryPolicy, unattended: bool, escalate_to: str | None = None) -> Verdict:
+    task, _ = fold(
+        opened(
+            expires_ms=5_000, on_expiry=policy, allow_unattended=unattended, escalate_to=escalate_to
+        ),
+        claim("ada"),
+    )
+    assert task is not None and due_for_expiry(task, 5_000) and not due_for_expiry(task, 4_999)
+    return decide(task, ExpireTask(task_id="run-1/0/1", at_ms=5_000), 5_000, POLICY)
+
+
+def test_both_opt_ins_proceed_unattended_and_the_decision_says_so() -> None:
+    v = expire(ExpiryPolicy.PROCEED, True)
+    assert v.task is not None and v.task.status is TaskStatus.EXPIRED
+    assert v.task.outcome is DecisionOutcome.EXPIRED_PROCEEDED
+    assert v.decision is not None and v.decision.outcome is DecisionOutcome.EXPIRED_PROCEEDED
+    assert v.decision.decided_by == ()
+    assert "unattended" in v.decision.comment
+
+
+@pytest.mark.parametrize(
+    ("policy", "unattended"),
+    [(ExpiryPolicy.PROCEED, False), (ExpiryPolicy.FAIL, True), (ExpiryPolicy.FAIL, False)],
+)
+def test_a_missing_opt_in_does_not_proceed(policy: ExpiryPolicy, unattended: bool) -> None:
+    v = expire(policy, unattended)
+    assert v.task is not None and v.task.outcome is DecisionOutcome.EXPIRED_FAILED
+    assert v.decision is not None and v.decision.outcome is DecisionOutcome.EXPIRED_FAILED
+    if policy is ExpiryPolicy.PROCEED:
+        assert "allow_unattended" in v.decision.comment
+
+
+@pytest.mark.parametrize(("escalate_to", "role"), [("cfo", "cfo"), (None, "supervisor")])
+def test_escalation_reopens_the_task_for_the_escalation_role(
+    escalate_to: str | None, role: str
+) -> None:
+    v = expire(ExpiryPolicy.ESCALATE, False, escalate_to)
+    assert v.task is not None and v.task.status is TaskStatus.OPEN and v.task.claimed_by is None
+    assert v.task.task.role == role and v.task.task.expires_ms is None
+    assert v.task.outcome is DecisionOutcome.ESCALATED
+    assert v.decision is not None and v.decision.outcome is DecisionOutcome.ESCALATED
+    if role == "supervisor":
+        done = decide(v.task, approve("sue"), 9_000, POLICY)
+        assert done.decision is not None and done.decision.outcome is DecisionOutcome.APPROVED
+
+
+def test_expiry_before_the_instant_or_after_a_decision_does_nothing() -> None:
+    task, _ = fold(opened(expires_ms=5_000))
+    assert task is not None
+    early = decide(task, ExpireTask(task_id="run-1/0/1", at_ms=4_000), 4_000, POLICY)
+    assert early.refused is Refusal.CONFLICT
+    decided, _ = fold_from(task, approve("ada"))
+    assert (
+        decide(decided, ExpireTask(task_id="run-1/0/1", at_ms=6_000), 6_000, POLICY).result
+        == "unchanged"
+    )
+
+
+def test_a_decision_after_the_expiry_instant_is_refused() -> None:
+    task, _ = fold(opened(expires_ms=5_000))
+    assert task is not None
+    late = decide(task, approve("ada", at=5_001), 5_001, POLICY)
+    assert late.refused is Refusal.CONFLICT and "expired" in late.reason
+
+
+def test_every_record_the_rules_write_round_trips_through_the_wire() -> None:
+    _, verdicts = fold(opened(approvals=2), approve("ada", "x"), approve("bob", "y"))
+    written = [r for v in verdicts for r in (v.task, v.decision) if r is not None]
+    assert len(written) == 4
+    for record in written:
+        assert decode(encode(record)) == record
