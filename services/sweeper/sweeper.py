@@ -16,7 +16,9 @@ consequences (the obligation's status, the sealed sweep run, the follow-up admis
 
 Instances share one consumer group, so each partition of ``cases`` is swept by one instance
 at a time; during a rebalance two may briefly sweep the same partition, which only repeats
-commands. Time comes from an injected clock (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS`` shifts it,
+commands. If Redis is unreachable the loop raises and the service exits non-zero: the
+supervisor restarts it, and it resumes from the read positions stored in Redis (or rebuilds).
+Time comes from an injected clock (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS`` shifts it,
 so a test can pass ``days(1)`` without waiting).
 """
 
