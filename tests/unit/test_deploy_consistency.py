@@ -743,6 +743,21 @@ def test_the_dashboard_draws_only_documented_metrics() -> None:
     assert dashboard_metrics() - documented_metrics() == set()
 
 
+def test_the_dashboard_json_is_generated() -> None:
+    """helm/runplane/dashboards/runplane.json is what generate.py makes (run it after edits)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "dashboard_gen", DASHBOARD.with_name("generate.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert json.loads(DASHBOARD.read_text()) == module.build(), (
+        "stale: python helm/runplane/dashboards/generate.py"
+    )
+
+
 def test_the_dashboard_ships_in_the_chart(helm: str) -> None:
     (cm,) = [d for d in render_cached(helm, None) if d["metadata"]["name"].endswith("-dashboard")]
     assert json.loads(cm["data"]["runplane.json"])["uid"] == "runplane-overview"
