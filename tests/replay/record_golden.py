@@ -1,0 +1,63 @@
+"""Record the golden journals replayed by ``test_golden.py``.
+
+    .venv/bin/python tests/replay/record_golden.py
+
+Run it only when a history format change is intended; a golden journal that stops replaying
+means deployed runs would stop replaying too (change the agent under a new capability name,
+or keep the old code path, instead).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from runplane.core import REGISTRY
+from runplane.testing import Driver, FakeClock, RunView, ScriptedProvider
+from runplane.wire import to_dict
+
+import examples.refund
+import examples.triage  # noqa: F401  (registers "triage")
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _billing() -> dict[str, Any]:
+    return {
+        "fetch_invoice": lambda args, key: {"invoice_id": args["invoice_id"], "amount_cents": 1250, "currency": "EUR"},
+        "charge_card": lambda args, key: {"charge_id": "ch-golden", "idempotency_key": key, "amount_cents": args["amount_cents"]},
+        "get_charge": lambda args, key: None,
+    }
+
+
+def record_refund() -> RunView:
+    driver = Driver(REGISTRY, tools=_billing(), clock=FakeClock(1_700_000_000_000, step_ms=7))
+    run = driver.run("refund", {"invoice_id": "inv-golden", "reason": "duplicate"}, session_id="golden-refund")
+    return driver.decide(run.session_id, "APPROVED", by=("bob",))
+
+
+def record_triage() -> RunView:
+    driver = Driver(REGISTRY, providers={"openai": ScriptedProvider(["outage, clearly"], name="openai")},
+                    clock=FakeClock(1_700_000_000_000, step_ms=7), cases={"case-g": {"customer": "c-1"}})
+    return driver.run("triage", {"ticket": "Nothing loads since 9:00"}, session_id="golden-triage", case_id="case-g")
+
+
+def dump(run: RunView) -> dict[str, Any]:
+    return {
+        "snapshot": to_dict(run.snapshot),
+        "journal": [to_dict(r) for r in run.journal],
+        "results": [to_dict(e) for _, e in sorted(run.results.items())],
+    }
+
+
+def main() -> None:
+    GOLDEN.mkdir(exist_ok=True)
+    for name, run in (("refund_approved", record_refund()), ("triage_case_deadline", record_triage())):
+        path = GOLDEN / f"{name}.json"
+        path.write_text(json.dumps(dump(run), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {path} ({len(run.journal)} records, {len(run.results)} results)")
+
+
+if __name__ == "__main__":
+    main()
