@@ -30,7 +30,7 @@ from runplane.errors import RunplaneError
 from runplane.runs import RunHistory
 from runplane.wire import AuditRecord, RunStatus, to_dict
 
-from services.journal.auth import AUDITOR, Readers
+from services.journal.auth import AUDITOR, Readers, bearer_token
 from services.journal.chain import bodies_of, verify_records
 from services.journal.index import RunFilter, RunIndex
 from services.journal.summary import RunSummary, summarize
@@ -99,13 +99,6 @@ def _run_out(s: RunSummary) -> RunOut:
     return RunOut.model_validate(s.to_json())
 
 
-def _bearer(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
-    scheme, _, token = authorization.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def build_api(
     index: Callable[[], RunIndex | None], reader: RunReader, readers: Readers, *, title: str = "runplane journal"
 ) -> FastAPI:
@@ -162,7 +155,7 @@ def build_api(
         authorization: str | None = Header(None),
     ) -> JournalOut:
         if bodies:
-            token = _bearer(authorization)
+            token = bearer_token(authorization)
             if token is None:
                 raise HTTPException(401, "bodies need a bearer token", headers={"WWW-Authenticate": "Bearer"})
             principal = readers.authenticate(token)
