@@ -543,11 +543,11 @@ def test_chart_calendars_parse(helm: str) -> None:
 
 
 def principals_problems(content: str, where: str) -> Problems:
-    """The principals file parses as the services read it (services/journal/auth.py)."""
-    from services.journal.auth import Readers
+    """The principals file parses as the worklist and the journal read it (runplane.auth)."""
+    from runplane.auth import Principals
 
     try:
-        Readers.from_data(yaml.safe_load(content), where)
+        Principals.from_data(yaml.safe_load(content), where)
     except Exception as exc:  # ConfigError, or worse: either way the file is unusable
         return [f"{where}: {exc}"]
     return []
