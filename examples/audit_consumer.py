@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
-            "group.id": args.group or f"audit-reader-{uuid.uuid4().hex[:8]}",
+            "group.id": args.group or f"audit-reader-{uuid.uuid4().hex[:8]}",  # runplane: allow RPL004 (not agent code)
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest" if args.from_beginning else "latest",
             "enable.auto.commit": True,

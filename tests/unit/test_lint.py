@@ -55,6 +55,11 @@ def test_a_from_import_is_reported_where_imported_and_where_used() -> None:
     assert [(f.code, f.line) for f in findings] == [("RPL001", 1), ("RPL001", 3)]
 
 
+def test_a_line_can_be_exempted_by_code() -> None:
+    source = "import uuid\na = uuid.uuid4()  # runplane: allow RPL004\nb = uuid.uuid4()  # runplane: allow RPL001\n"
+    assert [(f.code, f.line) for f in lint_source(source)] == [("RPL004", 3)]
+
+
 def test_registering_an_agent_that_reads_the_clock_is_refused() -> None:
     registry = AgentRegistry()
     source = textwrap.dedent(

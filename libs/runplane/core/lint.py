@@ -8,6 +8,8 @@ replay by the witness check and quarantines the run instead of corrupting it.
 
 Anything inside the arguments of a ``ctx.observe(...)`` call is allowed: observing is the
 sanctioned way to read a non-deterministic value once and have it served from the journal.
+A line of code that is not agent code (a CLI helper next to the agents, say) can be exempted
+with a trailing ``# runplane: allow RPL004`` (codes comma-separated; no codes = all).
 
 ``runplane lint PATH`` (``runplane.cli.lint``) runs it over files; ``@agent`` runs it over
 the agent function when it is registered.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -178,12 +181,28 @@ def _module_aliases(tree: ast.AST) -> dict[str, str]:
     return aliases
 
 
+_ALLOW = re.compile(r"#\s*runplane:\s*allow\b([^#]*)")
+
+
+def _allowed(findings: Iterable[Finding], source: str, first_line: int = 1) -> list[Finding]:
+    """Drop findings on lines that carry a ``# runplane: allow [CODES]`` marker."""
+    lines = source.splitlines()
+    kept = []
+    for finding in findings:
+        index = finding.line - first_line
+        match = _ALLOW.search(lines[index]) if 0 <= index < len(lines) else None
+        codes = set(re.findall(r"RPL\d{3}", match.group(1))) if match else set()
+        if match is None or (codes and finding.code not in codes):
+            kept.append(finding)
+    return sorted(kept)
+
+
 def lint_source(source: str, path: str = "<string>") -> list[Finding]:
     """Check one module's source; return the findings sorted by position."""
     tree = ast.parse(source, filename=path)
     checker = _Checker(path, {})
     checker.visit(tree)
-    return sorted(checker.findings)
+    return _allowed(checker.findings, source)
 
 
 def _iter_python_files(paths: Iterable[Path]) -> Iterator[Path]:
@@ -222,4 +241,4 @@ def lint_function(fn: Callable[..., Any]) -> list[Finding]:
     ast.increment_lineno(tree, first_line - 1)
     checker = _Checker(file, aliases)
     checker.visit(tree)
-    return sorted(checker.findings)
+    return _allowed(checker.findings, source, first_line)
