@@ -293,6 +293,8 @@ class Runtime:
         self._prior: dict[tuple[str, str, str], deque[ResultEntry]] = {}
         self._prior_doubt: InFlight | None = None
         self._verify_only = False
+        self._pending_live: LiveCall | None = None
+        self._era_started_ms = 0  # 0: the era began at started_ms (era 0)
         self._now = started_ms
         self._out = _Out()
         self._status_before = self._status
@@ -381,6 +383,7 @@ class Runtime:
         rt._output_json = snapshot.output_json
         rt._error = snapshot.error
         rt._updated_ms = snapshot.updated_ms
+        rt._era_started_ms = snapshot.era_started_ms
         rt.clock_ms = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
         return rt
 
@@ -401,8 +404,6 @@ class Runtime:
         self._era_started_ms = self._now
         self._emit(JournalKind.RUN_RESTORED, attrs={"from_era": str(old), "checkpoint": "yes" if self.restored is not None else "no"})
 
-    _era_started_ms: int = 0
-
     # ------------------------------------------------------------------ public API
     @property
     def status(self) -> RunStatus:
@@ -416,8 +417,6 @@ class Runtime:
     def outstanding(self) -> LiveCall | None:
         """The live call this run waits for (None when parked on something else or idle)."""
         return None if self._waiting is None or self._waiting.kind not in ("live", "probe") else self._pending_live
-
-    _pending_live: LiveCall | None = None
 
     @property
     def ended(self) -> bool:
