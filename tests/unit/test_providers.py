@@ -164,3 +164,22 @@ async def test_missing_url_argument_is_terminal(billing: FakeBillingServer) -> N
 
 def test_read_counts_of_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_counts(tmp_path / "nope.json").charges == {}
+
+
+async def test_billing_via_tag_reports_charges_in_flight(tmp_path: Path) -> None:
+    import asyncio
+
+    with FakeBillingServer(charge_delay_s=0.3) as billing:
+        charge = billing_tools(billing.url + "/via/a")["charge_card"]
+        call = asyncio.create_task(
+            charge.call({"invoice_id": "i", "amount_cents": 5}, idempotency_key="k1")
+        )
+        for _ in range(100):
+            if billing.charges_in_flight("a"):
+                break
+            await asyncio.sleep(0.01)
+        during = (billing.charges_in_flight("a"), billing.charges_in_flight("b"))
+        await call
+        assert during == (1, 0)
+        assert billing.charges_in_flight("a") == 0
+        assert billing.counts().charges == {"k1": 1}

@@ -15,7 +15,9 @@ test in another process reads them with :func:`read_counts`.
 
 A charge is applied and counted *before* the optional ``charge_delay_s`` sleep, so a test can
 kill an executor while the reply is in flight: the peer did the work, the caller never learned
-it — the in-doubt case.
+it — the in-doubt case. Every route is also served under ``/via/{tag}/…``: a test gives each
+client its own tag and :meth:`FakeBillingServer.charges_in_flight` says whose charge is
+waiting for its reply right now.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class FakeBillingServer:
         self._charge_calls: Counter[str] = Counter()
         self._fetch_calls: Counter[str] = Counter()
         self._probe_calls: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
         self._server = LoopbackServer(self._route, port=port)
 
     @property
@@ -129,12 +132,20 @@ class FakeBillingServer:
         tmp.write_text(json.dumps(self._snapshot().to_json(), sort_keys=True))
         os.replace(tmp, self.counts_path)
 
+    def charges_in_flight(self, tag: str = "") -> int:
+        """Charges applied under ``/via/{tag}`` whose reply has not been sent yet."""
+        with self._lock:
+            return self._in_flight[tag]
+
     def _route(self, req: Request) -> Response:
         parts = [unquote(p) for p in req.path.split("/") if p]
+        tag = ""
+        if len(parts) >= 2 and parts[0] == "via":
+            tag, parts = parts[1], parts[2:]
         if req.method == "GET" and len(parts) == 2 and parts[0] == "invoices":
             return self._fetch_invoice(parts[1])
         if req.method == "POST" and parts == ["charges"]:
-            return self._charge(req)
+            return self._charge(req, tag)
         if req.method == "GET" and len(parts) == 2 and parts[0] == "charges":
             return self._probe(parts[1])
         return Response(404, {"error": {"message": f"no route {req.method} {req.path}"}})
@@ -152,7 +163,7 @@ class FakeBillingServer:
             },
         )
 
-    def _charge(self, req: Request) -> Response:
+    def _charge(self, req: Request, tag: str) -> Response:
         key = req.headers.get("idempotency-key", "")
         body = req.body or {}
         invoice_id = body.get("invoice_id")
@@ -167,8 +178,13 @@ class FakeBillingServer:
             self._charge_calls[key] += 1
             charge = self._charges.setdefault(key, _new_charge(key, invoice_id, amount))
             self._persist()
-        if self.charge_delay_s > 0:
-            time.sleep(self.charge_delay_s)
+            self._in_flight[tag] += 1
+        try:
+            if self.charge_delay_s > 0:
+                time.sleep(self.charge_delay_s)
+        finally:
+            with self._lock:
+                self._in_flight[tag] -= 1
         return Response(200, charge)
 
     def _probe(self, key: str) -> Response:
