@@ -105,7 +105,7 @@ def _approve_open_tasks(settings: Settings, producer: Producer, decided: set[str
                 settings,
                 "runs.inbox",
                 record.session_id,
-                TaskDecision(  # type: ignore[arg-type]
+                TaskDecision(
                     session_id=record.session_id,
                     task_id=record.task_id,
                     era=record.era,
