@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runplane.stack import _kafka, _redis
+from runplane.stack import _kafka, _platform, _redis
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError, StackStartTimeout
 from runplane.stack._process import (
@@ -48,6 +48,9 @@ class ComponentStatus:
     pid: int | None = None
     detail: str = ""
     action: str = ""
+    # Kafka and Redis are required; platform processes (``runplane serve all``, the fakes)
+    # are shown and stopped, but their absence does not make the stack "not ready".
+    required: bool = True
 
     @property
     def ready(self) -> bool:
@@ -63,7 +66,7 @@ class StackReport:
 
     @property
     def ready(self) -> bool:
-        return all(c.ready for c in self.components)
+        return all(c.ready for c in self.components if c.required)
 
     def component(self, name: str) -> ComponentStatus:
         return next(c for c in self.components if c.name == name)
@@ -123,10 +126,18 @@ def _observe(config: StackConfig, name: str, action: str = "") -> ComponentStatu
     return ComponentStatus(name, "stopped", address, None, "", action)
 
 
+def _platform_status(config: StackConfig) -> tuple[ComponentStatus, ...]:
+    return tuple(
+        ComponentStatus(o.name, o.state, o.address, o.pid, o.detail, required=False)
+        for o in _platform.observe(config)
+    )
+
+
 def status(config: StackConfig) -> StackReport:
-    """The state of Kafka and Redis now (no side effects beyond clearing stale pid files)."""
+    """The state of Kafka and Redis now, and of any platform process started from this state
+    dir (no side effects beyond clearing stale pid files)."""
     started = time.monotonic()
-    components = (_observe(config, KAFKA), _observe(config, REDIS))
+    components = (_observe(config, KAFKA), _observe(config, REDIS), *_platform_status(config))
     return StackReport(components, time.monotonic() - started)
 
 
@@ -241,19 +252,38 @@ def _stop(config: StackConfig, name: str, progress: Progress | None) -> Componen
     )
 
 
+def _stop_platform(config: StackConfig, progress: Progress | None) -> tuple[ComponentStatus, ...]:
+    out: list[ComponentStatus] = []
+    for name in _platform.recorded_names(config):
+        began = time.monotonic()
+        if progress and _platform.owned(config, name) is not None:
+            progress(f"stopping {name}")
+        address, pid, killed = _platform.stop(config, name)
+        if pid is None:
+            continue  # recorded but already gone: nothing to report
+        how = "killed after SIGTERM timed out" if killed else "stopped"
+        action = f"{how} in {time.monotonic() - began:.1f}s"
+        out.append(ComponentStatus(name, "stopped", address, None, "", action, required=False))
+    return tuple(out)
+
+
 def down(
     config: StackConfig, *, wipe: bool = False, progress: Progress | None = None
 ) -> StackReport:
-    """Stop what ``up`` started (SIGTERM, then SIGKILL), leaving no process behind.
+    """Stop what ``up`` (and ``runplane demo``) started (SIGTERM, then SIGKILL), leaving no
+    process behind.
 
     ``wipe`` also deletes Kafka's and Redis's data, so the next ``up`` formats fresh storage.
     """
     started = time.monotonic()
     with _locked(config):
+        # Platform processes first: they commit or abort their transactions on SIGTERM, which
+        # needs the broker still up.
+        platform = _stop_platform(config, progress)
         kafka_status = _stop(config, KAFKA, progress)
         redis_status = _stop(config, REDIS, progress)
         if wipe:
             shutil.rmtree(config.kafka_dir, ignore_errors=True)
             shutil.rmtree(config.redis_dir, ignore_errors=True)
             shutil.rmtree(config.logs_dir, ignore_errors=True)
-    return StackReport((kafka_status, redis_status), time.monotonic() - started)
+    return StackReport((kafka_status, redis_status, *platform), time.monotonic() - started)
