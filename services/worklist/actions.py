@@ -1,0 +1,203 @@
+"""What a person can do on the worklist, shared by the HTTP API and the web page.
+
+Every action takes the :class:`~runplane.auth.Principal` the request authenticated as — never
+a name from a body — checks it with the same pure rules the single writer runs, sends the
+command through the :class:`~services.worklist.gateway.Gateway` and answers with the record
+the writer produced, or an :class:`ActionError` carrying the HTTP status and the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from runplane.auth import Principal
+from runplane.errors import WireError
+from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskRecord, TaskStatus
+
+from services.worklist import metrics
+from services.worklist.decide import FINAL, Policy, Refusal, Verdict, decide, refuse_reason
+from services.worklist.gateway import Sent
+
+__all__ = ["ActionError", "Filter", "Worklist"]
+
+_STATUS = {
+    Refusal.NOT_FOUND: 404,
+    Refusal.FORBIDDEN: 403,
+    Refusal.CONFLICT: 409,
+    Refusal.INVALID: 422,
+}
+
+HumanCommand = ClaimTask | ReleaseTask | DecideTask
+C = TypeVar("C", ClaimTask, ReleaseTask, DecideTask)
+
+
+class ActionError(Exception):
+    """An action refused: ``status`` is the HTTP status, ``message`` says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Store(Protocol):
+    def get(self, task_id: str) -> TaskRecord | None: ...
+    def all(self) -> list[TaskRecord]: ...
+
+
+class Sender(Protocol):
+    def send(self, command: HumanCommand) -> Sent: ...
+    def await_applied(self, sent: Sent, done: Callable[[], bool] | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``GET /api/tasks`` filters; None means any. ``actionable``: only what I may act on."""
+
+    status: TaskStatus | None = None
+    role: str | None = None
+    case_id: str | None = None
+    actionable: bool = False
+    limit: int = 200
+
+
+Clock = Callable[[], int]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Worklist:
+    """The actions; ``store`` is the read model, ``sender`` the way to the writer."""
+
+    def __init__(
+        self, store: Store, sender: Sender, policy: Policy, *, clock: Clock = _wall_ms
+    ) -> None:
+        self._store = store
+        self._sender = sender
+        self.policy = policy
+        self._clock = clock
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def list(self, who: Principal, f: Filter) -> list[TaskRecord]:
+        now = self._clock()
+        out = []
+        for task in self._store.all():
+            if f.status is not None and task.status is not f.status:
+                continue
+            if f.role is not None and task.task.role != f.role:
+                continue
+            if f.case_id is not None and task.task.case_id != f.case_id:
+                continue
+            if f.actionable and self.why_not(who, task, now) is not None:
+                continue
+            out.append(task)
+        # Oldest open first (who has waited longest), then finished work newest first.
+        out.sort(
+            key=lambda t: (
+                t.status in FINAL,
+                t.task.opened_ms if t.status not in FINAL else -t.updated_ms,
+            )
+        )
+        return out[: f.limit]
+
+    def show(self, task_id: str) -> TaskRecord:
+        task = self._store.get(task_id)
+        if task is None:
+            raise ActionError(404, f"no task {task_id!r}")
+        return task
+
+    def why_not(self, who: Principal, task: TaskRecord, now_ms: int | None = None) -> str | None:
+        """None when ``who`` may act on ``task`` now, else the reason."""
+        verdict = refuse_reason(
+            task, who.name, self._clock() if now_ms is None else now_ms, self.policy
+        )
+        return None if verdict is None else verdict.reason
+
+    # --- acting ------------------------------------------------------------------------------
+
+    def claim(self, who: Principal, task_id: str) -> TaskRecord:
+        cmd = _build(ClaimTask, task_id=task_id, principal=who.name, at_ms=self._clock())
+        return self._act(
+            "claim", cmd, lambda t: t.claimed_by == who.name or who.name in t.approved_by
+        )
+
+    def release(self, who: Principal, task_id: str) -> TaskRecord:
+        cmd = _build(ReleaseTask, task_id=task_id, principal=who.name, at_ms=self._clock())
+        return self._act("release", cmd, lambda t: t.claimed_by != who.name)
+
+    def decide(self, who: Principal, task_id: str, approve: bool, comment: str) -> TaskRecord:
+        cmd = _build(
+            DecideTask,
+            task_id=task_id,
+            principal=who.name,
+            at_ms=self._clock(),
+            approve=approve,
+            comment=comment,
+        )
+        if approve:
+            return self._act("decide", cmd, lambda t: who.name in t.approved_by)
+        return self._act(
+            "decide",
+            cmd,
+            lambda t: t.status is TaskStatus.DECIDED and t.claimed_by == who.name,
+        )
+
+    def _act(
+        self, action: str, cmd: HumanCommand, shows: Callable[[TaskRecord], bool]
+    ) -> TaskRecord:
+        try:
+            return self._act_checked(cmd, shows)
+        except ActionError as exc:
+            metrics.API_REQUESTS.labels(action, str(exc.status)).inc()
+            raise
+
+    def _act_checked(self, cmd: HumanCommand, shows: Callable[[TaskRecord], bool]) -> TaskRecord:
+        action = type(cmd).__name__.removesuffix("Task").lower()
+        current = self._store.get(cmd.task_id)
+        verdict = decide(current, cmd, self._clock(), self.policy)
+        _raise_refusal(verdict)
+        if verdict.task is None:
+            assert current is not None
+            metrics.API_REQUESTS.labels(action, "200").inc()
+            return current  # nothing to change (e.g. claiming what you already hold)
+        sent = self._sender.send(cmd)
+
+        predicted = verdict.task.updated_ms
+
+        def visible() -> bool:
+            # A shortcut only: the read model already shows the outcome this command asks for.
+            t = self._store.get(cmd.task_id)
+            return t is not None and t.updated_ms >= predicted and shows(t)
+
+        self._sender.await_applied(sent, visible)
+        after = self._store.get(cmd.task_id)
+        if after is not None and shows(after):
+            metrics.API_REQUESTS.labels(action, "200").inc()
+            return after
+        # The writer refused it: someone else's command got there first. Say why, from the
+        # record as it is now.
+        again = decide(after, cmd, self._clock(), self.policy)
+        _raise_refusal(again)
+        raise ActionError(409, "the task changed while your request was on its way; reload it")
+
+
+def _build(kind: type[C], **fields: Any) -> C:
+    """The command, or a 422 when a field cannot go on the wire (the record validates itself)."""
+    try:
+        return kind(**fields)
+    except WireError as exc:
+        raise ActionError(422, str(exc)) from exc
+
+
+def _raise_refusal(verdict: Verdict) -> None:
+    if verdict.refused is not None:
+        raise ActionError(_STATUS[verdict.refused], verdict.reason)

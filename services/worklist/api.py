@@ -1,0 +1,247 @@
+"""The worklist's HTTP API (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
+
+Every endpoint needs ``Authorization: Bearer <token>``; the token names the principal (name,
+roles) from the deployment's principals file. Bodies carry no actor: who acts is who
+authenticated.
+
+- ``GET /api/me`` — who the token belongs to.
+- ``GET /api/tasks`` — tasks from the read model; filters ``status``, ``role``, ``case``,
+  ``actionable`` (only what you may act on now), ``limit``.
+- ``GET /api/tasks/{task_id}`` — one task, with the run's proposed answer.
+- ``POST /api/tasks/{task_id}/claim`` · ``/release`` · ``/decide`` (``{"decision":
+  "approve"|"reject", "comment": "…"}``) — answered once the single writer has applied (or
+  refused) the command; the body is the task as the writer left it.
+
+Statuses: 401 missing/unknown token, 403 wrong role or a four-eyes violation (with the
+reason), 404 unknown task, 409 a conflict (claimed by someone else, already decided, expired),
+422 a malformed request, 503 when Kafka or Redis does not answer in time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import redis
+from confluent_kafka import KafkaException
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+from runplane.auth import Principal, Principals, bearer_token
+from runplane.errors import RetryableError
+from runplane.wire import TaskRecord, TaskStatus
+
+from services.worklist.actions import ActionError, Filter, Worklist
+from services.worklist.decide import answer_value
+
+__all__ = ["TaskOut", "build_api", "task_out"]
+
+# Task ids are `<session>/<era>/<call_seq>` (slashes included), so the path segment is a
+# path converter; the pattern keeps control characters out of ids, logs and HTML.
+TaskId = Annotated[
+    str, Path(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$", description="task id")
+]
+Text = Annotated[str, Query(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+_AUTH = {"WWW-Authenticate": "Bearer"}
+
+
+class TaskOut(BaseModel):
+    task_id: str
+    session_id: str
+    era: int
+    call_seq: int | None
+    kind: str = Field(description="APPROVAL or OPERATOR")
+    question: str
+    answer: Any = Field(description="The run's proposed answer (parsed JSON, or the raw text)")
+    case_id: str | None
+    capability: str
+    role: str = Field(description="The role that must decide")
+    approvals: int = Field(description="Distinct approvals needed")
+    approved_by: list[str]
+    initiator: str
+    status: str = Field(description="OPEN, CLAIMED, DECIDED, EXPIRED or CLOSED")
+    claimed_by: str | None = Field(
+        description="Holder of the claim; on a decided task, who decided"
+    )
+    outcome: str | None
+    comment: str
+    expires_ms: int | None
+    on_expiry: str
+    allow_unattended: bool
+    escalate_to: str | None
+    opened_ms: int
+    updated_ms: int
+    you_may_act: bool = Field(description="Whether the caller may claim/decide it now")
+    why_not: str | None = Field(None, description="Why the caller may not act, when not")
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskOut]
+
+
+class Me(BaseModel):
+    name: str
+    roles: list[str]
+
+
+class DecideIn(BaseModel):
+    decision: Literal["approve", "reject"]
+    comment: str = Field("", max_length=4000)
+
+    @field_validator("comment")
+    @classmethod
+    def _encodable(cls, v: str) -> str:
+        # JSON can spell lone surrogates ("\\ud800"); they cannot go on the wire as UTF-8.
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError("comment must be valid Unicode text") from exc
+        return v
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "missing or unknown token"},
+    403: {"model": Problem, "description": "wrong role or four-eyes violation"},
+    404: {"model": Problem, "description": "unknown task"},
+    409: {"model": Problem, "description": "conflict: claimed by someone else, decided, expired"},
+    503: {"model": Problem, "description": "Kafka or Redis did not answer in time"},
+}
+
+
+def task_out(task: TaskRecord, worklist: Worklist, who: Principal) -> TaskOut:
+    t = task.task
+    why = worklist.why_not(who, task)
+    return TaskOut(
+        task_id=t.task_id,
+        session_id=t.session_id,
+        era=t.era,
+        call_seq=t.call_seq,
+        kind=str(t.kind),
+        question=t.question,
+        answer=answer_value(task),
+        case_id=t.case_id,
+        capability=t.capability,
+        role=t.role,
+        approvals=t.approvals,
+        approved_by=list(task.approved_by),
+        initiator=t.initiator,
+        status=str(task.status),
+        claimed_by=task.claimed_by,
+        outcome=None if task.outcome is None else str(task.outcome),
+        comment=task.comment,
+        expires_ms=t.expires_ms,
+        on_expiry=str(t.on_expiry),
+        allow_unattended=t.allow_unattended,
+        escalate_to=t.escalate_to,
+        opened_ms=t.opened_ms,
+        updated_ms=task.updated_ms,
+        you_may_act=why is None,
+        why_not=why,
+    )
+
+
+class AsciiJSON(JSONResponse):
+    """JSON escaped to ASCII: a lone surrogate echoed back in a 422 cannot break encoding."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, default=str).encode()
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Backends that do not answer are 503 with the reason (never a 500)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return AsciiJSON({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+
+    @app.exception_handler(redis.RedisError)
+    async def _redis(_: Request, exc: redis.RedisError) -> JSONResponse:
+        return AsciiJSON({"detail": f"task read model unavailable: {exc}"}, status_code=503)
+
+    @app.exception_handler(KafkaException)
+    async def _kafka(_: Request, exc: KafkaException) -> JSONResponse:
+        return AsciiJSON({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+
+    @app.exception_handler(RetryableError)
+    async def _retry(_: Request, exc: RetryableError) -> JSONResponse:
+        return AsciiJSON({"detail": f"{exc}; try again"}, status_code=503)
+
+    @app.exception_handler(ActionError)
+    async def _refused(_: Request, exc: ActionError) -> JSONResponse:
+        return AsciiJSON({"detail": exc.message}, status_code=exc.status)
+
+
+def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    """The caller, from the bearer token and nothing else (401 without a known token)."""
+    token = bearer_token(authorization)
+    if token is None:
+        raise HTTPException(401, "a bearer token is required", headers=_AUTH)
+    principals: Principals = request.app.state.principals
+    who = principals.authenticate(token)
+    if who is None:
+        raise HTTPException(401, "unknown token", headers=_AUTH)
+    return who
+
+
+Who = Annotated[Principal, Depends(principal)]
+
+
+def build_api(worklist: Worklist, principals: Principals) -> FastAPI:
+    app = FastAPI(
+        title="runplane worklist",
+        version="1",
+        description=__doc__,
+        default_response_class=AsciiJSON,
+    )
+    app.state.principals = principals
+    install_error_handlers(app)
+
+    @app.get("/api/me", response_model=Me, responses=_ERRORS, summary="Who the token belongs to")
+    def me(who: Who) -> Me:
+        return Me(name=who.name, roles=sorted(who.roles))
+
+    @app.get("/api/tasks", response_model=TaskList, responses=_ERRORS, summary="List tasks")
+    def list_tasks(
+        who: Who,
+        status: TaskStatus | None = None,
+        role: Text | None = None,
+        case: Text | None = None,
+        actionable: bool = Query(False, description="only tasks you may act on now"),
+        limit: int = Query(200, ge=1, le=1000),
+    ) -> TaskList:
+        f = Filter(status, role, case, actionable, limit)
+        return TaskList(tasks=[task_out(t, worklist, who) for t in worklist.list(who, f)])
+
+    # The POST routes come first: a GET for ".../claim" must fall through to the show route.
+    @app.post("/api/tasks/{task_id:path}/claim", response_model=TaskOut, responses=_ERRORS)
+    def claim(task_id: TaskId, who: Who) -> TaskOut:
+        """Claim the task: nobody else can decide it until you decide or release it."""
+        return task_out(worklist.claim(who, task_id), worklist, who)
+
+    @app.post("/api/tasks/{task_id:path}/release", response_model=TaskOut, responses=_ERRORS)
+    def release(task_id: TaskId, who: Who) -> TaskOut:
+        """Give your claim back."""
+        return task_out(worklist.release(who, task_id), worklist, who)
+
+    @app.post("/api/tasks/{task_id:path}/decide", response_model=TaskOut, responses=_ERRORS)
+    def decide(task_id: TaskId, body: DecideIn, who: Who) -> TaskOut:
+        """Approve or reject, with a comment. An unclaimed task is claimed and decided at once."""
+        task = worklist.decide(who, task_id, body.decision == "approve", body.comment)
+        return task_out(task, worklist, who)
+
+    @app.get("/api/tasks/{task_id:path}", response_model=TaskOut, responses=_ERRORS)
+    def show(task_id: TaskId, who: Who) -> TaskOut:
+        """One task, with the question and the run's proposed answer."""
+        return task_out(worklist.show(task_id), worklist, who)
+
+    return app
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,382 @@
+"""The worklist's web page: server-rendered HTML forms, a little JavaScript, no framework.
+
+- ``GET /`` — sign in with a token, or (signed in) the tasks waiting for you, the other open
+  tasks (with why you may not act on them) and recently finished ones.
+- ``GET /tasks/{task_id}`` — the question, the run's proposed answer (pretty JSON), who has
+  approved so far, and the actions you may take: claim, release, approve or reject with a
+  comment.
+- ``POST /signin`` · ``/signout`` · ``/tasks/{task_id}/claim|release|decide`` — form posts,
+  answered with a redirect (post/redirect/get) and a one-time message.
+
+The token lives in an HttpOnly, SameSite=Strict cookie, so page scripts cannot read it and
+other sites cannot post with it; every POST also checks ``Origin`` when the browser sends it.
+Identity comes from that cookie exactly as the API's comes from the bearer header: the forms
+carry no actor field. Every value is HTML-escaped where it is placed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import html
+import json
+from collections.abc import Callable
+from pathlib import Path
+from string import Template
+from urllib.parse import parse_qs, quote
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from runplane.auth import Principal, Principals
+from runplane.errors import RetryableError
+from runplane.wire import TaskRecord, TaskStatus
+from starlette.concurrency import run_in_threadpool
+
+from services.worklist.actions import ActionError, Filter, Worklist
+from services.worklist.api import pretty
+from services.worklist.decide import ACTIVE, answer_value
+
+__all__ = ["install_page"]
+
+HERE = Path(__file__).parent
+TOKEN_COOKIE = "runplane_worklist_token"
+FLASH_COOKIE = "runplane_worklist_flash"
+_MAX_FORM = 64 * 1024
+
+_templates: dict[str, Template] = {}
+
+
+def _template(name: str) -> Template:
+    if name not in _templates:
+        _templates[name] = Template((HERE / "templates" / name).read_text(encoding="utf-8"))
+    return _templates[name]
+
+
+def e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def task_href(task_id: str, action: str = "") -> str:
+    return "/tasks/" + quote(task_id, safe="") + (f"/{action}" if action else "")
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    stamp = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return f'<time datetime="{stamp.isoformat()}">{stamp:%Y-%m-%d %H:%M:%S} UTC</time>'
+
+
+def _flash_value(kind: str, text: str) -> str:
+    raw = json.dumps({"kind": kind, "text": text[:500]}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _read_flash(request: Request) -> tuple[str, str] | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(raw.encode()))
+        kind, text = str(data["kind"]), str(data["text"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        return None
+    return ("ok" if kind == "ok" else "error"), text
+
+
+class Page:
+    """The HTML side of the worklist, on the same app and port as the API."""
+
+    def __init__(self, worklist: Worklist, principals: Principals) -> None:
+        self.worklist = worklist
+        self.principals = principals
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def who(self, request: Request) -> Principal | None:
+        return self.principals.authenticate(request.cookies.get(TOKEN_COOKIE))
+
+    def render(
+        self, request: Request, title: str, body: str, who: Principal | None, status: int = 200
+    ) -> HTMLResponse:
+        flash = _read_flash(request)
+        flash_html = (
+            f'<p class="flash flash-{flash[0]}" role="status">{e(flash[1])}</p>' if flash else ""
+        )
+        signed = (
+            f'<span class="who">Signed in as <strong>{e(who.name)}</strong> '
+            f"({e(', '.join(sorted(who.roles)) or 'no roles')})</span>"
+            '<form method="post" action="/signout" class="inline">'
+            '<button class="link">Sign out</button></form>'
+            if who is not None
+            else ""
+        )
+        page = _template("base.html").substitute(
+            title=e(title), who=signed, flash=flash_html, content=body
+        )
+        response = HTMLResponse(page, status_code=status)
+        if flash:
+            response.delete_cookie(FLASH_COOKIE, path="/")
+        return response
+
+    @staticmethod
+    def back(to: str, kind: str, text: str) -> RedirectResponse:
+        response = RedirectResponse(to, status_code=303)
+        response.set_cookie(
+            FLASH_COOKIE, _flash_value(kind, text), path="/", httponly=True, samesite="strict"
+        )
+        return response
+
+    @staticmethod
+    def same_origin(request: Request) -> bool:
+        origin = request.headers.get("origin")
+        if origin is None:
+            return True  # not sent (older browsers, curl): the SameSite cookie still protects
+        return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+    @staticmethod
+    async def form(request: Request) -> dict[str, str]:
+        body = await request.body()
+        if len(body) > _MAX_FORM:
+            return {}
+        try:
+            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
+        except (UnicodeDecodeError, ValueError):
+            return {}
+        return {k: v[0] for k, v in parsed.items() if v}
+
+    # --- pages -------------------------------------------------------------------------------
+
+    def signin(self, request: Request, error: str = "", status: int = 200) -> HTMLResponse:
+        body = _template("signin.html").substitute(
+            error=f'<p class="flash flash-error" role="alert">{e(error)}</p>' if error else ""
+        )
+        return self.render(request, "Sign in", body, None, status)
+
+    def home(self, request: Request, who: Principal) -> HTMLResponse:
+        now = self.worklist.now_ms()
+        tasks = self.worklist.list(who, Filter(limit=1000))
+        mine = [t for t in tasks if self.worklist.why_not(who, t, now) is None]
+        others = [t for t in tasks if t.status in ACTIVE and t not in mine]
+        done = sorted((t for t in tasks if t.status not in ACTIVE), key=lambda t: -t.updated_ms)[
+            :20
+        ]
+        body = _template("home.html").substitute(
+            mine=self._table(mine, who, "Nothing is waiting for you.", reasons=False),
+            others=self._table(others, who, "No other open tasks.", reasons=True),
+            done=self._table(done, who, "Nothing decided yet.", reasons=False),
+            mine_count=len(mine),
+        )
+        return self.render(request, "Tasks", body, who)
+
+    def _table(self, tasks: list[TaskRecord], who: Principal, empty: str, *, reasons: bool) -> str:
+        if not tasks:
+            return f'<p class="empty">{e(empty)}</p>'
+        rows = []
+        for t in tasks:
+            why = self.worklist.why_not(who, t) if reasons else None
+            approvals = f"{len(t.approved_by)} of {t.task.approvals}"
+            rows.append(
+                "<tr>"
+                f'<td><a href="{e(task_href(t.task.task_id))}">{e(t.task.question)}</a>'
+                + (f'<div class="why">{e(why)}</div>' if why else "")
+                + "</td>"
+                f"<td>{_badge(t)}</td>"
+                f"<td>{e(t.task.capability)}</td>"
+                f"<td>{e(t.task.role)}</td>"
+                f"<td>{e(t.task.case_id or '—')}</td>"
+                f"<td>{approvals}</td>"
+                f"<td>{when(t.task.opened_ms)}</td>"
+                f"<td>{when(t.task.expires_ms)}</td>"
+                "</tr>"
+            )
+        return _template("table.html").substitute(rows="\n".join(rows))
+
+    def task(self, request: Request, who: Principal, task: TaskRecord) -> HTMLResponse:
+        t = task.task
+        why = self.worklist.why_not(who, task)
+        body = _template("task.html").substitute(
+            question=e(t.question),
+            badge=_badge(task),
+            answer=e(pretty(answer_value(task))),
+            details=self._details(task),
+            actions=self._actions(task, who, why),
+        )
+        return self.render(request, t.question, body, who)
+
+    @staticmethod
+    def _details(task: TaskRecord) -> str:
+        t = task.task
+        approvals = ", ".join(task.approved_by) or "nobody yet"
+        expiry = (
+            "never"
+            if t.expires_ms is None
+            else f"{when(t.expires_ms)} — then {e(_expiry_text(task))}"
+        )
+        rows: list[tuple[str, str]] = [
+            ("Task", f"<code>{e(t.task_id)}</code> ({e(t.kind)})"),
+            ("Run", f"<code>{e(t.session_id)}</code> · {e(t.capability)} · era {t.era}"),
+            ("Case", e(t.case_id or "—")),
+            ("Started by", e(t.initiator)),
+            ("Decided by role", e(t.role)),
+            ("Approvals", f"{len(task.approved_by)} of {t.approvals} ({e(approvals)})"),
+            ("Claimed by", e(task.claimed_by or "nobody")),
+            ("Opened", when(t.opened_ms)),
+            ("Expires", expiry),
+        ]
+        if task.outcome is not None:
+            rows.append(("Outcome", e(task.outcome)))
+        if task.comment:
+            rows.append(("Comment", f'<span class="pre">{e(task.comment)}</span>'))
+        return "\n".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+
+    @staticmethod
+    def _actions(task: TaskRecord, who: Principal, why: str | None) -> str:
+        t = task.task
+        if task.status not in ACTIVE:
+            return (
+                f'<p class="note">This task is {e(task.status).lower()}'
+                + (f" ({e(task.outcome)})" if task.outcome else "")
+                + f"; the decision went to run <code>{e(t.session_id)}</code>.</p>"
+                if task.status is not TaskStatus.CLOSED
+                else f'<p class="note">Closed: {e(task.comment or "the run ended")}.</p>'
+            )
+        if why is not None:
+            return f'<p class="note note-warn">You cannot act on this task: {e(why)}.</p>'
+        held = task.claimed_by == who.name
+        claim = (
+            f'<form method="post" action="{e(task_href(t.task_id, "release"))}" class="inline">'
+            '<button class="secondary">Release my claim</button></form>'
+            if held
+            else f'<form method="post" action="{e(task_href(t.task_id, "claim"))}" class="inline">'
+            '<button class="secondary">Claim</button></form>'
+            ' <span class="hint">Claiming keeps others from deciding while you look.</span>'
+        )
+        remaining = t.approvals - len(task.approved_by)
+        note = (
+            f'<p class="hint">Needs {remaining} more approval{"s" if remaining != 1 else ""} '
+            "from different people.</p>"
+            if t.approvals > 1
+            else ""
+        )
+        return _template("decide.html").substitute(
+            claim=claim, note=note, action=e(task_href(t.task_id, "decide"))
+        )
+
+
+def _expiry_text(task: TaskRecord) -> str:
+    t = task.task
+    if str(t.on_expiry) == "PROCEED":
+        return "proceeds unattended" if t.allow_unattended else "fails (unattended not allowed)"
+    if str(t.on_expiry) == "ESCALATE":
+        return f"escalates to {t.escalate_to or 'the escalation role'}"
+    return "fails"
+
+
+def _badge(task: TaskRecord) -> str:
+    label = str(task.status).lower()
+    if task.status is TaskStatus.CLAIMED and task.claimed_by:
+        label = f"claimed by {task.claimed_by}"
+    elif task.outcome is not None and task.status is not TaskStatus.OPEN:
+        label = str(task.outcome).lower().replace("_", " ")
+    return f'<span class="badge badge-{e(str(task.status).lower())}">{e(label)}</span>'
+
+
+Action = Callable[[Request, Principal, dict[str, str]], Response]
+
+
+def install_page(app: FastAPI, worklist: Worklist, principals: Principals) -> None:
+    """Add the page's routes (hidden from the OpenAPI description) and its static files."""
+    page = Page(worklist, principals)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    def route(path: str, method: str, fn: Action) -> None:
+        async def handler(request: Request) -> Response:
+            who = page.who(request)
+            if who is None:
+                return page.signin(request, "Please sign in.", 401)
+            if method == "POST" and not page.same_origin(request):
+                body = '<p class="note">Cross-site request refused.</p>'
+                return page.render(request, "Refused", body, who, 403)
+            form = await page.form(request) if method == "POST" else {}
+            try:
+                # Kafka and Redis calls block: off the event loop, like FastAPI's sync routes.
+                result: Response = await run_in_threadpool(fn, request, who, form)
+            except ActionError as exc:
+                return page.back(task_href(request.path_params["task_id"]), "error", exc.message)
+            except (RetryableError, redis.RedisError) as exc:
+                body = f'<p class="note note-warn">{e(exc)} — try again in a moment.</p>'
+                return page.render(request, "Try again", body, who, 503)
+            return result
+
+        app.add_route(path, handler, methods=[method], include_in_schema=False)
+
+    async def home(request: Request) -> Response:
+        who = page.who(request)
+        if who is None:
+            return page.signin(request)
+        try:
+            return await run_in_threadpool(page.home, request, who)
+        except redis.RedisError as exc:
+            body = f'<p class="note note-warn">The task list is unavailable: {e(exc)}.</p>'
+            return page.render(request, "Try again", body, who, 503)
+
+    async def signin(request: Request) -> Response:
+        if not page.same_origin(request):
+            return page.signin(request, "Cross-site sign-in refused.", 403)
+        token = (await page.form(request)).get("token", "").strip()
+        if page.principals.authenticate(token) is None:
+            return page.signin(request, "That token is not known here.", 401)
+        response = RedirectResponse("/", status_code=303)
+        secure = request.url.scheme == "https"
+        response.set_cookie(
+            TOKEN_COOKIE, token, path="/", httponly=True, samesite="strict", secure=secure
+        )
+        return response
+
+    async def signout(request: Request) -> Response:
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(TOKEN_COOKIE, path="/")
+        return response
+
+    def show(request: Request, who: Principal, _: dict[str, str]) -> Response:
+        try:
+            task = worklist.show(request.path_params["task_id"])
+        except ActionError as exc:
+            body = f'<p class="note">{e(exc.message)}.</p>'
+            return page.render(request, "Not found", body, who, 404)
+        return page.task(request, who, task)
+
+    def claim(request: Request, who: Principal, _: dict[str, str]) -> Response:
+        task_id = request.path_params["task_id"]
+        worklist.claim(who, task_id)
+        return page.back(task_href(task_id), "ok", "You hold the claim on this task.")
+
+    def release(request: Request, who: Principal, _: dict[str, str]) -> Response:
+        task_id = request.path_params["task_id"]
+        worklist.release(who, task_id)
+        return page.back(task_href(task_id), "ok", "Claim released.")
+
+    def decide(request: Request, who: Principal, form: dict[str, str]) -> Response:
+        task_id = request.path_params["task_id"]
+        decision = form.get("decision")
+        if decision not in ("approve", "reject"):
+            return page.back(task_href(task_id), "error", "Choose approve or reject.")
+        task = worklist.decide(who, task_id, decision == "approve", form.get("comment", "")[:4000])
+        if task.status is TaskStatus.DECIDED:
+            text = f"Decided: {str(task.outcome).lower()}. The run has been told and resumes."
+        else:
+            text = "Approved. It still needs another person's approval."
+        return page.back(task_href(task_id), "ok", text)
+
+    app.add_route("/", home, methods=["GET"], include_in_schema=False)
+    app.add_route("/signin", signin, methods=["POST"], include_in_schema=False)
+    app.add_route("/signout", signout, methods=["POST"], include_in_schema=False)
+    # POST routes before the GET: ".../claim" must not be taken for a task id by a GET.
+    route("/tasks/{task_id:path}/claim", "POST", claim)
+    route("/tasks/{task_id:path}/release", "POST", release)
+    route("/tasks/{task_id:path}/decide", "POST", decide)
+    route("/tasks/{task_id:path}", "GET", show)

@@ -1,0 +1,106 @@
+"""Wiring: the single writer, the read-model indexer and the HTTP app, on port 8305.
+
+``serve(settings, stop)`` blocks until ``stop`` is set. Three pieces of work:
+
+- the processor (``handler.py`` on the shared transactional processor): the single writer of
+  ``tasks``, expiring due tasks on its tick;
+- the indexer (``readmodel.py``): ``tasks`` → Redis, rebuilt from the topic when missing;
+- the HTTP app: the API (``api.py``), the page (``page.py``), ``/healthz`` and ``/metrics``.
+
+If the processor or the indexer dies the process stops non-zero; the supervisor restarts it
+(the processor's stable transactional.id aborts whatever it left open).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from fastapi import FastAPI
+from runplane.auth import Principals
+from runplane.config import Settings
+from runplane.kafka.processor import Clock, Processor, ProcessorConfig
+from runplane.service import Health, health_routes, run_http
+
+from services.worklist.actions import Worklist
+from services.worklist.api import build_api
+from services.worklist.decide import Policy
+from services.worklist.gateway import Gateway
+from services.worklist.handler import WorklistHandler
+from services.worklist.page import install_page
+from services.worklist.readmodel import Indexer, TaskStore
+from services.worklist.settings import WorklistSettings
+from services.worklist.topology import INPUT, SERVICE, group_id
+
+__all__ = ["build_app", "build_processor", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+def build_processor(
+    ws: WorklistSettings,
+    policy: Policy,
+    *,
+    clock: Clock | None = None,
+    health: Health | None = None,
+) -> Processor:
+    """The single writer, not started (tests run it in a thread and wait on ``.ready``)."""
+    config = ProcessorConfig(
+        service=SERVICE,
+        group_id=group_id(ws.base),
+        inputs=(INPUT,),
+        batch_max=ws.batch_max,
+        batch_ms=ws.batch_ms,
+        tick_ms=ws.tick_ms,
+    )
+    probe = health.probe("processor") if health is not None else None
+    return Processor(ws.base, config, WorklistHandler(policy), clock=clock, probe=probe)
+
+
+def build_app(worklist: Worklist, principals: Principals, health: Health | None = None) -> FastAPI:
+    """The API and the page (plus health and metrics when ``health`` is given)."""
+    app = build_api(worklist, principals)
+    install_page(app, worklist, principals)
+    if health is not None:
+        app.router.routes.extend(health_routes(health))
+    return app
+
+
+def serve(settings: Settings, stop: threading.Event) -> None:
+    """Serve until ``stop`` is set (``runplane serve worklist``)."""
+    ws = WorklistSettings.from_env(base=settings)
+    principals = Principals.from_file(ws.principals_file)
+    if not principals.principals:
+        log.warning(
+            "no principals configured (RUNPLANE_WORKLIST_PRINCIPALS_FILE): nobody can sign in"
+        )
+    policy = Policy(principals.roles_of, ws.escalation_role)
+    health = Health()
+    processor = build_processor(ws, policy, health=health)
+    store = TaskStore.from_settings(settings)
+    indexer = Indexer(settings, store, probe=health.probe("readmodel"))
+    gateway = Gateway(settings, indexer, wait_ms=ws.wait_ms)
+    app = build_app(Worklist(store, gateway, policy), principals, health)
+    failed = threading.Event()
+
+    def run_indexer() -> None:
+        try:
+            indexer.run(stop)
+        except BaseException:
+            log.exception("worklist read-model indexer stopped")
+            failed.set()
+            stop.set()
+
+    port = settings.http_port(SERVICE)
+    with run_http(app, settings.http_host, port, stop) as server:
+        log.info("worklist listening", extra={"port": server.port})
+        thread = threading.Thread(target=run_indexer, name="worklist-indexer", daemon=True)
+        thread.start()
+        try:
+            processor.run(stop)
+        finally:
+            stop.set()
+            thread.join(30)
+            gateway.close()
+    if failed.is_set():
+        raise SystemExit(1)

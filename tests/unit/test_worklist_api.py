@@ -1,0 +1,320 @@
+"""The worklist's HTTP API and page over an in-memory read model.
+
+The writer here is the same pure ``decide`` the real processor runs, applied synchronously;
+the integration tests run the real processor on the real broker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from runplane.auth import Principal, Principals
+from runplane.service import run_http
+from runplane.wire import (
+    ClaimTask,
+    DecideTask,
+    ExpiryPolicy,
+    OpenTask,
+    ReleaseTask,
+    TaskDecision,
+    TaskKind,
+    TaskRecord,
+)
+
+from services.worklist.actions import Worklist
+from services.worklist.decide import Policy, decide
+from services.worklist.gateway import Sent
+from services.worklist.serve import build_app
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_700_000_000_000
+
+
+def principal(name: str, *roles: str) -> Principal:
+    return Principal(name, hashlib.sha256(f"{name}-token".encode()).hexdigest(), frozenset(roles))
+
+
+PRINCIPALS = Principals(
+    (
+        principal("ivan", "finance"),
+        principal("ada", "finance"),
+        principal("bob", "finance"),
+        principal("cy", "support"),
+    )
+)
+POLICY = Policy(PRINCIPALS.roles_of)
+
+
+class MemoryWriter:
+    """Read model + writer in one dict: each sent command is decided at once."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskRecord] = {}
+        self.decisions: list[TaskDecision] = []
+        self.sent: list[ClaimTask | ReleaseTask | DecideTask] = []
+        self.interfere: Callable[[], None] | None = None
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        return self.tasks.get(task_id)
+
+    def all(self) -> list[TaskRecord]:
+        return list(self.tasks.values())
+
+    def open(self, task_id: str = "run-1/0/1", **kw: object) -> None:
+        fields: dict[str, object] = {
+            "task_id": task_id,
+            "session_id": task_id.split("/")[0],
+            "era": 0,
+            "call_seq": 1,
+            "kind": TaskKind.APPROVAL,
+            "question": "Refund 1200 cents on invoice INV-7?",
+            "answer_json": '{"amount_cents":1200,"invoice_id":"INV-7"}',
+            "case_id": "case-1",
+            "capability": "refund",
+            "role": "finance",
+            "approvals": 1,
+            "initiator": "ivan",
+            "on_expiry": ExpiryPolicy.FAIL,
+            "opened_ms": NOW - 60_000,
+        }
+        fields.update(kw)
+        v = decide(None, OpenTask(**fields), NOW - 60_000, POLICY)  # type: ignore[arg-type]
+        assert v.task is not None
+        self.tasks[task_id] = v.task
+
+    def send(self, command: ClaimTask | ReleaseTask | DecideTask) -> Sent:
+        self.sent.append(command)
+        if self.interfere is not None:
+            self.interfere()
+        v = decide(self.tasks.get(command.task_id), command, NOW, POLICY)
+        if v.task is not None:
+            self.tasks[command.task_id] = v.task
+        if v.decision is not None:
+            self.decisions.append(v.decision)
+        return Sent(0, len(self.sent))
+
+    def await_applied(self, sent: Sent, done: Callable[[], bool] | None = None) -> None:
+        return None
+
+
+@pytest.fixture
+def writer() -> MemoryWriter:
+    w = MemoryWriter()
+    w.open()
+    return w
+
+
+@pytest.fixture
+def client(writer: MemoryWriter) -> Iterator[httpx.Client]:
+    # A real server on a free loopback port: the HTTP layer exactly as deployed.
+    app = build_app(Worklist(writer, writer, POLICY, clock=lambda: NOW), PRINCIPALS)
+    stop = threading.Event()
+    with run_http(app, "127.0.0.1", 0, stop) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        with httpx.Client(base_url=url, follow_redirects=True, timeout=10) as c:
+            yield c
+    stop.set()
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {name}-token"}
+
+
+def test_no_or_unknown_token_is_401(client: httpx.Client) -> None:
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"}):
+        r = client.get("/api/tasks", headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["detail"]
+    assert client.get("/api/me", headers=auth("ada")).json() == {
+        "name": "ada",
+        "roles": ["finance"],
+    }
+
+
+def test_list_and_show_carry_the_question_and_the_proposed_answer(client: httpx.Client) -> None:
+    r = client.get("/api/tasks", headers=auth("ada"), params={"status": "OPEN", "role": "finance"})
+    assert r.status_code == 200
+    (task,) = r.json()["tasks"]
+    assert task["answer"] == {"amount_cents": 1200, "invoice_id": "INV-7"}
+    assert task["you_may_act"] is True
+    mine = client.get("/api/tasks", headers=auth("ivan"), params={"actionable": True})
+    assert mine.json()["tasks"] == []  # the initiator may not act on it
+    shown = client.get("/api/tasks/run-1/0/1", headers=auth("ivan")).json()
+    assert shown["you_may_act"] is False and "four-eyes" in shown["why_not"]
+    assert client.get("/api/tasks", headers=auth("ada"), params={"case": "other"}).json() == {
+        "tasks": []
+    }
+
+
+def test_the_initiators_decision_is_403_with_the_reason(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    r = client.post(
+        "/api/tasks/run-1/0/1/decide", headers=auth("ivan"), json={"decision": "approve"}
+    )
+    assert r.status_code == 403 and "four-eyes" in r.json()["detail"]
+    assert writer.sent == [] and writer.decisions == []
+
+
+def test_wrong_role_403_unknown_task_404_claimed_409(client: httpx.Client) -> None:
+    r = client.post("/api/tasks/run-1/0/1/claim", headers=auth("cy"))
+    assert r.status_code == 403 and "finance" in r.json()["detail"]
+    assert client.post("/api/tasks/nope/claim", headers=auth("ada")).status_code == 404
+    assert client.get("/api/tasks/nope", headers=auth("ada")).status_code == 404
+    assert (
+        client.post("/api/tasks/run-1/0/1/claim", headers=auth("ada")).json()["claimed_by"] == "ada"
+    )
+    r = client.post(
+        "/api/tasks/run-1/0/1/decide", headers=auth("bob"), json={"decision": "approve"}
+    )
+    assert r.status_code == 409 and "claimed by ada" in r.json()["detail"]
+    assert client.post("/api/tasks/run-1/0/1/release", headers=auth("bob")).status_code == 409
+    released = client.post("/api/tasks/run-1/0/1/release", headers=auth("ada")).json()
+    assert released["status"] == "OPEN" and released["claimed_by"] is None
+
+
+def test_another_principals_approval_sends_the_decision(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    r = client.post(
+        "/api/tasks/run-1/0/1/decide",
+        headers=auth("ada"),
+        json={"decision": "approve", "comment": "ok"},
+    )
+    assert (
+        r.status_code == 200
+        and r.json()["status"] == "DECIDED"
+        and r.json()["outcome"] == "APPROVED"
+    )
+    (d,) = writer.decisions
+    assert d.decided_by == ("ada",) and d.comment == "ok" and d.session_id == "run-1"
+    again = client.post(
+        "/api/tasks/run-1/0/1/decide", headers=auth("bob"), json={"decision": "reject"}
+    )
+    assert again.status_code == 409
+
+
+def test_two_approvals_need_two_people(client: httpx.Client, writer: MemoryWriter) -> None:
+    writer.open("run-2/0/1", approvals=2)
+    first = client.post(
+        "/api/tasks/run-2/0/1/decide", headers=auth("ada"), json={"decision": "approve"}
+    )
+    assert first.status_code == 200 and first.json()["status"] == "OPEN"
+    twice = client.post(
+        "/api/tasks/run-2/0/1/decide", headers=auth("ada"), json={"decision": "approve"}
+    )
+    assert twice.status_code == 403 and "already approved" in twice.json()["detail"]
+    assert writer.decisions == []
+    second = client.post(
+        "/api/tasks/run-2/0/1/decide", headers=auth("bob"), json={"decision": "approve"}
+    )
+    assert second.json()["approved_by"] == ["ada", "bob"]
+    assert [d.decided_by for d in writer.decisions] == [("ada", "bob")]
+
+
+def test_a_race_lost_at_the_writer_is_409_with_the_reason(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    def bob_claims_first() -> None:
+        writer.interfere = None
+        v = decide(
+            writer.tasks["run-1/0/1"],
+            ClaimTask(task_id="run-1/0/1", principal="bob", at_ms=NOW),
+            NOW,
+            POLICY,
+        )
+        assert v.task is not None
+        writer.tasks["run-1/0/1"] = v.task
+
+    writer.interfere = bob_claims_first
+    r = client.post("/api/tasks/run-1/0/1/claim", headers=auth("ada"))
+    assert r.status_code == 409 and "claimed by bob" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{}",
+        '{"decision": "maybe"}',
+        '{"decision": "approve", "comment": "' + "x" * 4001 + '"}',
+        '{"decision": "approve", "comment": "\\ud800"}',  # a lone surrogate, legal JSON
+        '{"decision": "approve"',
+        "[]",
+    ],
+)
+def test_malformed_decisions_are_422(client: httpx.Client, writer: MemoryWriter, body: str) -> None:
+    headers = {**auth("ada"), "Content-Type": "application/json"}
+    r = client.post("/api/tasks/run-1/0/1/decide", headers=headers, content=body.encode())
+    assert r.status_code == 422, r.text
+    assert writer.sent == []
+
+
+def test_the_body_cannot_name_the_actor(client: httpx.Client, writer: MemoryWriter) -> None:
+    r = client.post(
+        "/api/tasks/run-1/0/1/decide",
+        headers=auth("ada"),
+        json={"decision": "approve", "principal": "ivan", "decided_by": ["ivan"]},
+    )
+    assert r.status_code == 200
+    assert writer.decisions[0].decided_by == ("ada",)
+
+
+def test_openapi_describes_the_actions(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {
+        "/api/tasks",
+        "/api/tasks/{task_id}/decide",
+        "/api/tasks/{task_id}/claim",
+        "/api/me",
+    } <= set(paths)
+    assert not any(p.startswith("/signin") or p == "/" for p in paths)
+
+
+# --- the page --------------------------------------------------------------------------------
+
+
+def test_page_sign_in_claim_and_approve(client: httpx.Client, writer: MemoryWriter) -> None:
+    assert "Sign in" in client.get("/").text
+    bad = client.post("/signin", data={"token": "wrong"})
+    assert bad.status_code == 401 and "not known" in bad.text
+    client.post("/signin", data={"token": "ada-token"})
+    home = client.get("/")
+    assert "Signed in as <strong>ada</strong>" in home.text
+    assert "Refund 1200 cents on invoice INV-7?" in home.text
+    href = re.search(r'href="(/tasks/[^"]+)"', home.text)
+    assert href is not None
+    page = client.get(href.group(1))
+    assert "&quot;amount_cents&quot;: 1200" in page.text  # pretty JSON, escaped
+    claimed = client.post(href.group(1) + "/claim")
+    assert "You hold the claim" in claimed.text and "claimed by ada" in claimed.text
+    done = client.post(
+        href.group(1) + "/decide", data={"decision": "approve", "comment": "<b>fine</b>"}
+    )
+    assert "Decided: approved" in done.text
+    assert "&lt;b&gt;fine&lt;/b&gt;" in done.text and "<b>fine</b>" not in done.text
+    assert writer.decisions[0].comment == "<b>fine</b>"
+
+
+def test_page_shows_why_the_initiator_cannot_act(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    client.post("/signin", data={"token": "ivan-token"})
+    assert "Nothing is waiting for you." in client.get("/").text
+    r = client.post("/tasks/run-1%2F0%2F1/decide", data={"decision": "approve"})
+    assert "four-eyes" in r.text and writer.decisions == []
+
+
+def test_page_refuses_cross_site_posts(client: httpx.Client, writer: MemoryWriter) -> None:
+    client.post("/signin", data={"token": "ada-token"})
+    r = client.post(
+        "/tasks/run-1%2F0%2F1/decide",
+        data={"decision": "approve"},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert r.status_code == 403 and writer.decisions == []
