@@ -1,0 +1,83 @@
+"""Run the admission service: the shared transactional processor around AdmissionHandler.
+
+Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
+reply and the input offset commit in one transaction (see ``handler.py``); a request handled
+again after a crash is answered from the restored claims table, so a key never gets two runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Mapping
+
+from runplane.config import Settings
+from runplane.core import REGISTRY, AgentRegistry
+from runplane.errors import ConfigError
+from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
+from runplane.service import Health, make_app, run_http
+
+from services.admission import metrics
+from services.admission.handler import AdmissionHandler, CapabilitySpec
+from services.admission.settings import AdmissionSettings
+from services.admission.topology import INPUT, SERVICE, group_id
+
+log = logging.getLogger(__name__)
+
+
+def capabilities_from(registry: AgentRegistry) -> dict[str, CapabilitySpec]:
+    """What admission needs of each registered agent: its name and input schema."""
+    return {name: CapabilitySpec(spec.input_schema) for name, spec in registry.items()}
+
+
+def load_capabilities(modules: tuple[str, ...]) -> dict[str, CapabilitySpec]:
+    """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents) and read the registry."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"RUNPLANE_AGENT_MODULES: cannot import {name!r}: {exc}") from exc
+    caps = capabilities_from(REGISTRY)
+    if not caps:
+        log.warning("no capabilities registered: every request will be refused")
+    return caps
+
+
+def build(
+    settings: AdmissionSettings,
+    *,
+    capabilities: Mapping[str, CapabilitySpec] | None = None,
+    clock: Clock | None = None,
+    health: Health | None = None,
+    instance_index: int | None = None,
+    before_commit: BeforeCommit | None = None,
+) -> Processor:
+    """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
+    caps = capabilities if capabilities is not None else load_capabilities(settings.agent_modules)
+    config = ProcessorConfig(
+        service=SERVICE,
+        group_id=group_id(settings.base),
+        inputs=(INPUT,),
+        batch_max=settings.batch_max,
+        batch_ms=settings.batch_ms,
+        tick_ms=None,
+        instance_index=instance_index,
+        producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
+    )
+    handler = AdmissionHandler(
+        caps, max_input_bytes=settings.max_input_bytes, observe=metrics.observe
+    )
+    probe = health.probe("processor") if health is not None else None
+    return Processor(
+        settings.base, config, handler, clock=clock, probe=probe, before_commit=before_commit
+    )
+
+
+def serve(settings: Settings, stop: threading.Event) -> None:
+    """Serve until ``stop`` is set (``runplane serve admission``)."""
+    own = AdmissionSettings.from_env(base=settings)
+    health = Health()
+    processor = build(own, health=health)
+    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
+        processor.run(stop)

@@ -1,0 +1,73 @@
+"""The admission service's settings: one frozen object, built once from ``RUNPLANE_*``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runplane.config import Settings
+from runplane.errors import ConfigError
+
+from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
+
+DEFAULT_AGENT_MODULES = ("examples.refund", "examples.triage")
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    """``batch_max`` / ``batch_ms`` bound one transaction; ``agent_modules`` are imported to
+    learn the capabilities (and their input schemas) admission accepts.
+
+    ``transaction_timeout_ms`` bounds how long a killed instance's open transaction can hold
+    back read_committed readers (and a successor's restore) before the broker aborts it.
+    """
+
+    base: Settings = field(default_factory=Settings)
+    batch_max: int = 500
+    batch_ms: int = 20
+    agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    transaction_timeout_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.batch_max < 1 or self.batch_ms < 0:
+            raise ConfigError(
+                "RUNPLANE_ADMISSION_BATCH_MAX >= 1 and RUNPLANE_ADMISSION_BATCH_MS >= 0"
+            )
+        if self.max_input_bytes < 2:
+            raise ConfigError("RUNPLANE_ADMISSION_MAX_INPUT_BYTES must be at least 2")
+        if self.transaction_timeout_ms < 1000:
+            raise ConfigError("RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS must be >= 1000")
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, base: Settings | None = None
+    ) -> AdmissionSettings:
+        e = os.environ if env is None else env
+        d = cls()
+        modules = e.get("RUNPLANE_AGENT_MODULES")
+        return cls(
+            base=base if base is not None else Settings.from_env(e),
+            batch_max=_int(e, "RUNPLANE_ADMISSION_BATCH_MAX", d.batch_max),
+            batch_ms=_int(e, "RUNPLANE_ADMISSION_BATCH_MS", d.batch_ms),
+            agent_modules=(
+                tuple(m.strip() for m in modules.split(",") if m.strip())
+                if modules is not None
+                else d.agent_modules
+            ),
+            max_input_bytes=_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
+            transaction_timeout_ms=_int(
+                e, "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
+            ),
+        )
