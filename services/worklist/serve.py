@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from fastapi import FastAPI
 from runplane.auth import Principals
@@ -66,9 +67,20 @@ def build_app(worklist: Worklist, principals: Principals, health: Health | None 
     return app
 
 
-def serve(settings: Settings, stop: threading.Event) -> None:
-    """Serve until ``stop`` is set (``runplane serve worklist``)."""
-    ws = WorklistSettings.from_env(base=settings)
+def serve(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    worklist: WorklistSettings | None = None,
+    port: int | None = None,
+    on_listening: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until ``stop`` is set (``runplane serve worklist``).
+
+    ``worklist``/``port`` override what the environment says (tests pass port 0 and learn
+    the bound port through ``on_listening``).
+    """
+    ws = worklist or WorklistSettings.from_env(base=settings)
     principals = Principals.from_file(ws.principals_file)
     if not principals.principals:
         log.warning(
@@ -91,9 +103,11 @@ def serve(settings: Settings, stop: threading.Event) -> None:
             failed.set()
             stop.set()
 
-    port = settings.http_port(SERVICE)
-    with run_http(app, settings.http_host, port, stop) as server:
+    bind = settings.http_port(SERVICE) if port is None else port
+    with run_http(app, settings.http_host, bind, stop) as server:
         log.info("worklist listening", extra={"port": server.port})
+        if on_listening is not None:
+            on_listening(server.port)
         thread = threading.Thread(target=run_indexer, name="worklist-indexer", daemon=True)
         thread.start()
         try:
