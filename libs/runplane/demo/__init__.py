@@ -1,0 +1,57 @@
+"""``runplane demo``: the whole platform on one machine, running the example agents end to end.
+
+    from runplane.demo import DemoConfig, run_demo
+    outcome = run_demo(DemoConfig(settings), reporter)   # raises DemoError naming the step
+
+Brings up the local stack and topics, starts the loopback fakes (billing API, OpenAI-compatible
+server) and ``runplane serve all`` in the background (pid files under the state dir, so
+``runplane down`` stops them), emits the refund and triage runs through the emitter client,
+approves the refund on the worklist as a demo principal (or waits for a person with
+``manual``), and verifies every run's journal.
+"""
+
+from __future__ import annotations
+
+from runplane.demo._flow import (
+    DemoConfig,
+    DemoError,
+    Emitter,
+    Reporter,
+    default_calendars_file,
+    run_demo,
+)
+from runplane.demo._plan import (
+    APPROVER,
+    INITIATOR,
+    DemoOutcome,
+    DemoPorts,
+    DemoPrincipal,
+    DemoRequest,
+    RunResult,
+    demo_principals,
+    demo_requests,
+    platform_env,
+    principals_yaml,
+    status_changes,
+)
+
+__all__ = [
+    "APPROVER",
+    "INITIATOR",
+    "DemoConfig",
+    "DemoError",
+    "DemoOutcome",
+    "DemoPorts",
+    "DemoPrincipal",
+    "DemoRequest",
+    "Emitter",
+    "Reporter",
+    "RunResult",
+    "default_calendars_file",
+    "demo_principals",
+    "demo_requests",
+    "platform_env",
+    "principals_yaml",
+    "run_demo",
+    "status_changes",
+]
