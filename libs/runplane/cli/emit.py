@@ -1,9 +1,99 @@
-"""CLI: emit commands (not built yet)."""
+"""CLI: ``runplane emit CAPABILITY --key KEY --input JSON`` — ask admission for a run.
+
+Prints the run id and whether it was admitted, a duplicate (of which run, in which status)
+or refused (and why). Exit status: 0 admitted or duplicate, 1 refused, 2 bad arguments,
+3 no answer in time (retrying with the same key is safe).
+"""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
+
+from runplane.client import Client
+from runplane.config import Settings
+from runplane.errors import RetryableError, WireError
+from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
+
+
+def _parse_case(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"--case expects KEY=VALUE, got {pair!r}")
+        out[name] = value
+    return out
+
+
+def _render(reply: AdmissionReply) -> str:
+    match reply.outcome:
+        case AdmissionOutcome.ADMITTED:
+            return f"admitted {reply.run_id}" + (
+                f" (case {reply.case_id})" if reply.case_id else ""
+            )
+        case AdmissionOutcome.DUPLICATE:
+            status = reply.status.value.lower() if reply.status else "unknown"
+            line = f"duplicate of {reply.run_id} ({status})"
+            if reply.status is not None and reply.status.value == "AWAITING_HUMAN":
+                line += f": already waiting for you on task {reply.task_id}"
+            return line
+        case _:
+            return f"refused: {reply.reason}"
+
+
+def emit_command(
+    capability: str = typer.Argument(..., help="the agent to run, e.g. refund"),
+    key: str = typer.Option(..., "--key", help="admission key: one key, at most one run, ever"),
+    input_json: str = typer.Option("{}", "--input", help="the run's input as JSON"),
+    case: list[str] = typer.Option([], "--case", help="business key KEY=VALUE (repeatable)"),
+    tenant: str = typer.Option("default", "--tenant"),
+    initiator: str | None = typer.Option(None, "--initiator", help="who the run acts for"),
+    wait: bool = typer.Option(False, "--wait", help="wait until the run ends"),
+    timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each answer"),
+    as_json: bool = typer.Option(False, "--json", help="print the reply as JSON"),
+) -> None:
+    """Ask admission for a run of CAPABILITY."""
+    try:
+        value: Any = json.loads(input_json)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--input is not JSON: {exc}") from None
+    correlation = _parse_case(case)
+    settings = Settings.from_env()
+    try:
+        with Client(settings) as client:
+            reply = client.admit(
+                capability,
+                key,
+                value,
+                correlation=correlation,
+                tenant=tenant,
+                initiator=initiator,
+                timeout=timeout,
+            )
+            final = None
+            if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
+                final = client.wait(reply.run_id, timeout=max(timeout, 300.0))
+    except WireError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    except RetryableError as exc:
+        typer.echo(f"error: {exc} (retrying with the same key is safe)", err=True)
+        raise typer.Exit(code=3) from None
+    if as_json:
+        out: dict[str, Any] = {"reply": to_dict(reply)}
+        if final is not None:
+            out["session"] = to_dict(final)
+        typer.echo(json.dumps(out, default=str))
+    else:
+        typer.echo(_render(reply))
+        if final is not None:
+            typer.echo(f"run {final.session_id} ended: {final.status.value.lower()}")
+    raise typer.Exit(code=1 if reply.outcome == AdmissionOutcome.REFUSED else 0)
 
 
 def register(app: typer.Typer) -> None:
-    """Attach the emit commands to the root app."""
+    """Attach the emit command to the root app."""
+    app.command("emit")(emit_command)
