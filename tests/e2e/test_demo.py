@@ -1,0 +1,160 @@
+"""``runplane demo`` end to end on the real stack: every example run completes and verifies.
+
+The demo logic runs in-process with its own topic prefix, instance id, state dir and free
+ports, so it neither meets a developer's ``make demo`` nor another test. The platform it starts
+(the loopback fakes and ``runplane serve all``) are real processes; ``runplane down`` on the
+test's state dir must stop them and leave the shared Kafka and Redis running (they are not
+ours from that state dir).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runplane.config import SERVICE_PORTS, Settings
+from runplane.demo import DemoConfig, DemoOutcome, DemoPorts, default_calendars_file, run_demo
+from runplane.fakes import read_counts
+from runplane.kafka.clients import admin
+from runplane.kafka.topics import delete_topics
+from runplane.runs import RunHistory
+from runplane.stack import LocalStack, StackError, down, ensure_up, status
+from runplane.stack._process import is_alive, port_bindable
+
+pytestmark = pytest.mark.timeout(240)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RecordingReporter:
+    """Keeps what the demo says, for assertions and for the failure message."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.statuses: list[tuple[str, str, str | None, str | None]] = []
+        self.journals: dict[str, tuple[RunHistory, int]] = {}
+
+    @contextlib.contextmanager
+    def progress(self, title: str) -> Iterator[Any]:
+        self.lines.append(f"[progress] {title}")
+        yield lambda msg: None
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+    def run_status(self, capability: str, run_id: str, old: str | None, new: str | None) -> None:
+        self.statuses.append((capability, run_id, old, new))
+
+    def journal(self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int) -> None:
+        self.journals[history.run_id] = (history, code)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def stack() -> LocalStack:
+    try:
+        return ensure_up(Settings.from_env(), root=REPO_ROOT)
+    except StackError as exc:
+        pytest.fail(f"the local stack is not available: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def demo_config(stack: LocalStack, tmp_path: Path) -> Iterator[DemoConfig]:
+    pytest.importorskip("runplane.client", reason="the emitter client is not built yet")
+    tag = uuid.uuid4().hex[:8]
+    settings = dataclasses.replace(
+        stack.settings,
+        topic_prefix=f"e2e{tag}.",
+        instance_id=f"e2e-demo-{tag}",
+        state_dir=tmp_path / "state",
+    )
+    ports = _free_ports(len(SERVICE_PORTS) + 2)
+    config = DemoConfig(
+        settings=settings,
+        ports=DemoPorts(services=dict(zip(SERVICE_PORTS, ports, strict=False)), billing=ports[-2], openai=ports[-1]),
+        nonce=tag,
+        health_timeout_s=120,
+        run_timeout_s=90,
+        calendars_file=default_calendars_file(),
+    )
+    try:
+        yield config
+    finally:
+        down(config.stack)
+        delete_topics(settings, admin(settings))
+
+
+def _assert_all_completed_and_verified(outcome: DemoOutcome, reporter: RecordingReporter) -> None:
+    assert outcome.ok, f"{outcome.problems()}\n" + "\n".join(reporter.lines)
+    assert [r.capability for r in outcome.runs] == ["refund", "triage"]
+    for r in outcome.runs:
+        assert r.run_id is not None and r.status == "COMPLETED" and r.verified
+        history, code = reporter.journals[r.run_id]
+        assert code == 0
+        assert history.records[-1].kind == "RUN_COMPLETED"
+        assert r.records == len(history.records) > 2
+
+
+def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
+    demo_config: DemoConfig,
+) -> None:
+    reporter = RecordingReporter()
+    outcome = run_demo(demo_config, reporter)
+    _assert_all_completed_and_verified(outcome, reporter)
+    assert all(r.admission == "ADMITTED" for r in outcome.runs)
+
+    refund = outcome.runs[0]
+    # The refund waited for a person and was approved through the worklist API.
+    assert (refund.capability, refund.run_id, "AWAITING_HUMAN") in {(c, r, new) for c, r, _, new in reporter.statuses}
+    assert any("approved" in line and refund.run_id in line for line in reporter.lines)
+    # Exactly one charge reached billing, under the run's idempotency key.
+    counts = read_counts(demo_config.demo_dir / "billing-counts.json")
+    assert counts.charges == {f"refund/{refund.run_id}": 1}
+
+    # Again, on the running platform: new keys, new runs, reusing the processes.
+    again = dataclasses.replace(demo_config, nonce=uuid.uuid4().hex[:8])
+    reporter2 = RecordingReporter()
+    outcome2 = run_demo(again, reporter2)
+    _assert_all_completed_and_verified(outcome2, reporter2)
+    assert {r.run_id for r in outcome2.runs}.isdisjoint({r.run_id for r in outcome.runs})
+    assert any("already running" in line for line in reporter2.lines)
+
+    # The first invocation's keys again: duplicates, shown as such, naming the original runs.
+    reporter3 = RecordingReporter()
+    outcome3 = run_demo(demo_config, reporter3)
+    assert [r.admission for r in outcome3.runs] == ["DUPLICATE", "DUPLICATE"]
+    assert [r.run_id for r in outcome3.runs] == [r.run_id for r in outcome.runs]
+    _assert_all_completed_and_verified(outcome3, reporter3)
+    assert read_counts(demo_config.demo_dir / "billing-counts.json").charges == {
+        f"refund/{r.run_id}": 1 for r in (outcome.runs[0], outcome2.runs[0])
+    }
+
+    # status shows the platform; down stops it and leaves the shared Kafka/Redis alone.
+    seen = status(demo_config.stack)
+    pids = {c.name: c.pid for c in seen.components if not c.required}
+    assert set(pids) == {"services", "billing", "openai"}
+    assert all(c.state == "running" for c in seen.components if not c.required)
+    stopped = down(demo_config.stack)
+    assert {c.name for c in stopped.components if not c.required} == {"services", "billing", "openai"}
+    assert not any(is_alive(p) for p in pids.values() if p is not None)
+    assert all(port_bindable("127.0.0.1", p) for p in demo_config.ports.services.values())
+    assert stopped.component("kafka").action == "not ours, left running"
+    assert status(demo_config.stack).ready
