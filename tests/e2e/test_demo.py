@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.demo import DemoConfig, DemoOutcome, DemoPorts, default_calendars_file, run_demo
 from runplane.fakes import read_counts
