@@ -16,7 +16,6 @@ from typing import Any, Protocol, TypeVar
 from runplane.auth import Principal
 from runplane.errors import WireError
 from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskRecord, TaskStatus
-
 from services.worklist import metrics
 from services.worklist.decide import FINAL, Policy, Refusal, Verdict, decide, refuse_reason
 from services.worklist.gateway import Sent

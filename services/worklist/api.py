@@ -29,10 +29,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
+
 from runplane.auth import Principal, Principals, bearer_token
 from runplane.errors import RetryableError
 from runplane.wire import TaskRecord, TaskStatus
-
 from services.worklist.actions import ActionError, Filter, Worklist
 from services.worklist.decide import answer_value
 

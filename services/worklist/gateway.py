@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
 from runplane.config import Settings
 from runplane.errors import RetryableError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import ClaimTask, DecideTask, ReleaseTask, Serde
-
 from services.worklist.readmodel import Indexer
 from services.worklist.topology import INPUT, TABLE, group_id
 

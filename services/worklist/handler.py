@@ -30,7 +30,6 @@ from runplane.wire import (
     ReleaseTask,
     TaskRecord,
 )
-
 from services.worklist import metrics
 from services.worklist.decide import ACTIVE, Command, Policy, Verdict, decide, due_for_expiry, op_of
 from services.worklist.topology import TABLE, TABLES

@@ -30,11 +30,11 @@ import redis
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
 from runplane.auth import Principal, Principals
 from runplane.errors import RetryableError
 from runplane.wire import TaskRecord, TaskStatus
-from starlette.concurrency import run_in_threadpool
-
 from services.worklist.actions import ActionError, Filter, Worklist
 from services.worklist.api import pretty
 from services.worklist.decide import ACTIVE, answer_value

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
 from runplane.config import Settings
 from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config
 from runplane.service import Probe
 from runplane.wire import Serde, TaskRecord, decode, encode
-
 from services.worklist.topology import TABLE, redis_namespace
 
 __all__ = ["Indexer", "TaskStore"]

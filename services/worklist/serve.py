@@ -18,11 +18,11 @@ import threading
 from collections.abc import Callable
 
 from fastapi import FastAPI
+
 from runplane.auth import Principals
 from runplane.config import Settings
 from runplane.kafka.processor import Clock, Processor, ProcessorConfig
 from runplane.service import Health, health_routes, run_http
-
 from services.worklist.actions import Worklist
 from services.worklist.api import build_api
 from services.worklist.decide import Policy

@@ -3,6 +3,7 @@ expiry, the single writer's authority, and a read model that survives losing Red
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from test_worklist_support import (
     worklist_service,
     write_principals,
 )
+from typer.testing import CliRunner
 
+from runplane.cli import app
 from runplane.config import Settings
 from runplane.wire import (
     DecideTask,
@@ -161,3 +164,48 @@ def test_losing_redis_loses_nothing(settings: Settings, tmp_path: Path) -> None:
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         shown = wait_for("the task after restart", lambda: visible(wl.client, task.task_id))
         assert shown["status"] == "DECIDED" and shown["claimed_by"] == "bob"
+
+
+def test_cli_lists_and_decides_through_the_api(settings: Settings, tmp_path: Path) -> None:
+    task = open_task(question="Refund via the CLI?")
+    runner = CliRunner()
+    with worklist_service(settings, write_principals(tmp_path)) as wl:
+        send(settings, task)
+        wait_for("the task", lambda: visible(wl.client, task.task_id))
+        base = ["--url", wl.url]
+        listed = runner.invoke(
+            app, ["tasks", "list", "--token", "ada-token", "--mine", "--json", *base]
+        )
+        assert listed.exit_code == 0, listed.output
+        assert [t["task_id"] for t in json.loads(listed.output)] == [task.task_id]
+        wide = {"COLUMNS": "200"}
+        table = runner.invoke(app, ["tasks", "list", "--token", "ada-token", *base], env=wide)
+        assert "Refund via the CLI?" in table.output
+        refused = runner.invoke(
+            app, ["tasks", "decide", task.task_id, "approve", "--token", "ivan-token", *base]
+        )
+        assert refused.exit_code == 1 and "403" in refused.output and "four-eyes" in refused.output
+        no_token = runner.invoke(app, ["tasks", "list", "--token", "wrong", *base])
+        assert no_token.exit_code == 1 and "401" in no_token.output
+        done = runner.invoke(
+            app,
+            [
+                "tasks",
+                "decide",
+                task.task_id,
+                "reject",
+                "--token",
+                "bob-token",
+                "--comment",
+                "no",
+                *base,
+            ],
+        )
+        assert done.exit_code == 0, done.output
+        assert f"{task.task_id}: REJECTED by bob" in done.output
+    (d,) = decisions(settings, task.session_id)
+    assert d.outcome is DecisionOutcome.REJECTED and d.decided_by == ("bob",) and d.comment == "no"
+    unreachable = runner.invoke(
+        app, ["tasks", "list", "--token", "x", "--url", "http://127.0.0.1:9"]
+    )
+    assert unreachable.exit_code == 2

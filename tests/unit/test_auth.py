@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from runplane.auth import Principals, bearer_token, token_digest
 from runplane.errors import ConfigError
 
@@ -83,3 +84,12 @@ def test_bearer_header_parsing() -> None:
     assert bearer_token("bearer   abc ") == "abc"
     for bad in (None, "", "Bearer", "Bearer  ", "Basic abc", "abc"):
         assert bearer_token(bad) is None
+
+
+def test_the_example_principals_file_matches_its_documented_tokens() -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "principals.yaml"
+    ps = Principals.from_file(path)
+    for name in ("ada", "grace", "olga", "ivan"):
+        who = ps.authenticate(f"demo-{name}-token")
+        assert who is not None and who.name == name
+    assert "token:" not in path.read_text().replace("token_sha256:", "")

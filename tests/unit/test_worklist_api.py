@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+
 from runplane.auth import Principal, Principals
 from runplane.service import run_http
 from runplane.wire import (
@@ -25,7 +26,6 @@ from runplane.wire import (
     TaskKind,
     TaskRecord,
 )
-
 from services.worklist.actions import Worklist
 from services.worklist.decide import Policy, decide
 from services.worklist.gateway import Sent

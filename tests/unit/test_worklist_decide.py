@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from runplane.wire import (
     ClaimTask,
     CloseTask,
@@ -18,7 +19,6 @@ from runplane.wire import (
     decode,
     encode,
 )
-
 from services.worklist.decide import Command, Policy, Refusal, Verdict, decide, due_for_expiry
 
 pytestmark = pytest.mark.unit
