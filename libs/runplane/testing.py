@@ -42,6 +42,7 @@ from runplane.errors import RetryableError
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseTask,
     DecisionOutcome,
     GetCaseState,
     JournalRecord,
@@ -165,6 +166,9 @@ class Driver:
         self.calendars = calendars
         self.cases: dict[str, tuple[Any, int]] = {k: (v, 1) for k, v in (cases or {}).items()}
         self.obligations: dict[tuple[str, str], dict[str, Any]] = {}
+        self.closed_cases: set[str] = set()  # a test adds a case id: its deadline commands are refused
+        self.closed_tasks: list[str] = []  # task ids the runs withdrew (CloseTask)
+        self.tasks_opened: list[str] = []  # every OpenTask sent, in order (a person asked once → once)
         self.approve = approve
         self.crash_hook = crash_hook
         self.sessions: dict[str, _Session] = {}
@@ -344,22 +348,51 @@ class Driver:
     def _route(self, session: _Session, command: Any) -> None:
         if isinstance(command, OpenTask):
             session.open_tasks[command.task_id] = command
+            self.tasks_opened.append(command.task_id)
             verdict = self.approve(command) if callable(self.approve) else self.approve
             if verdict is not None and command.kind.value == "APPROVAL":
                 self._inbox.append(self._decision(command, verdict, "", ("auto-reviewer",)))
+        elif isinstance(command, CloseTask):
+            session.open_tasks.pop(command.task_id, None)
+            self.closed_tasks.append(command.task_id)
         elif isinstance(command, (GetCaseState, PutCaseState)):
             self._inbox.append(self._case_reply(command))
-        elif isinstance(command, RegisterDeadline):
-            self.obligations[(command.case_id, command.name)] = {"due_ms": command.due_ms, "warn_ms": command.warn_ms, "status": "OPEN"}
-        elif isinstance(command, (MeetDeadline, CancelDeadline)):
-            key = (command.case_id, command.name)
-            if key in self.obligations:
-                self.obligations[key]["status"] = "MET" if isinstance(command, MeetDeadline) else "CANCELLED"
+        elif isinstance(command, (RegisterDeadline, MeetDeadline, CancelDeadline)):
+            reply = self._deadline_reply(command)
+            if command.reply_to is not None:
+                self._inbox.append(reply)
 
     def _decision(self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]) -> TaskDecision:
-        self.sessions[task.session_id].open_tasks.pop(task.task_id, None)
+        if outcome != "ESCALATED":  # the worklist reopens an escalated task for another role
+            self.sessions[task.session_id].open_tasks.pop(task.task_id, None)
         return TaskDecision(session_id=task.session_id, task_id=task.task_id, era=task.era, call_seq=task.call_seq,
                             outcome=DecisionOutcome(outcome), comment=comment, decided_by=by, decided_ms=self.clock.now_ms())
+
+    def _deadline_reply(self, command: RegisterDeadline | MeetDeadline | CancelDeadline) -> CaseReply:
+        """The cases service's obligation rules, in small: one open obligation per name (the
+        same due again is accepted), meet/cancel only what is open, repeats accepted."""
+        key = (command.case_id, command.name)
+        found = self.obligations.get(key)
+        reason: str | None = None
+        if command.case_id in self.closed_cases:
+            reason = "case is closed"
+        elif isinstance(command, RegisterDeadline):
+            if found is not None and found["status"] == "OPEN" and found["due_ms"] != command.due_ms:
+                reason = f"obligation {command.name!r} is already open (due {found['due_ms']})"
+            else:
+                self.obligations[key] = {"due_ms": command.due_ms, "warn_ms": command.warn_ms, "status": "OPEN", "on_breach": command.on_breach}
+        else:
+            target = "MET" if isinstance(command, MeetDeadline) else "CANCELLED"
+            if found is None:
+                reason = f"no obligation named {command.name!r}"
+            elif found["status"] not in ("OPEN", target):
+                reason = f"obligation {command.name!r} is already {found['status'].lower()}"
+            else:
+                found["status"] = target
+        op = {RegisterDeadline: "register_deadline", MeetDeadline: "meet_deadline", CancelDeadline: "cancel_deadline"}[type(command)]
+        _, version = self.cases.get(command.case_id, (None, 0))
+        return CaseReply(session_id=command.reply_to or "", request_id=command.request_id, case_id=command.case_id, era=command.era,
+                         call_seq=command.call_seq, op=op, accepted=reason is None, version=version, reason=reason)
 
     def _case_reply(self, command: GetCaseState | PutCaseState) -> CaseReply:
         state, version = self.cases.get(command.case_id, (None, 0))

@@ -7,7 +7,7 @@
   ``evictable``, the provider/tool interfaces (``ModelProvider``, ``Tool``, ``Generation``).
 - ``ctx``: ``StepCtx`` (what an agent calls), the values it returns (``Decision``,
   ``CaseState``) and the errors an agent may catch (``EffectError``, ``CaseConflict``,
-  ``ApprovalExpired``); rule helpers ``minutes/hours/days/working_days``.
+  ``CaseRefused``, ``ApprovalExpired``); rule helpers ``minutes/hours/days/working_days``.
 - ``engine``: ``Runtime`` (one run; ``start`` / ``restore`` / ``deliver`` / ``complete``
   return a ``Step``), ``LiveCall``, ``Outcome``, ``replay_history``.
 - ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``verify_chain`` → ``Verdict``,
@@ -55,6 +55,7 @@ from runplane.core.chain import (
 from runplane.core.ctx import (
     ApprovalExpired,
     CaseConflict,
+    CaseRefused,
     CaseState,
     Decision,
     Effect,
@@ -71,6 +72,7 @@ from runplane.core.engine import (
     Event,
     InFlight,
     LiveCall,
+    OpenRequest,
     Outcome,
     ReplayReport,
     Runtime,
@@ -86,6 +88,7 @@ __all__ = [
     "AgentSpec",
     "ApprovalExpired",
     "CaseConflict",
+    "CaseRefused",
     "CaseState",
     "ChainFault",
     "Command",
@@ -102,6 +105,7 @@ __all__ = [
     "LintFailed",
     "LiveCall",
     "ModelProvider",
+    "OpenRequest",
     "Outcome",
     "Recovery",
     "ReplayReport",

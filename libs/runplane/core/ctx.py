@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalExpired",
     "CaseConflict",
+    "CaseRefused",
     "CaseState",
     "Decision",
     "Effect",
@@ -63,6 +64,16 @@ class CaseConflict(EffectError):
     def __init__(self, version: int, reason: str) -> None:
         super().__init__("CaseConflict", reason)
         self.version = version
+
+
+class CaseRefused(EffectError):
+    """The cases service refused a case command; ``reason`` says why (e.g. a deadline on a
+    closed case, meeting an obligation that does not exist, an obligation already open with
+    another due instant). Recorded like any failure: a replay raises it again, never re-asks."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("CaseRefused", reason)
+        self.reason = reason
 
 
 class ApprovalExpired(EffectError):
@@ -226,17 +237,23 @@ class StepCtx:
         expires_in: int | None = None,
         on_expiry: str = "fail",
         allow_unattended: bool = False,
+        escalate_to: str | None = None,
     ) -> Effect:
         """Open a human task with the run's actual ``answer`` and park until decided → Decision.
 
         ``expires_in`` is in ms from the logical clock. ``on_expiry``: fail | proceed |
-        escalate; ``proceed`` only takes effect with ``allow_unattended=True``.
+        escalate; ``proceed`` only takes effect with ``allow_unattended=True``; ``escalate``
+        reopens the task for ``escalate_to`` (default: the deployment's escalation role) and
+        the run keeps waiting — the journal records the escalation (TASK_DECIDED, outcome
+        ESCALATED) so the chain says why.
         """
         if approvals < 1:
             raise ValueError("approvals must be >= 1")
         if on_expiry not in ("fail", "proceed", "escalate"):
             raise ValueError(f"on_expiry must be fail, proceed or escalate, got {on_expiry!r}")
-        request = {
+        if escalate_to is not None and not escalate_to.strip():
+            raise ValueError("escalate_to must name a role")
+        request: dict[str, Any] = {
             "question": question,
             "answer": answer,
             "role": role,
@@ -245,6 +262,9 @@ class StepCtx:
             "on_expiry": on_expiry,
             "allow_unattended": allow_unattended,
         }
+        if escalate_to is not None:
+            # Only when given: approvals recorded before this option existed keep their witness.
+            request["escalate_to"] = escalate_to
         return Effect("approval", f"approval:{role}", request, "approval")
 
     def case_state(self) -> Effect:
@@ -269,7 +289,9 @@ class StepCtx:
         """Attach an obligation to the case, due ``spec`` after the logical clock on
         ``calendar`` → the due instant (ms). Resolved once and journaled with the calendar's
         digest: a replay returns the journaled instant even if the calendar changed since.
-        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant."""
+        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant.
+        The run waits for the cases service to accept the obligation; ``CaseRefused`` (with
+        the reason) if it does not."""
         request = {
             "op": "register_deadline",
             "case_id": self.case_id,
@@ -282,9 +304,11 @@ class StepCtx:
         return Effect("deadline", f"deadline:{name}", request, "deadline")
 
     def meet_deadline(self, name: str) -> Effect:
-        """Discharge the obligation ``name`` of the case."""
+        """Discharge the obligation ``name`` of the case (waits for the cases service;
+        ``CaseRefused`` if there is no such obligation or it already breached)."""
         return Effect("deadline", f"deadline:{name}", {"op": "meet_deadline", "case_id": self.case_id, "name": name}, "deadline_meet")
 
     def cancel_deadline(self, name: str) -> Effect:
-        """The obligation ``name`` no longer applies."""
+        """The obligation ``name`` no longer applies (waits for the cases service;
+        ``CaseRefused`` if it cannot be cancelled)."""
         return Effect("deadline", f"deadline:{name}", {"op": "cancel_deadline", "case_id": self.case_id, "name": name}, "deadline_cancel")

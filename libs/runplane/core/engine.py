@@ -28,6 +28,19 @@ Checkpointed runs are restored in a new era from their last checkpoint; in that 
 approval, case or deadline call whose (family, name, witness) was recorded in an earlier era
 is served from that record (the side-effect log), so a recorded mutation is never applied
 twice; generations and observations are re-executed.
+
+**Asked once.** A request sent to another service and not yet answered — an approval task,
+a case command (state read/write, deadline register/meet/cancel) — is the run's
+``OpenRequest``, persisted in the snapshot with its witness. A checkpointed restore does not
+forget it: when the new era issues the same request again (same family, name and witness),
+the run *adopts* it — parks on the old task id / request id, sends nothing, opens no second
+task — so a person is asked once and the old task's decision resumes the run. An answer that
+arrives before the new era has reached the request again is journaled at the request's own
+slot (its era and call_seq) and served from there through the side-effect log. A carried
+task the new era never asks for again is withdrawn (``CloseTask``) when superseded or when the
+run ends. (Carrying is chosen over accepting a late decision for a re-opened task because the
+latter still shows the same question twice on the worklist.) Operator tasks for calls in
+doubt are not carried: the new era runs the call's recovery again.
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ from runplane.core.chain import Draft, body_digest, default_label, request_witne
 from runplane.core.ctx import (
     ApprovalExpired,
     CaseConflict,
+    CaseRefused,
     CaseState,
     Decision,
     Effect,
@@ -56,6 +70,7 @@ from runplane.errors import CalendarError, TerminalError
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseTask,
     Cost,
     DecisionOutcome,
     ErrorInfo,
@@ -87,6 +102,7 @@ __all__ = [
     "Event",
     "InFlight",
     "LiveCall",
+    "OpenRequest",
     "Outcome",
     "ReplayReport",
     "Runtime",
@@ -94,7 +110,7 @@ __all__ = [
     "replay_history",
 ]
 
-Command = OpenTask | GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline | RunStatusUpdate
+Command = OpenTask | CloseTask | GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline | RunStatusUpdate
 Event = Signal | TaskDecision | CaseReply | Wake
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
@@ -184,6 +200,45 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class OpenRequest:
+    """A request the run sent and waits an answer for (persisted as ``open_request_json``).
+
+    ``kind``: ``task`` (an approval; ``ref`` = task id) or ``case`` (a case command; ``ref`` =
+    request id). ``era``/``call_seq``: the slot it was issued at — an early answer after a
+    checkpointed restore is journaled there. ``value``: what the answer alone cannot
+    rebuild (a deadline's resolved instant, resolved once when the request was issued).
+    """
+
+    kind: str
+    ref: str
+    era: int
+    call_seq: int
+    family: str
+    name: str
+    witness: str
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("task", "case"):
+            raise ValueError(f"OpenRequest.kind must be task or case, got {self.kind!r}")
+        if not self.ref:
+            raise ValueError("OpenRequest.ref must not be empty")
+
+    def matches(self, effect: Effect, witness: str) -> bool:
+        return (self.family, self.name, self.witness) == (effect.family, effect.name, witness)
+
+    def to_json(self) -> str:
+        return canonical_json({"kind": self.kind, "ref": self.ref, "era": self.era, "call_seq": self.call_seq, "family": self.family,
+                               "name": self.name, "witness": self.witness, "value": self.value})
+
+    @classmethod
+    def from_json(cls, text: str) -> OpenRequest:
+        d = json.loads(text)
+        return cls(str(d["kind"]), str(d["ref"]), int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]),
+                   str(d["witness"]), d.get("value"))
+
+
+@dataclass(frozen=True)
 class Step:
     """The decisions of one engine step, to be committed together (except as
     ``announce_first`` says). ``end`` is set when the run ended in this step; ``rejected``
@@ -214,6 +269,7 @@ class _Wait:
     call_seq: int
     witness: str
     decl: EffectDecl | None = None
+    value: Any = None  # case waits: the OpenRequest's value (a deadline's resolved instant)
 
 
 @dataclass
@@ -281,6 +337,7 @@ class Runtime:
         self._status = RunStatus.RUNNING
         self._parked: ParkedOn | None = None
         self._in_flight: InFlight | None = None
+        self._open: OpenRequest | None = None
         self._pending: list[Signal] = []
         self._checkpoint_json: str | None = None
         self._output_json: str | None = None
@@ -378,6 +435,7 @@ class Runtime:
         rt._status_before = snapshot.status
         rt._parked = snapshot.parked_on
         rt._in_flight = InFlight.from_json(snapshot.in_flight_json) if snapshot.in_flight_json else None
+        rt._open = OpenRequest.from_json(snapshot.open_request_json) if snapshot.open_request_json else None
         rt._pending = list(snapshot.pending_signals)
         rt._checkpoint_json = snapshot.checkpoint_json
         rt._output_json = snapshot.output_json
@@ -395,8 +453,8 @@ class Runtime:
                 self._prior.setdefault((entry.family, entry.name, entry.request_witness), deque()).append(entry)
         self._prior_doubt = self._in_flight
         self._in_flight = None
-        # Tasks and case requests of the old era are not adopted: the new era re-issues what
-        # it needs, and a late answer to an old-era request is rejected (names its era).
+        # The open request (task or case command) stays in ``_open``: the new era adopts it when
+        # it issues the same request again (see "Asked once" in the module docstring).
         self._parked = None
         self._status = RunStatus.RUNNING
         self.restored = json.loads(snapshot.checkpoint_json) if snapshot.checkpoint_json else None
@@ -449,6 +507,7 @@ class Runtime:
             in_flight_json=None if self._in_flight is None else self._in_flight.to_json(),
             pending_signals=tuple(self._pending),
             era_started_ms=self._era_started_ms,
+            open_request_json=None if self._open is None else self._open.to_json(),
         )
 
     def complete(self, call_seq: int, outcome: Outcome, *, now_ms: int) -> Step:
@@ -606,7 +665,8 @@ class Runtime:
         if parked is not None and parked.era == self.era and parked.call_seq == call_seq:
             # Rebuilding a parked run: its command was sent when it parked; just wait again.
             kind = {ParkKind.SIGNAL: "signal", ParkKind.TASK: "approval", ParkKind.CASE_REPLY: "case"}.get(parked.kind, "signal")
-            self._waiting = _Wait(kind, effect, call_seq, witness)
+            value = self._open.value if self._open is not None and self._open.ref == parked.ref else None
+            self._waiting = _Wait(kind, effect, call_seq, witness, value=value)
             return _SUSPEND
         if self._max_slot.get(self.era, -1) > call_seq:
             raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name}", "no journaled call (a derived draw) but later calls"))
@@ -619,7 +679,36 @@ class Runtime:
             self._prior_doubt = None
             self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, recovery)
             return self._in_doubt(effect, call_seq, witness, recovery)
+        carried = self._open
+        if carried is not None and carried.era < self.era and carried.matches(effect, witness):
+            return self._adopt(carried, effect, call_seq, witness)
         return _LIVE[effect.op](self, effect, call_seq, witness)
+
+    def _adopt(self, carried: OpenRequest, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        """The new era asks what an earlier era already asked and nobody answered yet: wait on
+        that task / request instead of sending it again (a person is asked once)."""
+        if carried.kind == "task":
+            kind, park, status, wait = ParkKind.TASK, f"task:{carried.ref}", RunStatus.AWAITING_HUMAN, "approval"
+        else:
+            kind, park, status, wait = ParkKind.CASE_REPLY, f"case:{carried.ref}", RunStatus.PARKED, "case"
+        attrs = {"parked_on": park, "carried_from": f"{carried.era}/{carried.call_seq}"}
+        if carried.kind == "task":
+            attrs["task_id"] = carried.ref
+        self._emit(JournalKind.RUN_PARKED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness, attrs=attrs)
+        self._park(kind, carried.ref, call_seq, status)
+        self._waiting = _Wait(wait, effect, call_seq, witness, value=carried.value)
+        return _SUSPEND
+
+    def _set_open(self, request: OpenRequest) -> None:
+        """Remember the request now waited on; a carried task it supersedes is withdrawn."""
+        self._withdraw_carried(f"superseded: era {self.era} asked {request.name}")
+        self._open = request
+
+    def _withdraw_carried(self, reason: str) -> None:
+        carried, self._open = self._open, None
+        if carried is not None and carried.kind == "task" and (self._parked is None or self._parked.ref != carried.ref):
+            # Nobody waits for this task any more; an unwithdrawn one would sit on the worklist.
+            self._out.commands.append(CloseTask(task_id=carried.ref, reason=reason[:200], at_ms=self._now))
 
     def _from_prior_era(self, effect: Effect, call_seq: int, witness: str) -> _Resolution | None:
         if effect.family not in _CROSS_ERA:
@@ -637,7 +726,9 @@ class Runtime:
     def _emit(self, kind: JournalKind, **fields: Any) -> JournalRecord:
         attrs = fields.pop("attrs", None) or {}
         label = fields.pop("label", None) or default_label([f"agent/{self.spec.capability}"])
-        draft = Draft(session_id=self.session_id, seq=self._next_seq, era=self.era, kind=kind, stamp_ms=self._now, label=label, attrs=attrs, **fields)
+        era = fields.pop("era", None)
+        era = self.era if era is None else era
+        draft = Draft(session_id=self.session_id, seq=self._next_seq, era=era, kind=kind, stamp_ms=self._now, label=label, attrs=attrs, **fields)
         record = seal(draft, self._last_hash)
         self._next_seq += 1
         self._last_hash = record.hash
@@ -658,8 +749,15 @@ class Runtime:
         cost: Cost | None = None,
         label: Label | None = None,
         attrs: Mapping[str, str] | None = None,
+        era: int | None = None,
     ) -> ResultEntry:
-        """Write the slot's ResultEntry and the chain record carrying its body digest."""
+        """Write the slot's ResultEntry and the chain record carrying its body digest.
+
+        ``era``: the slot's era when it is not the current one (an early answer to a request
+        carried from an earlier era); the chain record names the same era, so the verifier
+        finds the body where the record says it is.
+        """
+        era = self.era if era is None else era
         value_json: str | None = None
         if ok:
             try:
@@ -672,14 +770,14 @@ class Runtime:
         digest = body_digest(ok, decoded, None if ok else error)
         label = label or _label_for(effect.family, effect.name, self.spec.capability)
         entry = ResultEntry(
-            session_id=self.session_id, era=self.era, call_seq=call_seq, family=effect.family, name=effect.name,
+            session_id=self.session_id, era=era, call_seq=call_seq, family=effect.family, name=effect.name,
             request_witness=witness, ok=ok, value_json=value_json, error=None if ok else error, stamp_ms=self._now,
             attempts=attempts, body_digest=digest, label=label,
         )
-        self.results[(self.era, call_seq)] = entry
+        self.results[(era, call_seq)] = entry
         self._out.results.append(entry)
         self._emit(kind, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   body_digest=digest, cost=cost, label=label, attrs=dict(attrs or {}))
+                   body_digest=digest, cost=cost, label=label, attrs=dict(attrs or {}), era=era)
         self.clock_ms = self._now
         return entry
 
@@ -732,6 +830,7 @@ class Runtime:
                 coro.close()
 
     def _clear_waits(self) -> None:
+        self._withdraw_carried(f"run {self._status}")
         self._waiting = None
         self._pending_live = None
         self._parked = None
@@ -922,10 +1021,12 @@ class Runtime:
             question=str(req["question"]), answer_json=answer_json, case_id=self.case_id, capability=self.spec.capability,
             role=str(req["role"]), approvals=int(req["approvals"]), initiator=self.initiator, expires_ms=expires,
             on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()), allow_unattended=bool(req["allow_unattended"]),
-            escalate_to=None, opened_ms=self._now,
+            escalate_to=req.get("escalate_to"), opened_ms=self._now,
         ))
         self._emit(JournalKind.TASK_OPENED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
                    attrs={"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])})
+        unattended_ok = req["on_expiry"] == "proceed" and bool(req["allow_unattended"])
+        self._set_open(OpenRequest("task", task_id, self.era, call_seq, effect.family, effect.name, witness, {"unattended_ok": unattended_ok}))
         self._park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
         self._waiting = _Wait("approval", effect, call_seq, witness)
         return _SUSPEND
@@ -943,38 +1044,46 @@ class Runtime:
                 return ("throw", EffectError("InvalidRequest", str(exc)))
             command = PutCaseState(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq,
                                    expected_version=int(effect.request["expected_version"]), state_json=state_json)
+        return self._ask_case(effect, call_seq, witness, command)
+
+    def _ask_case(self, effect: Effect, call_seq: int, witness: str, command: Command, value: Any = None) -> _Resolution:
+        """Send a case command with ``reply_to`` = this session and park until its CaseReply
+        (request id ``<session>/<era>/<call_seq>``); the reply is journaled as the result."""
+        assert isinstance(command, (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline))
         self._out.commands.append(command)
         self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"request_id": request_id, "case_id": self.case_id})
-        self._park(ParkKind.CASE_REPLY, request_id, call_seq, RunStatus.PARKED)
-        self._waiting = _Wait("case", effect, call_seq, witness)
+                   attrs={"request_id": command.request_id, "case_id": command.case_id})
+        self._set_open(OpenRequest("case", command.request_id, self.era, call_seq, effect.family, effect.name, witness, value))
+        self._park(ParkKind.CASE_REPLY, command.request_id, call_seq, RunStatus.PARKED)
+        self._waiting = _Wait("case", effect, call_seq, witness, value=value)
         return _SUSPEND
 
     def _deadline(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+        """Deadline commands ask and wait like the other case commands: a refusal (a closed
+        case, no such obligation, one already open with another due) must reach the agent."""
         if self.case_id is None:
             return ("throw", EffectError("NoCase", f"run {self.session_id} belongs to no case"))
         req = effect.request
         request_id = f"{self.session_id}/{self.era}/{call_seq}"
         if effect.op != "deadline":
             make = MeetDeadline if effect.op == "deadline_meet" else CancelDeadline
-            self._out.commands.append(make(case_id=self.case_id, request_id=request_id, reply_to=None, era=self.era, call_seq=call_seq, name=str(req["name"])))
-            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, None, None, attrs={"deadline": str(req["name"])})
-            return self._resolve(effect, entry)
+            command = make(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq, name=str(req["name"]))
+            return self._ask_case(effect, call_seq, witness, command)
         try:
             due, digest = self._calendar_lookup().resolve(str(req["calendar"]), req["rule"], self.clock_ms)
             warn = None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
         except CalendarError as exc:
             entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, _error_info(exc))
             return self._resolve(effect, entry)
+        # Resolved once, here: the instant rides in the OpenRequest until the reply comes, so a
+        # rebuilt run journals what was sent even if the calendar changed meanwhile.
         value = {"due_ms": due, "warn_ms": warn, "calendar": req["calendar"], "calendar_digest": digest}
-        self._out.commands.append(RegisterDeadline(
-            case_id=self.case_id, request_id=request_id, reply_to=None, era=self.era, call_seq=call_seq, name=str(req["name"]),
+        register = RegisterDeadline(
+            case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq, name=str(req["name"]),
             due_ms=due, warn_ms=warn, calendar=str(req["calendar"]), calendar_digest=digest, rule_json=canonical_json(req["rule"]),
             on_breach=req["on_breach"],
-        ))
-        entry = self._record(effect, call_seq, witness, JournalKind.DEADLINE_REGISTERED, True, value, None,
-                             attrs={"deadline": str(req["name"]), "calendar": str(req["calendar"]), "calendar_digest": digest})
-        return self._resolve(effect, entry)
+        )
+        return self._ask_case(effect, call_seq, witness, register, value)
 
     def _calendar_lookup(self) -> Any:
         if self._calendars is None:
@@ -999,15 +1108,59 @@ class Runtime:
     def _on_decision(self, decision: TaskDecision) -> str | None:
         wait = self._waiting
         parked = self._parked
-        if wait is None or parked is None or parked.ref != decision.task_id or wait.kind not in ("approval", "operator"):
+        waited = wait is not None and parked is not None and parked.ref == decision.task_id and wait.kind in ("approval", "operator")
+        carried = self._open if self._open is not None and self._open.kind == "task" and self._open.ref == decision.task_id else None
+        if not waited and carried is None:
             return f"no open task {decision.task_id!r} for this run"
-        outcome = decision.outcome
-        if outcome is DecisionOutcome.ESCALATED:
-            return None  # still waiting, under another role; nothing to journal for the run
-        attrs = {"task_id": decision.task_id, "outcome": str(outcome)}
+        attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
+        if decision.outcome is DecisionOutcome.ESCALATED:
+            self._escalated(decision, wait if waited else None, carried, attrs)
+            return None
+        if not waited:
+            assert carried is not None
+            return self._early_decision(carried, decision, attrs)
+        assert wait is not None
         if wait.kind == "approval":
             return self._decide_approval(wait, decision, attrs)
         return self._decide_operator(wait, decision, attrs)
+
+    def _escalated(self, decision: TaskDecision, wait: _Wait | None, carried: OpenRequest | None, attrs: dict[str, str]) -> None:
+        """The worklist reopened the task for another role; the run keeps waiting on the same
+        task. Journaled (TASK_DECIDED outcome ESCALATED, then RUN_PARKED on that task) so the
+        chain shows why the run still waits and who it waits for now."""
+        declared = wait.effect.request.get("escalate_to") if wait is not None and isinstance(wait.effect.request, Mapping) else None
+        # The TaskDecision names no role; without a declared one it is the deployment's default.
+        attrs["escalate_to"] = str(declared) if declared else "deployment-default"
+        if decision.comment:
+            attrs["reason"] = decision.comment[:200]
+        if wait is None:
+            assert carried is not None
+            attrs["carried_from"] = f"{carried.era}/{carried.call_seq}"
+            self._emit(JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs)
+            return
+        self._emit(JournalKind.TASK_DECIDED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name, attrs=attrs)
+        self._emit(JournalKind.RUN_PARKED, call_seq=wait.call_seq,
+                   attrs={"parked_on": f"task:{decision.task_id}", "task_id": decision.task_id, "escalated": "true"})
+
+    def _early_decision(self, carried: OpenRequest, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+        """A decision on a task carried from an earlier era, before the new era has asked again:
+        journal it at the task's own slot; the side-effect log serves it when the era asks."""
+        if decision.outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
+            return f"{decision.outcome} is an operator verdict, not an approval decision"
+        unattended_ok = bool((carried.value or {}).get("unattended_ok"))
+        ok, value, error = _approval_result(decision, unattended_ok)
+        effect = Effect(carried.family, carried.name, None, "approval")
+        attrs["answers"] = f"{carried.era}/{carried.call_seq}"
+        self._open = None
+        self._record_early(carried, effect, JournalKind.TASK_DECIDED, ok, value, error, attrs)
+        return None
+
+    def _record_early(self, carried: OpenRequest, effect: Effect, kind: JournalKind, ok: bool, value: Any,
+                      error: ErrorInfo | None, attrs: Mapping[str, str]) -> None:
+        clock = self.clock_ms  # the agent is suspended elsewhere: its logical clock does not move
+        entry = self._record(effect, carried.call_seq, carried.witness, kind, ok, value, error, attrs=attrs, era=carried.era)
+        self.clock_ms = clock
+        self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(entry)
 
     def _decide_approval(self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
         outcome = decision.outcome
@@ -1016,14 +1169,10 @@ class Runtime:
             return f"{outcome} is an operator verdict, not an approval decision"
         unattended_ok = req["on_expiry"] == "proceed" and bool(req["allow_unattended"])
         self._waiting = None
+        self._open = None
         self._unpark()
-        if outcome is DecisionOutcome.EXPIRED_FAILED or (outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok):
-            error = ErrorInfo(type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False)
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, False, None, error, attrs=attrs)
-        else:
-            approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
-            value = {"outcome": str(outcome), "approved": approved, "comment": decision.comment, "decided_by": list(decision.decided_by)}
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, True, value, None, attrs=attrs)
+        ok, value, error = _approval_result(decision, unattended_ok)
+        entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, ok, value, error, attrs=attrs)
         self._run(self._resolve(wait.effect, entry))
         return None
 
@@ -1056,25 +1205,54 @@ class Runtime:
     def _on_case_reply(self, reply: CaseReply) -> str | None:
         wait = self._waiting
         parked = self._parked
-        if wait is None or wait.kind != "case" or parked is None or parked.ref != reply.request_id:
-            return f"no case request {reply.request_id!r} outstanding for this run"
-        self._waiting = None
-        self._unpark()
+        if wait is not None and wait.kind == "case" and parked is not None and parked.ref == reply.request_id:
+            self._waiting = None
+            self._open = None
+            self._unpark()
+            entry = self._record_case_reply(wait.effect, wait.call_seq, wait.witness, wait.value, reply)
+            self._run(self._resolve(wait.effect, entry))
+            return None
+        carried = self._open
+        if carried is not None and carried.kind == "case" and carried.ref == reply.request_id and carried.era < self.era:
+            # Answered before the new era asked again: journal it at its own slot (see _early_decision).
+            op = _CASE_OPS.get(reply.op)
+            if op is None:
+                return f"case reply op {reply.op!r} is not a run's case command"
+            self._open = None
+            clock = self.clock_ms
+            entry = self._record_case_reply(Effect(carried.family, carried.name, None, op), carried.call_seq, carried.witness,
+                                            carried.value, reply, era=carried.era)
+            self.clock_ms = clock
+            self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(entry)
+            return None
+        return f"no case request {reply.request_id!r} outstanding for this run"
+
+    def _record_case_reply(self, effect: Effect, call_seq: int, witness: str, value: Any, reply: CaseReply, *, era: int | None = None) -> ResultEntry:
+        """Journal a CaseReply as the result of the case command that asked for it."""
         attrs = {"request_id": reply.request_id, "case_id": reply.case_id}
-        if wait.effect.op == "case_get":
-            if reply.accepted:
-                state = json.loads(reply.state_json) if reply.state_json else None
-                entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True,
-                                     {"state": state, "version": reply.version}, None, attrs=attrs)
-            else:
-                error = ErrorInfo(type="CaseRefused", message=reply.reason or "refused", retryable=False)
-                entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs)
-        else:
-            value = {"accepted": reply.accepted, "version": reply.version, "reason": reply.reason}
+        if era is not None:
+            attrs["answers"] = f"{era}/{call_seq}"
+        op = effect.op
+        if op == "case_put":
+            recorded = {"accepted": reply.accepted, "version": reply.version, "reason": reply.reason}
             kind = JournalKind.CASE_WRITTEN if reply.accepted else JournalKind.EFFECT_RECORDED
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, kind, True, value, None, attrs=attrs)
-        self._run(self._resolve(wait.effect, entry))
-        return None
+            return self._record(effect, call_seq, witness, kind, True, recorded, None, attrs=attrs, era=era)
+        if not reply.accepted:
+            error = ErrorInfo(type="CaseRefused", message=reply.reason or "refused", retryable=False)
+            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs, era=era)
+        if op == "case_get":
+            state = json.loads(reply.state_json) if reply.state_json else None
+            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, {"state": state, "version": reply.version}, None,
+                                attrs=attrs, era=era)
+        attrs["deadline"] = effect.name.removeprefix("deadline:")
+        if op != "deadline":  # meet / cancel
+            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, None, None, attrs=attrs, era=era)
+        if not isinstance(value, Mapping) or "due_ms" not in value:
+            # Only a snapshot written before deadlines waited for replies could lack it.
+            error = ErrorInfo(type="DeadlineUnknown", message="the resolved due instant was not kept with the request", retryable=False)
+            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs, era=era)
+        attrs.update({"calendar": str(value["calendar"]), "calendar_digest": str(value["calendar_digest"])})
+        return self._record(effect, call_seq, witness, JournalKind.DEADLINE_REGISTERED, True, dict(value), None, attrs=attrs, era=era)
 
 
 _LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
@@ -1089,6 +1267,20 @@ _LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
     "deadline_meet": Runtime._deadline,
     "deadline_cancel": Runtime._deadline,
 }
+
+
+# CaseReply.op → the engine op of the command that asked (for replies journaled early).
+_CASE_OPS: Final = {"get_state": "case_get", "put_state": "case_put", "register_deadline": "deadline",
+                    "meet_deadline": "deadline_meet", "cancel_deadline": "deadline_cancel"}
+
+
+def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[bool, Any, ErrorInfo | None]:
+    """What an approval's decision records: (ok, value, error)."""
+    outcome = decision.outcome
+    if outcome is DecisionOutcome.EXPIRED_FAILED or (outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok):
+        return False, None, ErrorInfo(type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False)
+    approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
+    return True, {"outcome": str(outcome), "approved": approved, "comment": decision.comment, "decided_by": list(decision.decided_by)}, None
 
 
 def _identity(effect: Effect, raw: Any) -> Any:
@@ -1123,6 +1315,8 @@ def _error_info(exc: BaseException) -> ErrorInfo:
 def _error_from(error: ErrorInfo) -> EffectError:
     if error.type == "ApprovalExpired":
         return ApprovalExpired(error.type, error.message, retryable=error.retryable)
+    if error.type == "CaseRefused":
+        return CaseRefused(error.message)
     return EffectError(error.type, error.message, retryable=error.retryable)
 
 
