@@ -6,7 +6,6 @@ import threading
 
 from runplane.config import Settings
 from runplane.service import install_signal_handlers, setup_logging
-
 from services.executor.serve import serve
 from services.executor.topology import SERVICE
 

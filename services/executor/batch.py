@@ -16,12 +16,16 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Out:
-    """One record to produce: full topic name, key, value (None = tombstone), partition."""
+    """One record to produce: full topic name, key, value (None = tombstone), partition.
+
+    ``lazy`` encodes the value at commit time instead: a table row that a newer row for the
+    same key may replace before the commit is then never encoded at all."""
 
     topic: str
     key: bytes
     value: bytes | None
     partition: int | None = None
+    lazy: Callable[[], bytes] | None = None
 
 
 @dataclass
@@ -30,10 +34,21 @@ class Batch:
     callbacks: list[Callable[[], None]] = field(default_factory=list)
     opened_at: float | None = None
     inputs: int = 0
+    _latest: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
-    def add(self, out: Out, now: float) -> None:
+    def add(self, out: Out, now: float, *, last_wins: bool = False) -> None:
+        """Queue ``out``. ``last_wins``: a table row (compacted topic) — a newer row for the
+        same key in the same transaction replaces the older one, since readers of a
+        compacted topic only ever need the last value and a run writes its snapshot once
+        per step, many times per batch."""
         if self.opened_at is None:
             self.opened_at = now
+        if last_wins:
+            slot = self._latest.get((out.topic, out.key))
+            if slot is not None:
+                self.records[slot] = out
+                return
+            self._latest[(out.topic, out.key)] = len(self.records)
         self.records.append(out)
 
     def consumed(self, now: float) -> None:

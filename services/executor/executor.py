@@ -24,16 +24,19 @@ when no live call is outstanding), live calls are asyncio tasks bounded by ``Liv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
 from runplane.core import (
     AgentRegistry,
     Draft,
@@ -78,7 +81,6 @@ from runplane.wire import (
     TaskDecision,
     Wake,
 )
-
 from services.executor.batch import Batch, Out
 from services.executor.committer import Committer
 from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
@@ -162,6 +164,11 @@ class Executor:
         self._restorer: Restorer | None = None
         self._last_housekeeping = 0.0
         self.ready = threading.Event()
+        self.stats = {"commits": 0, "records": 0}
+        # One worker: transactions of one producer are sequential; the loop keeps serving
+        # (and filling the next batch) while the previous one commits.
+        self._commit_pool = ThreadPoolExecutor(1, thread_name_prefix="executor-commit")
+        self._in_commit: tuple[Future[None], Batch] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self, stop: threading.Event) -> None:
@@ -171,14 +178,13 @@ class Executor:
                 busy = self._poll()
                 self._drain_completions()
                 now = time.monotonic()
-                if self._batch.due(now, self.settings.batch_max, self.settings.batch_ms / 1000):
-                    self._commit()
+                self._maybe_commit(now)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
                 if self._probe is not None:
                     self._probe.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.
-                await asyncio.sleep(0 if busy or self._completions else 0.001)
+                await asyncio.sleep(0 if busy or self._completions else 0.0005)
             await self._drain_on_stop()
         finally:
             self._close()
@@ -228,10 +234,16 @@ class Executor:
         while self._tasks and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
             self._drain_completions()
+            self._maybe_commit(time.monotonic())
+        self._settle_commit()
         if not self._batch.empty:
             self._commit()
 
     def _close(self) -> None:
+        # An abort here loses nothing: the next owner restores from what is durable.
+        with contextlib.suppress(TxnAbortable):
+            self._settle_commit()
+        self._commit_pool.shutdown(wait=True)
         for task in list(self._tasks):
             task.cancel()
         for res in self._residents.values():
@@ -264,16 +276,22 @@ class Executor:
         numbers = {tp.partition for tp in partitions}
         # Drop first, so after-commit callbacks of the final batch start no call for them.
         self._drop(numbers)
-        if not self._batch.empty:
-            try:
+        try:
+            self._settle_commit()
+            if not self._batch.empty:
                 self._commit_or_raise()
-            except TxnAbortable as exc:
-                log.warning("final commit before revocation aborted: %s", exc)
+        except TxnAbortable as exc:
+            # Void: what the revoked partitions did since the last commit is redone by their
+            # next owner; our remaining partitions are rebuilt on the coming assignment.
+            log.warning("final commit before revocation aborted: %s", exc)
+            self._batch = Batch()
         log.info("executor partitions revoked", extra={"partitions": sorted(numbers)})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Lost (not revoked): the group already moved on; anything uncommitted is void.
         self._drop({tp.partition for tp in partitions})
+        with contextlib.suppress(TxnAbortable):
+            self._settle_commit()
         self._batch = Batch()
         if self._producer is not None and self._producer.in_transaction:
             self._producer.abort()
@@ -304,8 +322,21 @@ class Executor:
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
         assert self._consumer is not None
-        idle = not self._tasks and self._batch.empty and not self._completions
-        msgs = self._consumer.consume(self.settings.batch_max, timeout=0.05 if idle else 0)
+        idle = (
+            not self._tasks
+            and self._batch.empty
+            and not self._completions
+            and self._in_commit is None
+        )
+        msgs: list[Message] = []
+        if idle:
+            # poll() returns at the first message; consume() would wait out its timeout
+            # trying to fill the batch, adding that wait to every run's latency.
+            first = self._consumer.poll(0.05)
+            if first is None:
+                return False
+            msgs.append(first)
+        msgs.extend(self._consumer.consume(self.settings.batch_max, timeout=0))
         for msg in msgs:
             self._on_message(msg)
         return bool(msgs)
@@ -375,7 +406,7 @@ class Executor:
                 msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
             )
             return
-        previous = res.runtime.snapshot()
+        previous = part.sessions.get(sid)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
             self._dead_letter(msg, f"run {sid}: {step.rejected}", "rejected")
@@ -495,7 +526,7 @@ class Executor:
         self._parts[partition_for(sid, self._npart)].forget_results(sid)
 
     def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(command, OpenTask):
+        if isinstance(command, (OpenTask, CloseTask)):  # CloseTask: the core withdraws a task carried across eras
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
@@ -507,6 +538,12 @@ class Executor:
     def _out(
         self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
     ) -> None:
+        if topic == "sessions":
+            # Encoded at commit, once per run per batch: later steps replace earlier rows.
+            lazy = functools.partial(self._serde.encode, topic, record)
+            out = Out(self._topic[topic], key.encode("utf-8"), None, partition, lazy=lazy)
+            self._batch.add(out, now, last_wins=True)
+            return
         value = self._serde.encode(topic, record)
         self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
 
@@ -571,7 +608,9 @@ class Executor:
             if res is None or res.runtime is not done.runtime:
                 continue  # stale: the run moved or was rebuilt; its journal decides
             res.last_active = time.monotonic()
-            previous = res.runtime.snapshot()
+            # The last snapshot applied is the runtime's current state (every step that
+            # changes it carries records); it names the call in flight.
+            previous = self._parts[res.partition].sessions[done.session_id]
             if done.outcome.verdict is Verdict.IN_DOUBT:
                 self._in_doubt(done, res, previous)
                 continue
@@ -590,7 +629,44 @@ class Executor:
         self._rebuild(done.session_id, res.partition, previous)
 
     # ------------------------------------------------------------------ commit
+    def _maybe_commit(self, now: float) -> None:
+        """Pipelined group commit: seal the batch when due and commit it on the worker while
+        the loop goes on; collect the previous commit's result first."""
+        if self._in_commit is not None:
+            if not self._in_commit[0].done():
+                return
+            try:
+                self._settle_commit()
+            except TxnAbortable as exc:
+                log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
+                self._after_abort()
+                return
+        if not self._batch.due(now, self.settings.batch_max, self.settings.batch_ms / 1000):
+            return
+        assert self._committer is not None
+        batch, self._batch = self._batch, Batch()
+        offsets, metadata = self._committer.seal()
+        future = self._commit_pool.submit(self._committer.commit_sealed, batch, offsets, metadata)
+        self._in_commit = (future, batch)
+
+    def _settle_commit(self) -> None:
+        """Wait for the commit in flight, if any; run its after-commit work (raises
+        ``TxnAbortable`` when it aborted, ``TxnFatal`` when the producer is gone)."""
+        if self._in_commit is None:
+            return
+        future, batch = self._in_commit
+        self._in_commit = None
+        future.result()
+        self._committed(batch)
+
+    def _committed(self, batch: Batch) -> None:
+        self.stats["commits"] += 1
+        self.stats["records"] += len(batch.records)
+        for fn in batch.callbacks:
+            fn()
+
     def _commit(self) -> None:
+        """Commit the current batch now, synchronously (stop, revocation)."""
         try:
             self._commit_or_raise()
         except TxnAbortable as exc:
@@ -599,8 +675,11 @@ class Executor:
 
     def _commit_or_raise(self) -> None:
         assert self._committer is not None
+        self._settle_commit()
         batch, self._batch = self._batch, Batch()
-        self._committer.commit(batch)
+        offsets, metadata = self._committer.seal()
+        self._committer.commit_sealed(batch, offsets, metadata)
+        self._committed(batch)
 
     def _after_abort(self) -> None:
         """Everything since the last commit is void: start over from what is durable."""
@@ -608,6 +687,7 @@ class Executor:
         owned = sorted(self._parts)
         self._drop(set(owned))
         self._completions.clear()
+        self._batch = Batch()  # built on the aborted state: void too
         assignment = self._consumer.assignment()
         if assignment:
             for tp in self._consumer.committed(assignment, timeout=30):

@@ -9,6 +9,7 @@ test sees exactly the platform's input.
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
 from runplane.config import Settings
 from runplane.core import AgentRegistry, ModelProvider, Tool, run_admitted
 from runplane.kafka.clients import consumer_config, producer_config
@@ -32,7 +34,6 @@ from runplane.wire import (
     SessionSnapshot,
     StartRun,
 )
-
 from services.executor.serve import build
 from services.executor.settings import ExecutorSettings
 
@@ -195,8 +196,11 @@ def executor_thread(
     providers: Mapping[str, ModelProvider] | None = None,
     registry: AgentRegistry | None = None,
     ready_timeout_s: float = 60.0,
+    profile: cProfile.Profile | None = None,
 ) -> Iterator[Any]:
-    """Run one executor in a thread of this process; yields it once partitions are restored."""
+    """Run one executor in a thread of this process; yields it once partitions are restored.
+
+    With ``profile``, the executor's thread runs under that (cProfile) profiler."""
     stop = threading.Event()
     holder: dict[str, Any] = {}
     failed: list[BaseException] = []
@@ -209,7 +213,10 @@ def executor_thread(
 
     def target() -> None:
         try:
-            asyncio.run(main())
+            if profile is not None:
+                profile.runcall(asyncio.run, main())
+            else:
+                asyncio.run(main())
         except BaseException as exc:  # surfaced to the test below
             failed.append(exc)
 

@@ -171,7 +171,9 @@ class LiveCallRunner:
         async with self._slots:
             self.inflight += 1
             try:
-                return await asyncio.wait_for(call(), timeout_s)
+                # asyncio.timeout, not wait_for: no extra task per attempt on the hot path.
+                async with asyncio.timeout(timeout_s):
+                    return await call()
             except TimeoutError as exc:
                 raise CallTimeout(f"no answer within {timeout_s}s") from exc
             finally:

@@ -8,12 +8,12 @@ import threading
 from collections.abc import Mapping
 
 import httpx
+
 from runplane.config import Settings
 from runplane.core import REGISTRY, AgentRegistry, ModelProvider, Tool
 from runplane.errors import ConfigError
 from runplane.providers import OpenAIProvider, billing_tools
 from runplane.service import Health, make_app, run_http
-
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.topology import SERVICE

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-
 from services.executor.batch import Batch, Out
 from services.executor.committer import Committer
 from services.executor.topology import group_id
