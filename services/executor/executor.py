@@ -516,7 +516,13 @@ class Executor:
         self._metrics.runs_ended.labels(str(status).lower()).inc()
         parked = previous.parked_on if previous is not None else None
         decided = any(r.kind is JournalKind.TASK_DECIDED for r in step.records)
-        if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) and not decided:
+        closed = any(isinstance(c, CloseTask) for c in step.commands)
+        if (
+            parked is not None
+            and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR)
+            and not decided
+            and not closed
+        ):
             # The run ended while a person was asked something: withdraw the task.
             close = CloseTask(task_id=parked.ref, reason=f"run {status}", at_ms=self._wall_ms())
             self._out("tasks.commands", parked.ref, close, now)
@@ -532,7 +538,9 @@ class Executor:
             self._out("cases.commands", command.case_id, command, now)
         elif isinstance(command, RunStatusUpdate):
             self._out("admission", command.admission_key, command, now)
-        else:  # pragma: no cover - the core's Command union is closed
+        else:
+            # The core's Command union grew and this shell was not told: losing a command
+            # silently would strand a run, so stop and let the supervisor show the error.
             raise TerminalError(f"no route for command {type(command).__name__}")
 
     def _out(
