@@ -1,0 +1,269 @@
+"""The benchmark report: results of one ``python -m benchmarks`` run → Markdown and a PNG plot.
+
+Pure rendering: :func:`render_markdown` takes the results dict that ``benchmarks/__main__.py``
+collected and returns text; :func:`render_plot` draws with matplotlib's Agg backend. Nothing
+here measures or asserts anything, and every number shown comes from the dict.
+
+Results shape::
+
+    {
+      "started": "2025-…Z", "elapsed_s": 123.4,
+      "machine": {"cpu": …, "cores": 2, "memory_gib": 24.0, "python": …, "kafka": …, …},
+      "benchmarks": {
+        "core":      {"ok": true, "seconds": 3.1, "result": {"replay": {10: {…}, …}, …}},
+        "executor":  {"ok": true, "seconds": 60.0, "result": {"executor": {…}, "baseline": {…}}},
+        "admission": {"ok": false, "seconds": 0.1, "error": "…"},
+      },
+    }
+
+The raw-Kafka baseline is the plain confluent-kafka transactional consume→produce loop that
+``benchmarks.executor`` runs in the same process and run (one baseline for the whole report).
+Every throughput figure (a leaf named ``*_per_s``) is divided by the baseline's messages/s, and
+every latency (``*p50_ms`` / ``*p99_ms``) by the baseline's latency at the same percentile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeGuard
+
+Leaf = tuple[str, float]
+
+
+def baseline_of(results: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The raw-Kafka baseline's numbers, or None when the run that holds it failed."""
+    entry = results.get("benchmarks", {}).get("executor", {})
+    result = entry.get("result") if entry.get("ok") else None
+    if not isinstance(result, Mapping):
+        return None
+    base = result.get("baseline")
+    return base if isinstance(base, Mapping) and _num(base.get("messages_per_s")) else None
+
+
+def _num(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def leaves(data: Any, prefix: str = "") -> Iterator[Leaf]:
+    """Every finite number in ``data`` as (dotted path, value), in insertion order."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            yield from leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif _num(data):
+        yield prefix, float(data)
+
+
+def ratio(path: str, value: float, baseline: Mapping[str, Any] | None) -> float | None:
+    """``value`` relative to the baseline figure of the same kind, when there is one."""
+    if baseline is None:
+        return None
+    name = path.rsplit(".", 1)[-1]
+    if name.endswith("_per_s"):
+        ref = baseline.get("messages_per_s")
+    elif name.endswith("p50_ms"):
+        ref = baseline.get("p50_ms")
+    elif name.endswith("p99_ms"):
+        ref = baseline.get("p99_ms")
+    else:
+        return None
+    return value / float(ref) if _num(ref) and float(ref) > 0 else None
+
+
+def _fmt(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 0.1:
+        return f"{value:.2f}"
+    if abs(value) >= 0.001:
+        return f"{value:.4f}"
+    return f"{value:.2e}"
+
+
+def _ratio_cell(r: float | None) -> str:
+    return "" if r is None else f"{r:.2f}×"
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+
+def _machine(machine: Mapping[str, Any]) -> list[str]:
+    labels = [
+        ("cpu", "CPU"),
+        ("cores", "cores"),
+        ("memory_gib", "memory (GiB)"),
+        ("os", "OS"),
+        ("python", "Python"),
+        ("kafka", "Kafka"),
+        ("confluent_kafka", "confluent-kafka / librdkafka"),
+        ("commit", "commit"),
+    ]
+    out = ["| | |", "| --- | --- |"]
+    out += [f"| {label} | {machine[key]} |" for key, label in labels if key in machine]
+    return out
+
+
+def _core(result: Mapping[str, Any]) -> list[str]:
+    replay = result.get("replay", {})
+    out = ["| calls replayed | total (ms) | per step (µs) |", "| ---: | ---: | ---: |"]
+    for n, row in replay.items():
+        out.append(f"| {int(n):,} | {_fmt(float(row['total_ms']))} | {_fmt(float(row['per_step_us']))} |")
+    sizes = sorted(replay, key=int)
+    if len(sizes) >= 2:
+        small = float(replay[sizes[0]]["per_step_us"])
+        large = float(replay[sizes[-1]]["per_step_us"])
+        if small > 0:
+            out.append("")
+            out.append(
+                f"Per-step cost at {int(sizes[-1]):,} calls is {large / small:.2f}× the cost at "
+                f"{int(sizes[0]):,} (1.00× = perfectly linear replay)."
+            )
+    if _num(result.get("live_step_us")):
+        out.append(f"Live step without I/O: {_fmt(float(result['live_step_us']))} µs.")
+    thousand = replay.get(1000) or replay.get("1000")
+    goal = result.get("goal_1000_ms")
+    if thousand is not None and _num(goal):
+        verdict = "meets" if float(thousand["total_ms"]) < float(goal) else "misses"
+        out.append(f"Replaying 1,000 calls: {_fmt(float(thousand['total_ms']))} ms ({verdict} the {_fmt(float(goal))} ms goal).")
+    return out
+
+
+def _table(result: Mapping[str, Any], baseline: Mapping[str, Any] | None, *, skip: tuple[str, ...] = ()) -> list[str]:
+    out = ["| measure | value | vs. baseline |", "| --- | ---: | ---: |"]
+    for path, value in leaves({k: v for k, v in result.items() if k not in skip}):
+        out.append(f"| {path} | {_fmt(value)} | {_ratio_cell(ratio(path, value, baseline))} |")
+    return out
+
+
+def _baseline(baseline: Mapping[str, Any] | None) -> list[str]:
+    if baseline is None:
+        return ["No baseline in this run (the executor benchmark, which measures it, did not finish)."]
+    out = [
+        "A plain confluent-kafka loop with the same transactional discipline as the services "
+        "(read_committed consumer, one transactional producer, `send_offsets_to_transaction` "
+        "with the group metadata), writing per input as many records as the executor writes "
+        "per run — Kafka I/O with no engine. Ratios below are against these figures.",
+        "",
+        "| measure | value |",
+        "| --- | ---: |",
+    ]
+    out += [f"| {path} | {_fmt(value)} |" for path, value in leaves(baseline)]
+    return out
+
+
+def render_markdown(results: Mapping[str, Any]) -> str:
+    """The whole report."""
+    benches: Mapping[str, Any] = results.get("benchmarks", {})
+    baseline = baseline_of(results)
+    lines = [
+        "# runplane benchmarks",
+        "",
+        f"Run started {results.get('started', '?')}, took {_fmt(float(results.get('elapsed_s', 0)))} s. "
+        "Every number below comes from this one run (`make bench`).",
+        "",
+        "## Machine",
+        "",
+        *_machine(results.get("machine", {})),
+        "",
+        "## Raw-Kafka baseline",
+        "",
+        *_baseline(baseline),
+    ]
+    titles = {
+        "core": "Durable core: replay cost (no I/O)",
+        "executor": "Executor: steps/s and admission-to-completion latency",
+        "admission": "Admission: admissions/s with 0% and 50% duplicates",
+    }
+    for name, entry in benches.items():
+        lines += ["", f"## {titles.get(name, name)}", ""]
+        if not entry.get("ok"):
+            lines.append(f"**Did not finish** after {_fmt(float(entry.get('seconds', 0)))} s: `{entry.get('error', 'unknown error')}`")
+            continue
+        result = entry.get("result", {})
+        if name == "core":
+            lines += _core(result)
+        elif name == "executor":
+            lines += _table(result.get("executor", {}), baseline)
+            profile = result.get("executor", {}).get("profile_top")
+            if profile:
+                lines += ["", "Where the executor's time goes (cProfile, by own time):", "", "```", *profile, "```"]
+        else:
+            # A benchmark's own baseline (if it measured one) is shown, but the ratios use
+            # the report's single baseline so they are comparable across sections.
+            lines += _table(result, baseline)
+        lines.append(f"\n_{_fmt(float(entry.get('seconds', 0)))} s._")
+    return "\n".join(lines) + "\n"
+
+
+# -- plot -------------------------------------------------------------------------------------
+
+
+def plot_series(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]]:
+    """What the plot shows: throughput (per s), latency (ms) and replay per step (µs)."""
+    throughput: list[tuple[str, float]] = []
+    latency: list[tuple[str, float]] = []
+    for name, entry in results.get("benchmarks", {}).items():
+        if not entry.get("ok") or name == "core":
+            continue
+        for path, value in leaves(entry.get("result", {})):
+            label = f"{name}: {path}".replace("executor: executor.", "executor: ")
+            leaf = path.rsplit(".", 1)[-1]
+            if leaf.endswith("_per_s") and "paced" not in leaf:
+                throughput.append((label, value))
+            elif leaf.endswith(("p50_ms", "p99_ms")):
+                latency.append((label, value))
+    replay: list[tuple[str, float]] = []
+    core = results.get("benchmarks", {}).get("core", {})
+    if core.get("ok"):
+        for n, row in core.get("result", {}).get("replay", {}).items():
+            replay.append((f"{int(n):,}", float(row["per_step_us"])))
+    return {"throughput": throughput, "latency": latency, "replay": replay}
+
+
+def render_plot(results: Mapping[str, Any], path: Path) -> None:
+    """Write the PNG (matplotlib Agg: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = plot_series(results)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.5), gridspec_kw={"width_ratios": [3, 3, 2]})
+    panels = (
+        ("throughput", "throughput (per second, log)", True),
+        ("latency", "latency (ms, log)", True),
+        ("replay", "core replay cost per step (µs) by history length", False),
+    )
+    for ax, (key, title, log) in zip(axes, panels, strict=True):
+        data = series[key]
+        ax.set_title(title, fontsize=10)
+        if not data:
+            ax.text(0.5, 0.5, "no data in this run", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
+        labels, values = zip(*data, strict=True)
+        colors = ["#888888" if "baseline" in lab else "#1f77b4" for lab in labels]
+        if key == "replay":
+            ax.bar(labels, values, color="#2ca02c")
+            ax.set_xlabel("calls in history")
+        else:
+            ax.barh(labels, values, color=colors)
+            ax.invert_yaxis()
+            ax.tick_params(axis="y", labelsize=8)
+        if log:
+            ax.set_xscale("log")
+        for i, v in enumerate(values):
+            if key == "replay":
+                ax.annotate(_fmt(v), (i, v), ha="center", va="bottom", fontsize=8)
+            else:
+                ax.annotate(f" {_fmt(v)}", (v, i), va="center", fontsize=8)
+    fig.suptitle(f"runplane benchmarks — {results.get('started', '')} — grey: raw-Kafka baseline", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

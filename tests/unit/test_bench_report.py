@@ -1,0 +1,112 @@
+"""The benchmark report renders the numbers it is given, with ratios to the one baseline."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.report import baseline_of, leaves, plot_series, ratio, render_markdown, render_plot
+
+
+def _results() -> dict[str, Any]:
+    return {
+        "started": "2030-01-02 03:04:05Z",
+        "elapsed_s": 321.5,
+        "machine": {"cpu": "Test CPU @ 3GHz", "cores": 2, "memory_gib": 23.4, "python": "3.11.9", "kafka": "4.1.1"},
+        "benchmarks": {
+            "core": {
+                "ok": True,
+                "seconds": 4.0,
+                "result": {
+                    "replay": {
+                        10: {"total_ms": 0.08, "per_step_us": 8.0},
+                        1000: {"total_ms": 7.0, "per_step_us": 7.0},
+                        100000: {"total_ms": 900.0, "per_step_us": 9.0},
+                    },
+                    "live_step_us": 170.0,
+                    "goal_1000_ms": 20.0,
+                },
+            },
+            "executor": {
+                "ok": True,
+                "seconds": 80.0,
+                "result": {
+                    "executor": {"completed_runs_per_s": 150.0, "effect_steps_per_s": 750.0, "p50_ms": 40.0, "p99_ms": 120.0},
+                    "baseline": {"messages_per_s": 600.0, "p50_ms": 10.0, "p99_ms": 30.0, "records_per_message": 12},
+                },
+            },
+            "admission": {
+                "ok": True,
+                "seconds": 30.0,
+                "result": {"dup_0": {"admissions_per_s": 300.0, "p99_ms": 60.0}, "dup_50": {"admissions_per_s": 450.0}},
+            },
+        },
+    }
+
+
+def test_ratios_are_against_the_executor_runs_baseline() -> None:
+    results = _results()
+    base = baseline_of(results)
+    assert base is not None and base["messages_per_s"] == 600.0
+    assert ratio("executor.completed_runs_per_s", 150.0, base) == pytest.approx(0.25)
+    assert ratio("dup_0.p99_ms", 60.0, base) == pytest.approx(2.0)
+    assert ratio("executor.p50_ms", 40.0, base) == pytest.approx(4.0)
+    assert ratio("records_per_run", 12.0, base) is None  # not a throughput or a latency
+
+
+def test_markdown_has_every_number_ratio_and_the_machine() -> None:
+    md = render_markdown(_results())
+    assert "| CPU | Test CPU @ 3GHz |" in md and "| cores | 2 |" in md and "| Kafka | 4.1.1 |" in md
+    assert "2030-01-02 03:04:05Z" in md
+    # executor: 150 runs/s ÷ 600 msgs/s; p99 120 ÷ 30
+    assert "| completed_runs_per_s | 150.0 | 0.25× |" in md
+    assert "| effect_steps_per_s | 750.0 | 1.25× |" in md
+    assert "| p99_ms | 120.0 | 4.00× |" in md
+    # admission, nested results, same baseline
+    assert "| dup_0.admissions_per_s | 300.0 | 0.50× |" in md
+    assert "| dup_50.admissions_per_s | 450.0 | 0.75× |" in md
+    assert "| dup_0.p99_ms | 60.0 | 2.00× |" in md
+    # core: linearity ratio and the goal
+    assert "| 100,000 | 900.0 | 9.00 |" in md
+    assert "| 10 | 0.0800 | 8.00 |" in md
+    assert "1.12× the cost at 10" in md
+    assert "meets the 20.0 ms goal" in md
+
+
+def test_a_failed_benchmark_is_reported_and_without_the_executor_there_are_no_ratios() -> None:
+    results = _results()
+    results["benchmarks"]["executor"] = {"ok": False, "seconds": 2.0, "error": "TimeoutError: 3 runs did not complete"}
+    md = render_markdown(results)
+    assert "**Did not finish** after 2.00 s: `TimeoutError: 3 runs did not complete`" in md
+    assert "No baseline in this run" in md
+    assert "| dup_0.admissions_per_s | 300.0 |  |" in md
+    assert baseline_of(results) is None
+
+
+def test_numbers_change_the_report() -> None:
+    results = _results()
+    slower = copy.deepcopy(results)
+    slower["benchmarks"]["executor"]["result"]["executor"]["completed_runs_per_s"] = 60.0
+    md = render_markdown(slower)
+    assert "| completed_runs_per_s | 60.0 | 0.10× |" in md
+    assert render_markdown(results) != md
+
+
+def test_leaves_skip_non_numbers_and_booleans() -> None:
+    data = {"a": 1, "b": {"c": 2.5, "d": "x", "e": True, "f": float("nan")}, "g": ["list"]}
+    assert list(leaves(data)) == [("a", 1.0), ("b.c", 2.5)]
+
+
+def test_plot_series_and_png(tmp_path: Path) -> None:
+    results = _results()
+    series = plot_series(results)
+    assert ("executor: completed_runs_per_s", 150.0) in series["throughput"]
+    assert ("executor: baseline.messages_per_s", 600.0) in series["throughput"]
+    assert ("admission: dup_0.p99_ms", 60.0) in series["latency"]
+    assert [label for label, _ in series["replay"]] == ["10", "1,000", "100,000"]
+    out = tmp_path / "plot.png"
+    render_plot(results, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
