@@ -491,6 +491,8 @@ class Executor:
         part = self._parts[p]
         for record in step.records:
             self._out("journal", sid, record, now)
+            if record.kind is JournalKind.EFFECT_IN_DOUBT:
+                self._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
         for entry in step.results:
             self._out(
                 "results", results_key(sid, entry.era, entry.call_seq), entry, now, partition=p
@@ -631,7 +633,6 @@ class Executor:
         """A mutating call's outcome is unknown (timeout after send, 5xx): the same rule as a
         crash applies — rebuild the run from its snapshot (which names the call in flight)
         and let the core run the declared recovery (probe or operator task)."""
-        self._metrics.in_doubt.labels(done.call.recovery.value).inc()
         res.runtime.close()
         del self._residents[done.session_id]
         self._rebuild(done.session_id, res.partition, previous)
