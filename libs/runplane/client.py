@@ -23,7 +23,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
@@ -115,7 +122,7 @@ class Client:
         replies = self._settings.topic("admission.replies")
         tp = TopicPartition(replies, partition_for(key, self._count(replies)))
         # Start where the partition ends *now*: our reply can only come after our request.
-        _, high = self._consumer.get_watermark_offsets(tp, timeout=10)
+        high = self._end_offset(tp)
         self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         try:
             self._producer.produce(
@@ -175,6 +182,20 @@ class Client:
         finally:
             self._consumer.unassign()
         raise RetryableError(f"run {run_id} did not finish within {timeout}s", retry_after=5.0)
+
+    def _end_offset(self, tp: TopicPartition, timeout: float = 10.0) -> int:
+        """The partition's high watermark, riding out a leader move (e.g. a fresh topic)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
+                return int(high)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                retriable = isinstance(err, KafkaError) and err.retriable()
+                if not retriable or time.monotonic() > deadline:
+                    raise RetryableError(f"cannot read the end of {tp.topic}: {exc}") from exc
+                time.sleep(0.2)
 
     def _count(self, topic: str) -> int:
         n = self._partitions.get(topic)

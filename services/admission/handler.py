@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastavro import schemaless_reader
+
 from runplane.core import canonical_bytes, run_admitted
 from runplane.errors import WireError
 from runplane.kafka.processor import Emit, Incoming, State

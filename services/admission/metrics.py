@@ -4,9 +4,9 @@ processor's ``runplane_processor_table_rows{service="admission",table="claims"}`
 from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
+
 from runplane.kafka.processor import Incoming
 from runplane.wire import AdmissionRequest
-
 from services.admission.handler import Admitted, Decision, Duplicate, Refused, StatusUpdated
 
 ADMITTED = Counter("runplane_admission_admitted_total", "Requests admitted as new runs")

@@ -17,7 +17,6 @@ from runplane.core import REGISTRY, AgentRegistry
 from runplane.errors import ConfigError
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
 from runplane.service import Health, make_app, run_http
-
 from services.admission import metrics
 from services.admission.handler import AdmissionHandler, CapabilitySpec
 from services.admission.settings import AdmissionSettings
@@ -64,6 +63,7 @@ def build(
         tick_ms=None,
         instance_index=instance_index,
         producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
+        consumer_overrides={"session.timeout.ms": settings.session_timeout_ms},
     )
     handler = AdmissionHandler(
         caps, max_input_bytes=settings.max_input_bytes, observe=metrics.observe

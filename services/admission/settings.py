@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from runplane.config import Settings
 from runplane.errors import ConfigError
-
 from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
 
 DEFAULT_AGENT_MODULES = ("examples.refund", "examples.triage")
@@ -30,7 +29,8 @@ class AdmissionSettings:
     learn the capabilities (and their input schemas) admission accepts.
 
     ``transaction_timeout_ms`` bounds how long a killed instance's open transaction can hold
-    back read_committed readers (and a successor's restore) before the broker aborts it.
+    back read_committed readers (and a successor's restore) before the broker aborts it;
+    ``session_timeout_ms`` how long its group membership holds its partitions.
     """
 
     base: Settings = field(default_factory=Settings)
@@ -39,6 +39,7 @@ class AdmissionSettings:
     agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     transaction_timeout_ms: int = 10_000
+    session_timeout_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -49,6 +50,9 @@ class AdmissionSettings:
             raise ConfigError("RUNPLANE_ADMISSION_MAX_INPUT_BYTES must be at least 2")
         if self.transaction_timeout_ms < 1000:
             raise ConfigError("RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS must be >= 1000")
+        if self.session_timeout_ms < 6000:
+            # The broker's group.min.session.timeout.ms default refuses anything shorter.
+            raise ConfigError("RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS must be >= 6000")
 
     @classmethod
     def from_env(
@@ -69,5 +73,8 @@ class AdmissionSettings:
             max_input_bytes=_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
             transaction_timeout_ms=_int(
                 e, "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
+            ),
+            session_timeout_ms=_int(
+                e, "RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
         )

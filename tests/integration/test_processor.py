@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from test_processor_support import make_processor
+
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.processor import Processor
@@ -33,7 +35,6 @@ from runplane.wire import (
     Record,
     Serde,
 )
-from test_processor_support import make_processor
 
 pytestmark = pytest.mark.integration
 

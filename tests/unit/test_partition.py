@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from runplane.kafka.partition import murmur2, partition_for
 
 # From Kafka's own clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java.

@@ -7,6 +7,7 @@ import logging
 import threading
 
 import httpx
+
 from runplane.service import Health, JsonFormatter, make_app, run_http
 
 
