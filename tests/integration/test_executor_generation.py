@@ -1,0 +1,95 @@
+"""Generations through the OpenAI-compatible provider (against the loopback fake), and the
+promise that makes replayable runs worth it: an evicted run rebuilt by replay is served its
+generation from the result journal — the model is not asked (or billed) again."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from runplane.config import Settings
+from runplane.core import AgentRegistry, StepCtx, verify_chain
+from runplane.fakes import FakeOpenAIServer
+from runplane.wire import JournalKind, RunStatus, Signal
+from services.executor.harness import (
+    admit,
+    chain_of,
+    executor_thread,
+    plain_producer,
+    send,
+    sessions,
+    wait_for,
+)
+from services.executor.settings import ExecutorSettings
+
+pytestmark = pytest.mark.integration
+
+AGENTS = AgentRegistry()
+
+
+@AGENTS.agent("summarise", durability="replayable")
+async def summarise(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    gen = await ctx.generate("openai", "default", f"summarise {input['doc']}", max_tokens=20)
+    go = await ctx.wait_signal("publish")
+    return {"summary": gen.text, "tokens": gen.tokens_out, "channel": go["channel"]}
+
+
+def _status(settings: Settings, run_id: str) -> RunStatus | None:
+    snap = sessions(settings).get(run_id)
+    return None if snap is None else snap.status
+
+
+def test_generation_is_not_repaid_after_eviction(settings: Settings) -> None:
+    with FakeOpenAIServer(api_key="sk-test", replies=["a short summary"]) as model:
+        own = ExecutorSettings(
+            base=settings,
+            openai_base_url=model.url,
+            openai_api_key="sk-test",
+            openai_model="fake-model",
+            idle_grace_s=0.5,
+            agent_modules=(),
+        )
+        producer = plain_producer(settings)
+        with executor_thread(own, registry=AGENTS) as executor:
+            [run] = admit(producer, settings, "summarise", [{"doc": "the quarterly report"}])
+            wait_for(
+                lambda: _status(settings, run.run_id) is RunStatus.PARKED,
+                timeout_s=60,
+                what="park on signal",
+            )
+            wait_for(
+                lambda: run.run_id not in executor.resident_sessions, timeout_s=10, what="eviction"
+            )
+            send(
+                producer,
+                settings,
+                "runs.inbox",
+                run.run_id,
+                Signal(
+                    session_id=run.run_id,
+                    name="publish",
+                    payload_json=json.dumps({"channel": "email"}),
+                    sent_ms=int(time.time() * 1000),
+                ),
+            )
+            wait_for(
+                lambda: _status(settings, run.run_id) is RunStatus.COMPLETED,
+                timeout_s=60,
+                what="completion",
+            )
+        assert model.requests == 1  # the replay served the recorded generation
+        assert model.bodies[0]["model"] == "fake-model"
+        assert model.bodies[0]["max_tokens"] == 20
+
+    output = json.loads(sessions(settings)[run.run_id].output_json or "null")
+    assert output == {"summary": "a short summary", "tokens": 3, "channel": "email"}
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    [gen] = [
+        r for r in records if r.kind is JournalKind.EFFECT_RECORDED and r.family == "generation"
+    ]
+    assert gen.name == "model:openai/default"
+    assert gen.cost is not None and (gen.cost.tokens_in, gen.cost.tokens_out) == (4, 3)
