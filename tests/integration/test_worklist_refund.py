@@ -1,0 +1,138 @@
+"""The worklist with the real executor in the loop, on the real broker and Redis.
+
+The refund example parks on its approval; the task appears in the worklist API; the run's
+initiator is refused (403); another principal's approval resumes the run to completion with
+one charge. Expiry: an agent that declared both opt-ins proceeds unattended and its journal
+says so; one missing opt-in does not proceed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_worklist_support import auth, wait_for, worklist_service, write_principals
+
+from runplane.config import Settings
+from runplane.core import AgentRegistry, StepCtx, verify_chain
+from runplane.fakes import FakeBillingServer, read_counts
+from runplane.wire import JournalKind, RunStatus
+from services.executor.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from services.executor.settings import ExecutorSettings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def billing(tmp_path: Path) -> Iterator[FakeBillingServer]:
+    with FakeBillingServer(counts_path=tmp_path / "billing.json") as server:
+        yield server
+
+
+def status_of(settings: Settings, run_id: str) -> RunStatus | None:
+    snap = sessions(settings).get(run_id)
+    return None if snap is None else snap.status
+
+
+def test_refund_parks_initiator_refused_another_approves_run_completes(
+    settings: Settings, billing: FakeBillingServer, tmp_path: Path
+) -> None:
+    ex = ExecutorSettings(
+        base=settings, billing_url=billing.url, agent_modules=("examples.refund",)
+    )
+    with worklist_service(settings, write_principals(tmp_path)) as wl, executor_thread(ex):
+        c = wl.client
+        [run] = admit(
+            plain_producer(settings),
+            settings,
+            "refund",
+            [{"invoice_id": "INV-9"}],
+            initiator="ivan",
+        )
+        tasks = wait_for(
+            "the refund's task in the API",
+            lambda: c.get("/api/tasks", headers=auth("ada")).json()["tasks"],
+            60,
+        )
+        (task,) = [t for t in tasks if t["session_id"] == run.run_id]
+        assert task["initiator"] == "ivan" and task["role"] == "finance"
+        assert task["answer"]["invoice_id"] == "INV-9"
+        assert status_of(settings, run.run_id) is RunStatus.AWAITING_HUMAN
+        assert billing.counts().charges == {}  # nothing charged before a person decided
+
+        url = f"/api/tasks/{task['task_id']}/decide"
+        refused = c.post(url, headers=auth("ivan"), json={"decision": "approve"})
+        assert refused.status_code == 403 and "four-eyes" in refused.json()["detail"]
+        ok = c.post(url, headers=auth("ada"), json={"decision": "approve", "comment": "ok"})
+        assert ok.status_code == 200 and ok.json()["outcome"] == "APPROVED"
+
+        wait_for("completion", lambda: status_of(settings, run.run_id) is RunStatus.COMPLETED, 60)
+
+    output = json.loads(sessions(settings)[run.run_id].output_json or "null")
+    assert output["status"] == "refunded" and output["approved_by"] == ["ada"]
+    assert read_counts(tmp_path / "billing.json").charges == {f"refund/{run.run_id}": 1}
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    decided = [r for r in records if r.kind is JournalKind.TASK_DECIDED]
+    assert [dict(r.attrs)["outcome"] for r in decided] == ["APPROVED"]
+
+
+def expiring_agents() -> AgentRegistry:
+    registry = AgentRegistry()
+
+    async def ask(ctx: StepCtx, input: dict[str, Any], unattended: bool) -> dict[str, Any]:
+        decision = await ctx.approval(
+            "Send the reminder?",
+            {"to": input["to"]},
+            role="finance",
+            expires_in=1_000,
+            on_expiry="proceed",
+            allow_unattended=unattended,
+        )
+        return {"approved": decision.approved, "outcome": decision.outcome}
+
+    @registry.agent("remind_unattended", durability="replayable")
+    async def remind_unattended(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+        return await ask(ctx, input, True)
+
+    @registry.agent("remind_attended", durability="replayable")
+    async def remind_attended(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+        return await ask(ctx, input, False)
+
+    return registry
+
+
+def test_expiry_proceeds_only_with_both_opt_ins_and_the_journal_says_so(
+    settings: Settings, tmp_path: Path
+) -> None:
+    ex = ExecutorSettings(base=settings)
+    with (
+        worklist_service(settings, write_principals(tmp_path)),
+        executor_thread(ex, registry=expiring_agents()),
+    ):
+        producer = plain_producer(settings)
+        [both] = admit(producer, settings, "remind_unattended", [{"to": "a"}], initiator="ivan")
+        [one] = admit(producer, settings, "remind_attended", [{"to": "b"}], initiator="ivan")
+        ended = {RunStatus.COMPLETED, RunStatus.FAILED}
+        for run in (both, one):
+            wait_for(
+                f"{run.run_id} to end", lambda r=run: status_of(settings, r.run_id) in ended, 60
+            )
+
+    assert status_of(settings, both.run_id) is RunStatus.COMPLETED
+    out = json.loads(sessions(settings)[both.run_id].output_json or "null")
+    assert out == {"approved": True, "outcome": "EXPIRED_PROCEEDED"}
+    records, _ = chain_of(settings, both.run_id)
+    assert [dict(r.attrs)["outcome"] for r in records if r.kind is JournalKind.TASK_DECIDED] == [
+        "EXPIRED_PROCEEDED"
+    ]
+
+    # One opt-in missing: the worklist does not proceed; the approval fails (ApprovalExpired).
+    assert status_of(settings, one.run_id) is RunStatus.FAILED
+    records, _ = chain_of(settings, one.run_id)
+    assert [dict(r.attrs)["outcome"] for r in records if r.kind is JournalKind.TASK_DECIDED] == [
+        "EXPIRED_FAILED"
+    ]
