@@ -69,7 +69,7 @@ def machine(libs_dir: Path | None) -> dict[str, Any]:
     try:
         import confluent_kafka
 
-        info["confluent_kafka"] = f"{confluent_kafka.version()[0]} / {confluent_kafka.libversion()[0]}"
+        info["confluent_kafka"] = f"{confluent_kafka.__version__} / {confluent_kafka.libversion()[0]}"
     except ImportError:
         pass
     try:

@@ -55,6 +55,7 @@ def test_ratios_are_against_the_executor_runs_baseline() -> None:
     assert ratio("dup_0.p99_ms", 60.0, base) == pytest.approx(2.0)
     assert ratio("executor.p50_ms", 40.0, base) == pytest.approx(4.0)
     assert ratio("records_per_run", 12.0, base) is None  # not a throughput or a latency
+    assert ratio("executor.paced_runs_per_s", 75.0, base) is None  # an offered load
 
 
 def test_markdown_has_every_number_ratio_and_the_machine() -> None:
@@ -104,7 +105,7 @@ def test_plot_series_and_png(tmp_path: Path) -> None:
     results = _results()
     series = plot_series(results)
     assert ("executor: completed_runs_per_s", 150.0) in series["throughput"]
-    assert ("executor: baseline.messages_per_s", 600.0) in series["throughput"]
+    assert ("raw Kafka baseline: messages_per_s", 600.0) in series["throughput"]
     assert ("admission: dup_0.p99_ms", 60.0) in series["latency"]
     assert [label for label, _ in series["replay"]] == ["10", "1,000", "100,000"]
     out = tmp_path / "plot.png"
