@@ -9,7 +9,7 @@ says so; one missing opt-in does not proceed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,10 @@ def test_refund_parks_initiator_refused_another_approves_run_completes(
     assert [dict(r.attrs)["outcome"] for r in decided] == ["APPROVED"]
 
 
+def ended_probe(settings: Settings, run_id: str) -> Callable[[], bool]:
+    return lambda: status_of(settings, run_id) in {RunStatus.COMPLETED, RunStatus.FAILED}
+
+
 def expiring_agents() -> AgentRegistry:
     registry = AgentRegistry()
 
@@ -116,11 +120,8 @@ def test_expiry_proceeds_only_with_both_opt_ins_and_the_journal_says_so(
         producer = plain_producer(settings)
         [both] = admit(producer, settings, "remind_unattended", [{"to": "a"}], initiator="ivan")
         [one] = admit(producer, settings, "remind_attended", [{"to": "b"}], initiator="ivan")
-        ended = {RunStatus.COMPLETED, RunStatus.FAILED}
-        for run in (both, one):
-            wait_for(
-                f"{run.run_id} to end", lambda r=run: status_of(settings, r.run_id) in ended, 60
-            )
+        for run_id in (both.run_id, one.run_id):
+            wait_for(f"{run_id} to end", ended_probe(settings, run_id), 60)
 
     assert status_of(settings, both.run_id) is RunStatus.COMPLETED
     out = json.loads(sessions(settings)[both.run_id].output_json or "null")
