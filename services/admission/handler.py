@@ -17,6 +17,13 @@ input record's (topic, partition, offset). A record handled again after an abort
 — against the state restored from what was committed — mints the same id, so even the
 aborted attempt's records (never visible) name the run the retry commits.
 
+Correlation keys starting with ``runplane.`` are reserved. ``runplane.case`` names an existing
+case outright (``c-`` + 24 hex, as :func:`case_id_for` mints them): the run lands on that
+case whatever the other keys say. The cases service's follow-up run on a breach uses it, so
+the follow-up works on the case whose obligation breached. Any other ``runplane.*`` key, or a
+``runplane.case`` that is not a case id, is refused (``bad_correlation``). Admission cannot see
+the cases table: "existing" is the emitter's promise, as for any other key.
+
 A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
 with the task id: "already waiting for you"). A request admission will not run gets REFUSED
 with a reason and claims nothing.
@@ -28,6 +35,7 @@ import enum
 import hashlib
 import io
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -60,6 +68,11 @@ _CASE_ID_DOMAIN = b"runplane/admission/case-id/v1\x00"
 
 DEFAULT_MAX_INPUT_BYTES = 512 * 1024
 
+# The reserved correlation key naming a case id outright (see the module docstring).
+CASE_KEY = "runplane.case"
+RESERVED_PREFIX = "runplane."
+_CASE_ID = re.compile(r"c-[0-9a-f]{24}")
+
 
 class Refusal(enum.StrEnum):
     """Why admission refused a request (a bounded set: it labels a metric)."""
@@ -69,6 +82,7 @@ class Refusal(enum.StrEnum):
     UNKNOWN_CAPABILITY = "unknown_capability"
     INVALID_INPUT = "invalid_input"
     BAD_REQUEST = "bad_request"
+    BAD_CORRELATION = "bad_correlation"
 
 
 @dataclass(frozen=True)
@@ -165,10 +179,23 @@ def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:
     The same business keys always resolve to the same case — across runs, instances and
     restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases.
     """
+    if CASE_KEY in correlation:
+        return correlation[CASE_KEY]  # checked by correlation_problem before admission
     if not correlation:
         return None
     body = canonical_bytes({"tenant": tenant, "keys": dict(sorted(correlation.items()))})
     return "c-" + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:24]
+
+
+def correlation_problem(correlation: Mapping[str, str]) -> str | None:
+    """Why these correlation keys cannot be admitted (reserved keys misused), or None."""
+    for name in sorted(correlation):
+        if name.startswith(RESERVED_PREFIX) and name != CASE_KEY:
+            return f"correlation key {name!r} is reserved (only {CASE_KEY!r} is defined)"
+    explicit = correlation.get(CASE_KEY)
+    if explicit is not None and not _CASE_ID.fullmatch(explicit):
+        return f"{CASE_KEY} must be a case id (c- and 24 lowercase hex), got {explicit[:80]!r}"
+    return None
 
 
 def refusal(key: str, code: Refusal, reason: str, now_ms: int) -> Refused:
@@ -204,6 +231,9 @@ def _problem(
     spec = capabilities.get(req.capability)
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
+    bad_keys = correlation_problem(req.correlation_keys)
+    if bad_keys is not None:
+        return Refusal.BAD_CORRELATION, bad_keys
     if len(req.input_json.encode("utf-8", "surrogatepass")) > max_input_bytes:
         return Refusal.INVALID_INPUT, f"input is larger than {max_input_bytes} bytes"
     try:

@@ -13,7 +13,10 @@ the obligation to BREACHED, writes:
 1. the sealed sweep run on ``journal`` (key = ``sweep_run_id``): RunAdmitted with attrs
    ``kind=sweep``, DEADLINE_BREACHED, RunCompleted — a chain ``verify_chain`` accepts;
 2. the follow-up AdmissionRequest on ``admission`` (capability = the deadline's
-   ``on_breach``, admission key derived from (case, obligation, due)).
+   ``on_breach``, admission key derived from (case, obligation, due)), carrying the reserved
+   correlation key ``runplane.case`` = this case id, so admission puts the follow-up run on
+   the case whose obligation breached (the sweep's tenant and the case's keys alone would
+   resolve to another case, or to none).
 
 Only the first BreachDeadline of an obligation moves it to BREACHED; every later one (a
 second sweeper, a second tick, a redelivery) is answered "already breached" and writes
@@ -36,7 +39,7 @@ from runplane.wire import (
     JournalRecord,
     Obligation,
 )
-
+from services.admission.handler import CASE_KEY
 from services.sweeper.keys import followup_admission_key
 
 __all__ = ["SWEEP_CAPABILITY", "SWEEP_INITIATOR", "SWEEP_TENANT", "followup", "sweep_run"]
@@ -124,7 +127,7 @@ def followup(
         admission_key=followup_admission_key(case.case_id, ob.name, ob.due_ms),
         capability=ob.on_breach,
         input_json=canonical_json(payload),
-        correlation_keys=dict(case.correlation_keys),
+        correlation_keys={**case.correlation_keys, CASE_KEY: case.case_id},
         tenant=SWEEP_TENANT,
         initiator=SWEEP_INITIATOR,
         requested_ms=now_ms,
