@@ -223,7 +223,10 @@ class Page:
             ("Started by", e(t.initiator)),
             ("Decided by role", e(t.role)),
             ("Approvals", f"{len(task.approved_by)} of {t.approvals} ({e(approvals)})"),
-            ("Claimed by", e(task.claimed_by or "nobody")),
+            (
+                "Decided by" if task.status is TaskStatus.DECIDED else "Claimed by",
+                e(task.claimed_by or "nobody"),
+            ),
             ("Opened", when(t.opened_ms)),
             ("Expires", expiry),
         ]
