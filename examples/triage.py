@@ -5,6 +5,13 @@ re-pays it); the agent reads the case's state and version and writes the classif
 *at that version* (``put_case_state`` is refused if the case moved — then it reads again and
 retries once); it attaches an obligation "first-response" due one day later on the wall
 calendar, warned two hours before, with a follow-up ``escalation`` run on breach.
+
+``escalation`` is that follow-up, registered here so it actually runs: when the obligation
+breaches, the cases service asks admission for it with the reserved correlation key
+``runplane.case`` = the triaged case, so it lands on the same case. It records the breach in
+the case state (a versioned write, like triage's) and raises the case's priority. (The name
+is the one every recorded triage run already journaled in its deadline request; renaming it
+would make those histories diverge on replay.)
 """
 
 from __future__ import annotations
@@ -12,6 +19,17 @@ from __future__ import annotations
 from typing import Any
 
 from runplane.core import CaseConflict, StepCtx, agent, days, hours
+
+ESCALATION_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "case_id": {"type": "string", "minLength": 1},
+        "obligation": {"type": "string", "minLength": 1},
+        "due_ms": {"type": "integer"},
+        "sweep_run_id": {"type": "string", "minLength": 1},
+    },
+    "required": ["case_id", "obligation", "due_ms", "sweep_run_id"],
+}
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -53,4 +71,24 @@ async def _record_label(ctx: StepCtx, label: str) -> int:
             return int(await ctx.put_case_state(current.version, state))
         except CaseConflict:
             continue  # the case moved between our read and write: read again
+    raise CaseConflict(-1, "case kept moving; giving up after two attempts")
+
+
+@agent("escalation", durability="replayable", input_schema=ESCALATION_INPUT_SCHEMA)
+async def escalate(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    if ctx.case_id != input["case_id"]:
+        # Admission put the run on another case than the breach names: writing there would
+        # escalate the wrong customer's case.
+        raise ValueError(f"run is on case {ctx.case_id!r}, the breach is on {input['case_id']!r}")
+    breach = {"obligation": input["obligation"], "due_ms": input["due_ms"], "sweep_run_id": input["sweep_run_id"]}
+    for _ in range(2):
+        current = await ctx.case_state()
+        state = dict(current.state or {})
+        state["escalations"] = [*state.get("escalations", []), breach]
+        state["priority"] = "high"
+        try:
+            version = int(await ctx.put_case_state(current.version, state))
+        except CaseConflict:
+            continue  # the case moved between our read and write: read again
+        return {"case_id": input["case_id"], "escalated": input["obligation"], "case_version": version}
     raise CaseConflict(-1, "case kept moving; giving up after two attempts")

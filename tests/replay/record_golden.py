@@ -13,12 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import examples.refund
+import examples.triage  # noqa: F401  (registers "triage")
 from runplane.core import REGISTRY
 from runplane.testing import Driver, FakeClock, RunView, ScriptedProvider
 from runplane.wire import to_dict
-
-import examples.refund
-import examples.triage  # noqa: F401  (registers "triage")
 
 GOLDEN = Path(__file__).parent / "golden"
 

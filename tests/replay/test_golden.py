@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runplane.core import REGISTRY, replay_history, verify_chain
-from runplane.wire import JournalRecord, ResultEntry, RunStatus, SessionSnapshot, from_dict
 
 import examples.refund
 import examples.triage  # noqa: F401  (registers "triage")
+from runplane.core import REGISTRY, replay_history, verify_chain
+from runplane.wire import JournalRecord, ResultEntry, RunStatus, SessionSnapshot, from_dict
 
 GOLDEN = Path(__file__).parent / "golden"
 FILES = sorted(GOLDEN.glob("*.json"))

@@ -6,6 +6,8 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+
+import examples.triage  # noqa: F401  (registers "triage")
 from runplane.core import (
     REGISTRY,
     AgentRegistry,
@@ -22,8 +24,6 @@ from runplane.core import (
 )
 from runplane.testing import Driver, FakeClock, ScriptedProvider
 from runplane.wire import JournalKind, ParkKind, RunStatus, TaskKind
-
-import examples.triage  # noqa: F401  (registers "triage")
 
 
 def _spec(fn: Any, durability: Durability = Durability.REPLAYABLE, effects: tuple[EffectDecl, ...] = ()) -> AgentSpec:
