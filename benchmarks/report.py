@@ -16,10 +16,14 @@ Results shape::
       },
     }
 
-The raw-Kafka baseline is the plain confluent-kafka transactional consume→produce loop that
-``benchmarks.executor`` runs in the same process and run (one baseline for the whole report).
-Every throughput figure (a leaf named ``*_per_s``) is divided by the baseline's messages/s, and
-every latency (``*p50_ms`` / ``*p99_ms``) by the baseline's latency at the same percentile.
+Baselines: a plain confluent-kafka transactional consume→produce loop (read_committed
+consumer, one transactional producer, ``send_offsets_to_transaction`` with the group metadata),
+measured in the same run by the benchmark it is compared with — ``benchmarks.executor`` writes
+per input as many records as the executor writes per run, ``benchmarks.admission`` one record
+per input — so each ratio compares like with like. A benchmark without its own baseline is
+compared with the executor's. Every throughput (a leaf named ``*_per_s``) is divided by the
+baseline's messages/s, every latency (``*p50_ms`` / ``*p99_ms``) by the baseline's latency at
+the same percentile; offered loads (``paced_*``) get no ratio.
 """
 
 from __future__ import annotations
@@ -32,14 +36,19 @@ from typing import Any, TypeGuard
 Leaf = tuple[str, float]
 
 
-def baseline_of(results: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The raw-Kafka baseline's numbers, or None when the run that holds it failed."""
-    entry = results.get("benchmarks", {}).get("executor", {})
+def own_baseline(results: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    """The baseline benchmark ``name`` measured itself, or None (failed, or it has none)."""
+    entry = results.get("benchmarks", {}).get(name, {})
     result = entry.get("result") if entry.get("ok") else None
     if not isinstance(result, Mapping):
         return None
     base = result.get("baseline")
     return base if isinstance(base, Mapping) and _num(base.get("messages_per_s")) else None
+
+
+def baseline_of(results: Mapping[str, Any], name: str = "executor") -> Mapping[str, Any] | None:
+    """The baseline benchmark ``name`` is compared with: its own, else the executor's."""
+    return own_baseline(results, name) or own_baseline(results, "executor")
 
 
 def _num(value: object) -> TypeGuard[int | float]:
@@ -135,6 +144,12 @@ def _core(result: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _derived(result: Mapping[str, Any]) -> list[str]:
+    """The benchmark's own ratio_* figures (computed by it, shown as given)."""
+    rows = [(k, float(v)) for k, v in result.items() if k.startswith("ratio_") and _num(v)]
+    return ["", *(f"{k.removeprefix('ratio_').replace('_', ' ')}: {_fmt(v)}" for k, v in rows)] if rows else []
+
+
 def _table(result: Mapping[str, Any], baseline: Mapping[str, Any] | None, *, skip: tuple[str, ...] = ()) -> list[str]:
     out = ["| measure | value | vs. baseline |", "| --- | ---: | ---: |"]
     for path, value in leaves({k: v for k, v in result.items() if k not in skip}):
@@ -142,26 +157,40 @@ def _table(result: Mapping[str, Any], baseline: Mapping[str, Any] | None, *, ski
     return out
 
 
-def _baseline(baseline: Mapping[str, Any] | None) -> list[str]:
-    if baseline is None:
-        return ["No baseline in this run (the executor benchmark, which measures it, did not finish)."]
-    out = [
-        "A plain confluent-kafka loop with the same transactional discipline as the services "
+_BASELINE_TEXT = {
+    "executor": "writing per input as many records as the executor writes per run",
+    "admission": "writing one record per input",
+}
+
+
+def _baselines(results: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for name in results.get("benchmarks", {}):
+        base = own_baseline(results, name)
+        if base is None:
+            continue
+        out += [
+            "",
+            f"**Measured by the {name} benchmark** ({_BASELINE_TEXT.get(name, 'its own workload shape')}):",
+            "",
+            "| measure | value |",
+            "| --- | ---: |",
+            *(f"| {path} | {_fmt(value)} |" for path, value in leaves(base)),
+        ]
+    if not out:
+        return ["No baseline in this run (the benchmarks that measure one did not finish)."]
+    intro = (
+        "A plain confluent-kafka loop with the services' transactional discipline "
         "(read_committed consumer, one transactional producer, `send_offsets_to_transaction` "
-        "with the group metadata), writing per input as many records as the executor writes "
-        "per run — Kafka I/O with no engine. Ratios below are against these figures.",
-        "",
-        "| measure | value |",
-        "| --- | ---: |",
-    ]
-    out += [f"| {path} | {_fmt(value)} |" for path, value in leaves(baseline)]
-    return out
+        "with the group metadata) — Kafka I/O with no runplane in it. Each section's ratios are "
+        "against the baseline measured with its own workload shape."
+    )
+    return [intro, *out]
 
 
 def render_markdown(results: Mapping[str, Any]) -> str:
     """The whole report."""
     benches: Mapping[str, Any] = results.get("benchmarks", {})
-    baseline = baseline_of(results)
     lines = [
         "# runplane benchmarks",
         "",
@@ -172,9 +201,9 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "",
         *_machine(results.get("machine", {})),
         "",
-        "## Raw-Kafka baseline",
+        "## Raw-Kafka baselines",
         "",
-        *_baseline(baseline),
+        *_baselines(results),
     ]
     titles = {
         "core": "Durable core: replay cost (no I/O)",
@@ -187,17 +216,18 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             lines.append(f"**Did not finish** after {_fmt(float(entry.get('seconds', 0)))} s: `{entry.get('error', 'unknown error')}`")
             continue
         result = entry.get("result", {})
+        baseline = baseline_of(results, name)
         if name == "core":
             lines += _core(result)
         elif name == "executor":
             lines += _table(result.get("executor", {}), baseline)
+            lines += _derived(result)
             profile = result.get("executor", {}).get("profile_top")
             if profile:
                 lines += ["", "Where the executor's time goes (cProfile, by own time):", "", "```", *profile, "```"]
         else:
-            # A benchmark's own baseline (if it measured one) is shown, but the ratios use
-            # the report's single baseline so they are comparable across sections.
-            lines += _table(result, baseline)
+            # Its own baseline is listed above; its own ratio_* figures are shown as given.
+            lines += _table(result, baseline, skip=("baseline",))
         lines.append(f"\n_{_fmt(float(entry.get('seconds', 0)))} s._")
     return "\n".join(lines) + "\n"
 
@@ -213,8 +243,10 @@ def plot_series(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]
         if not entry.get("ok") or name == "core":
             continue
         for path, value in leaves(entry.get("result", {})):
-            label = f"{name}: {path}".replace("executor: executor.", "executor: ")
-            label = label.replace("executor: baseline.", "raw Kafka baseline: ")
+            if path.startswith("baseline."):
+                label = f"raw Kafka baseline ({name}): {path.removeprefix('baseline.')}"
+            else:
+                label = f"{name}: {path.removeprefix(name + '.')}"
             leaf = path.rsplit(".", 1)[-1]
             if leaf.endswith("_per_s") and "paced" not in leaf:
                 throughput.append((label, value))

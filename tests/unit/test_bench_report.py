@@ -41,15 +41,24 @@ def _results() -> dict[str, Any]:
             "admission": {
                 "ok": True,
                 "seconds": 30.0,
-                "result": {"dup_0": {"admissions_per_s": 300.0, "p99_ms": 60.0}, "dup_50": {"admissions_per_s": 450.0}},
+                "result": {
+                    "baseline": {"messages_per_s": 1500.0},
+                    "dup_0": {"admissions_per_s": 300.0, "p99_ms": 60.0},
+                    "dup_50": {"admissions_per_s": 450.0},
+                    "ratio_no_duplicates_vs_baseline": 0.2,
+                },
             },
         },
     }
 
 
-def test_ratios_are_against_the_executor_runs_baseline() -> None:
+def test_each_benchmark_is_compared_with_its_own_baseline_else_the_executors() -> None:
     results = _results()
-    base = baseline_of(results)
+    assert baseline_of(results, "admission") == {"messages_per_s": 1500.0}
+    del results["benchmarks"]["admission"]["result"]["baseline"]
+    fallback = baseline_of(results, "admission")
+    assert fallback is not None and fallback["messages_per_s"] == 600.0
+    base = baseline_of(results, "executor")
     assert base is not None and base["messages_per_s"] == 600.0
     assert ratio("executor.completed_runs_per_s", 150.0, base) == pytest.approx(0.25)
     assert ratio("dup_0.p99_ms", 60.0, base) == pytest.approx(2.0)
@@ -66,10 +75,14 @@ def test_markdown_has_every_number_ratio_and_the_machine() -> None:
     assert "| completed_runs_per_s | 150.0 | 0.25× |" in md
     assert "| effect_steps_per_s | 750.0 | 1.25× |" in md
     assert "| p99_ms | 120.0 | 4.00× |" in md
-    # admission, nested results, same baseline
-    assert "| dup_0.admissions_per_s | 300.0 | 0.50× |" in md
-    assert "| dup_50.admissions_per_s | 450.0 | 0.75× |" in md
-    assert "| dup_0.p99_ms | 60.0 | 2.00× |" in md
+    # admission, nested results, against its own baseline (1,500/s; it has no latency → none)
+    assert "| dup_0.admissions_per_s | 300.0 | 0.20× |" in md
+    assert "| dup_50.admissions_per_s | 450.0 | 0.30× |" in md
+    assert "| dup_0.p99_ms | 60.0 |  |" in md
+    assert "| ratio_no_duplicates_vs_baseline | 0.20 |  |" in md
+    # both baselines listed, the admission's not repeated in its own table
+    assert "**Measured by the executor benchmark**" in md and "**Measured by the admission benchmark**" in md
+    assert "| baseline.messages_per_s |" not in md
     # core: linearity ratio and the goal
     assert "| 100,000 | 900.0 | 9.00 |" in md
     assert "| 10 | 0.0800 | 8.00 |" in md
@@ -80,11 +93,12 @@ def test_markdown_has_every_number_ratio_and_the_machine() -> None:
 def test_a_failed_benchmark_is_reported_and_without_the_executor_there_are_no_ratios() -> None:
     results = _results()
     results["benchmarks"]["executor"] = {"ok": False, "seconds": 2.0, "error": "TimeoutError: 3 runs did not complete"}
+    del results["benchmarks"]["admission"]["result"]["baseline"]
     md = render_markdown(results)
     assert "**Did not finish** after 2.00 s: `TimeoutError: 3 runs did not complete`" in md
     assert "No baseline in this run" in md
     assert "| dup_0.admissions_per_s | 300.0 |  |" in md
-    assert baseline_of(results) is None
+    assert baseline_of(results, "admission") is None
 
 
 def test_numbers_change_the_report() -> None:
@@ -105,7 +119,9 @@ def test_plot_series_and_png(tmp_path: Path) -> None:
     results = _results()
     series = plot_series(results)
     assert ("executor: completed_runs_per_s", 150.0) in series["throughput"]
-    assert ("raw Kafka baseline: messages_per_s", 600.0) in series["throughput"]
+    assert ("raw Kafka baseline (executor): messages_per_s", 600.0) in series["throughput"]
+    assert ("raw Kafka baseline (admission): messages_per_s", 1500.0) in series["throughput"]
+    assert ("admission: dup_50.admissions_per_s", 450.0) in series["throughput"]
     assert ("admission: dup_0.p99_ms", 60.0) in series["latency"]
     assert [label for label, _ in series["replay"]] == ["10", "1,000", "100,000"]
     out = tmp_path / "plot.png"

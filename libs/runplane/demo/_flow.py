@@ -83,7 +83,18 @@ class Reply(Protocol):
 
 
 class Emitter(Protocol):
-    def admit(self, capability: str, key: str, input: Any, **kwargs: Any) -> Reply: ...
+    """What the demo needs of ``runplane.client.Client``."""
+
+    def admit(
+        self,
+        capability: str,
+        key: str,
+        input: Any,
+        *,
+        correlation: Mapping[str, str] | None = None,
+        initiator: str | None = None,
+        timeout: float = 30.0,
+    ) -> Reply: ...
 
 
 @dataclass(frozen=True)
@@ -439,7 +450,16 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
     start_fakes(config, reporter)
     start_services(config, reporter)
     requests = demo_requests(config.nonce)
-    results = emit(config, emitter or default_emitter(config.settings), requests, reporter)
+    if emitter is not None:
+        results = emit(config, emitter, requests, reporter)
+    else:
+        own = default_emitter(config.settings)
+        try:
+            results = emit(config, own, requests, reporter)
+        finally:
+            close = getattr(own, "close", None)
+            if callable(close):
+                close()
     run_ids = [r.run_id for r in results if r.run_id is not None]
     approver = principals[APPROVER]
     with _http() as client:
