@@ -387,8 +387,11 @@ class Processor:
         ]
         if missing:
             raise ConfigError(f"topics missing: {sorted(missing)} (run `runplane topics create`)")
-        for name in wanted:
-            self._partition_counts[name] = len(metadata.topics[name].partitions)
+        # Every topic the cluster has, not only ours: a metadata round trip in the middle of
+        # the first batch (for each output topic) costs hundreds of milliseconds.
+        for name, topic in metadata.topics.items():
+            if topic.error is None and topic.partitions:
+                self._partition_counts[name] = len(topic.partitions)
 
     def _partitions_of(self, full_topic: str) -> int:
         n = self._partition_counts.get(full_topic)
@@ -463,8 +466,10 @@ class Processor:
         cfg = self._config
         generation = self._generation
         batch: list[Message] = []
-        first = self._consumer.consume(num_messages=cfg.batch_max, timeout=cfg.poll_ms / 1000)
-        batch.extend(first)
+        # poll() returns as soon as one record is there; consume(n, t) would wait for n or t.
+        first = self._consumer.poll(cfg.poll_ms / 1000)
+        if first is not None:
+            batch.append(first)
         deadline = time.monotonic() + cfg.batch_ms / 1000
         while batch and len(batch) < cfg.batch_max and not stop.is_set():
             left = deadline - time.monotonic()
