@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -20,12 +21,12 @@ from rich.text import Text
 
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.demo import (
-    APPROVER,
     DemoConfig,
     DemoError,
     DemoOutcome,
     DemoPorts,
     default_calendars_file,
+    demo_instance_id,
     run_demo,
 )
 from runplane.runs import RunHistory
@@ -121,7 +122,7 @@ def _footer(console: Console, config: DemoConfig, outcome: DemoOutcome) -> None:
         if r.run_id is not None:
             lines.append(f"  runplane journal show {r.run_id}   ({r.capability})")
     lines += [
-        f"  worklist page   {config.worklist_page}   (token in {config.tokens_file}; {APPROVER} approved this run)",
+        f"  worklist page   {config.worklist_page}   sign in with a token from {config.tokens_file}",
         f"  run queries     {ports.url('journal', '/runs')}   API docs {ports.url('journal', '/docs')}",
         "  metrics         " + "  ".join(ports.url(n, "/metrics") for n in SERVICE_PORTS),
         f"  logs            {config.stack.logs_dir}",
@@ -151,7 +152,11 @@ def demo_command(
     console = Console()
     settings = Settings.from_env()
     stack = StackConfig.from_settings(settings)
-    settings = dataclasses.replace(settings, state_dir=stack.state_dir)
+    settings = dataclasses.replace(
+        settings,
+        state_dir=stack.state_dir,
+        instance_id=demo_instance_id(os.environ, settings.instance_id),
+    )
     config = DemoConfig(
         settings=settings,
         ports=DemoPorts(services={name: settings.http_port(name) for name in SERVICE_PORTS}),

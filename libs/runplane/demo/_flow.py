@@ -309,7 +309,8 @@ def emit(config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...]
                 timeout=30.0,
             )
         except RunplaneError as exc:
-            raise DemoError("emit", f"{req.capability} ({req.key}): {exc}") from None
+            # Admission answers from inside `serve all`: its log says why no reply came.
+            raise _fail_with_log(config, "emit", "services", f"{req.capability} ({req.key}): {exc}") from None
         outcome = str(getattr(reply.outcome, "value", reply.outcome))
         status = None if reply.status is None else str(getattr(reply.status, "value", reply.status))
         if reply.run_id is None:

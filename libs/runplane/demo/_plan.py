@@ -88,6 +88,17 @@ def principals_yaml(principals: Sequence[DemoPrincipal]) -> str:
     return header + yaml.safe_dump(doc, sort_keys=False)
 
 
+def demo_instance_id(env: Mapping[str, str], default: str) -> str:
+    """The services' instance id: ``RUNPLANE_INSTANCE_ID`` when set, else ``demo-<default>``.
+
+    Transactional ids are ``<service>-<instance id>`` and broker-wide (no topic prefix), so a
+    demo on the host's default id would fence — and be fenced by — any other process run with
+    the default on this broker (a ``runplane serve`` in another shell, a test).
+    """
+    explicit = env.get("RUNPLANE_INSTANCE_ID")
+    return explicit if explicit else f"demo-{default}"
+
+
 def platform_env(
     settings: Settings,
     ports: DemoPorts,
