@@ -14,6 +14,8 @@
   ``check_next``, ``record_hash``, ``request_witness``, ``body_digest``.
 - ``canonical``: the canonical JSON that every hash is computed over.
 - ``determinism``: ``session_seed``, ``derive_random``, ``derive_randint``.
+- ``labels``: the label join (``join``, ``join_all``, ``BOTTOM``) and ``at_source``, the label
+  each effect gives its result (import from ``runplane.core.labels``).
 - ``lint``: the determinism lint behind ``runplane lint`` and ``@agent``.
 
 The executor drives it (see docs/contracts.md, "The durable core").

@@ -66,6 +66,7 @@ from runplane.core.ctx import (
     StepCtx,
 )
 from runplane.core.determinism import session_seed
+from runplane.core.labels import at_source, join
 from runplane.errors import CalendarError, TerminalError
 from runplane.wire import (
     CancelDeadline,
@@ -93,7 +94,6 @@ from runplane.wire import (
     StartRun,
     TaskDecision,
     TaskKind,
-    Trust,
     Wake,
 )
 
@@ -768,7 +768,9 @@ class Runtime:
         # a fresh serve from a replay (tuples become lists, 2.0 becomes 2, on both paths).
         decoded = json.loads(value_json) if ok and value_json is not None else None
         digest = body_digest(ok, decoded, None if ok else error)
-        label = label or _label_for(effect.family, effect.name, self.spec.capability)
+        # Applied at the source; a label the performer supplies can add to it, never lower it.
+        source = at_source(effect.family, effect.name, self.spec.capability)
+        label = source if label is None else join(source, label)
         entry = ResultEntry(
             session_id=self.session_id, era=era, call_seq=call_seq, family=effect.family, name=effect.name,
             request_witness=witness, ok=ok, value_json=value_json, error=None if ok else error, stamp_ms=self._now,
@@ -1006,7 +1008,7 @@ class Runtime:
         except ValueError:
             payload = signal.payload_json  # not JSON: delivered as the raw text
         return self._record(effect, call_seq, witness, JournalKind.SIGNAL_RECEIVED, True, payload, None,
-                            label=_label_for("signal", effect.name, self.spec.capability), attrs={"signal": signal.name})
+                            attrs={"signal": signal.name})
 
     def _approval(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
         req = effect.request
@@ -1318,13 +1320,6 @@ def _error_from(error: ErrorInfo) -> EffectError:
     if error.type == "CaseRefused":
         return CaseRefused(error.message)
     return EffectError(error.type, error.message, retryable=error.retryable)
-
-
-def _label_for(family: str, name: str, capability: str) -> Label:
-    # Model output and signals come from outside the platform's trust boundary.
-    trust = Trust.UNTRUSTED if family in ("generation", "signal") else Trust.TRUSTED
-    base = default_label([f"agent/{capability}", name])
-    return Label(trust=trust, sensitivity=base.sensitivity, provenance=base.provenance)
 
 
 def _wall_duration_ms(rule: Mapping[str, Any]) -> int:
