@@ -19,6 +19,7 @@ from typing import IO
 
 import pytest
 from confluent_kafka import Producer
+
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, read_counts
@@ -32,7 +33,6 @@ from runplane.wire import (
     TaskDecision,
     TaskKind,
 )
-
 from services.executor.harness import (
     admit,
     chain_of,

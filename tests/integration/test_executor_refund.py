@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, invoice_amount_cents, read_counts
@@ -23,7 +24,6 @@ from runplane.wire import (
     Signal,
     TaskDecision,
 )
-
 from services.executor.harness import (
     admit,
     chain_of,

@@ -10,10 +10,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer, read_counts
 from runplane.wire import DecisionOutcome, OpenTask, RunStatus, TaskDecision
-
 from services.executor.harness import (
     admit,
     executor_thread,

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+
 from runplane.errors import ConfigError, RetryableError, TerminalError
 from runplane.providers import PeerCallError, Reach
-
 from services.executor.live import (
     CallPolicy,
     LiveCallRunner,

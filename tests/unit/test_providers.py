@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from runplane.core.agents import Generation, ModelProvider, Recovery, Tool
 from runplane.errors import ConfigError, TerminalError
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
