@@ -16,17 +16,19 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from test_processor_support import make_processor
+from test_processor_support import MiniAdmission, make_processor
 
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
-from runplane.kafka.processor import Processor
+from runplane.kafka.partition import partition_for
+from runplane.kafka.processor import Emit, Processor, ProcessorConfig, State
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -272,3 +274,66 @@ def test_zombie_late_commit_is_fenced(settings: Settings, tmp_path: Path) -> Non
     assert aborted or stopped, (zcode, zerr[-2000:])
     # Its records did reach the log; they were aborted, not lost in a buffer.
     assert len(read_all(settings, "admission.replies", committed=False)) >= 50
+
+
+def test_partition_for_matches_librdkafka_murmur2(settings: Settings) -> None:
+    # The results topic is produced with an explicit partition computed by partition_for;
+    # it must agree with where the murmur2 partitioner of every other producer puts the key.
+    producer = Producer(producer_config(settings))
+    placed: dict[str, int] = {}
+
+    def on_delivery(err: object, msg: Any) -> None:
+        assert err is None, err
+        placed[msg.key().decode()] = msg.partition()
+
+    keys = [f"session-{i}" for i in range(200)] + ["", "é", "x" * 257]
+    for key in keys:
+        producer.produce(
+            settings.topic("journal"), key=key.encode(), value=b"v", on_delivery=on_delivery
+        )
+    assert producer.flush(30) == 0
+    assert placed == {k: partition_for(k, settings.partitions) for k in keys}
+    assert len(set(placed.values())) == settings.partitions
+
+
+class Ticker(MiniAdmission):
+    """Emits one reply per tick from the processor's clock; the emits commit on their own."""
+
+    def __init__(self) -> None:
+        super().__init__("ticker")
+        self.ticks: list[int] = []
+
+    def tick(self, state: State, now_ms: int) -> Sequence[Emit]:
+        self.ticks.append(now_ms)
+        reply = AdmissionReply(
+            admission_key=f"tick-{len(self.ticks)}",
+            outcome=AdmissionOutcome.REFUSED,
+            reason="tick",
+            replied_ms=now_ms,
+        )
+        return [Emit("admission.replies", reply.admission_key, reply)]
+
+
+class SteppingClock:
+    """Each reading is one second after the last: every loop iteration is due a tick."""
+
+    def __init__(self) -> None:
+        self.t = 1_000_000
+
+    def now_ms(self) -> int:
+        self.t += 1000
+        return self.t
+
+
+def test_tick_emits_are_committed_with_the_injected_clock(settings: Settings) -> None:
+    handler = Ticker()
+    config = ProcessorConfig(
+        service="ticker", group_id=settings.topic("ticker"), inputs=("admission",), tick_ms=1000
+    )
+    with running(Processor(settings, config, handler, clock=SteppingClock())):
+        wait_for("3 tick replies", lambda: len(replies(settings)) >= 3)
+    got = replies(settings)
+    assert all(r.reason == "tick" for r in got)
+    assert [r.replied_ms for r in got[:3]] == sorted(r.replied_ms for r in got[:3])
+    assert {r.replied_ms for r in got} <= set(handler.ticks)
+    assert all(t >= 1_001_000 for t in handler.ticks)  # the fake clock, not the wall clock
