@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
@@ -30,8 +31,14 @@ from runplane.wire import JournalKind, ResultEntry, RunStatus
 
 Program = list[tuple[str, int]]
 
-OPS = ("read", "write", "gen", "rand", "observe", "approve", "checkpoint")
+OPS = ("read", "write", "gen", "rand", "observe", "approve", "checkpoint", "case")
 programs = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3)), min_size=1, max_size=10)
+# One call_seq per op (``case`` takes two), so a program position is a call_seq.
+single_call_programs = st.lists(st.tuples(st.sampled_from([op for op in OPS if op != "case"]), st.integers(0, 3)), min_size=1, max_size=10)
+
+
+def _seven_times(n: int) -> Callable[[], int]:
+    return lambda: n * 7
 
 
 def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
@@ -49,12 +56,16 @@ def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
             elif op == "rand":
                 acc = (acc + ctx.randint(0, 100)) % 1000
             elif op == "observe":
-                acc = (acc + int(await ctx.observe(f"o{n}", lambda n=n: n * 7))) % 1000
+                acc = (acc + int(await ctx.observe(f"o{n}", _seven_times(n)))) % 1000
             elif op == "approve":
                 decision = await ctx.approval(f"step {i}?", {"acc": acc, "n": n}, role="reviewer")
                 acc += 1 if decision.approved else 2
             elif op == "checkpoint":
                 await ctx.checkpoint({"acc": acc, "i": i, "n": n})
+            elif op == "case":  # a versioned read-modify-write of the run's case
+                current = await ctx.case_state()
+                state = {**(current.state or {}), f"k{i}": acc + n}
+                acc = (acc + int(await ctx.put_case_state(current.version, state))) % 1000
         return {"acc": acc}
 
     return agent
@@ -113,8 +124,8 @@ def execute(spec: AgentSpec, salt: int, crash_points: frozenset[tuple[int, str]]
             return True
         return False
 
-    driver = Driver(spec, tools=world.tools(), providers={"scripted": provider()}, crash_hook=hook)
-    run = driver.run("prog", {"salt": salt}, session_id="run-p")
+    driver = Driver(spec, tools=world.tools(), providers={"scripted": provider()}, crash_hook=hook, cases={"case-p": {}})
+    run = driver.run("prog", {"salt": salt}, session_id="run-p", case_id="case-p")
     crashes_left = park_crashes
     while run.status is RunStatus.AWAITING_HUMAN:
         if crashes_left:
@@ -169,10 +180,13 @@ def test_checkpointed_runs_restart_in_new_eras_without_repeating_mutations(
     assert world.applied == clean_world.applied
     assert all(count == 1 for key, count in world.invocations.items() if key.startswith("write:"))
     assert crashed.verify(sid).ok
+    # A person is asked once per approval, however often the run restarted while waiting.
+    assert len(crashed.tasks_opened) == len(clean.tasks_opened) == sum(op == "approve" for op, _ in program)
+    assert crashed.cases == clean.cases  # every case write applied once
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs, salt=st.integers(0, 999), data=st.data())
+@given(program=single_call_programs, salt=st.integers(0, 999), data=st.data())
 def test_a_changed_request_at_any_position_is_refused_never_answered(program: Program, salt: int, data: st.DataObject) -> None:
     changeable = [i for i, (op, _) in enumerate(program) if op != "rand"]
     if not changeable:
