@@ -18,7 +18,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runplane.core import AgentRegistry, EffectDecl, Outcome, Recovery, Runtime, StepCtx, run_admitted
+from runplane.core import (
+    AgentRegistry,
+    EffectDecl,
+    Outcome,
+    Recovery,
+    Runtime,
+    StepCtx,
+    run_admitted,
+)
 from runplane.core.canonical import canonical_bytes, canonical_json
 from runplane.core.chain import Draft, default_label, record_hash, seal
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, StartRun, decode, encode, to_dict
