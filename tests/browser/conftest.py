@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,9 @@ from runplane.kafka.topics import create_topics, delete_topics
 from runplane.stack import StackError, ensure_up
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The worklist's stack helpers live beside its integration tests; import them under the
+# same module name those tests use, so there is one copy of the module.
+sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
 CHROMIUM = os.environ.get("RUNPLANE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

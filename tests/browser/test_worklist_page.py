@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_worklist_support import (
+    auth,
+    open_task,
+    send,
+    wait_for,
+    worklist_service,
+    write_principals,
+)
 
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
 from runplane.wire import RunStatus
 from services.executor.harness import admit, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
-from tests.integration.test_worklist_support import (
-    auth,
-    wait_for,
-    worklist_service,
-    write_principals,
-)
 
 pytestmark = pytest.mark.browser
 
@@ -106,8 +108,6 @@ def test_sign_in_approve_and_the_run_resumes(
 def test_the_initiator_sees_why_they_cannot_act(
     stack_settings: Settings, chromium: Any, tmp_path: Path
 ) -> None:
-    from tests.integration.test_worklist_support import open_task, send
-
     task = open_task(question="Refund INV-77?")
     with worklist_service(stack_settings, write_principals(tmp_path)) as wl:
         send(stack_settings, task)
