@@ -124,7 +124,7 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     refund = outcome.runs[0]
     # The refund waited for a person and was approved through the worklist API.
     assert (refund.capability, refund.run_id, "AWAITING_HUMAN") in {(c, r, new) for c, r, _, new in reporter.statuses}
-    assert any("approved" in line and refund.run_id in line for line in reporter.lines)
+    assert any("approved" in line and str(refund.run_id) in line for line in reporter.lines)
     # Exactly one charge reached billing, under the run's idempotency key.
     counts = read_counts(demo_config.demo_dir / "billing-counts.json")
     assert counts.charges == {f"refund/{refund.run_id}": 1}
@@ -158,3 +158,52 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     assert all(port_bindable("127.0.0.1", p) for p in demo_config.ports.services.values())
     assert stopped.component("kafka").action == "not ours, left running"
     assert status(demo_config.stack).ready
+
+
+def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: DemoConfig) -> None:
+    import json
+    import threading
+    import time
+
+    import httpx
+
+    config = dataclasses.replace(demo_config, manual=True, manual_timeout_s=90)
+    reporter = RecordingReporter()
+    outcome: list[DemoOutcome] = []
+    errors: list[BaseException] = []
+
+    def demo() -> None:
+        try:
+            outcome.append(run_demo(config, reporter))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=demo, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 150
+    waiting = None
+    while waiting is None and not errors and time.monotonic() < deadline:
+        waiting = next((r for c, r, _, new in reporter.statuses if c == "refund" and new == "AWAITING_HUMAN"), None)
+        time.sleep(0.2)
+    assert waiting is not None, f"{errors} " + "\n".join(reporter.lines)
+    time.sleep(2)  # the demo must not decide on its own
+    assert not any("approved" in line for line in reporter.lines)
+    assert any(f"waits for a person: open {config.worklist_page}" in line for line in reporter.lines)
+
+    # A person (grace, not the demo's approver) decides on the worklist.
+    grace = json.loads(config.tokens_file.read_text())["grace"]
+    headers = {"Authorization": f"Bearer {grace}"}
+    with httpx.Client(base_url=config.ports.url("worklist"), headers=headers, timeout=30) as http:
+        tasks = http.get("/api/tasks", params={"status": "OPEN"}).json()["tasks"]
+        task = next(t for t in tasks if t["session_id"] == waiting)
+        answer = http.post(f"/api/tasks/{task['task_id']}/decide", json={"decision": "approve", "comment": "by hand"})
+        assert answer.status_code == 200, answer.text
+
+    thread.join(120)
+    assert not errors, errors
+    _assert_all_completed_and_verified(outcome[0], reporter)
+    refund = reporter.journals[waiting][0]
+    decided = next(r for r in refund.records if r.kind == "TASK_DECIDED")
+    body = refund.bodies[(decided.era, decided.call_seq or 0)]
+    assert body is not None and json.loads(body.value_json or "{}")["decided_by"] == ["grace"]
+    assert read_counts(config.demo_dir / "billing-counts.json").charges == {f"refund/{waiting}": 1}

@@ -86,7 +86,7 @@ def test_markdown_has_every_number_ratio_and_the_machine() -> None:
     # core: linearity ratio and the goal
     assert "| 100,000 | 900.0 | 9.00 |" in md
     assert "| 10 | 0.0800 | 8.00 |" in md
-    assert "1.12× the cost at 10" in md
+    assert "is 1.29× the cost at 1,000" in md
     assert "meets the 20.0 ms goal" in md
 
 

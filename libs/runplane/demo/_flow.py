@@ -257,7 +257,8 @@ def start_fakes(config: DemoConfig, reporter: Reporter) -> None:
         reporter.note(f"{which} fake: started on {proc.address} (pid {pid})")
 
 
-def start_services(config: DemoConfig, reporter: Reporter) -> None:
+def start_services(config: DemoConfig, reporter: Reporter) -> int:
+    """Start (or reuse) ``runplane serve all`` and wait for every /healthz; returns its pid."""
     proc = _services(config)
     pid = owned(config.stack, "services")
     if pid is not None:
@@ -285,6 +286,7 @@ def start_services(config: DemoConfig, reporter: Reporter) -> None:
                 )
             time.sleep(0.5)
     reporter.note("services: all six answer /healthz")
+    return alive_pid
 
 
 def default_emitter(settings: Settings) -> Emitter:
@@ -327,8 +329,9 @@ def emit(config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...]
 class RunWatcher:
     """Follows run statuses through the journal service's API (``GET /runs/{id}``)."""
 
-    def __init__(self, config: DemoConfig, client: httpx.Client, reporter: Reporter) -> None:
+    def __init__(self, config: DemoConfig, client: httpx.Client, reporter: Reporter, services_pid: int) -> None:
         self._config = config
+        self._services_pid = services_pid
         self._client = client
         self._reporter = reporter
         self._seen: dict[str, str | None] = {}
@@ -358,6 +361,9 @@ class RunWatcher:
             now = self.poll(run_ids)
             if until(now):
                 return now
+            if not is_alive(self._services_pid):
+                # No point waiting out the timeout: nothing will move these runs now.
+                raise _fail_with_log(self._config, "runs", "services", "`runplane serve all` exited")
             if time.monotonic() > deadline:
                 return now
             time.sleep(0.5)
@@ -449,7 +455,7 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
     bring_up_stack(config, reporter)
     principals = {p.name: p for p in ensure_principals(config)}
     start_fakes(config, reporter)
-    start_services(config, reporter)
+    services_pid = start_services(config, reporter)
     requests = demo_requests(config.nonce)
     if emitter is not None:
         results = emit(config, emitter, requests, reporter)
@@ -464,7 +470,7 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
     run_ids = [r.run_id for r in results if r.run_id is not None]
     approver = principals[APPROVER]
     with _http() as client:
-        watcher = RunWatcher(config, client, reporter)
+        watcher = RunWatcher(config, client, reporter, services_pid)
         watcher.capability = {r.run_id: r.capability for r in results if r.run_id is not None}
         waiting = {
             r.run_id for r, req in zip(results, requests, strict=True)
