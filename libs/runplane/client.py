@@ -47,6 +47,16 @@ from runplane.wire import (
 
 __all__ = ["FINAL_STATUSES", "Client"]
 
+_SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
 FINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 
 
@@ -192,7 +202,11 @@ class Client:
                 return int(high)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
-                retriable = isinstance(err, KafkaError) and err.retriable()
+                # librdkafka does not flag a stale leader as retriable here, but it is: the
+                # metadata of a topic created a moment ago is still settling.
+                retriable = isinstance(err, KafkaError) and (
+                    err.retriable() or err.code() in _SETTLING
+                )
                 if not retriable or time.monotonic() > deadline:
                     raise RetryableError(f"cannot read the end of {tp.topic}: {exc}") from exc
                 time.sleep(0.2)

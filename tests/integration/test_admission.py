@@ -10,8 +10,10 @@ from __future__ import annotations
 import collections
 import io
 import itertools
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 from fastavro import schemaless_writer
@@ -45,7 +48,7 @@ from runplane.wire import (
     schema_fingerprint,
 )
 from services.admission.handler import CapabilitySpec
-from services.admission.serve import build
+from services.admission.serve import build, serve
 from services.admission.settings import AdmissionSettings
 
 pytestmark = pytest.mark.integration
@@ -318,3 +321,71 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
     assert again.status == RunStatus.AWAITING_HUMAN and again.task_id == "task-9"
     claims = [v for _, v in read_all(settings, "admission.claims")]
     assert isinstance(claims[-1], AdmissionClaim) and claims[-1].status == RunStatus.AWAITING_HUMAN
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_answers_healthz_metrics_and_the_emit_cli(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _free_port()
+    monkeypatch.setenv("RUNPLANE_ADMISSION_PORT", str(port))
+    monkeypatch.setenv("RUNPLANE_AGENT_MODULES", "examples.refund")
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, args=(settings, stop), daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+    }
+
+    def emit(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(RUNPLANE), "emit", *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    admitted = "runplane_admission_admitted_total"
+    refused = 'runplane_admission_refused_total{reason="unknown_capability"}'
+    try:
+        wait_for("/healthz 200", lambda: _status(f"{base}/healthz") == 200, timeout=60)
+        # Counters are per process and other tests in it count too: compare deltas.
+        before = _samples(httpx.get(f"{base}/metrics").text)
+        ok = emit(
+            "refund", "--key", "cli-1", "--input", '{"invoice_id": "i-1"}', "--case", "order=O-1"
+        )
+        assert ok.returncode == 0, ok.stderr
+        assert ok.stdout.startswith("admitted r-") and "(case c-" in ok.stdout
+        dup = emit("refund", "--key", "cli-1", "--input", '{"invoice_id": "i-1"}', "--json")
+        assert dup.returncode == 0, dup.stderr
+        reply = json.loads(dup.stdout)["reply"]
+        assert reply["outcome"] == "DUPLICATE" and ok.stdout.split()[1] == reply["run_id"]
+        no = emit("nope", "--key", "cli-2")
+        assert no.returncode == 1 and "refused: unknown capability 'nope'" in no.stdout
+        after = _samples(httpx.get(f"{base}/metrics").text)
+        assert after[admitted] == before.get(admitted, 0.0) + 1
+        assert after[refused] == before.get(refused, 0.0) + 1
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def _status(url: str) -> int:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def _samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
