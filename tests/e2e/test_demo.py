@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 from runplane.config import SERVICE_PORTS, Settings
-from runplane.demo import DemoConfig, DemoOutcome, DemoPorts, default_calendars_file, run_demo
+from runplane.demo import (
+    PUBLISHED_TOKENS,
+    DemoConfig,
+    DemoOutcome,
+    DemoPorts,
+    default_calendars_file,
+    default_principals_file,
+    run_demo,
+)
 from runplane.fakes import read_counts
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import delete_topics
@@ -94,6 +102,7 @@ def demo_config(stack: LocalStack, tmp_path: Path) -> Iterator[DemoConfig]:
         health_timeout_s=120,
         run_timeout_s=90,
         calendars_file=default_calendars_file(),
+        examples_principals=default_principals_file(),
     )
     try:
         yield config
@@ -119,6 +128,9 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     reporter = RecordingReporter()
     outcome = run_demo(demo_config, reporter)
     _assert_all_completed_and_verified(outcome, reporter)
+    # The services got examples/principals.yaml; the demo approved with its published token.
+    assert any(f"principals: {default_principals_file()}" in line for line in reporter.lines)
+    assert any(PUBLISHED_TOKENS["ada"] in line for line in reporter.lines)
     assert all(r.admission == "ADMITTED" for r in outcome.runs)
 
     refund = outcome.runs[0]
@@ -167,7 +179,8 @@ def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: D
 
     import httpx
 
-    config = dataclasses.replace(demo_config, manual=True, manual_timeout_s=90)
+    # Without the examples file: the demo makes principals and tokens of its own.
+    config = dataclasses.replace(demo_config, manual=True, manual_timeout_s=90, examples_principals=None)
     reporter = RecordingReporter()
     outcome: list[DemoOutcome] = []
     errors: list[BaseException] = []
@@ -192,6 +205,7 @@ def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: D
 
     # A person (grace, not the demo's approver) decides on the worklist.
     grace = json.loads(config.tokens_file.read_text())["grace"]
+    assert grace != PUBLISHED_TOKENS["grace"]
     headers = {"Authorization": f"Bearer {grace}"}
     with httpx.Client(base_url=config.ports.url("worklist"), headers=headers, timeout=30) as http:
         tasks = http.get("/api/tasks", params={"status": "OPEN"}).json()["tasks"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,7 @@ from runplane.demo import (
     DemoOutcome,
     DemoPorts,
     default_calendars_file,
+    default_principals_file,
     demo_instance_id,
     run_demo,
 )
@@ -112,6 +114,14 @@ class RichReporter:
             )
 
 
+def _tokens(config: DemoConfig) -> str:
+    try:
+        tokens = json.loads(config.tokens_file.read_text())
+    except (OSError, ValueError):
+        return f"see {config.tokens_file}"
+    return "  ".join(f"{name} {token}" for name, token in tokens.items())
+
+
 def _footer(console: Console, config: DemoConfig, outcome: DemoOutcome) -> None:
     ports = config.ports
     lines = [
@@ -122,7 +132,7 @@ def _footer(console: Console, config: DemoConfig, outcome: DemoOutcome) -> None:
         if r.run_id is not None:
             lines.append(f"  runplane journal show {r.run_id}   ({r.capability})")
     lines += [
-        f"  worklist page   {config.worklist_page}   sign in with a token from {config.tokens_file}",
+        f"  worklist page   {config.worklist_page}   sign in with a token: {_tokens(config)}",
         f"  run queries     {ports.url('journal', '/runs')}   API docs {ports.url('journal', '/docs')}",
         "  metrics         " + "  ".join(ports.url(n, "/metrics") for n in SERVICE_PORTS),
         f"  logs            {config.stack.logs_dir}",
@@ -164,6 +174,7 @@ def demo_command(
         health_timeout_s=timeout,
         run_timeout_s=timeout,
         calendars_file=default_calendars_file(),
+        examples_principals=default_principals_file(),
     )
     reporter = RichReporter(console)
     console.print(f"[bold]runplane demo[/bold] — state and logs under {stack.state_dir}", highlight=False)

@@ -18,11 +18,13 @@ from runplane.demo._flow import (
     Emitter,
     Reporter,
     default_calendars_file,
+    default_principals_file,
     run_demo,
 )
 from runplane.demo._plan import (
     APPROVER,
     INITIATOR,
+    PUBLISHED_TOKENS,
     DemoOutcome,
     DemoPorts,
     DemoPrincipal,
@@ -33,12 +35,14 @@ from runplane.demo._plan import (
     demo_requests,
     platform_env,
     principals_yaml,
+    published_principals,
     status_changes,
 )
 
 __all__ = [
     "APPROVER",
     "INITIATOR",
+    "PUBLISHED_TOKENS",
     "DemoConfig",
     "DemoError",
     "DemoOutcome",
@@ -49,11 +53,13 @@ __all__ = [
     "Reporter",
     "RunResult",
     "default_calendars_file",
+    "default_principals_file",
     "demo_instance_id",
     "demo_principals",
     "demo_requests",
     "platform_env",
     "principals_yaml",
+    "published_principals",
     "run_demo",
     "status_changes",
 ]

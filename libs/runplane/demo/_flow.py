@@ -24,10 +24,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from runplane.auth import Principals
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.demo._plan import (
     APPROVER,
     INITIATOR,
+    PUBLISHED_TOKENS,
     TERMINAL,
     DemoOutcome,
     DemoPorts,
@@ -38,12 +40,14 @@ from runplane.demo._plan import (
     demo_requests,
     platform_env,
     principals_yaml,
+    published_principals,
     status_changes,
 )
 from runplane.errors import ConfigError, RunplaneError
 from runplane.runs import RunHistory, read_run
 from runplane.stack import StackConfig, StackError, up
 from runplane.stack._platform import PlatformProcess, healthy, log_file, owned, start
+from runplane.stack._platform import stop as stop_platform
 from runplane.stack._process import describe_port_owner, is_alive, port_bindable, port_open, tail
 
 
@@ -110,6 +114,7 @@ class DemoConfig:
     run_timeout_s: float = 150.0
     manual_timeout_s: float = 1800.0
     calendars_file: Path | None = None
+    examples_principals: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.settings.state_dir.is_absolute():
@@ -136,14 +141,23 @@ class DemoConfig:
         return self.ports.url("worklist", "/")
 
 
-def default_calendars_file() -> Path | None:
-    """``examples/calendars/calendars.yaml`` of this checkout, when it is there."""
+def _examples_file(*parts: str) -> Path | None:
     try:
         import examples
     except ImportError:
         return None
-    path = Path(examples.__file__).resolve().parent / "calendars" / "calendars.yaml"
+    path = Path(examples.__file__).resolve().parent.joinpath(*parts)
     return path if path.is_file() else None
+
+
+def default_calendars_file() -> Path | None:
+    """``examples/calendars/calendars.yaml`` of this checkout, when it is there."""
+    return _examples_file("calendars", "calendars.yaml")
+
+
+def default_principals_file() -> Path | None:
+    """``examples/principals.yaml`` of this checkout, when it is there."""
+    return _examples_file("principals.yaml")
 
 
 # -- steps ------------------------------------------------------------------------------------
@@ -170,22 +184,37 @@ def bring_up_stack(config: DemoConfig, reporter: Reporter) -> None:
     reporter.note(f"topics: {len(created)} created under {config.settings.topic_prefix}*")
 
 
-def ensure_principals(config: DemoConfig) -> tuple[DemoPrincipal, ...]:
-    """The demo principals, with tokens made once per state dir (kept for the next run)."""
+def ensure_principals(config: DemoConfig) -> tuple[Path, tuple[DemoPrincipal, ...]]:
+    """The principals file the services get, and the demo principals in it.
+
+    ``examples/principals.yaml`` when its published tokens still match (the README documents
+    them); otherwise a file of our own under the state dir, with tokens made once per state
+    dir and kept (mode 600) in ``demo/tokens.json``.
+    """
     config.demo_dir.mkdir(parents=True, exist_ok=True)
+    if config.examples_principals is not None and config.examples_principals.is_file():
+        with contextlib.suppress(ConfigError, OSError, ValueError):
+            found = published_principals(Principals.from_file(config.examples_principals))
+            if found is not None:
+                _write_tokens(config, {p.name: p.token for p in found})
+                return config.examples_principals, found
     tokens: dict[str, str] = {}
     with contextlib.suppress(OSError, ValueError):
         loaded = json.loads(config.tokens_file.read_text())
         if isinstance(loaded, dict):
-            tokens = {str(k): str(v) for k, v in loaded.items()}
+            tokens = {str(k): str(v) for k, v in loaded.items() if k not in PUBLISHED_TOKENS or v != PUBLISHED_TOKENS[k]}
     for name in ("ada", "grace"):
         tokens.setdefault(name, secrets.token_urlsafe(18))
-    fd = os.open(config.tokens_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(tokens, f, indent=2)
+    _write_tokens(config, tokens)
     principals = demo_principals(tokens)
     config.principals_file.write_text(principals_yaml(principals))
-    return principals
+    return config.principals_file, principals
+
+
+def _write_tokens(config: DemoConfig, tokens: Mapping[str, str]) -> None:
+    fd = os.open(config.tokens_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(dict(tokens), f, indent=2)
 
 
 def _fake(config: DemoConfig, which: str, port: int) -> PlatformProcess:
@@ -200,11 +229,11 @@ def _fake(config: DemoConfig, which: str, port: int) -> PlatformProcess:
     )
 
 
-def _services(config: DemoConfig) -> PlatformProcess:
+def _services(config: DemoConfig, principals_file: Path) -> PlatformProcess:
     env = platform_env(
         config.settings,
         config.ports,
-        principals_file=config.principals_file,
+        principals_file=principals_file,
         calendars_file=config.calendars_file,
         base=os.environ,
     )
@@ -257,14 +286,34 @@ def start_fakes(config: DemoConfig, reporter: Reporter) -> None:
         reporter.note(f"{which} fake: started on {proc.address} (pid {pid})")
 
 
-def start_services(config: DemoConfig, reporter: Reporter) -> int:
-    """Start (or reuse) ``runplane serve all`` and wait for every /healthz; returns its pid."""
-    proc = _services(config)
+def _platform_fingerprint(proc: PlatformProcess) -> dict[str, str]:
+    """What the services were started with that the demo depends on (RUNPLANE_* only)."""
+    return {k: v for k, v in sorted(proc.env.items()) if k.startswith("RUNPLANE_")}
+
+
+def start_services(config: DemoConfig, principals_file: Path, reporter: Reporter) -> int:
+    """Start (or reuse) ``runplane serve all`` and wait for every /healthz; returns its pid.
+
+    A running ``serve all`` is reused only if it was started with the same RUNPLANE_*
+    environment (ports, principals, prefix…); otherwise it is restarted, so the demo never
+    talks to services configured differently from what it prints.
+    """
+    proc = _services(config, principals_file)
+    fingerprint_file = config.demo_dir / "services-env.json"
+    wanted = _platform_fingerprint(proc)
     pid = owned(config.stack, "services")
     if pid is not None:
-        reporter.note(f"services: already running (pid {pid}); waiting for their health")
-    else:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(fingerprint_file.read_text()) == wanted:
+                reporter.note(f"services: already running (pid {pid}); waiting for their health")
+            else:
+                pid = None
+        if pid is None:
+            reporter.note("services: running with another configuration; restarting them")
+            stop_platform(config.stack, "services")
+    if pid is None:
         _ensure_free(config, "services", list(config.ports.services.values()))
+        fingerprint_file.write_text(json.dumps(wanted, indent=2))
         pid = start(config.stack, proc)
         reporter.note(f"services: `runplane serve all` started (pid {pid}), log {log_file(config.stack, 'services')}")
     alive_pid = pid
@@ -453,9 +502,11 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
     Raises :class:`DemoError` when a step fails. The services and fakes stay up afterwards.
     """
     bring_up_stack(config, reporter)
-    principals = {p.name: p for p in ensure_principals(config)}
+    principals_file, found = ensure_principals(config)
+    principals = {p.name: p for p in found}
+    reporter.note(f"principals: {principals_file} ({', '.join(principals)})")
     start_fakes(config, reporter)
-    services_pid = start_services(config, reporter)
+    services_pid = start_services(config, principals_file, reporter)
     requests = demo_requests(config.nonce)
     if emitter is not None:
         results = emit(config, emitter, requests, reporter)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from runplane.auth import PRINCIPALS_FILE_ENV, token_digest
+from runplane.auth import PRINCIPALS_FILE_ENV, Principals, token_digest
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
 
@@ -63,8 +63,25 @@ class DemoPrincipal:
     token: str
 
     def __post_init__(self) -> None:
-        if len(self.token) < 16:
+        if len(self.token) < 8:
             raise ConfigError(f"demo principal {self.name}: token too short")
+
+
+# The tokens examples/principals.yaml publishes in its comment (DEMO ONLY, loopback services).
+PUBLISHED_TOKENS: Mapping[str, str] = {"ada": "demo-ada-token", "grace": "demo-grace-token"}
+_NEEDED_ROLES = {"ada": {"finance", "auditor"}, "grace": {"finance"}}
+
+
+def published_principals(principals: Principals) -> tuple[DemoPrincipal, ...] | None:
+    """The demo principals of a principals file whose published tokens still match, else None
+    (someone changed the file: the demo then makes its own)."""
+    found = []
+    for name, token in PUBLISHED_TOKENS.items():
+        who = principals.authenticate(token)
+        if who is None or who.name != name or not _NEEDED_ROLES[name] <= who.roles:
+            return None
+        found.append(DemoPrincipal(name, tuple(sorted(who.roles)), token))
+    return tuple(found)
 
 
 def demo_principals(tokens: Mapping[str, str]) -> tuple[DemoPrincipal, ...]:
