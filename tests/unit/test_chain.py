@@ -10,6 +10,8 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import examples.refund  # noqa: F401  (registers "refund")
 from runplane.core import (
     REGISTRY,
     ChainFault,
@@ -24,8 +26,6 @@ from runplane.core import (
 from runplane.core.canonical import format_float
 from runplane.testing import Driver
 from runplane.wire import ZERO_HASH, JournalRecord, ResultEntry, to_dict
-
-import examples.refund  # noqa: F401  (registers "refund")
 
 
 def _completed_refund() -> tuple[list[JournalRecord], dict[tuple[int, int], ResultEntry]]:

@@ -331,3 +331,29 @@ def test_a_carried_task_decided_while_the_run_is_down_resumes_it(outcome: str) -
     done = restored.deliver(_decision(task, outcome), now_ms=T0 + 11)
     assert done.rejected is None and done.end is RunStatus.COMPLETED
     assert restored.snapshot().output_json == f'{{"approved":{str(outcome == "APPROVED").lower()},"era":1}}'
+
+
+def test_restoring_twice_does_not_serve_a_stale_copy_of_an_earlier_read() -> None:
+    # Found by the property test: era 1 re-records era 0's case read as a reconstruction; era
+    # 2 must not count it as a second read, or the run's next read gets the old version.
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        for i in range(2):
+            await ctx.tool("tick", {"i": i}, mutating=False)
+            current = await ctx.case_state()
+            await ctx.put_case_state(current.version, {**(current.state or {}), f"k{i}": i})
+        return (await ctx.case_state()).version
+
+    acts = {"n": 0}
+
+    def crash_on_second_and_third_act(phase: str, call: Any) -> bool:
+        if phase != "before_act":
+            return False
+        acts["n"] += 1
+        return acts["n"] in (2, 3)
+
+    driver = Driver(_spec(agent, Durability.CHECKPOINTED), tools={"tick": lambda a, k: a["i"]}, cases={"case-1": {}},
+                    crash_hook=crash_on_second_and_third_act)
+    run = driver.run("t", {}, case_id="case-1")
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.output == 3 and driver.cases["case-1"] == ({"k0": 0, "k1": 1}, 3)
+    assert run.snapshot.era == 2 and driver.verify(run.session_id).ok

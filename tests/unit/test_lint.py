@@ -6,9 +6,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
 from runplane.cli import app
 from runplane.core import AgentRegistry, LintFailed, lint_source
-from typer.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

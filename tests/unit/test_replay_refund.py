@@ -6,12 +6,12 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+import examples.refund  # noqa: F401  (registers "refund")
 from runplane.core import REGISTRY, Runtime, replay_history
 from runplane.errors import RetryableError, TerminalError
 from runplane.testing import Driver
 from runplane.wire import JournalKind, ParkKind, RunStatus, TaskKind
-
-import examples.refund  # noqa: F401  (registers "refund")
 
 
 class Billing:

@@ -448,9 +448,7 @@ class Runtime:
     def _new_era(self, snapshot: SessionSnapshot) -> None:
         old = self.era
         self.era = old + 1
-        for (era, _seq), entry in sorted(self.results.items()):
-            if era < self.era and entry.family in _CROSS_ERA:
-                self._prior.setdefault((entry.family, entry.name, entry.request_witness), deque()).append(entry)
+        self._prior = {key: deque(entries) for key, entries in _side_effect_log(self.results, self.era).items()}
         self._prior_doubt = self._in_flight
         self._in_flight = None
         # The open request (task or case command) stays in ``_open``: the new era adopts it when
@@ -1269,6 +1267,34 @@ _LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
     "deadline_meet": Runtime._deadline,
     "deadline_cancel": Runtime._deadline,
 }
+
+
+def _side_effect_log(results: Mapping[tuple[int, int], ResultEntry], before_era: int) -> dict[tuple[str, str, str], list[ResultEntry]]:
+    """Each distinct recorded call of the eras before ``before_era``, per (family, name,
+    witness), in the order the calls were first made.
+
+    An era serves its i-th call of a key from the log's i-th entry and records that serve as
+    an entry of its own (a reconstruction); only calls beyond the log are new. So, era by era,
+    the i-th entry of a key extends the log only when i is past its end — counting the
+    reconstructions again would serve a stale copy to a later call with the same witness
+    (two reads of the case after two restores)."""
+    log: dict[tuple[str, str, str], list[ResultEntry]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
+    era = -1
+    for (entry_era, _seq), entry in sorted(results.items()):
+        if entry_era >= before_era:
+            break
+        if entry_era != era:
+            era, seen = entry_era, {}
+        if entry.family not in _CROSS_ERA:
+            continue
+        key = (entry.family, entry.name, entry.request_witness)
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        entries = log.setdefault(key, [])
+        if index >= len(entries):
+            entries.append(entry)
+    return log
 
 
 # CaseReply.op → the engine op of the command that asked (for replies journaled early).
