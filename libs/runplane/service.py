@@ -166,8 +166,17 @@ def run_http(app: Any, host: str, port: int, stop: threading.Event) -> Iterator[
     We bind the socket ourselves so port 0 works (tests) and the real port is known before
     the first request; uvicorn then serves on that socket without touching signal handlers
     (it only installs them on the main thread, and this is not it).
+
+    TCP_NODELAY: asyncio turns Nagle off on accepted connections only when the socket's
+    ``proto`` is ``IPPROTO_TCP`` — a socket made as ``socket(AF_INET, SOCK_STREAM)`` has proto
+    0, so it did not, and every response on a reused keep-alive connection (uvicorn writes the
+    head and the body separately) waited for the client's delayed ACK: ~44 ms per request.
+    We create the socket with ``IPPROTO_TCP`` *and* set TCP_NODELAY on the listener (accepted
+    sockets inherit it on Linux), so neither path depends on the other.
     """
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
