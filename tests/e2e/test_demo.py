@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 import socket
 import uuid
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ from runplane.kafka.clients import admin
 from runplane.kafka.topics import delete_topics
 from runplane.runs import RunHistory
 from runplane.stack import LocalStack, StackError, down, ensure_up, status
+from runplane.stack._platform import owned
 from runplane.stack._process import is_alive, port_bindable
 
 pytestmark = pytest.mark.timeout(240)
@@ -123,7 +125,7 @@ def _assert_all_completed_and_verified(outcome: DemoOutcome, reporter: Recording
 
 
 def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
-    demo_config: DemoConfig,
+    demo_config: DemoConfig, tmp_path: Path
 ) -> None:
     reporter = RecordingReporter()
     outcome = run_demo(demo_config, reporter)
@@ -164,6 +166,14 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     pids = {c.name: c.pid for c in seen.components if not c.required}
     assert set(pids) == {"services", "billing", "openai"}
     assert all(c.state == "running" for c in seen.components if not c.required)
+    # Ownership needs this state dir in the process's environment, not just its pid file:
+    # the same pid and note copied under another state dir do not make it that dir's process.
+    other = dataclasses.replace(demo_config.stack, state_dir=tmp_path / "other")
+    other.run_dir.mkdir(parents=True)
+    for name in ("services.pid", "services.json"):
+        shutil.copy(demo_config.stack.run_dir / name, other.run_dir / name)
+    assert owned(demo_config.stack, "services") == pids["services"]
+    assert owned(other, "services") is None
     stopped = down(demo_config.stack)
     assert {c.name for c in stopped.components if not c.required} == {"services", "billing", "openai"}
     assert not any(is_alive(p) for p in pids.values() if p is not None)
