@@ -392,6 +392,12 @@ class Processor:
         for name, topic in metadata.topics.items():
             if topic.error is None and topic.partitions:
                 self._partition_counts[name] = len(topic.partitions)
+        # A table's partition p is restored when input partition p is assigned: that only
+        # means something when they are co-partitioned.
+        counts = {t: self._partition_counts[t] for t in wanted if t in self._full_to_logical}
+        counts |= {t: self._partition_counts[t] for t in self._table_topics.values()}
+        if len(set(counts.values())) > 1:
+            raise ConfigError(f"inputs and tables must have equal partition counts: {counts}")
 
     def _partitions_of(self, full_topic: str) -> int:
         n = self._partition_counts.get(full_topic)
