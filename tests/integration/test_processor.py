@@ -90,7 +90,7 @@ def read_all(
                     continue
                 value = msg.value()
                 record = None if value is None else SERDE.decode(logical, value)
-                out.append((msg.key().decode(), record))
+                out.append(((msg.key() or b"").decode(), record))
         assert not pending, f"{topic}: no EOF for partitions {pending}"
         return out
     finally:
