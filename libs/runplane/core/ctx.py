@@ -17,7 +17,7 @@ outside the agent, so ``except Exception:`` cannot swallow a park or a quarantin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from runplane.errors import RunplaneError
 
 if TYPE_CHECKING:
     from runplane.core.engine import Runtime
+    from runplane.core.groups import Group
 
 __all__ = [
     "ApprovalExpired",
@@ -214,6 +215,14 @@ class StepCtx:
         request = {"tool": name, "args": dict(args), "idempotency_key": idempotency_key}
         options = {"tool": name, "mutating": mutating, "recovery": None if recovery is None else Recovery(recovery)}
         return Effect("tool", f"tool://{name}", request, "live", options)
+
+    def group(self, name: str, members: Iterable[str]) -> Group:
+        """An effect group (``runplane.core.groups``): ``async with ctx.group("checkout",
+        ["inventory", "notify"]) as g`` — reversible members act now and register their undo,
+        deferred members run at ``g.commit(invariants)``; an abandoned group is reversed."""
+        from runplane.core.groups import Group  # groups builds on this module: import late
+
+        return Group(self, name, members)
 
     def observe(self, name: str, fn: Callable[[], Any]) -> Effect:
         """Tier 3: compute ``fn()`` locally once, journal it, serve the record on replay."""
