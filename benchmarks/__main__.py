@@ -49,11 +49,20 @@ def _read(path: str) -> str:
 def machine(libs_dir: Path | None) -> dict[str, Any]:
     """CPU model, cores, memory, OS, Python, Kafka and client versions, commit."""
     cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines() if ln.startswith("model name")),
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in _read("/proc/cpuinfo").splitlines()
+            if ln.startswith("model name")
+        ),
         platform.processor() or platform.machine(),
     )
     mem_kib = next(
-        (int(ln.split()[1]) for ln in _read("/proc/meminfo").splitlines() if ln.startswith("MemTotal:")), 0
+        (
+            int(ln.split()[1])
+            for ln in _read("/proc/meminfo").splitlines()
+            if ln.startswith("MemTotal:")
+        ),
+        0,
     )
     info: dict[str, Any] = {
         "cpu": cpu,
@@ -65,19 +74,35 @@ def machine(libs_dir: Path | None) -> dict[str, Any]:
     if libs_dir is not None:
         jars = sorted(p.name for p in libs_dir.glob("kafka_2.13-*.jar"))
         if jars:
-            info["kafka"] = jars[0].removeprefix("kafka_2.13-").removesuffix(".jar") + " (KRaft, single node)"
+            info["kafka"] = (
+                jars[0].removeprefix("kafka_2.13-").removesuffix(".jar") + " (KRaft, single node)"
+            )
     try:
         import confluent_kafka
 
-        info["confluent_kafka"] = f"{confluent_kafka.__version__} / {confluent_kafka.libversion()[0]}"
+        info["confluent_kafka"] = (
+            f"{confluent_kafka.__version__} / {confluent_kafka.libversion()[0]}"
+        )
     except ImportError:
         pass
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout.strip()
         if commit:
-            info["commit"] = commit
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            # Uncommitted changes were measured too: say so rather than name a commit alone.
+            info["commit"] = f"{commit} + uncommitted changes" if dirty else commit
     except (OSError, subprocess.SubprocessError):
         pass
     return info
@@ -96,14 +121,20 @@ def _runner(name: str, settings: Settings) -> Callable[[], Any]:
     return lambda: fn(**kwargs)
 
 
-def run_all(settings: Settings, names: tuple[str, ...], log: Callable[[str], None]) -> dict[str, Any]:
+def run_all(
+    settings: Settings, names: tuple[str, ...], log: Callable[[str], None]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
         log(f"running {name} …")
         began = time.monotonic()
         try:
             result = _runner(name, settings)()
-            out[name] = {"ok": True, "seconds": round(time.monotonic() - began, 1), "result": result}
+            out[name] = {
+                "ok": True,
+                "seconds": round(time.monotonic() - began, 1),
+                "result": result,
+            }
             log(f"{name}: done in {time.monotonic() - began:.1f}s")
         except Exception as exc:  # a failed benchmark is reported, the others still run
             traceback.print_exc()
@@ -137,8 +168,12 @@ def _ensure_stack(log: Callable[[str], None]) -> tuple[Settings, Path | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(ORDER), help=f"comma-separated subset of {', '.join(ORDER)}")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--only", default=",".join(ORDER), help=f"comma-separated subset of {', '.join(ORDER)}"
+    )
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench", help="output directory")
     args = parser.parse_args(argv)
     names = tuple(n.strip() for n in args.only.split(",") if n.strip())
@@ -151,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = dt.datetime.now(dt.UTC)
     began = time.monotonic()
-    settings, libs_dir = (_ensure_stack(log) if names != ("core",) else (Settings.from_env(), None))
+    settings, libs_dir = _ensure_stack(log) if names != ("core",) else (Settings.from_env(), None)
     benches = run_all(dataclasses.replace(settings), names, log)
     results = {
         "started": started.strftime("%Y-%m-%d %H:%M:%SZ"),

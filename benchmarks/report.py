@@ -123,7 +123,9 @@ def _core(result: Mapping[str, Any]) -> list[str]:
     replay = result.get("replay", {})
     out = ["| calls replayed | total (ms) | per step (µs) |", "| ---: | ---: | ---: |"]
     for n, row in replay.items():
-        out.append(f"| {int(n):,} | {_fmt(float(row['total_ms']))} | {_fmt(float(row['per_step_us']))} |")
+        out.append(
+            f"| {int(n):,} | {_fmt(float(row['total_ms']))} | {_fmt(float(row['per_step_us']))} |"
+        )
     sizes = sorted(replay, key=int)
     if len(sizes) >= 2:
         # Compare the two longest histories: the shortest carries the restore's fixed cost.
@@ -141,17 +143,25 @@ def _core(result: Mapping[str, Any]) -> list[str]:
     goal = result.get("goal_1000_ms")
     if thousand is not None and _num(goal):
         verdict = "meets" if float(thousand["total_ms"]) < float(goal) else "misses"
-        out.append(f"Replaying 1,000 calls: {_fmt(float(thousand['total_ms']))} ms ({verdict} the {_fmt(float(goal))} ms goal).")
+        out.append(
+            f"Replaying 1,000 calls: {_fmt(float(thousand['total_ms']))} ms ({verdict} the {_fmt(float(goal))} ms goal)."
+        )
     return out
 
 
 def _derived(result: Mapping[str, Any]) -> list[str]:
     """The benchmark's own ratio_* figures (computed by it, shown as given)."""
     rows = [(k, float(v)) for k, v in result.items() if k.startswith("ratio_") and _num(v)]
-    return ["", *(f"{k.removeprefix('ratio_').replace('_', ' ')}: {_fmt(v)}" for k, v in rows)] if rows else []
+    return (
+        ["", *(f"{k.removeprefix('ratio_').replace('_', ' ')}: {_fmt(v)}" for k, v in rows)]
+        if rows
+        else []
+    )
 
 
-def _table(result: Mapping[str, Any], baseline: Mapping[str, Any] | None, *, skip: tuple[str, ...] = ()) -> list[str]:
+def _table(
+    result: Mapping[str, Any], baseline: Mapping[str, Any] | None, *, skip: tuple[str, ...] = ()
+) -> list[str]:
     out = ["| measure | value | vs. baseline |", "| --- | ---: | ---: |"]
     for path, value in leaves({k: v for k, v in result.items() if k not in skip}):
         out.append(f"| {path} | {_fmt(value)} | {_ratio_cell(ratio(path, value, baseline))} |")
@@ -214,7 +224,9 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     for name, entry in benches.items():
         lines += ["", f"## {titles.get(name, name)}", ""]
         if not entry.get("ok"):
-            lines.append(f"**Did not finish** after {_fmt(float(entry.get('seconds', 0)))} s: `{entry.get('error', 'unknown error')}`")
+            lines.append(
+                f"**Did not finish** after {_fmt(float(entry.get('seconds', 0)))} s: `{entry.get('error', 'unknown error')}`"
+            )
             continue
         result = entry.get("result", {})
         baseline = baseline_of(results, name)
@@ -225,7 +237,14 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             lines += _derived(result)
             profile = result.get("executor", {}).get("profile_top")
             if profile:
-                lines += ["", "Where the executor's time goes (cProfile, by own time):", "", "```", *profile, "```"]
+                lines += [
+                    "",
+                    "Where the executor's time goes (cProfile, by own time):",
+                    "",
+                    "```",
+                    *profile,
+                    "```",
+                ]
         else:
             # Its own baseline is listed above; its own ratio_* figures are shown as given.
             lines += _table(result, baseline, skip=("baseline",))
@@ -280,7 +299,9 @@ def render_plot(results: Mapping[str, Any], path: Path) -> None:
         data = series[key]
         ax.set_title(title, fontsize=10)
         if not data:
-            ax.text(0.5, 0.5, "no data in this run", ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5, 0.5, "no data in this run", ha="center", va="center", transform=ax.transAxes
+            )
             ax.set_axis_off()
             continue
         labels, values = zip(*data, strict=True)
@@ -303,7 +324,10 @@ def render_plot(results: Mapping[str, Any], path: Path) -> None:
                 ax.annotate(_fmt(v), (i, v), ha="center", va="bottom", fontsize=8)
             else:
                 ax.annotate(f" {_fmt(v)}", (v, i), va="center", fontsize=8)
-    fig.suptitle(f"runplane benchmarks — {results.get('started', '')} — grey: raw-Kafka baseline", fontsize=11)
+    fig.suptitle(
+        f"runplane benchmarks — {results.get('started', '')} — grey: raw-Kafka baseline",
+        fontsize=11,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -62,7 +62,9 @@ class RecordingReporter:
     def run_status(self, capability: str, run_id: str, old: str | None, new: str | None) -> None:
         self.statuses.append((capability, run_id, old, new))
 
-    def journal(self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int) -> None:
+    def journal(
+        self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int
+    ) -> None:
         self.journals[history.run_id] = (history, code)
 
 
@@ -99,7 +101,11 @@ def demo_config(stack: LocalStack, tmp_path: Path) -> Iterator[DemoConfig]:
     ports = _free_ports(len(SERVICE_PORTS) + 2)
     config = DemoConfig(
         settings=settings,
-        ports=DemoPorts(services=dict(zip(SERVICE_PORTS, ports, strict=False)), billing=ports[-2], openai=ports[-1]),
+        ports=DemoPorts(
+            services=dict(zip(SERVICE_PORTS, ports, strict=False)),
+            billing=ports[-2],
+            openai=ports[-1],
+        ),
         nonce=tag,
         health_timeout_s=120,
         run_timeout_s=90,
@@ -137,7 +143,9 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
 
     refund = outcome.runs[0]
     # The refund waited for a person and was approved through the worklist API.
-    assert (refund.capability, refund.run_id, "AWAITING_HUMAN") in {(c, r, new) for c, r, _, new in reporter.statuses}
+    assert (refund.capability, refund.run_id, "AWAITING_HUMAN") in {
+        (c, r, new) for c, r, _, new in reporter.statuses
+    }
     assert any("approved" in line and str(refund.run_id) in line for line in reporter.lines)
     # Exactly one charge reached billing, under the run's idempotency key.
     counts = read_counts(demo_config.demo_dir / "billing-counts.json")
@@ -175,7 +183,11 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     assert owned(demo_config.stack, "services") == pids["services"]
     assert owned(other, "services") is None
     stopped = down(demo_config.stack)
-    assert {c.name for c in stopped.components if not c.required} == {"services", "billing", "openai"}
+    assert {c.name for c in stopped.components if not c.required} == {
+        "services",
+        "billing",
+        "openai",
+    }
     assert not any(is_alive(p) for p in pids.values() if p is not None)
     assert all(port_bindable("127.0.0.1", p) for p in demo_config.ports.services.values())
     assert stopped.component("kafka").action == "not ours, left running"
@@ -190,7 +202,9 @@ def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: D
     import httpx
 
     # Without the examples file: the demo makes principals and tokens of its own.
-    config = dataclasses.replace(demo_config, manual=True, manual_timeout_s=90, examples_principals=None)
+    config = dataclasses.replace(
+        demo_config, manual=True, manual_timeout_s=90, examples_principals=None
+    )
     reporter = RecordingReporter()
     outcome: list[DemoOutcome] = []
     errors: list[BaseException] = []
@@ -206,12 +220,17 @@ def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: D
     deadline = time.monotonic() + 150
     waiting = None
     while waiting is None and not errors and time.monotonic() < deadline:
-        waiting = next((r for c, r, _, new in reporter.statuses if c == "refund" and new == "AWAITING_HUMAN"), None)
+        waiting = next(
+            (r for c, r, _, new in reporter.statuses if c == "refund" and new == "AWAITING_HUMAN"),
+            None,
+        )
         time.sleep(0.2)
     assert waiting is not None, f"{errors} " + "\n".join(reporter.lines)
     time.sleep(2)  # the demo must not decide on its own
     assert not any("approved" in line for line in reporter.lines)
-    assert any(f"waits for a person: open {config.worklist_page}" in line for line in reporter.lines)
+    assert any(
+        f"waits for a person: open {config.worklist_page}" in line for line in reporter.lines
+    )
 
     # A person (grace, not the demo's approver) decides on the worklist.
     grace = json.loads(config.tokens_file.read_text())["grace"]
@@ -220,7 +239,10 @@ def test_manual_demo_waits_for_a_person_to_decide_on_the_worklist(demo_config: D
     with httpx.Client(base_url=config.ports.url("worklist"), headers=headers, timeout=30) as http:
         tasks = http.get("/api/tasks", params={"status": "OPEN"}).json()["tasks"]
         task = next(t for t in tasks if t["session_id"] == waiting)
-        answer = http.post(f"/api/tasks/{task['task_id']}/decide", json={"decision": "approve", "comment": "by hand"})
+        answer = http.post(
+            f"/api/tasks/{task['task_id']}/decide",
+            json={"decision": "approve", "comment": "by hand"},
+        )
         assert answer.status_code == 200, answer.text
 
     thread.join(120)

@@ -15,7 +15,13 @@ def _results() -> dict[str, Any]:
     return {
         "started": "2030-01-02 03:04:05Z",
         "elapsed_s": 321.5,
-        "machine": {"cpu": "Test CPU @ 3GHz", "cores": 2, "memory_gib": 23.4, "python": "3.11.9", "kafka": "4.1.1"},
+        "machine": {
+            "cpu": "Test CPU @ 3GHz",
+            "cores": 2,
+            "memory_gib": 23.4,
+            "python": "3.11.9",
+            "kafka": "4.1.1",
+        },
         "benchmarks": {
             "core": {
                 "ok": True,
@@ -34,8 +40,18 @@ def _results() -> dict[str, Any]:
                 "ok": True,
                 "seconds": 80.0,
                 "result": {
-                    "executor": {"completed_runs_per_s": 150.0, "effect_steps_per_s": 750.0, "p50_ms": 40.0, "p99_ms": 120.0},
-                    "baseline": {"messages_per_s": 600.0, "p50_ms": 10.0, "p99_ms": 30.0, "records_per_message": 12},
+                    "executor": {
+                        "completed_runs_per_s": 150.0,
+                        "effect_steps_per_s": 750.0,
+                        "p50_ms": 40.0,
+                        "p99_ms": 120.0,
+                    },
+                    "baseline": {
+                        "messages_per_s": 600.0,
+                        "p50_ms": 10.0,
+                        "p99_ms": 30.0,
+                        "records_per_message": 12,
+                    },
                 },
             },
             "admission": {
@@ -81,7 +97,10 @@ def test_markdown_has_every_number_ratio_and_the_machine() -> None:
     assert "| dup_0.p99_ms | 60.0 |  |" in md
     assert "| ratio_no_duplicates_vs_baseline | 0.20 |  |" in md
     # both baselines listed, the admission's not repeated in its own table
-    assert "**Measured by the executor benchmark**" in md and "**Measured by the admission benchmark**" in md
+    assert (
+        "**Measured by the executor benchmark**" in md
+        and "**Measured by the admission benchmark**" in md
+    )
     assert "| baseline.messages_per_s |" not in md
     # core: linearity ratio and the goal
     assert "| 100,000 | 900.0 | 9.00 |" in md
@@ -92,7 +111,11 @@ def test_markdown_has_every_number_ratio_and_the_machine() -> None:
 
 def test_a_failed_benchmark_is_reported_and_without_the_executor_there_are_no_ratios() -> None:
     results = _results()
-    results["benchmarks"]["executor"] = {"ok": False, "seconds": 2.0, "error": "TimeoutError: 3 runs did not complete"}
+    results["benchmarks"]["executor"] = {
+        "ok": False,
+        "seconds": 2.0,
+        "error": "TimeoutError: 3 runs did not complete",
+    }
     del results["benchmarks"]["admission"]["result"]["baseline"]
     md = render_markdown(results)
     assert "**Did not finish** after 2.00 s: `TimeoutError: 3 runs did not complete`" in md

@@ -82,9 +82,14 @@ class RichReporter:
 
     def run_status(self, capability: str, run_id: str, old: str | None, new: str | None) -> None:
         arrow = f"{_styled(old)} → " if old is not None else ""
-        self.console.print(f"{self._clock()} [bold]{capability}[/bold] {run_id}: {arrow}{_styled(new)}", highlight=False)
+        self.console.print(
+            f"{self._clock()} [bold]{capability}[/bold] {run_id}: {arrow}{_styled(new)}",
+            highlight=False,
+        )
 
-    def journal(self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int) -> None:
+    def journal(
+        self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int
+    ) -> None:
         table = Table(title=f"{capability} — journal of {history.run_id}", title_justify="left")
         table.add_column("seq", justify="right", no_wrap=True)
         table.add_column("era", justify="right", no_wrap=True)
@@ -97,8 +102,14 @@ class RichReporter:
         for r in history.records:
             cost = "" if r.cost is None else f"{r.cost.tokens_in}+{r.cost.tokens_out} tok"
             table.add_row(
-                str(r.seq), str(r.era), "" if r.call_seq is None else str(r.call_seq),
-                str(r.kind), r.name or r.family or "", cost, _ts(r.stamp_ms), r.hash[:8],
+                str(r.seq),
+                str(r.era),
+                "" if r.call_seq is None else str(r.call_seq),
+                str(r.kind),
+                r.name or r.family or "",
+                cost,
+                _ts(r.stamp_ms),
+                r.hash[:8],
             )
         self.console.print(table)
         if code == 0:
@@ -147,8 +158,16 @@ def _summary(console: Console, outcome: DemoOutcome) -> None:
     for col in ("capability", "admission", "run", "status", "journal"):
         table.add_column(col, overflow="fold")
     for r in outcome.runs:
-        journal = "[green]verified[/green]" if r.verified else f"[red]{r.detail or 'not verified'}[/red]"
-        table.add_row(r.capability, r.admission, r.run_id or "", _styled(r.status), journal if r.run_id else "")
+        journal = (
+            "[green]verified[/green]" if r.verified else f"[red]{r.detail or 'not verified'}[/red]"
+        )
+        table.add_row(
+            r.capability,
+            r.admission,
+            r.run_id or "",
+            _styled(r.status),
+            journal if r.run_id else "",
+        )
     console.print(table)
 
 
@@ -177,7 +196,9 @@ def demo_command(
         examples_principals=default_principals_file(),
     )
     reporter = RichReporter(console)
-    console.print(f"[bold]runplane demo[/bold] — state and logs under {stack.state_dir}", highlight=False)
+    console.print(
+        f"[bold]runplane demo[/bold] — state and logs under {stack.state_dir}", highlight=False
+    )
     try:
         outcome = run_demo(config, reporter)
     except DemoError as exc:
@@ -191,7 +212,9 @@ def demo_command(
     if not outcome.ok:
         for problem in outcome.problems():
             console.print(Text.assemble(("problem: ", "bold red"), problem), highlight=False)
-        console.print(f"[dim]services log: {config.stack.logs_dir / 'services.log'}[/dim]", highlight=False)
+        console.print(
+            f"[dim]services log: {config.stack.logs_dir / 'services.log'}[/dim]", highlight=False
+        )
         raise typer.Exit(code=1)
     console.print(
         f"[green]every example run completed and its journal verifies[/green] "

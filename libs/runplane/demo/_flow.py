@@ -54,7 +54,9 @@ from runplane.stack._process import describe_port_owner, is_alive, port_bindable
 class DemoError(RunplaneError):
     """A demo step failed: ``step`` names it, ``log_tail`` is what the relevant log said."""
 
-    def __init__(self, step: str, message: str, *, log_tail: str = "", log_path: Path | None = None) -> None:
+    def __init__(
+        self, step: str, message: str, *, log_tail: str = "", log_path: Path | None = None
+    ) -> None:
         super().__init__(f"{step}: {message}")
         self.step = step
         self.log_tail = log_tail
@@ -69,8 +71,12 @@ class Reporter(Protocol):
 
     def progress(self, title: str) -> contextlib.AbstractContextManager[Update]: ...
     def note(self, text: str) -> None: ...
-    def run_status(self, capability: str, run_id: str, old: str | None, new: str | None) -> None: ...
-    def journal(self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int) -> None: ...
+    def run_status(
+        self, capability: str, run_id: str, old: str | None, new: str | None
+    ) -> None: ...
+    def journal(
+        self, capability: str, history: RunHistory, verdict: Mapping[str, Any], code: int
+    ) -> None: ...
 
 
 class Reply(Protocol):
@@ -167,13 +173,16 @@ def bring_up_stack(config: DemoConfig, reporter: Reporter) -> None:
     from runplane.kafka.clients import admin
     from runplane.kafka.topics import create_topics
 
-    with reporter.progress("starting Kafka and Redis (first time: resolving the Kafka jars)") as update:
+    with reporter.progress(
+        "starting Kafka and Redis (first time: resolving the Kafka jars)"
+    ) as update:
         try:
             report = up(config.stack, progress=update)
         except StackError as exc:
             raise DemoError("stack", str(exc)) from None
     reporter.note(
-        "stack: " + ", ".join(f"{c.name} {c.state} ({c.action or c.detail})" for c in report.components)
+        "stack: "
+        + ", ".join(f"{c.name} {c.state} ({c.action or c.detail})" for c in report.components)
     )
     with reporter.progress("creating topics") as update:
         update(f"creating topics {config.settings.topic_prefix}*")
@@ -202,7 +211,11 @@ def ensure_principals(config: DemoConfig) -> tuple[Path, tuple[DemoPrincipal, ..
     with contextlib.suppress(OSError, ValueError):
         loaded = json.loads(config.tokens_file.read_text())
         if isinstance(loaded, dict):
-            tokens = {str(k): str(v) for k, v in loaded.items() if k not in PUBLISHED_TOKENS or v != PUBLISHED_TOKENS[k]}
+            tokens = {
+                str(k): str(v)
+                for k, v in loaded.items()
+                if k not in PUBLISHED_TOKENS or v != PUBLISHED_TOKENS[k]
+            }
     for name in ("ada", "grace"):
         tokens.setdefault(name, secrets.token_urlsafe(18))
     _write_tokens(config, tokens)
@@ -281,7 +294,9 @@ def start_fakes(config: DemoConfig, reporter: Reporter) -> None:
         deadline = time.monotonic() + 20
         while not port_open("127.0.0.1", port):
             if not is_alive(pid) or time.monotonic() > deadline:
-                raise _fail_with_log(config, "fakes", which, f"the {which} fake did not start on {port}")
+                raise _fail_with_log(
+                    config, "fakes", which, f"the {which} fake did not start on {port}"
+                )
             time.sleep(0.1)
         reporter.note(f"{which} fake: started on {proc.address} (pid {pid})")
 
@@ -315,7 +330,9 @@ def start_services(config: DemoConfig, principals_file: Path, reporter: Reporter
         _ensure_free(config, "services", list(config.ports.services.values()))
         fingerprint_file.write_text(json.dumps(wanted, indent=2))
         pid = start(config.stack, proc)
-        reporter.note(f"services: `runplane serve all` started (pid {pid}), log {log_file(config.stack, 'services')}")
+        reporter.note(
+            f"services: `runplane serve all` started (pid {pid}), log {log_file(config.stack, 'services')}"
+        )
     alive_pid = pid
     with reporter.progress("waiting for the six services' /healthz") as update:
         deadline = time.monotonic() + config.health_timeout_s
@@ -330,7 +347,9 @@ def start_services(config: DemoConfig, principals_file: Path, reporter: Reporter
             if time.monotonic() > deadline:
                 waiting = ", ".join(n for n, ok in states.items() if not ok)
                 raise _fail_with_log(
-                    config, "services", "services",
+                    config,
+                    "services",
+                    "services",
                     f"not healthy after {config.health_timeout_s:.0f}s: {waiting}",
                 )
             time.sleep(0.5)
@@ -342,12 +361,16 @@ def default_emitter(settings: Settings) -> Emitter:
     try:
         from runplane.client import Client
     except ImportError as exc:
-        raise DemoError("emit", f"the emitter client (runplane.client) is not available: {exc}") from None
+        raise DemoError(
+            "emit", f"the emitter client (runplane.client) is not available: {exc}"
+        ) from None
     client: Emitter = Client(settings)
     return client
 
 
-def emit(config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...], reporter: Reporter) -> list[RunResult]:
+def emit(
+    config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...], reporter: Reporter
+) -> list[RunResult]:
     results = []
     for req in requests:
         try:
@@ -361,11 +384,15 @@ def emit(config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...]
             )
         except RunplaneError as exc:
             # Admission answers from inside `serve all`: its log says why no reply came.
-            raise _fail_with_log(config, "emit", "services", f"{req.capability} ({req.key}): {exc}") from None
+            raise _fail_with_log(
+                config, "emit", "services", f"{req.capability} ({req.key}): {exc}"
+            ) from None
         outcome = str(getattr(reply.outcome, "value", reply.outcome))
         status = None if reply.status is None else str(getattr(reply.status, "value", reply.status))
         if reply.run_id is None:
-            results.append(RunResult(req.capability, req.key, None, outcome, None, detail=reply.reason or ""))
+            results.append(
+                RunResult(req.capability, req.key, None, outcome, None, detail=reply.reason or "")
+            )
             reporter.note(f"{req.capability}: {outcome} — {reply.reason or 'no run'}")
             continue
         # A duplicate is shown as what it is: the key already had a run; we follow that one.
@@ -378,7 +405,9 @@ def emit(config: DemoConfig, emitter: Emitter, requests: tuple[DemoRequest, ...]
 class RunWatcher:
     """Follows run statuses through the journal service's API (``GET /runs/{id}``)."""
 
-    def __init__(self, config: DemoConfig, client: httpx.Client, reporter: Reporter, services_pid: int) -> None:
+    def __init__(
+        self, config: DemoConfig, client: httpx.Client, reporter: Reporter, services_pid: int
+    ) -> None:
         self._config = config
         self._services_pid = services_pid
         self._client = client
@@ -388,7 +417,9 @@ class RunWatcher:
 
     def status(self, run_id: str) -> str | None:
         try:
-            resp = self._client.get(self._config.ports.url("journal", f"/runs/{run_id}"), timeout=10)
+            resp = self._client.get(
+                self._config.ports.url("journal", f"/runs/{run_id}"), timeout=10
+            )
         except httpx.HTTPError:
             return None
         if resp.status_code != 200:
@@ -404,7 +435,9 @@ class RunWatcher:
         self._seen.update(now)
         return now
 
-    def wait(self, run_ids: list[str], until: Callable[[dict[str, str | None]], bool], timeout_s: float) -> dict[str, str | None]:
+    def wait(
+        self, run_ids: list[str], until: Callable[[dict[str, str | None]], bool], timeout_s: float
+    ) -> dict[str, str | None]:
         deadline = time.monotonic() + timeout_s
         while True:
             now = self.poll(run_ids)
@@ -412,13 +445,17 @@ class RunWatcher:
                 return now
             if not is_alive(self._services_pid):
                 # No point waiting out the timeout: nothing will move these runs now.
-                raise _fail_with_log(self._config, "runs", "services", "`runplane serve all` exited")
+                raise _fail_with_log(
+                    self._config, "runs", "services", "`runplane serve all` exited"
+                )
             if time.monotonic() > deadline:
                 return now
             time.sleep(0.5)
 
 
-def find_task(config: DemoConfig, client: httpx.Client, token: str, run_id: str) -> dict[str, Any] | None:
+def find_task(
+    config: DemoConfig, client: httpx.Client, token: str, run_id: str
+) -> dict[str, Any] | None:
     resp = client.get(
         config.ports.url("worklist", "/api/tasks"),
         params={"status": "OPEN"},
@@ -433,7 +470,9 @@ def find_task(config: DemoConfig, client: httpx.Client, token: str, run_id: str)
     return None
 
 
-def approve(config: DemoConfig, client: httpx.Client, token: str, run_id: str, reporter: Reporter) -> None:
+def approve(
+    config: DemoConfig, client: httpx.Client, token: str, run_id: str, reporter: Reporter
+) -> None:
     """Approve the run's open task through the worklist API, as the demo principal."""
     deadline = time.monotonic() + 30
     task = find_task(config, client, token, run_id)
@@ -443,7 +482,9 @@ def approve(config: DemoConfig, client: httpx.Client, token: str, run_id: str, r
         time.sleep(0.5)
         task = find_task(config, client, token, run_id)
     task_id = str(task["task_id"])
-    reporter.note(f"worklist: task {task_id} asks {task.get('question')!r} (role {task.get('role')})")
+    reporter.note(
+        f"worklist: task {task_id} asks {task.get('question')!r} (role {task.get('role')})"
+    )
     resp = client.post(
         config.ports.url("worklist", f"/api/tasks/{task_id}/decide"),
         json={"decision": "approve", "comment": "approved by the runplane demo"},
@@ -455,7 +496,12 @@ def approve(config: DemoConfig, client: httpx.Client, token: str, run_id: str, r
     reporter.note(f"worklist: {APPROVER} approved {task_id} through the API")
 
 
-def verify_runs(config: DemoConfig, results: list[RunResult], statuses: Mapping[str, str | None], reporter: Reporter) -> DemoOutcome:
+def verify_runs(
+    config: DemoConfig,
+    results: list[RunResult],
+    statuses: Mapping[str, str | None],
+    reporter: Reporter,
+) -> DemoOutcome:
     from runplane.cli.journal import verify_exit_code
 
     final = []
@@ -469,8 +515,11 @@ def verify_runs(config: DemoConfig, results: list[RunResult], statuses: Mapping[
         detail = "" if code == 0 else str(data.get("reason") or data.get("body_absent"))
         final.append(
             dataclasses.replace(
-                r, status=statuses.get(r.run_id) or r.status, verified=code == 0,
-                records=int(data["records"]), detail=detail,
+                r,
+                status=statuses.get(r.run_id) or r.status,
+                verified=code == 0,
+                records=int(data["records"]),
+                detail=detail,
             )
         )
     return DemoOutcome(tuple(final))
@@ -496,7 +545,9 @@ def _http() -> Iterator[httpx.Client]:
         yield client
 
 
-def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None = None) -> DemoOutcome:
+def run_demo(
+    config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None = None
+) -> DemoOutcome:
     """Everything ``runplane demo`` does; returns how each example run ended.
 
     Raises :class:`DemoError` when a step fails. The services and fakes stay up afterwards.
@@ -524,11 +575,14 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
         watcher = RunWatcher(config, client, reporter, services_pid)
         watcher.capability = {r.run_id: r.capability for r in results if r.run_id is not None}
         waiting = {
-            r.run_id for r, req in zip(results, requests, strict=True)
+            r.run_id
+            for r, req in zip(results, requests, strict=True)
             if r.run_id is not None and req.needs_approval
         }
         for run_id in sorted(waiting):
-            now = watcher.wait(run_ids, _reached(run_id, {"AWAITING_HUMAN", *TERMINAL}), config.run_timeout_s)
+            now = watcher.wait(
+                run_ids, _reached(run_id, {"AWAITING_HUMAN", *TERMINAL}), config.run_timeout_s
+            )
             if now.get(run_id) != "AWAITING_HUMAN":
                 continue  # already decided (a duplicate of an earlier demo run) or ended
             reporter.note(
@@ -541,12 +595,19 @@ def run_demo(config: DemoConfig, reporter: Reporter, *, emitter: Emitter | None 
             else:
                 approve(config, client, approver.token, run_id, reporter)
         with reporter.progress("waiting for every run to complete") as update:
+
             def done(s: dict[str, str | None]) -> bool:
                 update("; ".join(f"{watcher.capability[r]} {s.get(r) or '…'}" for r in run_ids))
                 return all(s.get(r) in TERMINAL for r in run_ids)
 
             statuses = watcher.wait(run_ids, done, config.run_timeout_s)
     if not all(statuses.get(r) in TERMINAL for r in run_ids):
-        pending = ", ".join(f"{watcher.capability[r]} {r} is {statuses.get(r)}" for r in run_ids if statuses.get(r) not in TERMINAL)
-        raise _fail_with_log(config, "runs", "services", f"not finished after {config.run_timeout_s:.0f}s: {pending}")
+        pending = ", ".join(
+            f"{watcher.capability[r]} {r} is {statuses.get(r)}"
+            for r in run_ids
+            if statuses.get(r) not in TERMINAL
+        )
+        raise _fail_with_log(
+            config, "runs", "services", f"not finished after {config.run_timeout_s:.0f}s: {pending}"
+        )
     return verify_runs(config, results, statuses, reporter)

@@ -232,4 +232,6 @@ def status_changes(
     before: Mapping[str, str | None], now: Mapping[str, str | None]
 ) -> list[tuple[str, str | None, str | None]]:
     """(run, old, new) for each run whose status changed — what the demo prints as it goes."""
-    return [(run, before.get(run), status) for run, status in now.items() if before.get(run) != status]
+    return [
+        (run, before.get(run), status) for run, status in now.items() if before.get(run) != status
+    ]

@@ -132,7 +132,12 @@ def start(config: StackConfig, proc: PlatformProcess) -> int:
     }
     config.run_dir.mkdir(parents=True, exist_ok=True)
     note_file(config, proc.name).write_text(json.dumps(note, indent=2) + "\n")
-    return spawn(proc.argv, log_path=log_file(config, proc.name), pid_file=pid_file(config, proc.name), env=env)
+    return spawn(
+        proc.argv,
+        log_path=log_file(config, proc.name),
+        pid_file=pid_file(config, proc.name),
+        env=env,
+    )
 
 
 def healthy(url: str, timeout: float = 1.0) -> bool:
@@ -154,7 +159,9 @@ def observe(config: StackConfig) -> tuple[Observation, ...]:
         if pid is None:
             # Recorded but gone: say so once, then forget it (like a stale Kafka pid file).
             _forget(config, name)
-            seen.append(Observation(name, "stopped", address, None, f"exited; see {log_file(config, name)}"))
+            seen.append(
+                Observation(name, "stopped", address, None, f"exited; see {log_file(config, name)}")
+            )
             continue
         urls = [str(u) for u in note.get("health", [])]
         up = sum(1 for u in urls if healthy(u))
