@@ -19,29 +19,47 @@ role ``auditor``; this module knows no role names.
 ``token_digest`` is how a deployment produces the stored form::
 
     python -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' TOKEN
+
+Services hold a :class:`PrincipalsFile`, not a fixed :class:`Principals`: it stats the file on
+every lookup (one ``stat``, no read) and re-reads it when its identity changes — mtime, size or
+inode of the file the path resolves to. A rotated Kubernetes secret (the kubelet swaps the
+``..data`` symlink) or an edited file takes effect on the next request, no restart. A new
+version that does not parse is refused with a warning and the last good one stays in force:
+a typo in a rotation must not lock everyone out, nor let anyone in.
+
+:func:`require_principal` is the one HTTP check every API uses: the bearer token names the
+principal (401 when missing or unknown), an optional role is required of it (403).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
+from starlette.exceptions import HTTPException
 
 from runplane.errors import ConfigError
 
 __all__ = [
     "PRINCIPALS_FILE_ENV",
     "Principal",
+    "PrincipalSource",
     "Principals",
+    "PrincipalsFile",
     "bearer_token",
+    "require_principal",
     "token_digest",
 ]
+
+log = logging.getLogger(__name__)
 
 PRINCIPALS_FILE_ENV = "RUNPLANE_WORKLIST_PRINCIPALS_FILE"
 _SECRET_FILE_NAMES = ("principals.yaml", "principals.yml", "principals.json")
@@ -150,12 +168,7 @@ class Principals:
         """From a YAML/JSON file, or a directory (a mounted secret) holding one."""
         if path is None:
             return cls()
-        target = path
-        if path.is_dir():
-            found = [path / n for n in _SECRET_FILE_NAMES if (path / n).is_file()]
-            if not found:
-                raise ConfigError(f"{path} holds none of {', '.join(_SECRET_FILE_NAMES)}")
-            target = found[0]
+        target = _target(path)
         try:
             data = yaml.safe_load(target.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -190,3 +203,135 @@ def _principal(item: Any, where: str) -> Principal:
     if not all(isinstance(r, str) and r for r in roles):
         raise ConfigError(f"{where} ({name}): roles must be non-empty strings")
     return Principal(str(name), digest.lower() if digest.isascii() else digest, frozenset(roles))
+
+
+def _target(path: Path) -> Path:
+    """The file ``path`` names: itself, or the principals file inside a secret directory."""
+    if not path.is_dir():
+        return path
+    found = [path / n for n in _SECRET_FILE_NAMES if (path / n).is_file()]
+    if not found:
+        raise ConfigError(f"{path} holds none of {', '.join(_SECRET_FILE_NAMES)}")
+    return found[0]
+
+
+class PrincipalSource(Protocol):
+    """What a service asks of its principals (both :class:`Principals` and
+    :class:`PrincipalsFile` answer it)."""
+
+    def authenticate(self, token: str | None) -> Principal | None: ...
+    def roles_of(self, name: str) -> frozenset[str]: ...
+
+
+Signature = tuple[int, int, int, int]  # (device, inode, mtime ns, size) of the resolved file
+
+
+def _signature(path: Path) -> Signature:
+    st = _target(path).stat()  # follows symlinks: a swapped ..data link changes the inode
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class PrincipalsFile:
+    """The principals of a file (or mounted secret directory), re-read when it changes.
+
+    Construction reads the file and raises ``ConfigError`` when it is bad: a service must not
+    start with a broken principals file. Later versions are checked on every lookup with one
+    ``stat``; a version that fails to load is logged and ignored until the file changes again.
+    ``path=None`` means no principals (nobody can authenticate).
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._signature: Signature | None = None
+        self._refused: Signature | None = None  # a version that failed to load
+        self._missing = False  # warned that the file cannot be stat'ed
+        self._principals = Principals()
+        if path is not None:
+            self._signature = _signature(path)
+            self._principals = Principals.from_file(path)
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, var: str = PRINCIPALS_FILE_ENV
+    ) -> PrincipalsFile:
+        e = os.environ if env is None else env
+        raw = e.get(var)
+        return cls(Path(raw) if raw else None)
+
+    def current(self) -> Principals:
+        """The principals in force now (re-read first if the file changed)."""
+        if self.path is None:
+            return self._principals
+        try:
+            signature = _signature(self.path)
+        except (OSError, ConfigError) as exc:
+            # Mid-rotation or removed: keep serving what was loaded rather than nobody.
+            if not self._missing:
+                self._missing = True
+                log.warning(
+                    "cannot stat principals file %s (keeping the previous): %s", self.path, exc
+                )
+            return self._principals
+        self._missing = False
+        if signature == self._signature or signature == self._refused:
+            return self._principals
+        with self._lock:
+            if signature not in (self._signature, self._refused):
+                self._reload(signature)
+            return self._principals
+
+    def _reload(self, signature: Signature) -> None:
+        assert self.path is not None
+        try:
+            loaded = Principals.from_file(self.path)
+        except ConfigError as exc:
+            self._refused = signature
+            log.warning(
+                "principals file changed but was not loaded (keeping the previous principals): %s",
+                exc,
+            )
+            return
+        self._principals, self._signature, self._refused = loaded, signature, None
+        log.info(
+            "principals reloaded",
+            extra={"path": str(self.path), "principals": len(loaded.principals)},
+        )
+
+    def authenticate(self, token: str | None) -> Principal | None:
+        return self.current().authenticate(token)
+
+    def roles_of(self, name: str) -> frozenset[str]:
+        return self.current().roles_of(name)
+
+    def get(self, name: str) -> Principal | None:
+        return self.current().get(name)
+
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def require_principal(
+    principals: PrincipalSource,
+    authorization: str | None,
+    *,
+    role: str | None = None,
+    purpose: str = "",
+) -> Principal:
+    """The principal an ``Authorization`` header authenticates, for an HTTP handler.
+
+    Raises ``HTTPException`` 401 (with a Bearer challenge) when the token is missing or
+    unknown, and 403 when ``role`` is given and the principal lacks it; ``purpose`` ("read
+    bodies") makes the messages say what was being attempted.
+    """
+    to = f" to {purpose}" if purpose else ""
+    token = bearer_token(authorization)
+    if token is None:
+        raise HTTPException(401, f"a bearer token is required{to}", headers=_CHALLENGE)
+    who = principals.authenticate(token)
+    if who is None:
+        raise HTTPException(401, "unknown token", headers=_CHALLENGE)
+    if role is not None and role not in who.roles:
+        what = purpose or "do this"
+        raise HTTPException(403, f"{who.name} may not {what} (needs role {role!r})")
+    return who

@@ -4,10 +4,19 @@ Every action takes the :class:`~runplane.auth.Principal` the request authenticat
 a name from a body — checks it with the same pure rules the single writer runs, sends the
 command through the :class:`~services.worklist.gateway.Gateway` and answers with the record
 the writer produced, or an :class:`ActionError` carrying the HTTP status and the reason.
+
+A person sees only the tasks :func:`~services.worklist.decide.visible_to` allows; any other
+task — shown, claimed, released or decided — is answered exactly like a task that does not
+exist (404), so its id, question and proposed answer do not leak.
+
+Decisions are :class:`Choice` values: approve/reject for approvals; retry, abandon or happened
+(with the observed result) for operator tasks. The pure rules refuse the wrong kind (422).
 """
 
 from __future__ import annotations
 
+import enum
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,12 +24,28 @@ from typing import Any, Protocol, TypeVar
 
 from runplane.auth import Principal
 from runplane.errors import WireError
-from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskRecord, TaskStatus
+from runplane.wire import (
+    ClaimTask,
+    DecideTask,
+    DecisionOutcome,
+    ReleaseTask,
+    TaskKind,
+    TaskRecord,
+    TaskStatus,
+)
 from services.worklist import metrics
-from services.worklist.decide import FINAL, Policy, Refusal, Verdict, decide, refuse_reason
+from services.worklist.decide import (
+    FINAL,
+    Policy,
+    Refusal,
+    Verdict,
+    decide,
+    refuse_reason,
+    visible_to,
+)
 from services.worklist.gateway import Sent
 
-__all__ = ["ActionError", "Filter", "Worklist"]
+__all__ = ["ActionError", "Choice", "Filter", "Worklist", "choices_for", "result_comment"]
 
 _STATUS = {
     Refusal.NOT_FOUND: 404,
@@ -31,6 +56,46 @@ _STATUS = {
 
 HumanCommand = ClaimTask | ReleaseTask | DecideTask
 C = TypeVar("C", ClaimTask, ReleaseTask, DecideTask)
+
+
+class Choice(enum.StrEnum):
+    """What a person answers (the API's ``decision``, the page's buttons, the CLI's argument)."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    RETRY = "retry"  # operator: it did not happen, perform it again
+    ABANDON = "abandon"  # operator: give up, record the call failed
+    HAPPENED = "happened"  # operator: it took effect; the comment is its observed result
+
+    @property
+    def verdict(self) -> DecisionOutcome | None:
+        """The operator verdict this choice stands for; None for approve/reject."""
+        return _VERDICTS.get(self)
+
+
+_VERDICTS = {
+    Choice.RETRY: DecisionOutcome.RETRY,
+    Choice.ABANDON: DecisionOutcome.ABANDON,
+    Choice.HAPPENED: DecisionOutcome.APPROVED,
+}
+APPROVAL_CHOICES = (Choice.APPROVE, Choice.REJECT)
+OPERATOR_CHOICES = (Choice.RETRY, Choice.HAPPENED, Choice.ABANDON)
+
+
+def choices_for(task: TaskRecord) -> tuple[Choice, ...]:
+    """The answers ``task``'s kind takes."""
+    return OPERATOR_CHOICES if task.task.kind is TaskKind.OPERATOR else APPROVAL_CHOICES
+
+
+def result_comment(result: object) -> str:
+    """The wire comment of a 'happened' verdict: the observed result as compact JSON (empty
+    for no result, which the run records as null)."""
+    if result is None:
+        return ""
+    # allow_nan=False: NaN is not JSON, and the run's reader must be able to parse this.
+    return json.dumps(
+        result, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 class ActionError(Exception):
@@ -90,6 +155,8 @@ class Worklist:
         now = self._clock()
         out = []
         for task in self._store.all():
+            if not visible_to(task, who.name, self.policy):
+                continue
             if f.status is not None and task.status is not f.status:
                 continue
             if f.role is not None and task.task.role != f.role:
@@ -108,11 +175,17 @@ class Worklist:
         )
         return out[: f.limit]
 
-    def show(self, task_id: str) -> TaskRecord:
-        task = self._store.get(task_id)
+    def show(self, who: Principal, task_id: str) -> TaskRecord:
+        task = self._visible(who.name, task_id)
         if task is None:
             raise ActionError(404, f"no task {task_id!r}")
         return task
+
+    def _visible(self, name: str, task_id: str) -> TaskRecord | None:
+        """The task, or None when it does not exist *or* ``name`` may not see it (one answer
+        for both, so existence does not leak)."""
+        task = self._store.get(task_id)
+        return task if task is not None and visible_to(task, name, self.policy) else None
 
     def why_not(self, who: Principal, task: TaskRecord, now_ms: int | None = None) -> str | None:
         """None when ``who`` may act on ``task`` now, else the reason."""
@@ -133,7 +206,10 @@ class Worklist:
         cmd = _build(ReleaseTask, task_id=task_id, principal=who.name, at_ms=self._clock())
         return self._act("release", cmd, lambda t: t.claimed_by != who.name)
 
-    def decide(self, who: Principal, task_id: str, approve: bool, comment: str) -> TaskRecord:
+    def decide(self, who: Principal, task_id: str, choice: Choice, comment: str = "") -> TaskRecord:
+        """Decide: approve/reject an approval, or give an operator task its verdict (for
+        HAPPENED, ``comment`` is the observed result, see :func:`result_comment`)."""
+        approve = choice in (Choice.APPROVE, Choice.HAPPENED)
         cmd = _build(
             DecideTask,
             task_id=task_id,
@@ -141,8 +217,9 @@ class Worklist:
             at_ms=self._clock(),
             approve=approve,
             comment=comment,
+            verdict=choice.verdict,
         )
-        if approve:
+        if choice is Choice.APPROVE:
             return self._act("decide", cmd, lambda t: who.name in t.approved_by)
         return self._act(
             "decide",
@@ -161,7 +238,8 @@ class Worklist:
 
     def _act_checked(self, cmd: HumanCommand, shows: Callable[[TaskRecord], bool]) -> TaskRecord:
         action = type(cmd).__name__.removesuffix("Task").lower()
-        current = self._store.get(cmd.task_id)
+        # An invisible task is refused as "no such task" before any rule can say more.
+        current = self._visible(cmd.principal, cmd.task_id)
         verdict = decide(current, cmd, self._clock(), self.policy)
         _raise_refusal(verdict)
         if verdict.task is None:

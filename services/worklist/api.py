@@ -5,36 +5,48 @@ roles) from the deployment's principals file. Bodies carry no actor: who acts is
 authenticated.
 
 - ``GET /api/me`` — who the token belongs to.
-- ``GET /api/tasks`` — tasks from the read model; filters ``status``, ``role``, ``case``,
+- ``GET /api/tasks`` — the tasks you may see (you hold their role or the role they escalate
+  to, or you started, claimed or decided them); filters ``status``, ``role``, ``case``,
   ``actionable`` (only what you may act on now), ``limit``.
 - ``GET /api/tasks/{task_id}`` — one task, with the run's proposed answer.
-- ``POST /api/tasks/{task_id}/claim`` · ``/release`` · ``/decide`` (``{"decision":
-  "approve"|"reject", "comment": "…"}``) — answered once the single writer has applied (or
-  refused) the command; the body is the task as the writer left it.
+- ``POST /api/tasks/{task_id}/claim`` · ``/release`` · ``/decide`` — answered once the single
+  writer has applied (or refused) the command; the body is the task as the writer left it.
+  An approval takes ``{"decision": "approve"|"reject", "comment": "…"}``. An operator task
+  (a call whose outcome is in doubt) takes ``{"decision": "retry"|"abandon", "comment": "…"}``
+  or ``{"decision": "happened", "result": <the observed result, any JSON>}``.
 
 Statuses: 401 missing/unknown token, 403 wrong role or a four-eyes violation (with the
-reason), 404 unknown task, 409 a conflict (claimed by someone else, already decided, expired),
-422 a malformed request, 503 when Kafka or Redis does not answer in time.
+reason), 404 unknown task or one you may not see, 409 a conflict (claimed by someone else,
+already decided, expired), 422 a malformed request or a decision the task's kind does not take,
+503 when Kafka or Redis does not answer in time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any, Literal
 
 import redis
 from confluent_kafka import KafkaException
-from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from runplane.auth import Principal, Principals, bearer_token
+from runplane.auth import Principal, PrincipalSource, require_principal
 from runplane.errors import RetryableError
 from runplane.wire import TaskRecord, TaskStatus
-from services.worklist.actions import ActionError, Filter, Worklist
-from services.worklist.decide import answer_value
+from services.worklist.actions import (
+    ActionError,
+    Choice,
+    Filter,
+    Worklist,
+    choices_for,
+    result_comment,
+)
+from services.worklist.decide import answer_value, operator_call
 
 __all__ = ["TaskOut", "build_api", "task_out"]
 
@@ -44,7 +56,14 @@ TaskId = Annotated[
     str, Path(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$", description="task id")
 ]
 Text = Annotated[str, Query(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
-_AUTH = {"WWW-Authenticate": "Bearer"}
+# A 'happened' verdict's observed result travels as the decision's comment (compact JSON).
+_MAX_RESULT = 16_000
+
+
+class CallOut(BaseModel):
+    name: str = Field(description="The effect, e.g. tool://billing/charge")
+    args: Any = Field(description="Its arguments")
+    idempotency_key: str | None = Field(description="The key the called system knows it by")
 
 
 class TaskOut(BaseModel):
@@ -73,6 +92,12 @@ class TaskOut(BaseModel):
     escalate_to: str | None
     opened_ms: int
     updated_ms: int
+    call: CallOut | None = Field(
+        None, description="Operator tasks: the call whose outcome is in doubt"
+    )
+    choices: list[str] = Field(
+        description="The decisions this task takes: approve/reject, or retry/happened/abandon"
+    )
     you_may_act: bool = Field(description="Whether the caller may claim/decide it now")
     why_not: str | None = Field(None, description="Why the caller may not act, when not")
 
@@ -87,8 +112,14 @@ class Me(BaseModel):
 
 
 class DecideIn(BaseModel):
-    decision: Literal["approve", "reject"]
+    decision: Literal["approve", "reject", "retry", "abandon", "happened"] = Field(
+        description="approve/reject an approval; retry (it did not happen, perform it again), "
+        "abandon (record it failed) or happened (with result) for an operator task"
+    )
     comment: str = Field("", max_length=4000)
+    result: Any = Field(
+        None, description="For 'happened' only: the call's observed result (any JSON)"
+    )
 
     @field_validator("comment")
     @classmethod
@@ -99,6 +130,27 @@ class DecideIn(BaseModel):
         except UnicodeEncodeError as exc:
             raise ValueError("comment must be valid Unicode text") from exc
         return v
+
+    @model_validator(mode="after")
+    def _result_only_when_it_happened(self) -> DecideIn:
+        if self.decision != "happened":
+            if self.result is not None:
+                raise ValueError("result is given only with the decision 'happened'")
+            return self
+        if self.comment:
+            # The wire has one comment, and for 'happened' it is the result.
+            raise ValueError("a 'happened' verdict records the observed result, not a comment")
+        try:
+            text = result_comment(self.result)
+            text.encode("utf-8")
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise ValueError(f"result must be JSON text: {exc}") from exc
+        if len(text) > _MAX_RESULT:
+            raise ValueError(f"result is longer than {_MAX_RESULT} characters as JSON")
+        return self
+
+    def wire_comment(self) -> str:
+        return result_comment(self.result) if self.decision == "happened" else self.comment
 
 
 class Problem(BaseModel):
@@ -117,6 +169,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 def task_out(task: TaskRecord, worklist: Worklist, who: Principal) -> TaskOut:
     t = task.task
     why = worklist.why_not(who, task)
+    call = operator_call(task)
     return TaskOut(
         task_id=t.task_id,
         session_id=t.session_id,
@@ -141,6 +194,8 @@ def task_out(task: TaskRecord, worklist: Worklist, who: Principal) -> TaskOut:
         escalate_to=t.escalate_to,
         opened_ms=t.opened_ms,
         updated_ms=task.updated_ms,
+        call=None if call is None else CallOut(**dataclasses.asdict(call)),
+        choices=[str(c) for c in choices_for(task)],
         you_may_act=why is None,
         why_not=why,
     )
@@ -179,20 +234,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
     """The caller, from the bearer token and nothing else (401 without a known token)."""
-    token = bearer_token(authorization)
-    if token is None:
-        raise HTTPException(401, "a bearer token is required", headers=_AUTH)
-    principals: Principals = request.app.state.principals
-    who = principals.authenticate(token)
-    if who is None:
-        raise HTTPException(401, "unknown token", headers=_AUTH)
-    return who
+    principals: PrincipalSource = request.app.state.principals
+    return require_principal(principals, authorization)
 
 
 Who = Annotated[Principal, Depends(principal)]
 
 
-def build_api(worklist: Worklist, principals: Principals) -> FastAPI:
+def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
     app = FastAPI(
         title="runplane worklist",
         version="1",
@@ -231,14 +280,15 @@ def build_api(worklist: Worklist, principals: Principals) -> FastAPI:
 
     @app.post("/api/tasks/{task_id:path}/decide", response_model=TaskOut, responses=_ERRORS)
     def decide(task_id: TaskId, body: DecideIn, who: Who) -> TaskOut:
-        """Approve or reject, with a comment. An unclaimed task is claimed and decided at once."""
-        task = worklist.decide(who, task_id, body.decision == "approve", body.comment)
+        """Decide: approve/reject an approval (with a comment), or give an operator task its
+        verdict. An unclaimed task is claimed and decided at once."""
+        task = worklist.decide(who, task_id, Choice(body.decision), body.wire_comment())
         return task_out(task, worklist, who)
 
     @app.get("/api/tasks/{task_id:path}", response_model=TaskOut, responses=_ERRORS)
     def show(task_id: TaskId, who: Who) -> TaskOut:
         """One task, with the question and the run's proposed answer."""
-        return task_out(worklist.show(task_id), worklist, who)
+        return task_out(worklist.show(who, task_id), worklist, who)
 
     return app
 

@@ -18,6 +18,18 @@ Four-eyes lives here and nowhere else:
 - the principal must hold the task's role (``Policy.roles_of`` — the writer loads the same
   principals file as the API; names come from authenticated tokens, never from bodies).
 
+Operator tasks (``TaskKind.OPERATOR``: a mutating call whose outcome is in doubt) are not
+approved or rejected: ``DecideTask.verdict`` answers them — ``RETRY`` (it did not happen,
+perform it again), ``ABANDON`` (give up, record the call failed) or ``APPROVED`` (it happened;
+the comment is the observed result as JSON, or empty). The verdict is final (the core opens
+operator tasks with one approval) and becomes the TaskDecision's outcome as is. A verdict on
+an approval, or approve/reject on an operator task, is ``INVALID``: the run could not tell
+what was meant. Role and four-eyes checks are the same as for approvals.
+
+Visibility (``visible_to``): a principal sees a task only when they hold its role (or the role
+it would escalate to), or initiated, claimed or decided it. The API answers 404 for any other
+task, so task ids do not leak to people who could not see them anyway.
+
 Expiry: a due task proceeds unattended (EXPIRED_PROCEEDED) only when it declares both
 ``on_expiry=PROCEED`` and ``allow_unattended=true``. ``ESCALATE`` reopens it for
 ``escalate_to`` (or the deployment's escalation role) without a further expiry. Anything else,
@@ -43,6 +55,7 @@ from runplane.wire import (
     OpenTask,
     ReleaseTask,
     TaskDecision,
+    TaskKind,
     TaskRecord,
     TaskStatus,
 )
@@ -50,20 +63,30 @@ from runplane.wire import (
 __all__ = [
     "ACTIVE",
     "FINAL",
+    "OPERATOR_VERDICTS",
     "Command",
+    "OperatorCall",
     "Policy",
     "Refusal",
     "Verdict",
+    "answer_value",
     "decide",
     "due_for_expiry",
     "op_of",
+    "operator_call",
     "refuse_reason",
+    "visible_to",
 ]
 
 Command = OpenTask | ClaimTask | ReleaseTask | DecideTask | ExpireTask | CloseTask
 
 ACTIVE = frozenset({TaskStatus.OPEN, TaskStatus.CLAIMED})
 FINAL = frozenset({TaskStatus.DECIDED, TaskStatus.EXPIRED, TaskStatus.CLOSED})
+# The answers to an operator task. APPROVED means "it happened" (the core reads the comment as
+# the call's observed result); REJECTED is not offered: it would not say whether it happened.
+OPERATOR_VERDICTS = frozenset(
+    {DecisionOutcome.RETRY, DecisionOutcome.ABANDON, DecisionOutcome.APPROVED}
+)
 
 
 class Refusal(enum.StrEnum):
@@ -204,6 +227,20 @@ def refuse_reason(
     return _actor_problem(task, principal, now_ms, policy, "act on")
 
 
+def visible_to(task: TaskRecord, principal: str, policy: Policy) -> bool:
+    """Whether ``principal`` may see ``task`` at all (list, show): they hold its role or the
+    role it escalates to, or they initiated, claimed, approved or decided it."""
+    t = task.task
+    if principal in (t.initiator, task.claimed_by) or principal in task.approved_by:
+        return True
+    roles = policy.roles_of(principal)
+    if t.role in roles:
+        return True
+    return (
+        t.on_expiry is ExpiryPolicy.ESCALATE and (t.escalate_to or policy.escalation_role) in roles
+    )
+
+
 # --- claim / release -------------------------------------------------------------------------
 
 
@@ -263,11 +300,38 @@ def _decision(
     )
 
 
+def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
+    """Why ``cmd`` is the wrong kind of answer for ``task`` (approval vs operator), or None."""
+    if task.task.kind is not TaskKind.OPERATOR:
+        if cmd.verdict is not None:
+            return f"{cmd.verdict} is an operator verdict; an approval task is approved or rejected"
+        return None
+    if cmd.verdict is None:
+        return (
+            "an operator task is answered with a verdict: retry (it did not happen), "
+            "abandon (record it failed) or happened (with the observed result) — "
+            "approve/reject would not say whether the call took effect"
+        )
+    if cmd.verdict not in OPERATOR_VERDICTS:
+        return f"{cmd.verdict} is not an operator verdict (RETRY, ABANDON or APPROVED)"
+    if cmd.verdict is DecisionOutcome.APPROVED and cmd.comment.strip():
+        try:
+            json.loads(cmd.comment)
+        except ValueError:
+            return "the observed result of a call that happened must be JSON"
+    return None
+
+
 def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Policy) -> Verdict:
     refused = _actor_problem(task, cmd.principal, now_ms, policy, "decide")
     if refused is not None:
         return refused
     assert task is not None
+    problem = _kind_problem(task, cmd)
+    if problem is not None:
+        return _refuse(Refusal.INVALID, problem)
+    if cmd.verdict is not None:
+        return _operator_verdict(task, cmd, cmd.verdict, now_ms)
     comment = _comment_after(task, cmd.principal, cmd.comment)
     if not cmd.approve:
         by = (*task.approved_by, cmd.principal)
@@ -302,6 +366,23 @@ def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Polic
         updated_ms=now_ms,
     )
     return Verdict(final, _decision(final, DecisionOutcome.APPROVED, comment, approved_by, now_ms))
+
+
+def _operator_verdict(
+    task: TaskRecord, cmd: DecideTask, verdict: DecisionOutcome, now_ms: int
+) -> Verdict:
+    # Final at once; ``claimed_by`` names who decided, as for a rejection. The comment passes
+    # through untouched: for APPROVED the core reads it as the call's observed result.
+    final = dataclasses.replace(
+        task,
+        status=TaskStatus.DECIDED,
+        claimed_by=cmd.principal,
+        outcome=verdict,
+        comment=cmd.comment,
+        updated_ms=now_ms,
+    )
+    by = (*task.approved_by, cmd.principal)
+    return Verdict(final, _decision(final, verdict, cmd.comment, by, now_ms))
 
 
 # --- expire / close --------------------------------------------------------------------------
@@ -391,3 +472,28 @@ def answer_value(task: TaskRecord) -> object:
         return json.loads(task.task.answer_json)
     except ValueError:
         return task.task.answer_json
+
+
+@dataclass(frozen=True)
+class OperatorCall:
+    """What an operator task asks about: the call in doubt (from the core's answer_json,
+    ``{"effect": name, "request": {...}}``; a tool's request carries ``args`` and the
+    ``idempotency_key`` the peer knows the call by)."""
+
+    name: str
+    args: object
+    idempotency_key: str | None
+
+
+def operator_call(task: TaskRecord) -> OperatorCall | None:
+    """The call in doubt of an OPERATOR task; None for approvals or an unexpected answer."""
+    if task.task.kind is not TaskKind.OPERATOR:
+        return None
+    value = answer_value(task)
+    if not isinstance(value, dict) or not isinstance(value.get("effect"), str):
+        return None
+    request = value.get("request")
+    if isinstance(request, dict) and "args" in request:
+        key = request.get("idempotency_key")
+        return OperatorCall(value["effect"], request["args"], key if isinstance(key, str) else None)
+    return OperatorCall(value["effect"], request, None)

@@ -4,7 +4,9 @@
   tasks (with why you may not act on them) and recently finished ones.
 - ``GET /tasks/{task_id}`` — the question, the run's proposed answer (pretty JSON), who has
   approved so far, and the actions you may take: claim, release, approve or reject with a
-  comment.
+  comment. An operator task (a call whose outcome is in doubt) shows the call's name and
+  arguments instead, and three answers: it happened (with the observed result as JSON), it
+  did not happen (perform it again), or give up (record it failed).
 - ``POST /signin`` · ``/signout`` · ``/tasks/{task_id}/claim|release|decide`` — form posts,
   answered with a redirect (post/redirect/get) and a one-time message.
 
@@ -32,12 +34,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from runplane.auth import Principal, Principals
+from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
-from runplane.wire import TaskRecord, TaskStatus
-from services.worklist.actions import ActionError, Filter, Worklist
+from runplane.wire import TaskKind, TaskRecord, TaskStatus
+from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.api import pretty
-from services.worklist.decide import ACTIVE, answer_value
+from services.worklist.decide import ACTIVE, OperatorCall, answer_value, operator_call
 
 __all__ = ["install_page"]
 
@@ -90,7 +92,7 @@ def _read_flash(request: Request) -> tuple[str, str] | None:
 class Page:
     """The HTML side of the worklist, on the same app and port as the API."""
 
-    def __init__(self, worklist: Worklist, principals: Principals) -> None:
+    def __init__(self, worklist: Worklist, principals: PrincipalSource) -> None:
         self.worklist = worklist
         self.principals = principals
 
@@ -198,10 +200,14 @@ class Page:
     def task(self, request: Request, who: Principal, task: TaskRecord) -> HTMLResponse:
         t = task.task
         why = self.worklist.why_not(who, task)
+        call = operator_call(task)
         body = _template("task.html").substitute(
             question=e(t.question),
             badge=_badge(task),
-            answer=e(pretty(answer_value(task))),
+            answer_title="The call in doubt" if call is not None else "The run's proposed answer",
+            answer=_call_html(call)
+            if call is not None
+            else f'<pre class="answer" id="answer">{e(pretty(answer_value(task)))}</pre>',
             details=self._details(task),
             actions=self._actions(task, who, why),
         )
@@ -265,9 +271,41 @@ class Page:
             if t.approvals > 1
             else ""
         )
-        return _template("decide.html").substitute(
+        form = "operator.html" if t.kind is TaskKind.OPERATOR else "decide.html"
+        return _template(form).substitute(
             claim=claim, note=note, action=e(task_href(t.task_id, "decide"))
         )
+
+
+def _call_html(call: OperatorCall) -> str:
+    rows = [
+        ("Call", f'<code id="call-name">{e(call.name)}</code>'),
+        ("Arguments", f'<pre class="answer" id="answer">{e(pretty(call.args))}</pre>'),
+    ]
+    if call.idempotency_key is not None:
+        rows.append(("Idempotency key", f"<code>{e(call.idempotency_key)}</code>"))
+    items = "\n".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+    return f'<dl class="details call">{items}</dl>'
+
+
+def _decision_from_form(form: dict[str, str]) -> tuple[Choice, str]:
+    """The choice and wire comment a decide form asks for; ActionError(422) when unusable."""
+    try:
+        choice = Choice(form.get("decision", ""))
+    except ValueError:
+        raise ActionError(422, "Choose one of the answers.") from None
+    comment = form.get("comment", "")[:4000]
+    if choice is not Choice.HAPPENED:
+        return choice, comment
+    if comment.strip():
+        raise ActionError(
+            422, "A call that happened records its observed result; leave the note empty."
+        )
+    raw = form.get("result", "").strip()
+    try:
+        return choice, result_comment(json.loads(raw)) if raw else ""
+    except ValueError as exc:
+        raise ActionError(422, f"The observed result must be JSON: {exc}") from None
 
 
 def _expiry_text(task: TaskRecord) -> str:
@@ -291,7 +329,7 @@ def _badge(task: TaskRecord) -> str:
 Action = Callable[[Request, Principal, dict[str, str]], Response]
 
 
-def install_page(app: FastAPI, worklist: Worklist, principals: Principals) -> None:
+def install_page(app: FastAPI, worklist: Worklist, principals: PrincipalSource) -> None:
     """Add the page's routes (hidden from the OpenAPI description) and its static files."""
     page = Page(worklist, principals)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -347,7 +385,7 @@ def install_page(app: FastAPI, worklist: Worklist, principals: Principals) -> No
 
     def show(request: Request, who: Principal, _: dict[str, str]) -> Response:
         try:
-            task = worklist.show(request.path_params["task_id"])
+            task = worklist.show(who, request.path_params["task_id"])
         except ActionError as exc:
             body = f'<p class="note">{e(exc.message)}.</p>'
             return page.render(request, "Not found", body, who, 404)
@@ -365,12 +403,11 @@ def install_page(app: FastAPI, worklist: Worklist, principals: Principals) -> No
 
     def decide(request: Request, who: Principal, form: dict[str, str]) -> Response:
         task_id = request.path_params["task_id"]
-        decision = form.get("decision")
-        if decision not in ("approve", "reject"):
-            return page.back(task_href(task_id), "error", "Choose approve or reject.")
-        task = worklist.decide(who, task_id, decision == "approve", form.get("comment", "")[:4000])
+        choice, comment = _decision_from_form(form)
+        task = worklist.decide(who, task_id, choice, comment)
         if task.status is TaskStatus.DECIDED:
-            text = f"Decided: {str(task.outcome).lower()}. The run has been told and resumes."
+            said = choice if choice.verdict is not None else str(task.outcome).lower()
+            text = f"Decided: {said}. The run has been told and resumes."
         else:
             text = "Approved. It still needs another person's approval."
         return page.back(task_href(task_id), "ok", text)

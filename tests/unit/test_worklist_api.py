@@ -19,6 +19,7 @@ from runplane.service import run_http
 from runplane.wire import (
     ClaimTask,
     DecideTask,
+    DecisionOutcome,
     ExpiryPolicy,
     OpenTask,
     ReleaseTask,
@@ -26,7 +27,7 @@ from runplane.wire import (
     TaskKind,
     TaskRecord,
 )
-from services.worklist.actions import Worklist
+from services.worklist.actions import ActionError, Choice, Worklist
 from services.worklist.decide import Policy, decide
 from services.worklist.gateway import Sent
 from services.worklist.serve import build_app
@@ -46,6 +47,8 @@ PRINCIPALS = Principals(
         principal("ada", "finance"),
         principal("bob", "finance"),
         principal("cy", "support"),
+        principal("sue", "supervisor"),
+        principal("olga", "operator"),
     )
 )
 POLICY = Policy(PRINCIPALS.roles_of)
@@ -162,8 +165,12 @@ def test_the_initiators_decision_is_403_with_the_reason(
     assert writer.sent == [] and writer.decisions == []
 
 
-def test_wrong_role_403_unknown_task_404_claimed_409(client: httpx.Client) -> None:
-    r = client.post("/api/tasks/run-1/0/1/claim", headers=auth("cy"))
+def test_wrong_role_403_unknown_task_404_claimed_409(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    # sue sees the task (it would escalate to her role) but does not hold its role: 403.
+    writer.open("run-3/0/1", on_expiry=ExpiryPolicy.ESCALATE)
+    r = client.post("/api/tasks/run-3/0/1/claim", headers=auth("sue"))
     assert r.status_code == 403 and "finance" in r.json()["detail"]
     assert client.post("/api/tasks/nope/claim", headers=auth("ada")).status_code == 404
     assert client.get("/api/tasks/nope", headers=auth("ada")).status_code == 404
@@ -318,3 +325,189 @@ def test_page_refuses_cross_site_posts(client: httpx.Client, writer: MemoryWrite
         headers={"Origin": "https://evil.example"},
     )
     assert r.status_code == 403 and writer.decisions == []
+
+
+# --- visibility ------------------------------------------------------------------------------
+
+
+def _ids(client: httpx.Client, who: str) -> set[str]:
+    r = client.get("/api/tasks", headers=auth(who))
+    assert r.status_code == 200, r.text
+    return {t["task_id"] for t in r.json()["tasks"]}
+
+
+def test_a_task_is_visible_only_to_its_role_escalation_and_people_involved(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    writer.open("run-esc/0/1", on_expiry=ExpiryPolicy.ESCALATE)  # would go to supervisor
+    writer.open("run-ops/0/1/operator", kind=TaskKind.OPERATOR, role="operator", initiator="cy")
+    assert _ids(client, "ada") == {"run-1/0/1", "run-esc/0/1"}  # role finance
+    assert _ids(client, "ivan") == {"run-1/0/1", "run-esc/0/1"}  # initiator (and the role)
+    assert _ids(client, "sue") == {"run-esc/0/1"}  # the escalation role only
+    assert _ids(client, "cy") == {"run-ops/0/1/operator"}  # initiated it, holds no role
+    assert _ids(client, "olga") == {"run-ops/0/1/operator"}
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/api/tasks/run-1/0/1"),
+        ("POST", "/api/tasks/run-1/0/1/claim"),
+        ("POST", "/api/tasks/run-1/0/1/release"),
+        ("POST", "/api/tasks/run-1/0/1/decide"),
+    ],
+)
+def test_a_task_you_may_not_see_is_404_like_one_that_does_not_exist(
+    client: httpx.Client, writer: MemoryWriter, method: str, path: str
+) -> None:
+    body = {"decision": "approve"} if path.endswith("decide") else None
+    hidden = client.request(method, path, headers=auth("cy"), json=body)
+    missing = client.request(method, path.replace("run-1", "run-x"), headers=auth("cy"), json=body)
+    assert hidden.status_code == missing.status_code == 404
+    assert "Refund" not in hidden.text and writer.sent == []
+
+
+def test_who_claimed_or_decided_still_sees_the_task_after_losing_the_role(
+    writer: MemoryWriter,
+) -> None:
+    wl = Worklist(writer, writer, POLICY, clock=lambda: NOW)
+    ada = PRINCIPALS.get("ada")
+    assert ada is not None
+    wl.decide(ada, "run-1/0/1", Choice.APPROVE)
+    # The same name without the role (a rotated principals file) keeps seeing what they decided.
+    demoted = Policy(lambda name: frozenset())
+    wl2 = Worklist(writer, writer, demoted, clock=lambda: NOW)
+    assert wl2.show(ada, "run-1/0/1").outcome is DecisionOutcome.APPROVED
+    bob = PRINCIPALS.get("bob")
+    assert bob is not None
+    with pytest.raises(ActionError) as err:
+        wl2.show(bob, "run-1/0/1")
+    assert err.value.status == 404
+
+
+def test_the_page_hides_tasks_you_may_not_see(client: httpx.Client) -> None:
+    client.post("/signin", data={"token": "cy-token"})
+    assert "Refund 1200 cents" not in client.get("/").text
+    r = client.get("/tasks/run-1%2F0%2F1")
+    assert r.status_code == 404 and "Refund 1200 cents" not in r.text
+
+
+# --- operator verdicts -----------------------------------------------------------------------
+
+OPERATOR_ID = "run-9/0/2/operator"
+
+
+@pytest.fixture
+def operator_task(writer: MemoryWriter) -> str:
+    writer.open(
+        OPERATOR_ID,
+        kind=TaskKind.OPERATOR,
+        call_seq=2,
+        role="operator",
+        question="Did tool://billing/charge (call 2 of run run-9) take effect?",
+        answer_json='{"effect":"tool://billing/charge","request":{"args":{"amount_cents":1200},'
+        '"idempotency_key":"inv-7","tool":"billing/charge"}}',
+        on_expiry=ExpiryPolicy.ESCALATE,
+    )
+    return OPERATOR_ID
+
+
+def _decide(client: httpx.Client, task_id: str, who: str, body: object) -> httpx.Response:
+    return client.post(f"/api/tasks/{task_id}/decide", headers=auth(who), json=body)
+
+
+@pytest.mark.parametrize(
+    "body, outcome, comment",
+    [
+        ({"decision": "retry", "comment": "ledger shows nothing"}, "RETRY", "ledger shows nothing"),
+        ({"decision": "abandon", "comment": "customer cancelled"}, "ABANDON", "customer cancelled"),
+        (
+            {"decision": "happened", "result": {"charge_id": "ch_1", "ok": True}},
+            "APPROVED",
+            '{"charge_id":"ch_1","ok":true}',
+        ),
+        ({"decision": "happened"}, "APPROVED", ""),
+    ],
+)
+def test_each_operator_verdict_reaches_the_run(
+    client: httpx.Client,
+    writer: MemoryWriter,
+    operator_task: str,
+    body: dict[str, object],
+    outcome: str,
+    comment: str,
+) -> None:
+    shown = client.get(f"/api/tasks/{operator_task}", headers=auth("olga")).json()
+    assert shown["choices"] == ["retry", "happened", "abandon"]
+    assert shown["call"] == {
+        "name": "tool://billing/charge",
+        "args": {"amount_cents": 1200},
+        "idempotency_key": "inv-7",
+    }
+    r = _decide(client, operator_task, "olga", body)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "DECIDED" and r.json()["outcome"] == outcome
+    (d,) = writer.decisions
+    assert (str(d.outcome), d.comment, d.decided_by) == (outcome, comment, ("olga",))
+    assert (d.session_id, d.task_id, d.call_seq) == ("run-9", operator_task, 2)
+    (sent,) = writer.sent
+    assert isinstance(sent, DecideTask) and sent.principal == "olga"
+
+
+@pytest.mark.parametrize(
+    "task, who, body, needle",
+    [
+        ("op", "olga", {"decision": "approve"}, "operator task is answered with a verdict"),
+        ("op", "olga", {"decision": "reject"}, "operator task is answered with a verdict"),
+        ("approval", "ada", {"decision": "retry"}, "RETRY is an operator verdict"),
+        ("approval", "ada", {"decision": "happened"}, "APPROVED is an operator verdict"),
+        ("op", "olga", {"decision": "retry", "result": 1}, "only with the decision 'happened'"),
+        ("op", "olga", {"decision": "happened", "comment": "x"}, "not a comment"),
+    ],
+)
+def test_a_decision_of_the_wrong_kind_is_422_with_a_message(
+    client: httpx.Client,
+    writer: MemoryWriter,
+    operator_task: str,
+    task: str,
+    who: str,
+    body: object,
+    needle: str,
+) -> None:
+    task_id = operator_task if task == "op" else "run-1/0/1"
+    r = _decide(client, task_id, who, body)
+    assert r.status_code == 422 and needle in r.text, r.text
+    assert writer.sent == [] and writer.decisions == []
+
+
+def test_operator_verdicts_keep_the_role_and_four_eyes_checks(
+    client: httpx.Client, writer: MemoryWriter, operator_task: str
+) -> None:
+    # ada holds finance, not operator, and the task is not hers to see: 404.
+    assert _decide(client, operator_task, "ada", {"decision": "retry"}).status_code == 404
+    # sue sees it (escalation role) but may not decide it.
+    r = _decide(client, operator_task, "sue", {"decision": "retry"})
+    assert r.status_code == 403 and "operator" in r.json()["detail"]
+    writer.open("run-8/0/1/operator", kind=TaskKind.OPERATOR, role="operator", initiator="olga")
+    r = _decide(client, "run-8/0/1/operator", "olga", {"decision": "abandon"})
+    assert r.status_code == 403 and "four-eyes" in r.json()["detail"]
+    assert writer.decisions == []
+
+
+def test_the_page_offers_the_three_verdicts_and_sends_the_observed_result(
+    client: httpx.Client, writer: MemoryWriter, operator_task: str
+) -> None:
+    client.post("/signin", data={"token": "olga-token"})
+    href = "/tasks/" + operator_task.replace("/", "%2F")
+    page = client.get(href).text
+    assert "The call in doubt" in page and "tool://billing/charge" in page
+    assert "&quot;amount_cents&quot;: 1200" in page and "inv-7" in page
+    for value in ("happened", "retry", "abandon"):
+        assert f'name="decision" value="{value}"' in page
+    assert 'value="approve"' not in page
+    bad = client.post(href + "/decide", data={"decision": "happened", "result": "{not json"})
+    assert "must be JSON" in bad.text and writer.decisions == []
+    done = client.post(href + "/decide", data={"decision": "happened", "result": '{"id": 7}'})
+    assert "Decided: happened" in done.text
+    (d,) = writer.decisions
+    assert str(d.outcome) == "APPROVED" and d.comment == '{"id":7}'

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
+
+import fastavro
 import pytest
 
 from runplane.wire import (
@@ -18,8 +22,17 @@ from runplane.wire import (
     TaskStatus,
     decode,
     encode,
+    register_writer_schema,
 )
-from services.worklist.decide import Command, Policy, Refusal, Verdict, decide, due_for_expiry
+from services.worklist.decide import (
+    Command,
+    Policy,
+    Refusal,
+    Verdict,
+    decide,
+    due_for_expiry,
+    visible_to,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -266,3 +279,131 @@ def test_every_record_the_rules_write_round_trips_through_the_wire() -> None:
     assert len(written) == 4
     for record in written:
         assert decode(encode(record)) == record
+
+
+# --- operator verdicts -----------------------------------------------------------------------
+
+
+def operator_opened(**overrides: object) -> OpenTask:
+    fields: dict[str, object] = {
+        "task_id": "run-1/0/1/operator",
+        "kind": TaskKind.OPERATOR,
+        "role": "finance",
+        "answer_json": '{"effect":"tool://billing/charge","request":{"args":{"cents":1}}}',
+    }
+    fields.update(overrides)
+    return opened(**fields)
+
+
+def verdict(
+    who: str, v: DecisionOutcome | None, comment: str = "", approve: bool = False
+) -> DecideTask:
+    return DecideTask(
+        task_id="run-1/0/1/operator",
+        principal=who,
+        at_ms=1_600,
+        approve=approve,
+        comment=comment,
+        verdict=v,
+    )
+
+
+@pytest.mark.parametrize(
+    "v, comment",
+    [
+        (DecisionOutcome.RETRY, "not in the ledger"),
+        (DecisionOutcome.ABANDON, "give up"),
+        (DecisionOutcome.APPROVED, '{"charge_id":"ch_1"}'),
+        (DecisionOutcome.APPROVED, ""),
+    ],
+)
+def test_an_operator_verdict_decides_the_task_and_is_the_runs_outcome(
+    v: DecisionOutcome, comment: str
+) -> None:
+    task, (_, decided) = fold(operator_opened(), verdict("ada", v, comment))
+    assert task is not None and task.status is TaskStatus.DECIDED
+    assert task.outcome is v and task.claimed_by == "ada" and task.comment == comment
+    d = decided.decision
+    assert d is not None
+    assert (d.outcome, d.comment, d.decided_by, d.call_seq) == (v, comment, ("ada",), 1)
+
+
+@pytest.mark.parametrize(
+    "cmd, needle",
+    [
+        (verdict("ada", None, approve=True), "answered with a verdict"),
+        (verdict("ada", None), "answered with a verdict"),
+        (verdict("ada", DecisionOutcome.REJECTED), "not an operator verdict"),
+        (verdict("ada", DecisionOutcome.EXPIRED_PROCEEDED), "not an operator verdict"),
+        (verdict("ada", DecisionOutcome.APPROVED, "it went through"), "must be JSON"),
+    ],
+)
+def test_a_wrong_answer_to_an_operator_task_is_invalid(cmd: DecideTask, needle: str) -> None:
+    task, (_, refused) = fold(operator_opened(), cmd)
+    assert refused.refused is Refusal.INVALID and needle in refused.reason
+    assert refused.decision is None and task is not None and task.status is TaskStatus.OPEN
+
+
+def test_a_verdict_on_an_approval_is_invalid_and_role_checks_come_first() -> None:
+    _, (_, refused) = fold(
+        opened(),
+        DecideTask(
+            task_id="run-1/0/1",
+            principal="ada",
+            at_ms=1_600,
+            approve=False,
+            verdict=DecisionOutcome.RETRY,
+        ),
+    )
+    assert refused.refused is Refusal.INVALID and "operator verdict" in refused.reason
+    _, (_, cy) = fold(operator_opened(), verdict("cy", DecisionOutcome.RETRY))
+    assert cy.refused is Refusal.FORBIDDEN
+    _, (_, ivan) = fold(operator_opened(), verdict("ivan", DecisionOutcome.RETRY))
+    assert ivan.refused is Refusal.FORBIDDEN and "four-eyes" in ivan.reason
+
+
+def test_an_older_decide_task_without_a_verdict_reads_as_none() -> None:
+    schema = json.loads(DecideTask.avro_schema_json())
+    schema["fields"] = [f for f in schema["fields"] if f["name"] != "verdict"]
+    parsed = fastavro.parse_schema(schema)
+    fp = fastavro.schema.fingerprint(
+        fastavro.schema.to_parsing_canonical_form(parsed), "CRC-64-AVRO"
+    )
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(
+        buf,
+        parsed,
+        {"task_id": "t", "principal": "ada", "at_ms": 1, "approve": True, "comment": ""},
+    )
+    register_writer_schema(json.dumps(schema))
+    old = decode(b"\xc3\x01" + bytes.fromhex(fp) + buf.getvalue())
+    assert old == DecideTask(task_id="t", principal="ada", at_ms=1, approve=True)
+    assert isinstance(old, DecideTask) and old.verdict is None
+
+
+# --- visibility ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "who, task_kw, record_kw, sees",
+    [
+        ("ada", {}, {}, True),  # holds the role
+        ("cy", {}, {}, False),  # neither role nor involvement
+        ("cy", {"initiator": "cy"}, {}, True),  # started the run
+        ("cy", {}, {"claimed_by": "cy"}, True),  # holds (or made) the final decision
+        ("cy", {}, {"approved_by": ("cy",)}, True),  # approved it
+        ("sue", {}, {}, False),  # escalation role, but the task does not escalate
+        ("sue", {"on_expiry": ExpiryPolicy.ESCALATE}, {}, True),  # the deployment's default
+        ("sue", {"on_expiry": ExpiryPolicy.ESCALATE, "escalate_to": "legal"}, {}, False),
+        ("cy", {"on_expiry": ExpiryPolicy.ESCALATE, "escalate_to": "support"}, {}, True),
+    ],
+)
+def test_visibility(
+    who: str, task_kw: dict[str, object], record_kw: dict[str, object], sees: bool
+) -> None:
+    base, _ = fold(opened(**task_kw))
+    assert base is not None
+    record = TaskRecord(
+        **{**{f: getattr(base, f) for f in ("task", "status", "updated_ms")}, **record_kw}
+    )
+    assert visible_to(record, who, POLICY) is sees

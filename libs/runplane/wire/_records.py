@@ -404,7 +404,7 @@ class DeadLetter(Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecideTask(Record):
-    """A principal decides a task."""
+    """A principal decides a task. An approval is decided by approve (with verdict null); an operator task (an in-doubt mutating call) by verdict: RETRY (it did not happen, perform it again), ABANDON (give up, record it failed) or APPROVED (it happened; comment = the observed result as JSON)."""
 
     avro_name: ClassVar[str] = "runplane.v1.DecideTask"
 
@@ -414,6 +414,8 @@ class DecideTask(Record):
     at_ms: int
     approve: bool
     comment: str = ''
+    #: The operator's verdict on an OPERATOR task: RETRY, ABANDON or APPROVED (it happened). Null for approvals; added with a default so older records read as null.
+    verdict: DecisionOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -802,7 +804,7 @@ SCHEMAS: dict[str, str] = {
     'runplane.v1.CloseTask': '{"type":"record","name":"CloseTask","namespace":"runplane.v1","doc":"The task\'s run ended; close the task.","fields":[{"name":"task_id","type":"string"},{"name":"reason","type":"string"},{"name":"at_ms","type":"long"}]}',
     'runplane.v1.Cost': '{"type":"record","name":"Cost","namespace":"runplane.v1","doc":"What an effect cost: tokens for generations, abstract units for anything billed.","fields":[{"name":"tokens_in","type":"long","default":0},{"name":"tokens_out","type":"long","default":0},{"name":"units","type":"double","default":0.0}]}',
     'runplane.v1.DeadLetter': '{"type":"record","name":"DeadLetter","namespace":"runplane.v1","doc":"Something that could not be decoded or validated (topic deadletter, key = original key).","fields":[{"name":"source_topic","type":"string"},{"name":"partition","type":"int"},{"name":"offset","type":"long"},{"name":"service","type":"string"},{"name":"reason","type":"string"},{"name":"key","type":["null","bytes"],"default":null},{"name":"value","type":["null","bytes"],"default":null},{"name":"at_ms","type":"long"}]}',
-    'runplane.v1.DecideTask': '{"type":"record","name":"DecideTask","namespace":"runplane.v1","doc":"A principal decides a task.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"},{"name":"approve","type":"boolean"},{"name":"comment","type":"string","default":""}]}',
+    'runplane.v1.DecideTask': '{"type":"record","name":"DecideTask","namespace":"runplane.v1","doc":"A principal decides a task. An approval is decided by approve (with verdict null); an operator task (an in-doubt mutating call) by verdict: RETRY (it did not happen, perform it again), ABANDON (give up, record it failed) or APPROVED (it happened; comment = the observed result as JSON).","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"},{"name":"approve","type":"boolean"},{"name":"comment","type":"string","default":""},{"name":"verdict","type":["null",{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call.","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}],"default":null,"doc":"The operator\'s verdict on an OPERATOR task: RETRY, ABANDON or APPROVED (it happened). Null for approvals; added with a default so older records read as null."}]}',
     'runplane.v1.ErrorInfo': '{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}',
     'runplane.v1.ExpireTask': '{"type":"record","name":"ExpireTask","namespace":"runplane.v1","doc":"A task passed its expiry.","fields":[{"name":"task_id","type":"string"},{"name":"at_ms","type":"long"}]}',
     'runplane.v1.GetCaseState': '{"type":"record","name":"GetCaseState","namespace":"runplane.v1","doc":"Read a case\'s state and version (topic cases.commands, key case_id).","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null}]}',
