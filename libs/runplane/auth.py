@@ -248,7 +248,11 @@ class PrincipalsFile:
         self._missing = False  # warned that the file cannot be stat'ed
         self._principals = Principals()
         if path is not None:
-            self._signature = _signature(path)
+            # The signature before the read: a change in between is then seen as a change.
+            try:
+                self._signature = _signature(path)
+            except OSError as exc:
+                raise ConfigError(f"cannot read principals file {path}: {exc}") from exc
             self._principals = Principals.from_file(path)
 
     @classmethod

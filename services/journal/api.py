@@ -26,11 +26,12 @@ from confluent_kafka import KafkaException
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+
+from runplane.auth import PrincipalSource
 from runplane.errors import RunplaneError
 from runplane.runs import RunHistory
 from runplane.wire import AuditRecord, RunStatus, to_dict
-
-from services.journal.auth import AUDITOR, Readers, bearer_token
+from services.journal.auth import body_reader
 from services.journal.chain import bodies_of, verify_records
 from services.journal.index import RunFilter, RunIndex
 from services.journal.summary import RunSummary, summarize
@@ -100,7 +101,7 @@ def _run_out(s: RunSummary) -> RunOut:
 
 
 def build_api(
-    index: Callable[[], RunIndex | None], reader: RunReader, readers: Readers, *, title: str = "runplane journal"
+    index: Callable[[], RunIndex | None], reader: RunReader, readers: PrincipalSource, *, title: str = "runplane journal"
 ) -> FastAPI:
     """The run-query app; ``index`` returns None when no Redis index is configured."""
     app = FastAPI(title=title, version="1", description=__doc__)
@@ -155,14 +156,7 @@ def build_api(
         authorization: str | None = Header(None),
     ) -> JournalOut:
         if bodies:
-            token = bearer_token(authorization)
-            if token is None:
-                raise HTTPException(401, "bodies need a bearer token", headers={"WWW-Authenticate": "Bearer"})
-            principal = readers.authenticate(token)
-            if principal is None:
-                raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
-            if AUDITOR not in principal.roles:
-                raise HTTPException(403, f"{principal.name} may not read bodies (needs role {AUDITOR})")
+            body_reader(readers, authorization)  # 401 / 403 unless an auditor's token
         history = reader.history(run_id, bodies=bodies)
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")

@@ -19,13 +19,13 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from runplane.auth import PrincipalsFile
 from runplane.config import Settings
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.service import Health, health_routes, run_http
 from runplane.wire import AuditRecord
 
 from services.journal.api import build_api
-from services.journal.auth import Readers
 from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
 from services.journal.loop import AuditLoop
@@ -56,7 +56,7 @@ def serve(settings: Settings, stop: threading.Event, *, journal: JournalSettings
     js = journal or JournalSettings.from_env(base=settings)
     health = Health()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix) if js.index else None
-    app = build_api(lambda: index, KafkaRunReader(settings), Readers.from_file(js.readers_file))
+    app = build_api(lambda: index, KafkaRunReader(settings), PrincipalsFile(js.readers_file))
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))
     threads: list[threading.Thread] = []

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from runplane.auth import Principals
+from runplane.auth import PrincipalsFile, PrincipalSource
 from runplane.config import Settings
 from runplane.kafka.processor import Clock, Processor, ProcessorConfig
 from runplane.service import Health, health_routes, run_http
@@ -58,7 +58,9 @@ def build_processor(
     return Processor(ws.base, config, WorklistHandler(policy), clock=clock, probe=probe)
 
 
-def build_app(worklist: Worklist, principals: Principals, health: Health | None = None) -> FastAPI:
+def build_app(
+    worklist: Worklist, principals: PrincipalSource, health: Health | None = None
+) -> FastAPI:
     """The API and the page (plus health and metrics when ``health`` is given)."""
     app = build_api(worklist, principals)
     install_page(app, worklist, principals)
@@ -81,8 +83,10 @@ def serve(
     the bound port through ``on_listening``).
     """
     ws = worklist or WorklistSettings.from_env(base=settings)
-    principals = Principals.from_file(ws.principals_file)
-    if not principals.principals:
+    # Re-read when the file changes (a rotated secret): the API, the page and the writer's
+    # role checks all ask this one object.
+    principals = PrincipalsFile(ws.principals_file)
+    if not principals.current().principals:
         log.warning(
             "no principals configured (RUNPLANE_WORKLIST_PRINCIPALS_FILE): nobody can sign in"
         )

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from test_journal_service import produce_run, read_audit, running, sample_run, wait_audit
+
+from runplane.auth import Principals, token_digest
 from runplane.config import Settings
 from runplane.service import run_http
 from runplane.wire import RunStatus
-from test_journal_service import produce_run, read_audit, running, sample_run, wait_audit
-
 from services.journal.api import build_api
-from services.journal.auth import Readers, token_digest
 from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
 from services.journal.serve import KafkaRunReader
@@ -46,7 +46,7 @@ def indexer(settings: Settings, index: RunIndex) -> Iterator[Indexer]:
 @pytest.fixture
 def api(settings: Settings, index: RunIndex) -> Iterator[httpx.Client]:
     """The API served for real (uvicorn on a free port), as the service serves it."""
-    readers = Readers.from_data(
+    readers = Principals.from_data(
         [
             {"name": "ada", "token_sha256": token_digest(AUDITOR_TOKEN), "roles": ["auditor"]},
             {"name": "bob", "token_sha256": token_digest(CLERK_TOKEN), "roles": ["clerk"]},

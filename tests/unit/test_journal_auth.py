@@ -1,48 +1,63 @@
-"""Body readers: tokens stored hashed, roles checked, bad files refused with a reason."""
+"""Body readers: the journal's one rule (role ``auditor``) on top of ``runplane.auth``.
+
+Loading, hashing and reloading principals are ``runplane.auth``'s and tested in
+``test_auth.py``; here: who may read bodies, the HTTP answers, the settings' fallback, and that
+a rotated file changes who may read bodies without a restart.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from runplane.errors import ConfigError
+from starlette.exceptions import HTTPException
 
-from services.journal.auth import AUDITOR, Readers, token_digest
+from runplane.auth import Principals, PrincipalsFile, token_digest
+from runplane.errors import ConfigError
+from services.journal.auth import AUDITOR, body_reader
 from services.journal.settings import JournalSettings
 
-
-def test_tokens_are_matched_by_their_hash(tmp_path: Path) -> None:
-    f = tmp_path / "p.yaml"
-    f.write_text(
-        "principals:\n"
-        f"  - {{name: ada, token_sha256: {token_digest('s3cret')}, roles: [auditor]}}\n"
-        f"  - {{name: bob, token_sha256: {token_digest('other')}, roles: [clerk]}}\n"
-    )
-    readers = Readers.from_file(f)
-    ada = readers.authenticate("s3cret")
-    assert ada is not None and ada.name == "ada" and AUDITOR in ada.roles
-    bob = readers.authenticate("other")
-    assert bob is not None and AUDITOR not in bob.roles
-    assert readers.authenticate(token_digest("s3cret")) is None  # the stored hash is not a token
-    assert "s3cret" not in f.read_text()
-
-
-@pytest.mark.parametrize(
-    "data, problem",
+READERS = Principals.from_data(
     [
-        ({"principals": "x"}, "list"),
-        ([{"token_sha256": "0" * 64}], "name"),
-        ([{"name": "a", "token_sha256": "XYZ"}], "token_sha256"),
-        ([{"name": "a", "token_sha256": "0" * 64, "roles": "auditor"}], "roles"),
-    ],
+        {"name": "ada", "token_sha256": token_digest("s3cret"), "roles": [AUDITOR]},
+        {"name": "bob", "token_sha256": token_digest("other"), "roles": ["clerk"]},
+    ]
 )
-def test_bad_principals_are_refused(data: object, problem: str) -> None:
-    with pytest.raises(ConfigError, match=problem):
-        Readers.from_data(data)
+
+
+def _status(authorization: str | None, readers: object = READERS) -> int:
+    try:
+        body_reader(readers, authorization)  # type: ignore[arg-type]
+    except HTTPException as exc:
+        return exc.status_code
+    return 200
+
+
+def test_only_an_auditors_bearer_token_reads_bodies() -> None:
+    assert body_reader(READERS, "Bearer s3cret").name == "ada"
+    assert _status(None) == 401
+    assert _status("Bearer nope") == 401
+    assert _status(f"Bearer {token_digest('s3cret')}") == 401  # the stored hash is not a token
+    assert _status("Basic s3cret") == 401
+    with pytest.raises(HTTPException) as err:
+        body_reader(READERS, "Bearer other")
+    assert err.value.status_code == 403 and AUDITOR in err.value.detail and "bob" in err.value.detail
 
 
 def test_no_file_means_nobody_reads_bodies() -> None:
-    assert Readers.from_file(None).authenticate("anything") is None
+    assert _status("Bearer anything", PrincipalsFile(None)) == 401
+
+
+def test_a_rotated_readers_file_takes_effect_without_a_restart(tmp_path: Path) -> None:
+    f = tmp_path / "readers.yaml"
+    f.write_text(f"- {{name: bob, token_sha256: {token_digest('other')}, roles: [clerk]}}\n")
+    readers = PrincipalsFile(f)
+    assert _status("Bearer other", readers) == 403
+    new = tmp_path / "next.yaml"
+    new.write_text(f"- {{name: bob, token_sha256: {token_digest('other')}, roles: [{AUDITOR}]}}\n")
+    os.replace(new, f)  # how a secret rotation lands: a new file in one step
+    assert _status("Bearer other", readers) == 200
 
 
 def test_settings_fall_back_to_the_worklist_principals() -> None:

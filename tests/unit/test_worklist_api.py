@@ -7,14 +7,18 @@ the integration tests run the real processor on the real broker.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
-from runplane.auth import Principal, Principals
+from runplane.auth import Principal, Principals, PrincipalsFile, token_digest
+from runplane.cli.tasks import tasks_app
 from runplane.service import run_http
 from runplane.wire import (
     ClaimTask,
@@ -511,3 +515,60 @@ def test_the_page_offers_the_three_verdicts_and_sends_the_observed_result(
     assert "Decided: happened" in done.text
     (d,) = writer.decisions
     assert str(d.outcome) == "APPROVED" and d.comment == '{"id":7}'
+
+
+# --- principals reload -----------------------------------------------------------------------
+
+
+def test_a_rotated_principals_file_takes_effect_without_a_restart(
+    tmp_path: Path, writer: MemoryWriter
+) -> None:
+    def write(roles: dict[str, str]) -> None:
+        lines = ["principals:"] + [
+            f"  - {{name: {n}, token_sha256: {token_digest(n + '-token')}, roles: [{r}]}}"
+            for n, r in roles.items()
+        ]
+        new = tmp_path / "next.yaml"
+        new.write_text("\n".join(lines) + "\n")
+        os.replace(new, tmp_path / "principals.yaml")
+
+    write({"ada": "finance"})
+    source = PrincipalsFile(tmp_path / "principals.yaml")
+    policy = Policy(source.roles_of)  # the writer's role checks read the same source
+    app = build_app(Worklist(writer, writer, policy, clock=lambda: NOW), source)
+    with (
+        run_http(app, "127.0.0.1", 0, threading.Event()) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as c,
+    ):
+        assert c.get("/api/me", headers=auth("bob")).status_code == 401
+        assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 200
+        write({"bob": "finance", "ada": "support"})  # bob added, ada moved to another role
+        assert c.get("/api/me", headers=auth("bob")).json() == {"name": "bob", "roles": ["finance"]}
+        assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 404
+        r = c.post("/api/tasks/run-1/0/1/decide", headers=auth("bob"), json={"decision": "approve"})
+        assert r.status_code == 200 and r.json()["outcome"] == "APPROVED"
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+def test_the_cli_shows_the_call_and_sends_each_verdict(
+    client: httpx.Client, writer: MemoryWriter, operator_task: str
+) -> None:
+    runner = CliRunner()
+    url = str(client.base_url)
+    base = ["--token", "olga-token", "--url", url]
+    shown = runner.invoke(tasks_app, ["show", operator_task, *base])
+    assert shown.exit_code == 0, shown.output
+    assert "tool://billing/charge" in shown.output and "retry | happened | abandon" in shown.output
+    wrong = runner.invoke(tasks_app, ["decide", operator_task, "approve", *base])
+    assert wrong.exit_code == 1 and "verdict" in wrong.output
+    bad = runner.invoke(tasks_app, ["decide", operator_task, "happened", "--result", "{x", *base])
+    assert bad.exit_code == 2 and writer.decisions == []
+    done = runner.invoke(
+        tasks_app, ["decide", operator_task, "happened", "--result", '{"id": 7}', *base]
+    )
+    assert done.exit_code == 0, done.output
+    assert "happened (APPROVED) by olga" in done.output
+    (d,) = writer.decisions
+    assert d.comment == '{"id":7}'

@@ -7,6 +7,12 @@ worklist could not be reached.
 
     runplane tasks list --token "$TOKEN"
     runplane tasks decide run-1/0/1 approve --token "$TOKEN" --comment "checked"
+
+An operator task (a mutating call whose outcome is in doubt) takes a verdict instead:
+
+    runplane tasks decide run-1/0/2/operator retry --comment "not in the ledger"
+    runplane tasks decide run-1/0/2/operator happened --result '{"charge_id": "ch_1"}'
+    runplane tasks decide run-1/0/2/operator abandon --comment "customer cancelled"
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ Url = Annotated[
     str, typer.Option("--url", envvar="RUNPLANE_WORKLIST_URL", help="The worklist's base URL.")
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DECISIONS = ("approve", "reject", "retry", "abandon", "happened")
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -92,13 +99,20 @@ def _print_task(task: dict[str, Any]) -> None:
         ("claimed by", task.get("claimed_by") or "—"),
         ("expires", _instant(task.get("expires_ms"))),
         ("you may act", "yes" if task["you_may_act"] else f"no: {task.get('why_not')}"),
+        ("answers", " | ".join(task.get("choices", []))),
     ]
+    call = task.get("call")
+    if call:
+        rows.insert(1, ("call", call["name"]))
+        if call.get("idempotency_key"):
+            rows.insert(2, ("idem. key", call["idempotency_key"]))
     if task.get("comment"):
         rows.append(("comment", task["comment"]))
     for k, v in rows:
         console.print(f"  {k:<12} {v}", markup=False)
-    console.print("  answer:", markup=False)
-    console.print(json.dumps(task["answer"], indent=2, sort_keys=True), markup=False)
+    shown = call["args"] if call else task["answer"]
+    console.print("  arguments:" if call else "  answer:", markup=False)
+    console.print(json.dumps(shown, indent=2, sort_keys=True), markup=False)
 
 
 @tasks_app.command("list")
@@ -169,24 +183,35 @@ def release(task: str, token: Token = "", url: Url = DEFAULT_URL) -> None:
 @tasks_app.command("decide")
 def decide(
     task: str,
-    decision: Annotated[str, typer.Argument(help="approve or reject")],
+    decision: Annotated[
+        str,
+        typer.Argument(
+            help="approve or reject (approvals); retry, abandon or happened (operator tasks)"
+        ),
+    ],
     token: Token = "",
     url: Url = DEFAULT_URL,
     comment: Annotated[str, typer.Option(help="Goes to the run and the audit trail.")] = "",
+    result: Annotated[
+        str | None,
+        typer.Option(help="With 'happened': the call's observed result, as JSON."),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Approve or reject a task; answered once the worklist has applied it."""
-    if decision not in ("approve", "reject"):
-        raise typer.BadParameter("approve or reject", param_hint="DECISION")
-    data = _call(
-        "POST",
-        url,
-        _task_path(task, "decide"),
-        token,
-        body={"decision": decision, "comment": comment},
-    )
+    """Decide a task; answered once the worklist has applied it."""
+    if decision not in DECISIONS:
+        raise typer.BadParameter(", ".join(DECISIONS), param_hint="DECISION")
+    body: dict[str, Any] = {"decision": decision, "comment": comment}
+    if result is not None:
+        try:
+            body["result"] = json.loads(result)
+        except ValueError as exc:
+            raise typer.BadParameter(f"not JSON: {exc}", param_hint="--result") from exc
+    data = _call("POST", url, _task_path(task, "decide"), token, body=body)
     if as_json:
         typer.echo(json.dumps(data, indent=2))
+    elif data["status"] == "DECIDED" and data.get("call"):
+        typer.echo(f"{task}: {decision} ({data['outcome']}) by {data['claimed_by']}")
     elif data["status"] == "DECIDED":
         by = data["approved_by"] if data["outcome"] == "APPROVED" else [data["claimed_by"]]
         typer.echo(f"{task}: {data['outcome']} by {', '.join(by)}")
