@@ -40,7 +40,18 @@ slot (its era and call_seq) and served from there through the side-effect log. A
 task the new era never asks for again is withdrawn (``CloseTask``) when superseded or when the
 run ends. (Carrying is chosen over accepting a late decision for a re-opened task because the
 latter still shows the same question twice on the worklist.) Operator tasks for calls in
-doubt are not carried: the new era runs the call's recovery again.
+doubt are not carried: the new era runs the call's recovery again (the old task is withdrawn).
+
+**In doubt until resolved.** A checkpointed restore that finds an announced call with no
+outcome journals EFFECT_IN_DOUBT for it (at the announce's own era and call_seq, before
+RUN_RESTORED) and carries it in the snapshot (``doubts_json``) — not in memory — through any
+number of further restores, until an era issues the same call (family, name, witness) again:
+then its declared recovery runs (retry / probe / operator task) before it can be performed
+live. A doubt the run never reaches again is named in its end record (``in_doubt``). An
+operator's RETRY verdict is announced again and committed before the call is performed
+(``announce_first``), so a crash after the act finds the call in doubt again instead of
+re-reading the verdict and performing it once more; a repeated operator task for the same slot
+gets a new id (``…/operator/<n>``).
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ import contextlib
 import json
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from runplane.core.agents import AgentSpec, Durability, EffectDecl, Recovery, RetryPolicy, evictable
@@ -179,7 +190,14 @@ class LiveCall:
 
 @dataclass(frozen=True)
 class InFlight:
-    """An announced call with no recorded outcome (persisted in the snapshot)."""
+    """An announced call with no recorded outcome (persisted in the snapshot: the current
+    era's as ``in_flight_json``, earlier eras' unresolved ones in ``doubts_json``).
+
+    ``origin``: ``"era/call_seq"`` of the announce first found in doubt (a doubt carried into a
+    new era moves to a new slot but keeps it). ``asks``: operator tasks already opened for
+    this slot — a repeat gets a new task id, because the worklist ignores an OpenTask whose id
+    it has seen (a run parked on an already decided task would wait forever).
+    """
 
     era: int
     call_seq: int
@@ -187,16 +205,48 @@ class InFlight:
     name: str
     witness: str
     recovery: Recovery
+    origin: str = ""
+    asks: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.origin:
+            object.__setattr__(self, "origin", f"{self.era}/{self.call_seq}")
+        if self.asks < 0:
+            raise ValueError("InFlight.asks must be >= 0")
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.family, self.name, self.witness)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"era": self.era, "call_seq": self.call_seq, "family": self.family, "name": self.name,
+                             "witness": self.witness, "recovery": str(self.recovery)}
+        # Written only when they say something, so a snapshot with a plain in-flight call reads
+        # the same as before doubts were carried.
+        if self.origin != f"{self.era}/{self.call_seq}":
+            d["origin"] = self.origin
+        if self.asks:
+            d["asks"] = self.asks
+        return d
 
     def to_json(self) -> str:
-        return canonical_json(
-            {"era": self.era, "call_seq": self.call_seq, "family": self.family, "name": self.name, "witness": self.witness, "recovery": str(self.recovery)}
-        )
+        return canonical_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> InFlight:
+        return cls(int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]), str(d["witness"]), Recovery(d["recovery"]),
+                   str(d.get("origin") or ""), int(d.get("asks", 0)))
 
     @classmethod
     def from_json(cls, text: str) -> InFlight:
-        d = json.loads(text)
-        return cls(int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]), str(d["witness"]), Recovery(d["recovery"]))
+        return cls.from_dict(json.loads(text))
+
+
+def _doubts_to_json(doubts: list[InFlight]) -> str | None:
+    return canonical_json([d.to_dict() for d in doubts]) if doubts else None
+
+
+def _doubts_from_json(text: str | None) -> list[InFlight]:
+    return [InFlight.from_dict(d) for d in json.loads(text)] if text else []
 
 
 @dataclass(frozen=True)
@@ -348,7 +398,9 @@ class Runtime:
         self._waiting: _Wait | None = None
         self._fault: str | None = None
         self._prior: dict[tuple[str, str, str], deque[ResultEntry]] = {}
-        self._prior_doubt: InFlight | None = None
+        # Calls announced in earlier eras and never resolved (see _new_era): durable in the
+        # snapshot until the new era re-reaches the call and its recovery resolves it.
+        self._doubts: list[InFlight] = []
         self._verify_only = False
         self._pending_live: LiveCall | None = None
         self._era_started_ms = 0  # 0: the era began at started_ms (era 0)
@@ -436,6 +488,7 @@ class Runtime:
         rt._parked = snapshot.parked_on
         rt._in_flight = InFlight.from_json(snapshot.in_flight_json) if snapshot.in_flight_json else None
         rt._open = OpenRequest.from_json(snapshot.open_request_json) if snapshot.open_request_json else None
+        rt._doubts = _doubts_from_json(snapshot.doubts_json)
         rt._pending = list(snapshot.pending_signals)
         rt._checkpoint_json = snapshot.checkpoint_json
         rt._output_json = snapshot.output_json
@@ -449,8 +502,19 @@ class Runtime:
         old = self.era
         self.era = old + 1
         self._prior = {key: deque(entries) for key, entries in _side_effect_log(self.results, self.era).items()}
-        self._prior_doubt = self._in_flight
-        self._in_flight = None
+        found, self._in_flight = self._in_flight, None
+        if found is not None:
+            # The durable fact, journaled before anything of the new era: this announce has no
+            # outcome. It joins the doubts carried in the snapshot, so a crash before the new
+            # era re-reaches the call cannot turn it into a fresh live call (issue 3).
+            self._emit(JournalKind.EFFECT_IN_DOUBT, era=found.era, call_seq=found.call_seq, family=found.family, name=found.name,
+                       request_witness=found.witness, attrs={"recovery": str(found.recovery), "found": "restore", "origin": found.origin})
+            self._doubts.append(found)
+        parked = self._parked
+        if parked is not None and parked.kind is ParkKind.OPERATOR:
+            # Operator tasks are not carried: the new era runs the call's recovery again (a probe
+            # may answer now) and asks anew if it must. The old question is withdrawn.
+            self._out.commands.append(CloseTask(task_id=parked.ref, reason=f"superseded: run restored in era {self.era}", at_ms=self._now))
         # The open request (task or case command) stays in ``_open``: the new era adopts it when
         # it issues the same request again (see "Asked once" in the module docstring).
         self._parked = None
@@ -458,7 +522,10 @@ class Runtime:
         self.restored = json.loads(snapshot.checkpoint_json) if snapshot.checkpoint_json else None
         self.clock_ms = self._now  # a fresh era's first observation is the restore's stamp
         self._era_started_ms = self._now
-        self._emit(JournalKind.RUN_RESTORED, attrs={"from_era": str(old), "checkpoint": "yes" if self.restored is not None else "no"})
+        attrs = {"from_era": str(old), "checkpoint": "yes" if self.restored is not None else "no"}
+        if self._doubts:
+            attrs["in_doubt"] = ",".join(d.origin for d in self._doubts)
+        self._emit(JournalKind.RUN_RESTORED, attrs=attrs)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -506,6 +573,7 @@ class Runtime:
             pending_signals=tuple(self._pending),
             era_started_ms=self._era_started_ms,
             open_request_json=None if self._open is None else self._open.to_json(),
+            doubts_json=_doubts_to_json(self._doubts),
         )
 
     def complete(self, call_seq: int, outcome: Outcome, *, now_ms: int) -> Step:
@@ -672,11 +740,14 @@ class Runtime:
             served = self._from_prior_era(effect, call_seq, witness)
             if served is not None:
                 return served
-        if self._prior_doubt is not None and (self._prior_doubt.family, self._prior_doubt.name, self._prior_doubt.witness) == (effect.family, effect.name, witness):
-            recovery = self._prior_doubt.recovery
-            self._prior_doubt = None
-            self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, recovery)
-            return self._in_doubt(effect, call_seq, witness, recovery)
+        doubt = next((d for d in self._doubts if d.key() == (effect.family, effect.name, witness)), None)
+        if doubt is not None:
+            # An earlier era's call in doubt, asked again: its declared recovery runs before it
+            # can be performed. It moves to this slot (still durable: the snapshot's in-flight
+            # call, carried again by the next restore) and keeps its origin.
+            self._doubts.remove(doubt)
+            self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, doubt.recovery, doubt.origin)
+            return self._in_doubt(effect, call_seq, witness, doubt.recovery)
         carried = self._open
         if carried is not None and carried.era < self.era and carried.matches(effect, witness):
             return self._adopt(carried, effect, call_seq, witness)
@@ -805,14 +876,15 @@ class Runtime:
             return
         self._status = RunStatus.COMPLETED
         self._clear_waits()
-        self._emit(JournalKind.RUN_COMPLETED, request_witness=None, attrs={"output_digest": request_witness(json.loads(self._output_json))})
+        self._emit(JournalKind.RUN_COMPLETED, request_witness=None,
+                   attrs={"output_digest": request_witness(json.loads(self._output_json)), **self._unresolved()})
 
     def _fail(self, error: ErrorInfo) -> None:
         self._close_coro()
         self._status = RunStatus.FAILED
         self._error = error
         self._clear_waits()
-        self._emit(JournalKind.RUN_FAILED, attrs={"error_type": error.type, "reason": error.message[:500]})
+        self._emit(JournalKind.RUN_FAILED, attrs={"error_type": error.type, "reason": error.message[:500], **self._unresolved()})
 
     def _quarantine(self, reason: str) -> None:
         self._close_coro()
@@ -821,6 +893,12 @@ class Runtime:
         self._clear_waits()
         self._out.live.clear()
         self._emit(JournalKind.RUN_QUARANTINED, attrs={"reason": reason[:500]})
+
+    def _unresolved(self) -> dict[str, str]:
+        """Doubts the run ended without asking again (a re-executed generation took another
+        path): nobody knows whether they took effect, so the end record names them for an
+        operator (the terminal snapshot keeps them too)."""
+        return {"in_doubt": ",".join(d.origin for d in self._doubts)} if self._doubts else {}
 
     def _close_coro(self) -> None:
         coro, self._coro = self._coro, None
@@ -896,8 +974,12 @@ class Runtime:
 
     def _in_doubt(self, effect: Effect, call_seq: int, witness: str, recovery: Recovery) -> _Resolution:
         decl = self._decl(effect)
+        attrs = {"recovery": str(recovery)}
+        flight = self._in_flight
+        if flight is not None and flight.origin != f"{self.era}/{call_seq}":
+            attrs["origin"] = flight.origin  # carried from an earlier era's announce
         self._emit(JournalKind.EFFECT_IN_DOUBT, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"recovery": str(recovery)})
+                   attrs=attrs)
         if recovery is Recovery.RETRY:
             # The announce is already durable; repeating is safe by declaration.
             return self._request_live(effect, call_seq, witness, decl, announce_first=False)
@@ -951,6 +1033,13 @@ class Runtime:
 
     def _open_operator_task(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl) -> _Resolution:
         task_id = f"{self.session_id}/{self.era}/{call_seq}/operator"
+        flight = self._in_flight
+        if flight is not None and (flight.era, flight.call_seq) == (self.era, call_seq):
+            # The same slot can be in doubt again in the same era (a replayable run: RETRY
+            # verdict, then a crash after the act): the repeat needs a task id of its own.
+            if flight.asks:
+                task_id = f"{task_id}/{flight.asks}"
+            self._in_flight = replace(flight, asks=flight.asks + 1)
         question = (f"Did {effect.name} (call {call_seq} of run {self.session_id}) take effect? APPROVED = it happened "
                     "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed.")
         self._out.commands.append(OpenTask(
@@ -1187,7 +1276,13 @@ class Runtime:
         self._emit(JournalKind.TASK_DECIDED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name, attrs=attrs)
         decl = wait.decl or self._decl(wait.effect)
         if outcome is DecisionOutcome.RETRY:
-            self._run(self._request_live(wait.effect, wait.call_seq, wait.witness, decl, announce_first=False))
+            # Announced again, and durable before the call is performed: if the process dies
+            # after the act, the restored run finds the call in doubt (and asks again) instead
+            # of re-reading the verdict from the inbox and performing it once more.
+            self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name,
+                       request_witness=wait.witness, attrs={"recovery": str(decl.effective_recovery), "verdict": "retry",
+                                                            "mutating": "true" if decl.mutating else "false"})
+            self._run(self._request_live(wait.effect, wait.call_seq, wait.witness, decl, announce_first=True))
             return None
         if outcome is DecisionOutcome.APPROVED:
             try:
@@ -1378,6 +1473,7 @@ def replay_history(
     rt._status = RunStatus.RUNNING
     rt._parked = None
     rt._in_flight = None
+    rt._doubts = []
     rt._verify_only = True
     rt._begin(snapshot.updated_ms)
     rt._launch()
