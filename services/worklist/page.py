@@ -36,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
-from runplane.wire import TaskKind, TaskRecord, TaskStatus
+from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.api import pretty
 from services.worklist.decide import ACTIVE, OperatorCall, answer_value, operator_call
@@ -248,7 +248,7 @@ class Page:
         if task.status not in ACTIVE:
             return (
                 f'<p class="note">This task is {e(task.status).lower()}'
-                + (f" ({e(task.outcome)})" if task.outcome else "")
+                + (f" ({e(_outcome_text(task))})" if task.outcome else "")
                 + f"; the decision went to run <code>{e(t.session_id)}</code>.</p>"
                 if task.status is not TaskStatus.CLOSED
                 else f'<p class="note">Closed: {e(task.comment or "the run ended")}.</p>'
@@ -317,12 +317,19 @@ def _expiry_text(task: TaskRecord) -> str:
     return "fails"
 
 
+def _outcome_text(task: TaskRecord) -> str:
+    # An operator's APPROVED means "it happened": say that, not "approved".
+    if task.task.kind is TaskKind.OPERATOR and task.outcome is DecisionOutcome.APPROVED:
+        return "happened"
+    return str(task.outcome).lower().replace("_", " ")
+
+
 def _badge(task: TaskRecord) -> str:
     label = str(task.status).lower()
     if task.status is TaskStatus.CLAIMED and task.claimed_by:
         label = f"claimed by {task.claimed_by}"
     elif task.outcome is not None and task.status is not TaskStatus.OPEN:
-        label = str(task.outcome).lower().replace("_", " ")
+        label = _outcome_text(task)
     return f'<span class="badge badge-{e(str(task.status).lower())}">{e(label)}</span>'
 
 

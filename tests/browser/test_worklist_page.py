@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from test_worklist_support import (
     auth,
+    decisions,
     open_task,
     send,
     wait_for,
@@ -20,7 +21,7 @@ from test_worklist_support import (
 
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
-from runplane.wire import RunStatus
+from runplane.wire import ExpiryPolicy, RunStatus, TaskKind
 from services.executor.harness import admit, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
 
@@ -124,3 +125,39 @@ def test_the_initiator_sees_why_they_cannot_act(
         assert "four-eyes" in note and "ivan" in note
         assert page.query_selector("button:has-text('Approve')") is None
         page.close()
+
+
+def test_an_operator_answers_a_call_in_doubt_with_its_observed_result(
+    stack_settings: Settings, chromium: Any, output_dir: Path, tmp_path: Path
+) -> None:
+    task = open_task(
+        "run-opb/0/2/operator",
+        kind=TaskKind.OPERATOR,
+        call_seq=2,
+        role="operator",
+        question="Did tool://charge (call 2 of run run-opb) take effect?",
+        answer_json='{"effect":"tool://charge","request":{"args":{"cents":5},'
+        '"idempotency_key":"inv-7","tool":"charge"}}',
+        on_expiry=ExpiryPolicy.ESCALATE,
+    )
+    with worklist_service(stack_settings, write_principals(tmp_path)) as wl:
+        send(stack_settings, task)
+        wait_for(
+            "the task", lambda: wl.client.get("/api/tasks", headers=auth("sue")).json()["tasks"]
+        )
+        page = chromium.new_page(viewport={"width": 1200, "height": 1000})
+        page.goto(wl.url + "/")
+        page.fill("#token", "sue-token")
+        page.click("button[type=submit]")
+        page.click("a:has-text('take effect?')")
+        assert page.inner_text("#call-name") == "tool://charge"
+        assert json.loads(page.inner_text("#answer")) == {"cents": 5}
+        assert page.query_selector("button:has-text('Approve')") is None
+        page.screenshot(path=str(output_dir / "worklist-operator-task.png"), full_page=True)
+        page.fill("#result", '{"charge_id": "ch_seen"}')
+        page.click("button:has-text('It happened')")
+        page.wait_for_selector("text=Decided: happened")
+        page.close()
+        (decision,) = wait_for("the verdict", lambda: decisions(stack_settings, "run-opb"))
+    assert str(decision.outcome) == "APPROVED" and decision.decided_by == ("sue",)
+    assert json.loads(decision.comment) == {"charge_id": "ch_seen"}

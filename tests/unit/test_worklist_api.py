@@ -513,6 +513,7 @@ def test_the_page_offers_the_three_verdicts_and_sends_the_observed_result(
     assert "must be JSON" in bad.text and writer.decisions == []
     done = client.post(href + "/decide", data={"decision": "happened", "result": '{"id": 7}'})
     assert "Decided: happened" in done.text
+    assert "(happened)" in done.text and "(APPROVED)" not in done.text
     (d,) = writer.decisions
     assert str(d.outcome) == "APPROVED" and d.comment == '{"id":7}'
 
