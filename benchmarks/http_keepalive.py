@@ -5,7 +5,9 @@
 Serves a tiny FastAPI app twice — through ``runplane.service.run_http`` and, as the baseline,
 through uvicorn on a socket made the way ``run_http`` made it before the fix
 (``socket(AF_INET, SOCK_STREAM)``: proto 0, so asyncio left Nagle on) — and times N GETs and N
-JSON POSTs with one ``httpx.Client`` (one pooled connection). Numbers only, no assertions.
+JSON POSTs with one ``httpx.Client`` (one pooled connection). The loopback fakes
+(``runplane.fakes``, http.server) had the same stall; their billing API is timed too.
+Numbers only, no assertions.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from runplane.fakes import FakeBillingServer
 from runplane.service import run_http
 
 
@@ -94,12 +97,25 @@ def run(n: int = 50) -> dict[str, dict[str, float]]:
     return results
 
 
+def run_fake(n: int = 50) -> dict[str, float]:
+    """The fake billing API (stdlib http.server) on one keep-alive connection."""
+    with FakeBillingServer() as billing, httpx.Client(base_url=billing.url) as client:
+        ts = _times(lambda: client.get("/invoices/INV-1"), n)
+    return {
+        "first_ms": ts[0],
+        "reused_p50_ms": statistics.median(ts[1:]),
+        "reused_max_ms": max(ts[1:]),
+    }
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     print(f"{n} requests per row on one keep-alive connection (httpx)")
     print(f"{'server / method':<24} {'first ms':>9} {'reused p50':>11} {'reused max':>11}")
-    for name, r in run(n).items():
-        print(f"{name:<24} {r['first_ms']:>9.1f} {r['reused_p50_ms']:>11.1f} {r['reused_max_ms']:>11.1f}")
+    for name, r in {**run(n), "fake billing GET": run_fake(n)}.items():
+        print(
+            f"{name:<24} {r['first_ms']:>9.1f} {r['reused_p50_ms']:>11.1f} {r['reused_max_ms']:>11.1f}"
+        )
 
 
 if __name__ == "__main__":
