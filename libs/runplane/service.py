@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+import redis
 import uvicorn
+from confluent_kafka import KafkaException
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -45,6 +47,7 @@ __all__ = [
     "HttpServer",
     "Probe",
     "health_routes",
+    "install_backend_errors",
     "install_signal_handlers",
     "make_app",
     "run_http",
@@ -138,6 +141,24 @@ def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> lis
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+
+
+def install_backend_errors(
+    app: Starlette, *, redis_holds: str, response: type[JSONResponse] = JSONResponse
+) -> None:
+    """Redis or Kafka not answering is a 503 whose ``detail`` says which, never a 500.
+
+    ``redis_holds`` names what Redis serves for this app ("run index", "task read model").
+    """
+
+    async def redis_down(_: Request, exc: Exception) -> Response:
+        return response({"detail": f"{redis_holds} unavailable: {exc}"}, status_code=503)
+
+    async def kafka_down(_: Request, exc: Exception) -> Response:
+        return response({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+
+    app.add_exception_handler(redis.RedisError, redis_down)
+    app.add_exception_handler(KafkaException, kafka_down)
 
 
 def make_app(health: Health, extra: Sequence[BaseRoute] = ()) -> Starlette:

@@ -21,8 +21,6 @@ import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
-import redis
-from confluent_kafka import KafkaException
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -30,6 +28,7 @@ from pydantic import BaseModel, Field
 from runplane.auth import PrincipalSource
 from runplane.errors import RunplaneError
 from runplane.runs import RunHistory
+from runplane.service import install_backend_errors
 from runplane.wire import AuditRecord, RunStatus, to_dict
 from services.journal.auth import body_reader
 from services.journal.chain import bodies_of, verify_records
@@ -106,13 +105,7 @@ def build_api(
     """The run-query app; ``index`` returns None when no Redis index is configured."""
     app = FastAPI(title=title, version="1", description=__doc__)
 
-    @app.exception_handler(redis.RedisError)
-    async def _redis_down(_: Request, exc: redis.RedisError) -> JSONResponse:
-        return JSONResponse({"detail": f"run index unavailable: {exc}"}, status_code=503)
-
-    @app.exception_handler(KafkaException)
-    async def _kafka_down(_: Request, exc: KafkaException) -> JSONResponse:
-        return JSONResponse({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+    install_backend_errors(app, redis_holds="run index")
 
     @app.exception_handler(RunplaneError)
     async def _runplane(_: Request, exc: RunplaneError) -> JSONResponse:

@@ -27,8 +27,6 @@ import dataclasses
 import json
 from typing import Annotated, Any, Literal
 
-import redis
-from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -37,6 +35,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from runplane.auth import Principal, PrincipalSource, require_principal
 from runplane.errors import RetryableError
+from runplane.service import install_backend_errors
 from runplane.wire import TaskRecord, TaskStatus
 from services.worklist.actions import (
     ActionError,
@@ -215,13 +214,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return AsciiJSON({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
-    @app.exception_handler(redis.RedisError)
-    async def _redis(_: Request, exc: redis.RedisError) -> JSONResponse:
-        return AsciiJSON({"detail": f"task read model unavailable: {exc}"}, status_code=503)
-
-    @app.exception_handler(KafkaException)
-    async def _kafka(_: Request, exc: KafkaException) -> JSONResponse:
-        return AsciiJSON({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+    install_backend_errors(app, redis_holds="task read model", response=AsciiJSON)
 
     @app.exception_handler(RetryableError)
     async def _retry(_: Request, exc: RetryableError) -> JSONResponse:

@@ -12,12 +12,14 @@ import socket
 import threading
 
 import httpx
+import redis
+from confluent_kafka import KafkaError, KafkaException
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from runplane.service import run_http
+from runplane.service import install_backend_errors, run_http
 
 
 def _nodelay_flags(server_connections: set[object]) -> list[int]:
@@ -40,3 +42,21 @@ def test_accepted_keepalive_connections_have_tcp_nodelay() -> None:
         flags = _nodelay_flags(server._server.server_state.connections)  # type: ignore[arg-type]
     assert flags, "the keep-alive connection should still be open on the server"
     assert all(f != 0 for f in flags), flags
+
+
+def test_backends_that_do_not_answer_are_503_with_the_reason() -> None:
+    async def redis_down(_: Request) -> PlainTextResponse:
+        raise redis.ConnectionError("Connection refused")
+
+    async def kafka_down(_: Request) -> PlainTextResponse:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    app = Starlette(routes=[Route("/r", redis_down), Route("/k", kafka_down)])
+    install_backend_errors(app, redis_holds="task read model")
+    with (
+        run_http(app, "127.0.0.1", 0, threading.Event()) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client,
+    ):
+        r, k = client.get("/r"), client.get("/k")
+    assert r.status_code == 503 and r.json()["detail"].startswith("task read model unavailable")
+    assert k.status_code == 503 and k.json()["detail"].startswith("Kafka unavailable")
