@@ -23,6 +23,26 @@ deliberate difference (integers):
 
 Anything else (bytes, sets, objects) is refused with ``TypeError``/``ValueError``: a value
 that cannot be hashed canonically must not be journaled.
+
+``canonical_json_reference`` is the implementation of these rules, written out. Hashing is on
+the executor's hot path, so ``canonical_json`` first tries the C encoder of the ``json``
+module (sorted keys, ``,``/``:``, ``ensure_ascii=False``), but only on a *plain* value: one
+built solely of exact ``dict`` (with exact ``str`` keys), ``list``, ``tuple``, ``str``, ``int``,
+``bool``, ``None`` and some floats, at most ``_PLAIN_DEPTH`` containers deep. On such a value the two
+produce the same text, by construction:
+
+- strings and keys go through the same function (``encode_basestring``, C) in both;
+- ``None``/``True``/``False`` are the same literals; an exact ``int`` is ``int.__repr__`` in both;
+- a float is admitted only where ``repr`` is already the ECMAScript form (non-integral,
+  1e-4 <= |x| < 1e16: see ``_repr_is_canonical``);
+- an exact dict's pairs are its items in both, ordered by comparing the (distinct, exact str)
+  keys, i.e. by code point; lists and tuples are their items in order.
+
+What differs is excluded from the fast path: other floats (``json`` writes ``repr``: ``2.0``,
+``1e+16``, ``1e-07``), non-str keys (``json`` converts them, we refuse them), and subclasses and other
+mappings (whose iteration may be overridden). Every excluded value, and every value the C
+encoder raises on, goes to the reference, so errors too are the reference's.
+``tests/unit/test_canonical_fast.py`` compares the two over random values.
 """
 
 from __future__ import annotations
@@ -34,16 +54,89 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["canonical_bytes", "canonical_json", "format_float", "sha256_hex"]
+__all__ = [
+    "canonical_bytes",
+    "canonical_json",
+    "canonical_json_reference",
+    "encode_str",
+    "format_float",
+    "sha256_hex",
+]
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Deeper values take the reference: its recursion, not ours, then decides whether they fail.
+_PLAIN_DEPTH = 32
+_LEAVES = frozenset({str, int, bool, type(None)})
 
 
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value`` (see the module docstring)."""
+    if _c_encode is not None:
+        try:
+            if _plain(value, 0):
+                return "".join(_c_encode(value, 0))
+        except (RecursionError, ValueError):
+            # ValueError: an int past the str-conversion digit limit; the reference raises it.
+            pass
+    return canonical_json_reference(value)
+
+
+def canonical_json_reference(value: Any) -> str:
+    """The canonical JSON text of ``value``, computed by the rules written out (the spec)."""
     parts: list[str] = []
     _encode(value, parts)
     return "".join(parts)
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is plain (see the module docstring): exact JSON-native types only."""
+    kind = type(value)
+    if kind is dict:
+        if depth >= _PLAIN_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) not in _LEAVES and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        if depth >= _PLAIN_DEPTH:
+            return False
+        for item in value:
+            if type(item) not in _LEAVES and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is float:
+        return _repr_is_canonical(value)
+    return kind in _LEAVES
+
+
+def _repr_is_canonical(value: float) -> bool:
+    """Whether ``repr(value)`` (what the C encoder writes) is already its ECMAScript form.
+
+    Both write the same shortest round-trip digits; they lay them out alike exactly when both
+    use fixed notation and there is a fraction: repr is fixed for decimal exponents -4..15,
+    ECMAScript for -6..20, and an integral float is ``2.0`` in one and ``2`` in the other.
+    So: not integral and 1e-4 <= |value| < 1e16 (which also excludes NaN, the infinities and
+    -0.0).
+    """
+    return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
+
+
+def _refuse(value: Any) -> Any:
+    # Unreachable for a plain value; present because the C encoder requires a default.
+    raise TypeError(f"not canonically encodable: {type(value).__name__}")
+
+
+def _make_c_encoder() -> Callable[[Any, int], Any] | None:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the _json accelerator: the reference only
+        return None
+    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys,
+    # allow_nan): no circular-reference markers (a plain value of bounded depth is a tree),
+    # the same string encoder as the reference, no indent, "," and ":", sorted keys.
+    encoder: Callable[[Any, int], Any] = make(None, _refuse, _encode_str, None, ":", ",", True, False, False)
+    return encoder
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -102,6 +195,11 @@ def _encode_object(value: Mapping[Any, Any], out: list[str]) -> None:
 # \, and U+0000..U+001F with short forms where they exist, lowercase \u00xx otherwise) and
 # nothing more; it is the C implementation, which matters on the replay hot path.
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
+_c_encode = _make_c_encoder()
+
+#: A string (or object key) as canonical JSON text, quotes included: the string rule above,
+#: exported (unwrapped, it is C) for encoders compiled elsewhere (``runplane.wire.canonical_encoder``).
+encode_str: Callable[[str], str] = _encode_str
 
 
 def format_float(value: float) -> str:

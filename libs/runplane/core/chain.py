@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runplane.core.canonical import canonical_bytes, sha256_hex
+from runplane.core.canonical import canonical_bytes, encode_str, format_float, sha256_hex
 from runplane.wire import (
     ZERO_HASH,
     Cost,
@@ -40,7 +40,7 @@ from runplane.wire import (
     ResultEntry,
     Sensitivity,
     Trust,
-    to_dict,
+    canonical_encoder,
 )
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "body_digest",
     "check_next",
     "entry_body_digest",
+    "record_canonical_bytes",
     "record_hash",
     "request_witness",
     "run_admitted",
@@ -85,9 +86,24 @@ def entry_body_digest(entry: ResultEntry) -> str:
 
 def record_hash(record: JournalRecord) -> str:
     """The hash ``record`` must carry, given its own ``prev_hash``."""
-    body = to_dict(record)
-    del body["hash"]
-    return sha256_hex(bytes.fromhex(record.prev_hash) + canonical_bytes(body))
+    return sha256_hex(bytes.fromhex(record.prev_hash) + record_canonical_bytes(record))
+
+
+_NOT_HASHED = frozenset({"hash"})
+
+
+def record_canonical_bytes(record: JournalRecord) -> bytes:
+    """``canonical_bytes(to_dict(record))`` without the ``hash`` key: what a record's hash covers.
+
+    Computed by an encoder compiled from the schema with canonical.py's own leaf encoders
+    (see ``runplane.wire.canonical_encoder``), which writes the same text without building the
+    dict; ``tests/unit/test_canonical_fast.py`` holds it to the reference on random records.
+    """
+    encoder = canonical_encoder(
+        type(record), encode_str=encode_str, encode_float=format_float, exclude=_NOT_HASHED
+    )
+    # "strict" UTF-8: a lone surrogate is refused here, as canonical_bytes refuses it.
+    return encoder(record).encode("utf-8")
 
 
 def default_label(provenance: Iterable[str] = ()) -> Label:
@@ -120,23 +136,29 @@ def seal(draft: Draft | JournalRecord, prev_hash: str) -> JournalRecord:
     A JournalRecord passed in is re-sealed (its prev_hash and hash are replaced), which is
     how a test forges a *validly hashed* record to prove the verifier checks links too.
     """
-    fields: dict[str, Any] = {
-        "session_id": draft.session_id,
-        "seq": draft.seq,
-        "era": draft.era,
-        "kind": draft.kind,
-        "call_seq": draft.call_seq,
-        "family": draft.family,
-        "name": draft.name,
-        "request_witness": draft.request_witness,
-        "body_digest": draft.body_digest,
-        "stamp_ms": draft.stamp_ms,
-        "label": draft.label,
-        "cost": draft.cost,
-        "attrs": dict(draft.attrs),
-    }
-    unsealed = JournalRecord(**fields, prev_hash=prev_hash, hash=_HASH_PLACEHOLDER)
-    return JournalRecord(**fields, prev_hash=prev_hash, hash=record_hash(unsealed))
+    record = JournalRecord(
+        session_id=draft.session_id,
+        seq=draft.seq,
+        era=draft.era,
+        kind=draft.kind,
+        call_seq=draft.call_seq,
+        family=draft.family,
+        name=draft.name,
+        request_witness=draft.request_witness,
+        body_digest=draft.body_digest,
+        stamp_ms=draft.stamp_ms,
+        label=draft.label,
+        cost=draft.cost,
+        attrs=dict(draft.attrs),
+        prev_hash=prev_hash,
+        hash=_HASH_PLACEHOLDER,
+    )
+    # Every field was validated above, the hash with a placeholder (the hash never covers
+    # itself). The real hash is a SHA-256 hexdigest, which the hash rule (64 lowercase hex)
+    # accepts by construction, so it is set in place instead of validating the whole record
+    # a second time; the record has not been shared yet, so nothing sees it change.
+    object.__setattr__(record, "hash", record_hash(record))
+    return record
 
 
 def run_admitted(

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from runplane.wire import _records
-from runplane.wire._base import Record, from_dict, to_dict
+from runplane.wire._base import Record, canonical_encoder, from_dict, to_dict
 from runplane.wire._codec import Serde, SingleObjectSerde, decode_for
 from runplane.wire._records import *  # noqa: F403  (the generated types; _records.__all__)
 from runplane.wire._serde import (
@@ -43,6 +43,7 @@ __all__ = [
     "Serde",
     "SingleObjectSerde",
     "admission_key_problem",
+    "canonical_encoder",
     "check_allowed",
     "decode",
     "decode_for",

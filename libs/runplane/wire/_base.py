@@ -7,15 +7,24 @@ lazily on first use, so importing ``runplane.wire`` parses nothing.
 
 Construction, ``from_dict`` and decoding all run through ``Record.__post_init__``: an invalid
 value is a ``WireError`` wherever it comes from.
+
+Speed: constructing records is the executor's hot path (about nine per effect step), so each
+class's checks and its ``to_dict`` are compiled once, on first use, into one straight-line
+function (``_compile_check``, ``_compile_to_dict``). Every field first takes an inline test
+that is true only when the codec's ``check`` would return the value unchanged (an exact
+``str`` that is ASCII, an exact ``int`` in range, …); anything else goes through the very same
+``check`` call with the same path as before, so what is accepted, what is normalised and every
+error message stay those of the codecs.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from runplane.errors import SchemaError, WireError
@@ -33,17 +42,10 @@ class Record:
     avro_name: ClassVar[str]
 
     def __post_init__(self) -> None:
-        for name, codec in _plan(type(self)).fields:
-            value = getattr(self, name)
-            checked = codec.check(value, f"{type(self).__name__}.{name}")
-            if checked is not value:
-                # Frozen: normalising (list -> tuple, symbol -> enum) must bypass __setattr__.
-                object.__setattr__(self, name, checked)
-        from runplane.wire._validate import VALIDATORS
-
-        hook = VALIDATORS.get(self.avro_name)
-        if hook is not None:
-            hook(self)
+        check = _CHECKS.get(type(self))
+        if check is None:
+            check = _compile_check(type(self))
+        check(self)
 
     @classmethod
     def avro_schema_json(cls) -> str:
@@ -60,6 +62,40 @@ class Record:
         return parsed_schema(cls)
 
 
+class _Source:
+    """Names for generated code: objects it refers to, and fresh local variable names."""
+
+    def __init__(self, leaves: Mapping[str, Any] | None = None) -> None:
+        self.namespace: dict[str, Any] = {}
+        # For canonical encoders: the leaf encoders ("str", "float"), by the caller's rules.
+        self._ids: dict[int, str] = {}
+        self._counter = itertools.count()
+        self.leaves: dict[str, str] = {k: self.ref(fn) for k, fn in (leaves or {}).items()}
+
+    def ref(self, obj: Any) -> str:
+        name = self._ids.get(id(obj))
+        if name is None:
+            name = f"_r{len(self._ids)}"
+            self._ids[id(obj)] = name
+            self.namespace[name] = obj
+        return name
+
+    def fresh(self) -> str:
+        return f"_v{next(self._counter)}"
+
+
+# Source builders: given the expression of a *simple name* and a _Source, return an expression.
+_Src = Callable[[str, _Source], str]
+
+
+def _same(v: str, src: _Source) -> str:
+    return v
+
+
+def _no_canon(v: str, src: _Source) -> str:
+    raise NotImplementedError("this codec has no canonical encoder")  # a codec added without one
+
+
 @dataclass(frozen=True, slots=True)
 class Codec:
     """How one Avro type is checked at construction and mapped to and from plain values.
@@ -67,11 +103,23 @@ class Codec:
     ``check`` validates and normalises a constructor argument; ``to_plain`` gives the
     Avro-mapped value (dicts, lists, enum symbols as str); ``from_plain`` builds the typed
     value back from one (what fastavro returns, or parsed JSON).
+
+    The compiled forms: ``fast`` builds an expression that is true only when ``check`` would
+    accept the value and return ``fast_value`` of it (the value itself unless given) — the
+    common case, tested inline with no call; ``None`` means always call ``check``. ``plain``
+    builds the expression ``to_plain`` computes. ``floaty``: the value can hold a float.
+    ``canon`` builds the canonical JSON text of ``to_plain(v)`` from the caller's leaf
+    encoders (see ``canonical_encoder``).
     """
 
     check: Callable[[Any, str], Any]
     to_plain: Callable[[Any], Any]
     from_plain: Callable[[Any, str], Any]
+    fast: _Src | None = None
+    fast_value: _Src = _same
+    plain: _Src = field(default=_same)
+    floaty: bool = False
+    canon: _Src = _no_canon
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +129,8 @@ class Plan:
 
 
 _PLANS: dict[type[Record], Plan] = {}
+_CHECKS: dict[type[Record], Callable[[Record], None]] = {}
+_TO_DICTS: dict[type[Record], Callable[[Record], dict[str, Any]]] = {}
 
 
 def _fail(path: str, what: str, value: Any) -> WireError:
@@ -108,7 +158,20 @@ def _int_codec(bounds: tuple[int, int], what: str) -> Codec:
             raise SchemaError(f"{path}: {v} is outside the range of an Avro {what}")
         return v
 
-    return Codec(check, _identity, _from_identity)
+    def fast(v: str, src: _Source) -> str:
+        # bool is a subclass of int: the exact-class test leaves it to ``check``, which refuses it.
+        return f"({v}.__class__ is int and {lo} <= {v} <= {hi})"
+
+    return Codec(check, _identity, _from_identity, fast, canon=_canon_int)
+
+
+def _canon_int(v: str, src: _Source) -> str:
+    # check admits int subclasses but never bool, so the reference writes int.__repr__.
+    return f"{src.ref(int.__repr__)}({v})"
+
+
+def _canon_str(v: str, src: _Source) -> str:
+    return f"{src.leaves['str']}({v})"
 
 
 def _check_float(v: Any, path: str) -> Any:
@@ -148,21 +211,49 @@ def _check_bytes(v: Any, path: str) -> Any:
     return v
 
 
+def _no_canonical_form(v: Any) -> str:
+    # Bytes have no JSON form; the canonical encoder of a plain dict refuses them the same way.
+    raise TypeError(f"not canonically encodable: {type(v).__name__}")
+
+
 def _check_null(v: Any, path: str) -> Any:
     if v is not None:
         raise _fail(path, "null", v)
     return v
 
 
+def _fast_float(v: str, src: _Source) -> str:
+    # float(x) of an exact float is x itself, so check returns the value unchanged.
+    return f"({v}.__class__ is float and {src.ref(math.isfinite)}({v}))"
+
+
+# check stores float(v), an exact float: the reference formats it with its float rule.
+_FLOAT = Codec(
+    _check_float, _identity, _from_identity, _fast_float, floaty=True,
+    canon=lambda v, src: f"{src.leaves['float']}({v})",
+)
+
 _PRIMITIVES: dict[str, Codec] = {
-    "null": Codec(_check_null, _identity, _from_identity),
-    "boolean": Codec(_check_bool, _identity, _from_identity),
+    "null": Codec(
+        _check_null, _identity, _from_identity, lambda v, src: f"{v} is None", canon=lambda v, src: "'null'"
+    ),
+    "boolean": Codec(
+        _check_bool, _identity, _from_identity, lambda v, src: f"({v} is True or {v} is False)",
+        canon=lambda v, src: f"('true' if {v} else 'false')",
+    ),
     "int": _int_codec(_INT32, "int"),
     "long": _int_codec(_INT64, "long"),
-    "float": Codec(_check_float, _identity, _from_identity),
-    "double": Codec(_check_float, _identity, _from_identity),
-    "bytes": Codec(_check_bytes, _identity, _from_identity),
-    "string": Codec(_check_str, _identity, _from_identity),
+    "float": _FLOAT,
+    "double": _FLOAT,
+    "bytes": Codec(
+        _check_bytes, _identity, _from_identity, lambda v, src: f"{v}.__class__ is bytes",
+        canon=lambda v, src: f"{src.ref(_no_canonical_form)}({v})",
+    ),
+    # A non-ASCII string takes the check (it must prove it encodes as UTF-8).
+    "string": Codec(
+        _check_str, _identity, _from_identity, lambda v, src: f"({v}.__class__ is str and {v}.isascii())",
+        canon=_canon_str,
+    ),
 }
 
 
@@ -176,7 +267,19 @@ def _optional(inner: Codec) -> Codec:
     def from_plain(v: Any, path: str) -> Any:
         return None if v is None else inner.from_plain(v, path)
 
-    return Codec(check, to_plain, from_plain)
+    inner_fast = inner.fast
+    fast: _Src | None = None
+    if inner_fast is not None and inner.fast_value is _same:
+        fast = lambda v, src: f"({v} is None or {inner_fast(v, src)})"  # noqa: E731
+
+    def plain(v: str, src: _Source) -> str:
+        inner_plain = inner.plain(v, src)
+        return v if inner_plain == v else f"(None if {v} is None else {inner_plain})"
+
+    def canon(v: str, src: _Source) -> str:
+        return f"('null' if {v} is None else {inner.canon(v, src)})"
+
+    return Codec(check, to_plain, from_plain, fast, _same, plain, inner.floaty, canon)
 
 
 def _array(inner: Codec) -> Codec:
@@ -197,7 +300,24 @@ def _array(inner: Codec) -> Codec:
             raise _fail(path, "a list", v)
         return tuple(inner.from_plain(x, f"{path}[{i}]") for i, x in enumerate(v))
 
-    return Codec(check, to_plain, from_plain)
+    inner_fast = inner.fast
+    fast: _Src | None = None
+    if inner_fast is not None and inner.fast_value is _same:
+        # An exact tuple whose items all pass unchanged is returned as is by check.
+        def fast(v: str, src: _Source) -> str:
+            x = src.fresh()
+            return f"({v}.__class__ is tuple and all([{inner_fast(x, src)} for {x} in {v}]))"
+
+    def plain(v: str, src: _Source) -> str:
+        x = src.fresh()
+        inner_plain = inner.plain(x, src)
+        return f"list({v})" if inner_plain == x else f"[{inner_plain} for {x} in {v}]"
+
+    def canon(v: str, src: _Source) -> str:
+        x = src.fresh()
+        return f"('[' + ','.join([{inner.canon(x, src)} for {x} in {v}]) + ']')"
+
+    return Codec(check, to_plain, from_plain, fast, _same, plain, inner.floaty, canon)
 
 
 def _map(inner: Codec) -> Codec:
@@ -220,7 +340,33 @@ def _map(inner: Codec) -> Codec:
             raise _fail(path, "an object", v)
         return {k: inner.from_plain(x, f"{path}[{k!r}]") for k, x in v.items()}
 
-    return Codec(check, to_plain, from_plain)
+    inner_fast = inner.fast
+    fast: _Src | None = None
+    if inner_fast is not None and inner.fast_value is _same:
+        # An exact dict of ASCII str keys and unchanged values: check's private copy is then
+        # exactly dict(v) (same pairs, same order).
+        def fast(v: str, src: _Source) -> str:
+            k, x = src.fresh(), src.fresh()
+            return (
+                f"({v}.__class__ is dict and all([{k}.__class__ is str and {k}.isascii() and "
+                f"{inner_fast(x, src)} for {k}, {x} in {v}.items()]))"
+            )
+
+    def plain(v: str, src: _Source) -> str:
+        k, x = src.fresh(), src.fresh()
+        inner_plain = inner.plain(x, src)
+        # The stored value is always check's exact dict, so dict(v) is the comprehension.
+        return f"dict({v})" if inner_plain == x else f"{{{k}: {inner_plain} for {k}, {x} in {v}.items()}}"
+
+    # As the reference does: keys (str, by check) sorted, each with its value.
+    def canon(v: str, src: _Source) -> str:
+        k = src.fresh()
+        item = inner.canon(f"{v}[{k}]", src)
+        return f"('{{' + ','.join([{src.leaves['str']}({k}) + ':' + {item} for {k} in sorted({v})]) + '}}')"
+
+    return Codec(
+        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, inner.floaty, canon
+    )
 
 
 def _enum(cls: type[enum.StrEnum]) -> Codec:
@@ -237,7 +383,16 @@ def _enum(cls: type[enum.StrEnum]) -> Codec:
     def to_plain(v: Any) -> Any:
         return v.value
 
-    return Codec(check, to_plain, check)
+    def fast(v: str, src: _Source) -> str:
+        return f"{v}.__class__ is {src.ref(cls)}"
+
+    def plain(v: str, src: _Source) -> str:
+        return f"{v}._value_"  # what .value returns, without the descriptor
+
+    def canon(v: str, src: _Source) -> str:
+        return f"{src.leaves['str']}({v}._value_)"
+
+    return Codec(check, to_plain, check, fast, _same, plain, canon=canon)
 
 
 def _record(cls: type[Record]) -> Codec:
@@ -254,7 +409,22 @@ def _record(cls: type[Record]) -> Codec:
             return v
         return _build(cls, v, path)
 
-    return Codec(check, to_plain, from_plain)
+    def fast(v: str, src: _Source) -> str:
+        return f"{v}.__class__ is {src.ref(cls)}"
+
+    def plain(v: str, src: _Source) -> str:
+        return f"{src.ref(to_dict)}({v})"
+
+    def canon(v: str, src: _Source) -> str:
+        nested = _canonical_source(cls, frozenset(), src)
+        return f"{src.ref(nested)}({v})"
+
+    return Codec(check, to_plain, from_plain, fast, _same, plain, _floaty(cls), canon)
+
+
+def _floaty(cls: type[Record]) -> bool:
+    # Records do not nest recursively in our schemas, so planning the target here terminates.
+    return any(codec.floaty for _, codec in _plan(cls).fields)
 
 
 def _types_by_name() -> dict[str, type[Any]]:
@@ -304,10 +474,120 @@ def _plan(cls: type[Record]) -> Plan:
     return plan
 
 
+def _compile(source: str, name: str, src: _Source) -> Any:
+    namespace = dict(src.namespace)
+    exec(compile(source, f"<runplane.wire compiled {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def _compile_check(cls: type[Record]) -> Callable[[Record], None]:
+    """One function running every field's check of ``cls`` in schema order, then the hook.
+
+    Same order, same ``check`` calls and paths as a loop over the plan: only values the
+    inline test proves valid skip the call. Frozen: normalising (list -> tuple, symbol ->
+    enum, the private copy of a map) must bypass ``__setattr__``.
+    """
+    from runplane.wire._validate import VALIDATORS
+
+    src = _Source()
+    setattr_ = src.ref(object.__setattr__)
+    lines = ["def check(self):"]
+    for name, codec in _plan(cls).fields:
+        path = repr(f"{cls.__name__}.{name}")
+        call = f"{src.ref(codec.check)}(v, {path})"
+        lines.append(f"    v = self.{name}")
+        slow = [f"c = {call}", "if c is not v:", f"    {setattr_}(self, {name!r}, c)"]
+        if codec.fast is None:
+            lines += [f"    {ln}" for ln in slow]
+            continue
+        test = codec.fast("v", src)
+        value = codec.fast_value("v", src)
+        if value == "v":
+            lines.append(f"    if not {test}:")
+        else:
+            lines += [f"    if {test}:", f"        {setattr_}(self, {name!r}, {value})", "    else:"]
+        lines += [f"        {ln}" for ln in slow]
+    hook = VALIDATORS.get(cls.avro_name)
+    lines.append(f"    {src.ref(hook)}(self)" if hook is not None else "    return None")
+    check: Callable[[Record], None] = _compile("\n".join(lines), "check", src)
+    _CHECKS[cls] = check
+    return check
+
+
+def _compile_to_dict(cls: type[Record]) -> Callable[[Record], dict[str, Any]]:
+    src = _Source()
+    fields = _plan(cls).fields
+    lines = ["def to_dict(r):"]
+    items = []
+    for i, (name, codec) in enumerate(fields):
+        lines.append(f"    _f{i} = r.{name}")
+        items.append(f"{name!r}: {codec.plain(f'_f{i}', src)}")
+    lines.append(f"    return {{{', '.join(items)}}}")
+    fn: Callable[[Record], dict[str, Any]] = _compile("\n".join(lines), "to_dict", src)
+    _TO_DICTS[cls] = fn
+    return fn
+
+
 def to_dict(record: Record) -> dict[str, Any]:
     """The record as its Avro-mapped dict: nested records as dicts, arrays as lists, enums as
-    their symbols, nulls kept. This is what the serde writes and what the journal hashes."""
-    return {name: codec.to_plain(getattr(record, name)) for name, codec in _plan(type(record)).fields}
+    their symbols, nulls kept. This is what the serde writes and what the journal hashes.
+
+    Containers in the result are always exact ``dict``/``list``, keys ``str``."""
+    fn = _TO_DICTS.get(type(record))
+    if fn is None:
+        fn = _compile_to_dict(type(record))
+    return fn(record)
+
+
+_CANONICAL: dict[tuple[type[Record], frozenset[str], Any, Any], Callable[[Record], str]] = {}
+
+
+def canonical_encoder(
+    cls: type[Record],
+    *,
+    encode_str: Callable[[str], str],
+    encode_float: Callable[[float], str],
+    exclude: frozenset[str] = frozenset(),
+) -> Callable[[Record], str]:
+    """A function giving the canonical JSON text of ``to_dict(record)`` without ``exclude``'s
+    keys, compiled for ``cls`` — the journal hashes records on every step.
+
+    The canonical rules live with the caller (``runplane.core.canonical``): it passes its leaf
+    encoders for strings (keys, enum symbols and string values) and floats; integers are
+    ``int.__repr__``, nulls ``null``, booleans ``true``/``false``, objects have their keys
+    sorted by code point and arrays keep their order, as those rules say. The structure comes
+    from the schema, so no value is inspected for its type. A ``bytes`` value (no canonical
+    form) raises ``TypeError``, as the canonical encoder of ``to_dict`` would.
+    """
+    key = (cls, exclude, encode_str, encode_float)
+    fn = _CANONICAL.get(key)
+    if fn is None:
+        src = _Source({"str": encode_str, "float": encode_float})
+        fn = _canonical_source(cls, exclude, src)
+        _CANONICAL[key] = fn
+    return fn
+
+
+def _canonical_source(cls: type[Record], exclude: frozenset[str], src: _Source) -> Callable[[Record], str]:
+    encode_str = src.namespace[src.leaves["str"]]
+    fields = sorted((name, codec) for name, codec in _plan(cls).fields if name not in exclude)
+    parts: list[str] = []
+    lines = ["def canonical(r):"]
+    for i, (name, codec) in enumerate(fields):
+        lines.append(f"    _f{i} = r.{name}")
+        # Keys are constants: encoded once, here, by the same string encoder.
+        parts.append(repr(("{" if i == 0 else ",") + encode_str(name) + ":"))
+        parts.append(codec.canon(f"_f{i}", src))
+    parts.append(repr("}" if fields else "{}"))
+    lines.append(f"    return ''.join([{', '.join(parts)}])")
+    fn: Callable[[Record], str] = _compile("\n".join(lines), "canonical", src)
+    return fn
+
+
+def may_hold_float(cls: type[Record]) -> bool:
+    """Whether a record of ``cls`` can carry a float anywhere (its schema has a float or
+    double field, directly or in a nested record, array or map)."""
+    return _floaty(cls)
 
 
 def _build(cls: type[R], data: Any, path: str) -> R:

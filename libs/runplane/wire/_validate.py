@@ -66,27 +66,39 @@ def _hex(record: Any, name: str, *, optional: bool = False) -> None:
     _require(is_hex64(value), record, f"{name} must be 64 lowercase hex characters, got {value!r}")
 
 
+# The hooks below run on every construction and decode (several per executor step), so the
+# common, valid case is a few inline comparisons; each failure is reported through the same
+# _require/_hex call, hence with the same message, as the rule it checks.
+_is_hex = _HEX64.fullmatch
+
+
 def _admission_request(r: Any) -> None:
     for problem in (admission_key_problem(r.admission_key), tenant_problem(r.tenant)):
         _require(problem is None, r, str(problem))
 
 
 def _journal_record(r: Any) -> None:
-    _require(r.seq >= 0, r, f"seq must be >= 0, got {r.seq}")
-    _require(r.era >= 0, r, f"era must be >= 0, got {r.era}")
-    _hex(r, "prev_hash")
-    _hex(r, "hash")
-    _hex(r, "request_witness", optional=True)
-    _hex(r, "body_digest", optional=True)
+    if r.seq < 0 or r.era < 0:
+        _require(r.seq >= 0, r, f"seq must be >= 0, got {r.seq}")
+        _require(r.era >= 0, r, f"era must be >= 0, got {r.era}")
+    witness, digest = r.request_witness, r.body_digest
+    if (
+        _is_hex(r.prev_hash) is None
+        or _is_hex(r.hash) is None
+        or (witness is not None and _is_hex(witness) is None)
+        or (digest is not None and _is_hex(digest) is None)
+    ):
+        _hex(r, "prev_hash")
+        _hex(r, "hash")
+        _hex(r, "request_witness", optional=True)
+        _hex(r, "body_digest", optional=True)
 
 
 def _label(r: Any) -> None:
     p = r.provenance
-    _require(
-        all(a < b for a, b in itertools.pairwise(p)),
-        r,
-        f"provenance must be sorted and unique, got {list(p)!r}",
-    )
+    # Sorted and unique: each item strictly below the next (trivially true for 0 or 1 items).
+    if len(p) > 1 and not all(a < b for a, b in itertools.pairwise(p)):
+        _require(False, r, f"provenance must be sorted and unique, got {list(p)!r}")
 
 
 def _result_entry(r: Any) -> None:
@@ -95,8 +107,9 @@ def _result_entry(r: Any) -> None:
     else:
         _require(r.error is not None, r, "failed result must carry an error")
     _require(r.call_seq >= 0, r, f"call_seq must be >= 0, got {r.call_seq}")
-    _hex(r, "request_witness")
-    _hex(r, "body_digest")
+    if _is_hex(r.request_witness) is None or _is_hex(r.body_digest) is None:
+        _hex(r, "request_witness")
+        _hex(r, "body_digest")
 
 
 def _non_empty(*names: str) -> Callable[[Any], None]:
@@ -119,10 +132,22 @@ def _admission_claim(r: Any) -> None:
     _admission_request(r)  # same key and tenant rules: a claim is keyed by the request's key
 
 
+def _journal_record_session(r: Any) -> None:
+    _journal_record(r)
+    if r.session_id == "":
+        _require(False, r, "session_id must not be empty")
+
+
+def _result_entry_session(r: Any) -> None:
+    _result_entry(r)
+    if r.session_id == "":
+        _require(False, r, "session_id must not be empty")
+
+
 VALIDATORS: dict[str, Callable[[Any], None]] = {
     "runplane.v1.AdmissionRequest": _chained(_admission_request, _non_empty("capability")),
     "runplane.v1.AdmissionClaim": _admission_claim,
-    "runplane.v1.JournalRecord": _chained(_journal_record, _non_empty("session_id")),
+    "runplane.v1.JournalRecord": _journal_record_session,
     "runplane.v1.Label": _label,
-    "runplane.v1.ResultEntry": _chained(_result_entry, _non_empty("session_id")),
+    "runplane.v1.ResultEntry": _result_entry_session,
 }
