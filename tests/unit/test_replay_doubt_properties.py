@@ -183,7 +183,7 @@ WEIGHTED_OPS = st.sampled_from(["read", "charge", "charge", "pay", "gen", "gen",
 programs = st.lists(st.tuples(WEIGHTED_OPS, st.integers(0, 3)), min_size=1, max_size=7).filter(
     lambda p: any(op in MUTATING for op, _ in p)
 )
-crash_plans = st.frozensets(st.tuples(st.integers(1, 10), st.sampled_from(["before_act", "after_act"])), min_size=1, max_size=3)
+crash_plans = st.frozensets(st.tuples(st.integers(1, 10), st.sampled_from(["before_act", "after_act"])), min_size=2, max_size=3)
 
 
 def check(durability: Durability, program: Program, salt: int, crashes: frozenset[tuple[int, str]], park_crashes: list[int],
