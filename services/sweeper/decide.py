@@ -25,7 +25,6 @@ from typing import Literal
 
 from runplane.errors import WireError
 from runplane.wire import BreachDeadline, CaseRecord, ObligationStatus, WarnDeadline
-
 from services.sweeper.keys import breach_request_id, sweep_run_id, warn_request_id
 
 __all__ = ["Action", "Entry", "decide_tick", "entries_for"]

@@ -5,11 +5,14 @@ Per partition *p* of ``cases`` (names under ``runplane:sweeper:<topic prefix>``)
 - ``due:<p>``      sorted set, member = :attr:`Entry.member`, score = when to act (ms);
 - ``members:<p>``  hash, case id → JSON list of that case's members (to replace them when
   the case changes);
-- ``offsets``      hash, p → the next ``cases`` offset to read for that partition.
+- ``offsets``      hash, p → the next ``cases`` offset to read for that partition;
+- ``sent:<p>``     hash, member → when its decision was first sent (ms), until the case's
+  next record replaces it: how long the cases service has left it unconfirmed.
 
 The index of a batch of case records and the offset after it are written in one MULTI/EXEC,
 so the index is always exactly "``cases`` up to that offset". Kafka offsets are never
-committed: the offset lives with the index. When Redis is flushed, the offset goes with the
+committed as the index's position: the offset lives with the index (the Faust consumer's
+group offsets only say where to start fetching, see :mod:`services.sweeper.sweeper`). When Redis is flushed, the offset goes with the
 index and the sweeper reads the partition from the beginning again — ``cases`` is compacted
 and holds every open obligation, so nothing is lost, and because every decision is named
 from the obligation, nothing is decided twice.
@@ -40,6 +43,9 @@ class DueIndex:
     def _members(self, p: int) -> str:
         return f"{self._ns}:members:{p}"
 
+    def _sent(self, p: int) -> str:
+        return f"{self._ns}:sent:{p}"
+
     @property
     def _offsets(self) -> str:
         return f"{self._ns}:offsets"
@@ -52,7 +58,7 @@ class DueIndex:
     def reset(self, p: int) -> None:
         """Forget partition ``p``'s index; it is rebuilt by reading ``cases`` from offset 0."""
         pipe = self._r.pipeline(transaction=True)
-        pipe.delete(self._due(p), self._members(p))
+        pipe.delete(self._due(p), self._members(p), self._sent(p))
         pipe.hset(self._offsets, str(p), 0)
         pipe.execute()
 
@@ -66,6 +72,7 @@ class DueIndex:
                 stale = json.loads(old)
                 if stale:
                     pipe.zrem(self._due(p), *stale)
+                    pipe.hdel(self._sent(p), *stale)
             entries = list(cases[case_id])
             if entries:
                 pipe.zadd(self._due(p), {e.member: e.at_ms for e in entries})
@@ -93,7 +100,28 @@ class DueIndex:
     def drop(self, p: int, entries: Iterable[Entry]) -> None:
         members = [e.member for e in entries]
         if members:
-            self._r.zrem(self._due(p), *members)
+            pipe = self._r.pipeline(transaction=True)
+            pipe.zrem(self._due(p), *members)
+            pipe.hdel(self._sent(p), *members)
+            pipe.execute()
+
+    def first_sent(self, p: int, entries: Iterable[Entry], now_ms: int) -> dict[str, int]:
+        """member → when its decision was first sent; ``now_ms`` for a first send."""
+        members = [e.member for e in entries]
+        if not members:
+            return {}
+        pipe = self._r.pipeline(transaction=True)
+        for m in members:
+            pipe.hsetnx(self._sent(p), m, now_ms)
+        pipe.hmget(self._sent(p), members)
+        *_, raw = pipe.execute()
+        return {m: now_ms if v is None else int(v) for m, v in zip(members, raw, strict=True)}
+
+    def confirmed_pending(self, p: int, entries: Iterable[Entry], now_ms: int) -> None:
+        """These entries' obligations are committed: measure their wait from ``now_ms`` again."""
+        mapping: dict[str | bytes, int] = {e.member: now_ms for e in entries}
+        if mapping:
+            self._r.hset(self._sent(p), mapping=mapping)  # type: ignore[arg-type]
 
     def size(self, p: int) -> int:
         return int(self._r.zcard(self._due(p)))

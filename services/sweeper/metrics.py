@@ -15,7 +15,14 @@ REBUILDS = Counter(
     "Partitions whose due-time index was rebuilt from the cases topic",
 )
 UNREADABLE = Counter(
-    "runplane_sweeper_unreadable_records_total", "Case records the sweeper could not decode"
+    "runplane_sweeper_unreadable_records_total",
+    "Case records the sweeper could not decode (each one dead-lettered)",
+)
+REVALIDATIONS = Counter(
+    "runplane_sweeper_revalidations_total",
+    "Unconfirmed index entries checked against the committed cases records, by result "
+    "(committed: kept; ghost: dropped, its obligation was never committed)",
+    ["result"],
 )
 INDEX_ENTRIES = Gauge(
     "runplane_sweeper_index_entries", "Pending warn/breach entries in this instance's index"

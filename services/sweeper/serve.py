@@ -6,7 +6,6 @@ import threading
 
 from runplane.config import Settings
 from runplane.service import Health, make_app, run_http
-
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.sweeper import Sweeper
 from services.sweeper.topology import SERVICE

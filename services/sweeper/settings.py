@@ -24,13 +24,18 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 class SweeperSettings:
     """``tick_ms``: how often due entries are swept (``RUNPLANE_SWEEPER_TICK_MS``).
     ``retry_ms``: how long a sent decision waits for the cases service's answer before it is
-    sent again (``RUNPLANE_SWEEPER_RETRY_MS``). ``clock_offset_ms``: added to the wall clock
+    sent again (``RUNPLANE_SWEEPER_RETRY_MS``). ``revalidate_ms``: how long a decision may stay
+    unconfirmed before its obligation is checked against the committed ``cases`` records
+    (``RUNPLANE_SWEEPER_REVALIDATE_MS``); it must outlast the cases service's transaction
+    timeout (60 s), so that the transaction that wrote the obligation is decided by then.
+    ``clock_offset_ms``: added to the wall clock
     (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS``), for tests and drills that pass days in seconds.
     """
 
     base: Settings = field(default_factory=Settings)
     tick_ms: int = 1_000
     retry_ms: int = 30_000
+    revalidate_ms: int = 120_000
     clock_offset_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -38,6 +43,8 @@ class SweeperSettings:
             raise ConfigError("RUNPLANE_SWEEPER_TICK_MS must be at least 1")
         if self.retry_ms < 1:
             raise ConfigError("RUNPLANE_SWEEPER_RETRY_MS must be at least 1")
+        if self.revalidate_ms < 1:
+            raise ConfigError("RUNPLANE_SWEEPER_REVALIDATE_MS must be at least 1")
 
     @classmethod
     def from_env(
@@ -49,5 +56,6 @@ class SweeperSettings:
             base=base if base is not None else Settings.from_env(e),
             tick_ms=_int(e, "RUNPLANE_SWEEPER_TICK_MS", d.tick_ms),
             retry_ms=_int(e, "RUNPLANE_SWEEPER_RETRY_MS", d.retry_ms),
+            revalidate_ms=_int(e, "RUNPLANE_SWEEPER_REVALIDATE_MS", d.revalidate_ms),
             clock_offset_ms=_int(e, "RUNPLANE_SWEEPER_CLOCK_OFFSET_MS", d.clock_offset_ms),
         )

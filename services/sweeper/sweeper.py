@@ -1,55 +1,77 @@
-"""The sweeper's I/O shell: read ``cases`` into the Redis index, tick, send decisions.
+"""The sweeper's I/O shell on faust-streaming: index ``cases`` in Redis, tick, send decisions.
 
-Why a plain confluent-kafka consumer and not faust-streaming: at ``at_least_once`` Faust
-reads *uncommitted* records, so it would see case records of aborted cases-service
-transactions and index obligations that never existed; its tables need changelog topics of
-their own, and the index has to live in Redis anyway. A ``read_committed`` consumer sees only
-committed case records, and the index's read position is stored in Redis together with the
-index, so the two can never disagree.
+A Faust agent streams ``cases`` into the due-time index (:mod:`services.sweeper.index`); a
+Faust timer ticks every ``tick_ms`` with the injected clock and sends the decisions of
+:func:`services.sweeper.decide.decide_tick` to ``cases.commands`` — nothing else: the cases
+service confirms each decision and alone writes its consequences (the obligation's status,
+the sealed sweep run, the follow-up admission). No Faust tables: the index lives in Redis.
 
-Delivery guarantee: **at least once, and harmless when repeated.** Each decision is sent
-(and flushed) before its index entry is postponed by ``retry_ms``; a crash in between sends
-it again after the restart. Every command is named from (case, obligation, due)
-(:mod:`services.sweeper.keys`), so a repeat — or the same decision from a second sweeper —
-is a duplicate to the cases service, which confirms each decision and alone writes its
-consequences (the obligation's status, the sealed sweep run, the follow-up admission).
+**Delivery guarantee: at least once, and harmless when repeated.** A decision is sent and its
+delivery awaited before its index entry is postponed by ``retry_ms``; a crash in between sends
+it again. Every command is named from (case, obligation, due) (:mod:`services.sweeper.keys`),
+so a repeat — or the same decision from a second sweeper during a rebalance — is a duplicate
+to the cases service. A case record is applied to Redis before Faust acknowledges it, and the
+index records, with each batch, the next offset it covers; Faust's committed group offsets
+only say where fetching resumes (they lag the index, never lead it), and a record below the
+index's offset is skipped as already indexed.
 
-Instances share one consumer group, so each partition of ``cases`` is swept by one instance
-at a time; during a rebalance two may briefly sweep the same partition, which only repeats
-commands. If Redis is unreachable the loop raises and the service exits non-zero: the
-supervisor restarts it, and it resumes from the read positions stored in Redis (or rebuilds).
-Time comes from an injected clock (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS`` shifts it,
-so a test can pass ``days(1)`` without waiting).
+**The Faust caveat: at ``at_least_once`` the consumer reads uncommitted records**
+(faust-streaming builds its aiokafka consumer with ``isolation_level="read_uncommitted"``
+unless ``processing_guarantee="exactly_once"``, whose rebalance bugs we avoid). So the stream
+can deliver a case record from a cases-service transaction that is later aborted, and the
+index can briefly hold an obligation that never existed — a *ghost*. That is harmless:
+
+- usually the cases service retries the aborted batch at once and commits a record for the
+  same case, which replaces the case's entries like any later record does;
+- a decision about a ghost reaches the cases service, which confirms every decision against
+  the obligations it holds and refuses one it does not hold: nothing is written;
+- an entry whose decision stays unconfirmed for ``revalidate_ms`` is checked against the
+  ``read_committed`` view of its partition (:mod:`services.sweeper.committed`), read up to at
+  least the index's offset so every record behind the index is decided: an entry that view
+  does not hold is dropped (``runplane_sweeper_revalidations_total{result="ghost"}``), one it
+  holds is kept and checked again after another ``revalidate_ms``. A ghost is never retried
+  forever, and a real obligation whose confirmation is merely slow is never dropped.
+
+**Rebuilding.** A partition whose index is missing (first start, or Redis was flushed) is
+rebuilt from the same ``read_committed`` view, never from the uncommitted stream: ``cases`` is
+compacted and holds every open obligation, so nothing is lost, and because decisions are
+named from the obligation, nothing is decided twice. The stream then goes on from where Faust
+fetches, skipping what the rebuild already covers.
+
+**Running inside ``serve(settings, stop)``.** :meth:`Sweeper.run` owns one event loop in the
+calling thread (``runplane serve all`` runs each service in its own thread), starts the app as
+a ``mode`` service — not through ``faust.Worker``, which installs signal handlers and so only
+works in the main thread — and stops it when ``stop`` is set. Faust runs its aiokafka consumer
+in a thread of its own. A failure in the agent or the timer (Redis unreachable, a committed
+read that cannot finish) stops the app and is raised from ``run``: the service exits non-zero,
+the supervisor restarts it, and it resumes from the positions stored with the index.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import redis
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    Message,
-    Producer,
-    TopicPartition,
-)
-from runplane.errors import RetryableError, WireError
-from runplane.kafka.clients import consumer_config, producer_config
-from runplane.kafka.partition import partition_for
+from aiokafka.errors import KafkaError
+from faust.types import TP, EventT, Message, StreamT
+
+from runplane.errors import WireError
+from runplane.kafka.deadletter import dead_letter
 from runplane.service import Probe
 from runplane.wire import CaseRecord, Serde
-
 from services.sweeper import metrics
-from services.sweeper.decide import decide_tick, entries_for
+from services.sweeper.committed import CommittedView, read_committed
+from services.sweeper.decide import Entry, decide_tick, entries_for
+from services.sweeper.faust_app import SweeperApp
 from services.sweeper.index import DueIndex
 from services.sweeper.settings import SweeperSettings
-from services.sweeper.topology import INPUT, OUTPUT, group_id
+from services.sweeper.topology import DEADLETTER, INPUT, OUTPUT, SERVICE
 
 __all__ = ["Sweeper"]
 
@@ -57,9 +79,13 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 
+# How long a batch of decisions may take to be acknowledged by the broker before the tick
+# gives up on it (the entries stay due and the next tick sends them again).
+SEND_TIMEOUT_S = 10.0
+
 
 class Sweeper:
-    """One sweeper instance. ``run(stop)`` blocks; ``tick()`` can be driven by a test."""
+    """One sweeper instance. ``run(stop)`` blocks until ``stop`` is set (or a failure)."""
 
     def __init__(
         self,
@@ -78,162 +104,173 @@ class Sweeper:
         self._index = DueIndex(self._redis, base.topic_prefix)
         self._serde = Serde.from_settings(base)
         self._probe = probe
-        self._input = base.topic(INPUT)
-        self._output = base.topic(OUTPUT)
-        self._consumer = Consumer(
-            consumer_config(base, group_id(base), **{"partition.assignment.strategy": "range"})
-        )
-        self._producer = Producer(producer_config(base, linger_ms=0))
         self._assigned: set[int] = set()
-        self._out_partitions = 0
-        self._last_tick = 0
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._failure: BaseException | None = None
+        self._faust: SweeperApp | None = None
         self.ready = threading.Event()
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        md = self._consumer.list_topics(self._output, timeout=30).topics.get(self._output)
-        if md is None or not md.partitions:
-            raise RetryableError(f"topic {self._output} does not exist")
-        self._out_partitions = len(md.partitions)
-        self._consumer.subscribe(
-            [self._input],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_revoke,
-        )
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         try:
-            while not stop.is_set():
-                self.poll()
-                if self._probe is not None:
-                    self._probe.beat()
-                if self._assigned and self._clock() - self._last_tick >= self._s.tick_ms:
-                    self.tick()
+            loop.run_until_complete(self._serve(loop, stop))
         finally:
-            self._consumer.close()
-            self._producer.flush(10)
+            _close(loop)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            offset = self._index.offset(tp.partition)
-            if offset is None:
-                # No index for this partition (first start, or Redis was flushed): rebuild
-                # it from the compacted topic's beginning.
-                self._index.reset(tp.partition)
-                metrics.REBUILDS.inc()
-                offset = OFFSET_BEGINNING
-            tp.offset = offset
-            self._assigned.add(tp.partition)
-        consumer.assign(partitions)
+    async def _serve(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
+        sweeper_app = SweeperApp(self._s.base, loop)
+        self._faust = sweeper_app
+        app = sweeper_app.app
+        app.agent(sweeper_app.cases, name=f"{SERVICE}-index")(self._index_stream)
+        app.timer(self._s.tick_ms / 1000, name=f"{SERVICE}-tick")(self._guarded_tick)
+        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        await app.start()
+        try:
+            while not stop.is_set() and self._failure is None and not app.should_stop:
+                await asyncio.sleep(0.05)
+        finally:
+            await app.stop()
+        failure = self._failure or app.crash_reason
+        if failure is not None:
+            raise failure
+
+    def _fail(self, exc: BaseException) -> None:
+        """Remember the first failure; ``_serve`` stops the app and raises it."""
+        log.error("sweeper failed: %r", exc)
+        if self._failure is None:
+            self._failure = exc
+
+    # Faust signal receivers: (sender, *args, signal=..., **kwargs); args[0] is the TP set.
+    async def _on_assigned(self, _app: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        assigned: set[TP] = args[0]
+        topic = self._s.base.topic(INPUT)
+        self._assigned = {tp.partition for tp in assigned if tp.topic == topic}
         log.info("sweeper assigned", extra={"partitions": sorted(self._assigned)})
         self.ready.set()
         if self._probe is not None:
             self._probe.set_ready(True)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._assigned.discard(tp.partition)
+    async def _on_revoked(self, _app: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        revoked: set[TP] = args[0]
+        self._assigned -= {tp.partition for tp in revoked}
         if self._probe is not None and not self._assigned:
             self._probe.set_ready(False, "waiting for partition assignment")
 
+    def _lock(self, p: int) -> asyncio.Lock:
+        # The agent and the timer both touch a partition's index; one at a time.
+        return self._locks.setdefault(p, asyncio.Lock())
+
     # --- reading cases into the index ------------------------------------------------------
 
-    def poll(self) -> int:
-        """Index one batch of case records; returns how many were read."""
-        msgs = self._consumer.consume(num_messages=500, timeout=min(self._s.tick_ms, 100) / 1000)
-        latest: dict[int, dict[str, CaseRecord | None]] = defaultdict(dict)
-        next_offset: dict[int, int] = {}
-        for msg in msgs:
-            if not self._usable(msg):
-                continue
-            p, offset = msg.partition(), msg.offset()
-            assert p is not None and offset is not None
-            next_offset[p] = offset + 1
-            key = msg.key()
-            case_id = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-            latest[p][case_id] = self._decode(msg)
-        for p, cases in latest.items():
-            self._index.apply(
-                p, {cid: entries_for(case) for cid, case in cases.items()}, next_offset[p]
-            )
-        return len(msgs)
+    async def _index_stream(self, stream: StreamT[bytes]) -> None:
+        event: EventT[bytes]
+        async for event in stream.events():
+            if self._failure is not None:
+                continue  # stopping: leave the rest unindexed (the index offset says where)
+            try:
+                await self._index_record(event.message)
+            except (redis.RedisError, WireError, KafkaError, OSError) as exc:
+                self._fail(exc)
 
-    def _usable(self, msg: Message) -> bool:
-        err = msg.error()
-        if err is None:
-            return True
-        if err.code() != KafkaError._PARTITION_EOF:
-            log.warning("consumer error: %s", err.str())
-        return False
+    async def _index_record(self, msg: Message) -> None:
+        p, offset = msg.partition, msg.offset
+        async with self._lock(p):
+            known = self._index.offset(p)
+            if known is None:
+                # Everything before this record must be in the rebuilt index.
+                known = await self._rebuild(p, at_least=offset)
+            if offset < known:
+                return  # already indexed (a rebuild, or Faust resuming behind the index)
+            key = msg.key
+            case_id = _case_id(key)
+            if case_id is None:
+                await self._dead_letter(msg, "case record without a UTF-8 key")
+                self._index.apply(p, {}, offset + 1)
+                return
+            try:
+                record = self._decode(msg.value)
+            except WireError as exc:
+                # Only the cases service writes this topic: an unreadable record is its bug.
+                # Keep the case's entries (the cases service confirms every decision anyway).
+                await self._dead_letter(msg, str(exc))
+                self._index.apply(p, {}, offset + 1)
+                return
+            self._index.apply(p, {case_id: entries_for(record)}, offset + 1)
 
-    def _decode(self, msg: Message) -> CaseRecord | None:
-        value = msg.value()
+    def _decode(self, value: bytes | None) -> CaseRecord | None:
         if value is None:
             return None  # a tombstone: the case is gone, so are its entries
-        try:
-            record = self._serde.decode(
-                INPUT, value if isinstance(value, bytes) else value.encode()
-            )
-        except WireError as exc:
-            # Only the cases service writes this topic; a record we cannot read is its bug.
-            # Skip it (the next record of the case replaces it) and count it.
-            metrics.UNREADABLE.inc()
-            log.warning("unreadable case record skipped: %s", exc)
-            return None
-        return record if isinstance(record, CaseRecord) else None
+        record = self._serde.decode(INPUT, value)
+        if not isinstance(record, CaseRecord):  # pragma: no cover - Serde checks the topic
+            raise WireError(f"not a CaseRecord: {type(record).__name__}")
+        return record
+
+    async def _dead_letter(self, msg: Message, reason: str) -> None:
+        metrics.UNREADABLE.inc()
+        log.warning("unreadable case record dead-lettered: %s", reason)
+        letter = dead_letter(_Source(msg), reason, SERVICE)
+        assert self._faust is not None
+        delivered = await self._faust.deadletter.send(
+            key=msg.key, value=self._serde.encode(DEADLETTER, letter)
+        )
+        await asyncio.wait_for(delivered, SEND_TIMEOUT_S)
+
+    async def _rebuild(self, p: int, *, at_least: int) -> int:
+        """Rebuild partition ``p``'s index from its committed records; returns its offset."""
+        log.warning("due-time index of partition %d is missing; rebuilding", p)
+        metrics.REBUILDS.inc()
+        view = await asyncio.to_thread(read_committed, self._s.base, p, at_least=at_least)
+        self._index.reset(p)
+        self._index.apply(p, {cid: entries_for(case) for cid, case in view.cases.items()}, view.end)
+        return view.end
 
     # --- the tick --------------------------------------------------------------------------
 
-    def tick(self) -> int:
+    async def _guarded_tick(self) -> None:
+        if self._failure is not None:
+            return
+        try:
+            await self.tick()
+        except (redis.RedisError, WireError, KafkaError, OSError) as exc:
+            self._fail(exc)
+        except Exception as exc:  # a dead timer would stop sweeping silently: stop the service
+            self._fail(exc)
+
+    async def tick(self) -> int:
         """Send every decision whose time has come; returns how many commands were sent."""
         now = self._clock()
-        self._last_tick = now
+        if self._probe is not None:
+            self._probe.beat()
         sent = 0
         for p in sorted(self._assigned):
-            if self._index.offset(p) is None:
-                self._rebuild(p)
-                continue
-            sent += self._sweep(p, now)
+            async with self._lock(p):
+                if self._index.offset(p) is None:
+                    await self._rebuild(p, at_least=await self._position(p))
+                    continue
+                sent += await self._sweep(p, now)
         metrics.INDEX_ENTRIES.set(self.index_size())
         return sent
 
-    def _rebuild(self, p: int) -> None:
-        """Redis lost the index of ``p`` while we ran: read the partition again from 0."""
-        log.warning("due-time index of partition %d is missing; rebuilding", p)
-        metrics.REBUILDS.inc()
-        self._index.reset(p)
-        try:
-            self._consumer.seek(TopicPartition(self._input, p, OFFSET_BEGINNING))
-        except Exception as exc:  # the partition moved away meanwhile: its new owner rebuilds
-            log.info("seek for rebuild skipped on %d: %s", p, exc)
+    async def _position(self, p: int) -> int:
+        """Where Faust's fetcher stands on ``p``: a rebuild must cover what it has read."""
+        assert self._faust is not None
+        position = await self._faust.app.consumer.position(TP(self._s.base.topic(INPUT), p))
+        return position or 0
 
-    def _sweep(self, p: int, now: int) -> int:
+    async def _sweep(self, p: int, now: int) -> int:
         decisions = decide_tick(self._index.due(p, now), now)
         if not decisions:
             return 0
         send = [(entry, cmd) for entry, cmd in decisions if cmd is not None]
         drop = [entry for entry, cmd in decisions if cmd is None]
-        failed: list[str] = []
-
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                failed.append(err.str())
-
-        for _, cmd in send:
-            data = self._serde.encode(OUTPUT, cmd)
-            self._producer.produce(
-                self._output,
-                key=cmd.case_id.encode("utf-8"),
-                value=data,
-                partition=partition_for(cmd.case_id, self._out_partitions),
-                on_delivery=delivered,
-            )
-        left = self._producer.flush(10)
-        if left or failed:
-            # Not confirmed: keep the entries due, the next tick sends them again.
-            log.warning("sweeper commands not delivered (%d pending, errors %s)", left, failed[:3])
-            return 0
-        for entry, _ in send:
+        if send and not await self._send([cmd for _, cmd in send]):
+            return 0  # not confirmed by the broker: the entries stay due, the next tick resends
+        entries = [entry for entry, _ in send]
+        for entry in entries:
             metrics.COMMANDS.labels(entry.action).inc()
             log.info(
                 "sweeper decision sent",
@@ -241,9 +278,95 @@ class Sweeper:
             )
         # The cases service's answer (a new case record) replaces these entries; until it
         # arrives they come back only after retry_ms, so a slow answer is not a storm.
-        self._index.postpone(p, [e for e, _ in send], now + self._s.retry_ms)
+        self._index.postpone(p, entries, now + self._s.retry_ms)
         self._index.drop(p, drop)
+        first = self._index.first_sent(p, entries, now)
+        overdue = [e for e in entries if now - first[e.member] >= self._s.revalidate_ms]
+        if overdue:
+            await self._revalidate(p, overdue, now)
         return len(send)
 
+    async def _send(self, commands: list[Any]) -> bool:
+        assert self._faust is not None
+        try:
+            pending = [
+                await self._faust.commands.send(
+                    key=cmd.case_id.encode("utf-8"), value=self._serde.encode(OUTPUT, cmd)
+                )
+                for cmd in commands
+            ]
+            await asyncio.wait_for(asyncio.gather(*pending), SEND_TIMEOUT_S)
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("sweeper commands not delivered: %r", exc)
+            return False
+        return True
+
+    async def _revalidate(self, p: int, overdue: list[Entry], now: int) -> None:
+        """Keep what the committed records hold, drop the ghosts (see the module docstring)."""
+        known = self._index.offset(p) or 0
+        view: CommittedView = await asyncio.to_thread(
+            read_committed, self._s.base, p, at_least=known
+        )
+        ghosts: list[Entry] = []
+        real: list[Entry] = []
+        for entry in overdue:
+            held = {e.member for e in entries_for(view.cases.get(entry.case_id))}
+            (real if entry.member in held else ghosts).append(entry)
+        self._index.drop(p, ghosts)
+        self._index.confirmed_pending(p, real, now)
+        metrics.REVALIDATIONS.labels("ghost").inc(len(ghosts))
+        metrics.REVALIDATIONS.labels("committed").inc(len(real))
+        for entry in ghosts:
+            log.warning(
+                "dropped an obligation no committed case record holds",
+                extra={"case_id": entry.case_id, "obligation": entry.name},
+            )
+
     def index_size(self) -> int:
-        return sum(self._index.size(p) for p in self._assigned)
+        return sum(self._index.size(p) for p in list(self._assigned))
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A Faust message seen through the parts :func:`dead_letter` reads."""
+
+    msg: Message
+
+    def topic(self) -> str:
+        return self.msg.topic
+
+    def partition(self) -> int:
+        return self.msg.partition
+
+    def offset(self) -> int:
+        return self.msg.offset
+
+    def key(self) -> bytes | None:
+        return self.msg.key
+
+    def value(self) -> bytes | None:
+        return self.msg.value
+
+
+def _case_id(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what the app left behind, then close the loop (it belongs to this thread)."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()

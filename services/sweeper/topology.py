@@ -8,6 +8,7 @@ SERVICE = "sweeper"
 
 INPUT = "cases"  # CaseRecord: the obligations to watch (read_committed, from offset 0 on rebuild)
 OUTPUT = "cases.commands"  # WarnDeadline, BreachDeadline (the cases service confirms them)
+DEADLETTER = "deadletter"  # case records the sweeper cannot decode
 
 
 def group_id(settings: Settings) -> str:
