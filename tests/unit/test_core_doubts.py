@@ -272,3 +272,24 @@ def test_the_committed_snapshot_alone_carries_the_doubt_to_any_later_restore() -
         assert [(c.family, c.target) for c in step.live_calls] == [("probe", "get_charge")]
         assert runtime.era == 2
 
+
+
+async def draft_then_charge(ctx: StepCtx, input: Any) -> Any:
+    draft = await ctx.generate("scripted", "m", "how much?")
+    return await ctx.tool("charge", {"amount": len(draft.text)}, idempotency_key=f"charge:{draft.text}")
+
+
+def test_a_doubt_the_run_never_reaches_again_is_named_when_the_run_ends() -> None:
+    """The re-executed generation answers differently, so the new era charges another amount
+    (another key) and never asks for the call in doubt: its end record names it for an
+    operator, and the terminal snapshot keeps it."""
+    peer = Peer()
+    hook, _ = _crash_at(("after_act", "charge", 0))
+    driver = Driver(_spec(draft_then_charge, Durability.CHECKPOINTED), tools=peer.tools(),
+                    providers={"scripted": ScriptedProvider(["one", "three"])}, crash_hook=hook)
+    run = driver.run("t", {}, session_id="run-n")
+    assert run.status is RunStatus.COMPLETED
+    assert peer.invocations == Counter({"charge:charge:one": 1, "charge:charge:three": 1})
+    end = run.journal[-1]
+    assert end.kind is JournalKind.RUN_COMPLETED and end.attrs["in_doubt"] == "0/1"
+    assert run.snapshot.doubts_json is not None and [(d["era"], d["call_seq"]) for d in json.loads(run.snapshot.doubts_json)] == [(0, 1)]

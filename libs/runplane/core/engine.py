@@ -897,8 +897,10 @@ class Runtime:
     def _unresolved(self) -> dict[str, str]:
         """Doubts the run ended without asking again (a re-executed generation took another
         path): nobody knows whether they took effect, so the end record names them for an
-        operator (the terminal snapshot keeps them too)."""
-        return {"in_doubt": ",".join(d.origin for d in self._doubts)} if self._doubts else {}
+        operator (the terminal snapshot keeps them too). A retry-recovery call is left out: it
+        is safe to repeat by declaration, so there is nothing to check."""
+        unsure = [d.origin for d in self._doubts if d.recovery is not Recovery.RETRY]
+        return {"in_doubt": ",".join(unsure)} if unsure else {}
 
     def _close_coro(self) -> None:
         coro, self._coro = self._coro, None
