@@ -170,6 +170,9 @@ class AgentSpec:
     durability: Durability = Durability.REPLAYABLE
     input_schema: Mapping[str, Any] | None = None
     effects: Mapping[str, EffectDecl] = field(default_factory=dict)
+    # Declarative agents (runplane.core.manifest): hex SHA-256 of the manifest, covering the
+    # whole agent; None for coded agents (their code is not hashed).
+    digest: str | None = None
 
     def __post_init__(self) -> None:
         if not self.capability:
