@@ -280,3 +280,26 @@ def test_yaml_that_is_not_json_is_refused() -> None:
     doc = yaml.safe_load("apiVersion: runplane/v1\nkind: Agent\nmetadata: {name: x, description: 2024-01-01}\nspec: {}")
     assert _messages(doc)[0].startswith("(document): is not a JSON document")
     assert _messages("just text") == ["(document): must be a mapping, got str"]
+
+
+# ------------------------------------------------------------------ runplane lint over YAML
+
+
+def test_lint_checks_manifests_at_the_line_of_the_field_and_skips_other_yaml(tmp_path: Path) -> None:
+    from runplane.core.lint import lint_paths
+
+    assert lint_paths([AGENTS]) == []
+    text = (AGENTS / "collect.yaml").read_text(encoding="utf-8").replace("tool: charge_card", "tool: refund_card")
+    (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "calendars.yaml").write_text("holidays: [new-year]\n", encoding="utf-8")  # not a manifest
+    (tmp_path / "broken.yml").write_text("apiVersion: runplane/v1\nspec: [\n", encoding="utf-8")
+    findings = lint_paths([tmp_path])
+    by_file = {Path(f.path).name: f for f in findings}
+    assert sorted(by_file) == ["bad.yaml", "broken.yml"] and all(f.code == "RPL100" for f in findings)
+    bad = by_file["bad.yaml"]
+    assert text.splitlines()[bad.line - 1].strip() == "tool: refund_card"
+    assert bad.message.startswith("spec.execution.steps[1].tool: tool 'refund_card' is not declared")
+    assert by_file["broken.yml"].message.startswith("not YAML")
+    # Named explicitly, any YAML is checked as a manifest.
+    explicit = lint_paths([tmp_path / "calendars.yaml"])
+    assert len(explicit) == 5 and explicit[0].message.startswith("(document): ")

@@ -206,17 +206,27 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
 
 
 def _iter_python_files(paths: Iterable[Path]) -> Iterator[Path]:
+    from runplane.core.manifest import is_manifest_file  # manifest imports this module: late
+
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+            yield from sorted(p for p in path.rglob("*") if (p.suffix == ".py" and "__pycache__" not in p.parts)
+                              or is_manifest_file(p))
         else:
             yield path
 
 
 def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
-    """Check every ``.py`` file under ``paths`` (files or directories)."""
+    """Check every ``.py`` file and every declarative agent manifest (YAML with ``apiVersion:
+    runplane/…``, validated by ``runplane.core.manifest``) under ``paths``; a YAML file named
+    explicitly is checked as a manifest."""
+    from runplane.core.manifest import lint_manifest
+
     findings: list[Finding] = []
     for file in _iter_python_files(Path(p) for p in paths):
+        if file.suffix in (".yaml", ".yml"):
+            findings.extend(lint_manifest(file))
+            continue
         findings.extend(lint_source(file.read_text(encoding="utf-8"), str(file)))
     return findings
 

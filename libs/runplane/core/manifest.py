@@ -287,25 +287,28 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
         c.add("apiVersion", f"must be {API_VERSION!r}, got {top['apiVersion']!r}")
     if "kind" in top and top["kind"] != "Agent":
         c.add("kind", f"must be 'Agent', got {top['kind']!r}")
-    meta = c.fields(top.get("metadata", {}), "metadata", ("name",), ("description", "labels"))
+    # A missing section is reported once, above; its own fields are not reported missing again.
+    meta = c.fields(top["metadata"], "metadata", ("name",), ("description", "labels")) if "metadata" in top else None
     name = c.string(meta.get("name"), "metadata.name", _NAME, "capability name") if meta and "name" in meta else None
     if meta and "description" in meta and not isinstance(meta["description"], str):
         c.add("metadata.description", f"must be a string, got {_type(meta['description'])}")
     if meta and "labels" in meta and not (isinstance(meta["labels"], Mapping) and all(isinstance(v, str) for v in meta["labels"].values())):
         c.add("metadata.labels", "must be a mapping of strings")
-    spec = c.fields(top.get("spec", {}), "spec", ("durability", "execution"), ("input", "model", "tools", "oversight"))
+    spec = c.fields(top["spec"], "spec", ("durability", "execution"), ("input", "model", "tools", "oversight")) if "spec" in top else None
     if spec is None:
         return None, c.problems
     durability = c.choice(spec.get("durability"), "spec.durability", [d.value for d in Durability]) if "durability" in spec else None
     input_schema = _input_schema(c, spec.get("input"))
     tools = _tools(c, spec.get("tools", []))
     approval = _approval(c, spec.get("oversight"))
-    execution = c.fields(spec.get("execution", {}), "spec.execution", ("kind",), ("prompt", "then", "steps", "output"))
+    execution = (c.fields(spec["execution"], "spec.execution", ("kind",), ("prompt", "then", "steps", "output"))
+                 if "execution" in spec else None)
     kind = None
     model = None
     prompt = None
     steps: tuple[ToolStep, ...] = ()
     output = None
+    step_ids: list[str] = []
     if execution is not None and "kind" in execution:
         kind = c.choice(execution["kind"], "spec.execution.kind", KINDS)
     if kind is not None and execution is not None:
@@ -318,7 +321,7 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
         if kind in ("generate", "generate-then-approve"):
             model = _model(c, spec.get("model"))
             prompt = _template(c, execution.get("prompt"), "spec.execution.prompt", input_schema)
-            steps = _steps(c, execution.get("then", []), "spec.execution.then", tool_names, ("input", "generation"), input_schema)
+            steps = _steps(c, execution.get("then", []), "spec.execution.then", tool_names, ("input", "generation"), input_schema, [])
             if kind == "generate" and approval is not None:
                 c.add("spec.oversight.approval.required", "kind 'generate' takes no approval: use kind 'generate-then-approve'")
             if kind == "generate-then-approve" and approval is None and not _approval_problems(c):
@@ -329,10 +332,10 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
             if "steps" not in execution:
                 c.add("spec.execution", "missing required field 'steps' for kind 'tool-sequence'")
             else:
-                steps = _steps(c, execution["steps"], "spec.execution.steps", tool_names, ("input",), input_schema)
+                steps = _steps(c, execution["steps"], "spec.execution.steps", tool_names, ("input",), input_schema, step_ids)
                 if not steps and isinstance(execution["steps"], list) and not execution["steps"]:
                     c.add("spec.execution.steps", "needs at least one step")
-            output = _output(c, execution.get("output"), {s.id for s in steps}, input_schema)
+            output = _output(c, execution.get("output"), set(step_ids), input_schema)
     if c.problems or name is None or durability is None or kind is None:
         return None, c.problems
     manifest = Manifest(name=name, durability=Durability(durability), kind=kind, digest=digest, doc=doc,
@@ -538,7 +541,7 @@ def _source(c: _Checker, value: Any, path: str, known: Sequence[str], schema: Ma
 
 
 def _steps(c: _Checker, value: Any, path: str, tools: set[str], roots: tuple[str, ...],
-           schema: Mapping[str, Any] | None) -> tuple[ToolStep, ...]:
+           schema: Mapping[str, Any] | None, ids: list[str]) -> tuple[ToolStep, ...]:
     if not isinstance(value, list):
         c.add(path, f"must be a list, got {_type(value)}")
         return ()
@@ -566,9 +569,12 @@ def _steps(c: _Checker, value: Any, path: str, tools: set[str], roots: tuple[str
                 parsed = _source(c, src, f"{at}.args.{arg}", known, schema)
                 if parsed is not None:
                     args[str(arg)] = parsed
-        if step_id is not None and tool is not None:
-            steps.append(ToolStep(step_id, tool, args))
+        if step_id is not None:
             known.append(step_id)  # later steps may use this one's output, never earlier ones
+            if tool is not None:
+                steps.append(ToolStep(step_id, tool, args))
+    # A step refused for its tool still names a source (no second, cascading refusal).
+    ids.extend(known[len(roots):])
     return tuple(steps)
 
 
@@ -731,3 +737,74 @@ def load_manifests(directory: str | Path) -> list[AgentSpec]:
 def register_manifests(directory: str | Path, registry: AgentRegistry) -> list[AgentSpec]:
     """Compile and register every manifest in ``directory`` into ``registry``."""
     return [registry.register(spec) for spec in load_manifests(directory)]
+
+
+# ---------------------------------------------------------------------------------------------
+# `runplane lint` over YAML
+# ---------------------------------------------------------------------------------------------
+
+LINT_CODE: Final = "RPL100"
+_PROBLEM_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def is_manifest_file(path: str | Path) -> bool:
+    """A YAML file that declares ``apiVersion: runplane/…`` (what ``runplane lint DIR`` checks;
+    other YAML beside the agents — calendars, principals — is not a manifest)."""
+    file = Path(path)
+    if file.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.search(r"^apiVersion:\s*['\"]?runplane/", text, re.MULTILINE) is not None
+
+
+def lint_manifest(path: str | Path) -> list[Any]:
+    """``runplane lint`` findings (``runplane.core.lint.Finding``, code RPL100) for one YAML
+    manifest: each validation problem at the line of the field it names."""
+    import yaml
+
+    from runplane.core.lint import Finding  # lint is imported by agents, which this imports
+
+    file = Path(path)
+    alternative = "see docs/contracts.md, 'Effect groups and declarative agents'"
+    try:
+        text = file.read_text(encoding="utf-8")
+        root = yaml.compose(text)
+        doc = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        return [Finding(str(file), line, col, LINT_CODE, f"not YAML: {exc.problem}", alternative)]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return [Finding(str(file), 1, 1, LINT_CODE, f"cannot read: {exc}", alternative)]
+    findings = []
+    for problem in validate_manifest(doc):
+        line, col = _problem_position(root, problem.path)
+        findings.append(Finding(str(file), line, col, LINT_CODE, str(problem), alternative))
+    return sorted(findings)
+
+
+def _problem_position(root: Any, path: str) -> tuple[int, int]:
+    """Line and column (1-based) of the deepest node of the document along ``path``: the key
+    of a mapping entry, the item of a list."""
+    import yaml
+
+    node = root
+    if node is None:
+        return (1, 1)
+    where = node.start_mark
+    for match in _PROBLEM_PART.finditer(path):
+        key, index = match.group(1), match.group(2)
+        if isinstance(node, yaml.MappingNode) and key is not None:
+            entry = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+            if entry is None:
+                break
+            where, node = entry[0].start_mark, entry[1]
+        elif isinstance(node, yaml.SequenceNode) and index is not None and int(index) < len(node.value):
+            node = node.value[int(index)]
+            where = node.start_mark
+        else:
+            break
+    return (where.line + 1, where.column + 1)
