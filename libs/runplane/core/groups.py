@@ -32,6 +32,12 @@
   run was — mid-reversal included, because each undo is a journaled call served from the
   result journal (so each undo is performed once).
 
+A group lives in the agent's coroutine and is rebuilt by running its block again: on replay,
+and in a checkpointed agent's new era, whose members are then served from the side-effect
+log. So a checkpointed agent resuming from a checkpoint taken *inside* a block must re-enter
+the block from its start (its reversible members are served, not re-performed), not skip to
+the middle, or the new era's group would know nothing of what the old one left standing.
+
 Every decision (open, commit, abandon, and what the abandonment reversed) is journaled as an
 effect of family ``group`` named ``group:<name>`` whose request carries the decision, so the
 chain shows what the group decided and a replay that decides differently is quarantined by
