@@ -213,8 +213,10 @@ def test_sigkill_between_produce_and_commit_leaves_nothing_and_restart_is_exactl
     try:
         wait_for("the stalled transaction", marker.exists, timeout=60)
         # The batch's outputs are on the broker, uncommitted ...
-        uncommitted = read_all(settings, "admission.replies", committed=False)
-        assert len(uncommitted) == 30
+        # (how many requests the stalled batch holds depends on how fast they arrived;
+        # a batch closes when its first record has waited batch_ms)
+        stalled = len(read_all(settings, "admission.replies", committed=False))
+        assert 1 <= stalled <= len(keys)
         # ... and invisible to read_committed readers, tables included.
         assert read_all(settings, "admission.replies") == []
         assert read_all(settings, "admission.claims") == []
@@ -237,7 +239,7 @@ def test_sigkill_between_produce_and_commit_leaves_nothing_and_restart_is_exactl
     claims = read_all(settings, "admission.claims")
     assert collections.Counter(k for k, _ in claims) == collections.Counter(keys)
     # The aborted records are still in the log, only never visible as committed.
-    assert len(read_all(settings, "admission.replies", committed=False)) == 60
+    assert len(read_all(settings, "admission.replies", committed=False)) == stalled + len(keys)
 
 
 def test_zombie_late_commit_is_fenced(settings: Settings, tmp_path: Path) -> None:
