@@ -11,13 +11,21 @@ for its schema, trailing bytes, or a record that fails validation — with a mes
 dead-letter can carry.
 
 Schemas are parsed once, lazily, on first use.
+
+Writing is on the executor's hot path (every journal record, result and snapshot), so each
+record class gets a writer compiled from its schema on first use (``_compile_writer``): Avro
+binary written straight from the record's attributes, the same bytes fastavro writes for a
+valid record (``tests/unit/test_wire_writer.py`` compares them on random records of every
+type; the golden-bytes test pins them). A record the compiled writer cannot write (one
+mutated past validation) is handed to fastavro, whose error is reported as before.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +33,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from runplane.errors import SchemaError, WireError
-from runplane.wire._base import Record, from_dict, to_dict
+from runplane.wire._base import Record, _compile, _Source, from_dict, to_dict
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8
@@ -43,9 +51,13 @@ class _Writer:
 class _Compiled:
     parsed: Any
     fingerprint: bytes
+    # The same schema parsed with fastavro's "already parsed" mark: fastavro re-parses a
+    # schema without it on every read and write, which was most of their cost.
+    hinted: Any
 
 
 _COMPILED: dict[type[Record], _Compiled] = {}
+_BODY_WRITERS: dict[type[Record], Callable[[Record], bytes]] = {}
 _WRITERS: dict[bytes, _Writer] = {}
 _by_name: dict[str, type[Record]] = {}
 
@@ -67,7 +79,7 @@ def _compiled(cls: type[Record]) -> _Compiled:
         # fastavro returns the Rabin fingerprint as hex already in the spec's little-endian
         # wire order (KAFKA-NOTES), so bytes.fromhex is the wire form; do not repack it.
         fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
-        c = _Compiled(parsed, fp)
+        c = _Compiled(parsed, fp, parse_schema(json.loads(cls.avro_schema_json())))
         _COMPILED[cls] = c
     return c
 
@@ -111,9 +123,19 @@ def register_writer_schema(schema_json: str) -> bytes:
 
 def write_body(record: Record) -> bytes:
     """The Avro binary body of ``record`` (no framing)."""
+    writer = _BODY_WRITERS.get(type(record))
+    if writer is None:
+        writer = _compile_writer(type(record))
+    try:
+        return writer(record)
+    except Exception:
+        return _fastavro_body(record)
+
+
+def _fastavro_body(record: Record) -> bytes:
     buf = io.BytesIO()
     try:
-        schemaless_writer(buf, parsed_schema(type(record)), to_dict(record))
+        schemaless_writer(buf, _compiled(type(record)).hinted, to_dict(record))
     except (ValueError, TypeError, OverflowError) as exc:
         # Construction already validated the record; this guards a record mutated through
         # object.__setattr__ or a schema/class mismatch.
@@ -125,8 +147,11 @@ def read_body(body: bytes, writer: Any, cls: type[Record]) -> Record:
     """Read an Avro body written with ``writer`` into ``cls`` (schema resolution applies)."""
     buf = io.BytesIO(body)
     try:
-        reader = parsed_schema(cls)
-        data = schemaless_reader(buf, writer, None if writer is reader else reader)
+        compiled = _compiled(cls)
+        if writer is compiled.parsed:
+            data = schemaless_reader(buf, compiled.hinted, None)
+        else:
+            data = schemaless_reader(buf, writer, compiled.parsed)
     except Exception as exc:
         # fastavro signals bad input with EOFError, IndexError, UnicodeDecodeError,
         # ValueError, SchemaResolutionError, ... : every one means "undecodable".
@@ -164,3 +189,126 @@ def decode(data: bytes) -> Record:
     if writer is None:
         raise WireError(f"unknown schema fingerprint {fp.hex()}")
     return read_body(data[HEADER_SIZE:], writer.schema, writer.cls)
+
+
+# ---- the compiled writer ---------------------------------------------------------------------
+#
+# Avro binary encoding (specification, "Binary Encoding"), as fastavro writes it: int and long
+# as zig-zag varints; boolean one byte; double 8 bytes little-endian; string and bytes a long
+# length then the bytes (UTF-8 for strings); null nothing; a union the zig-zag index of its
+# branch then the value; an enum the zig-zag index of its symbol; an array or a map one block
+# (its count, then the items; map items are key string then value) and a 0, or just the 0 when
+# empty; a record its fields in schema order.
+
+_SMALL = [bytes([n << 1]) for n in range(64)]  # zig-zag of 0..63: one byte, 2n
+_pack_double = struct.Struct("<d").pack
+
+
+def _zigzag(n: int) -> bytes:
+    if 0 <= n < 64:
+        return _SMALL[n]
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z & ~0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+class _Unsupported(Exception):
+    """A schema construct the compiled writer does not write (fastavro writes it instead)."""
+
+
+def _compile_writer(cls: type[Record]) -> Callable[[Record], bytes]:
+    schema = json.loads(cls.avro_schema_json())
+    src = _Source()
+    lines = ["def write(r):", "    b = bytearray()"]
+    try:
+        _write_record(schema, "r", lines, "    ", src, {}, schema.get("namespace", ""))
+    except _Unsupported:
+        writer: Callable[[Record], bytes] = _fastavro_body
+    else:
+        lines.append("    return bytes(b)")
+        writer = _compile("\n".join(lines), "write", src)
+    _BODY_WRITERS[cls] = writer
+    return writer
+
+
+def _full(name: str, namespace: str) -> str:
+    return name if "." in name else f"{namespace}.{name}"
+
+
+def _write_record(
+    node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
+) -> None:
+    for f in node["fields"]:
+        x = src.fresh()
+        lines.append(f"{ind}{x} = {v}.{f['name']}")
+        _write(f["type"], x, lines, ind, src, named, ns)
+
+
+def _write(
+    node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
+) -> None:
+    zz = src.ref(_zigzag)
+    if isinstance(node, str):
+        if node in ("int", "long"):
+            lines.append(f"{ind}b += {zz}({v})")
+        elif node == "string":
+            e = src.fresh()
+            lines += [f"{ind}{e} = {v}.encode('utf-8')", f"{ind}b += {zz}(len({e}))", f"{ind}b += {e}"]
+        elif node == "bytes":
+            lines += [f"{ind}b += {zz}(len({v}))", f"{ind}b += {v}"]
+        elif node == "boolean":
+            lines.append(f"{ind}b.append(1 if {v} else 0)")
+        elif node == "double":
+            lines.append(f"{ind}b += {src.ref(_pack_double)}({v})")
+        elif node == "null":
+            pass
+        elif _full(node, ns) in named:
+            full = _full(node, ns)
+            _write(named[full], v, lines, ind, src, named, full.rsplit(".", 1)[0])
+        else:
+            raise _Unsupported(node)  # "float", fixed, unknown names: fastavro's job
+        return
+    if isinstance(node, list):
+        if len(node) != 2 or "null" not in node:
+            raise _Unsupported("only [null, X] unions")
+        null_at = node.index("null")
+        other = node[1 - null_at]
+        lines.append(f"{ind}if {v} is None:")
+        lines.append(f"{ind}    b += {_zigzag(null_at)!r}")
+        lines.append(f"{ind}else:")
+        lines.append(f"{ind}    b += {_zigzag(1 - null_at)!r}")
+        _write(other, v, lines, ind + "    ", src, named, ns)
+        return
+    kind = node["type"]
+    if kind in ("record", "enum"):
+        full = _full(node["name"], node.get("namespace", ns))
+        named[full] = node
+        inner_ns = full.rsplit(".", 1)[0]
+        if kind == "enum":
+            table = {sym: _zigzag(i) for i, sym in enumerate(node["symbols"])}
+            lines.append(f"{ind}b += {src.ref(table)}[{v}._value_]")
+        else:
+            _write_record(node, v, lines, ind, src, named, inner_ns)
+        return
+    if kind in ("array", "map"):
+        x = src.fresh()
+        lines.append(f"{ind}if {v}:")
+        lines.append(f"{ind}    b += {zz}(len({v}))")
+        if kind == "array":
+            lines.append(f"{ind}    for {x} in {v}:")
+            _write(node["items"], x, lines, ind + "        ", src, named, ns)
+        else:
+            k = src.fresh()
+            lines.append(f"{ind}    for {k}, {x} in {v}.items():")
+            _write("string", k, lines, ind + "        ", src, named, ns)
+            _write(node["values"], x, lines, ind + "        ", src, named, ns)
+        lines.append(f"{ind}b.append(0)")
+        return
+    if isinstance(kind, str) and "logicalType" not in node:
+        _write(kind, v, lines, ind, src, named, ns)
+        return
+    raise _Unsupported(kind)
