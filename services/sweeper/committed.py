@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -33,8 +34,8 @@ __all__ = ["CommittedView", "read_committed"]
 class CommittedView:
     """The last committed record of every case in one partition, and where the read ended.
 
-    ``cases`` maps a case id to its record, or to None when the case was deleted or its last
-    record could not be decoded (neither holds an obligation we could act on).
+    ``cases`` maps a case id to its last readable record, or to None when the case was
+    deleted (a tombstone). Unreadable records are skipped, as the stream skips them.
     """
 
     partition: int
@@ -43,12 +44,13 @@ class CommittedView:
 
 
 def read_committed(
-    settings: Settings, partition: int, *, at_least: int = 0, timeout_s: float = 120.0
-) -> CommittedView:
-    """Read partition ``partition`` of ``cases`` from the beginning to its committed end.
+    settings: Settings, at_least: Mapping[int, int], *, timeout_s: float = 120.0
+) -> dict[int, CommittedView]:
+    """Read the given partitions of ``cases`` from the beginning to their committed end.
 
-    Blocking (run it off the event loop). Raises ``RetryableError`` when the end does not
-    reach ``at_least`` within ``timeout_s``.
+    ``at_least`` maps each partition to the offset its end must reach. Blocking (run it off
+    the event loop). Raises ``RetryableError`` when an end stays below its mark for
+    ``timeout_s``.
     """
     topic = settings.topic(INPUT)
     serde = Serde.from_settings(settings)
@@ -62,51 +64,57 @@ def read_committed(
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            view = _read_once(consumer, serde, topic, partition, deadline)
-            if view.end >= at_least:
-                return view
+            views = _read_once(consumer, serde, topic, sorted(at_least), deadline)
+            short = {p: v.end for p, v in views.items() if v.end < at_least[p]}
+            if not short:
+                return views
             if time.monotonic() > deadline:
                 raise RetryableError(
-                    f"{topic}[{partition}] committed end {view.end} is still below {at_least}",
+                    f"{topic}: committed ends {short} are still below {dict(at_least)}",
                     retry_after=1.0,
                 )
-            time.sleep(0.2)  # a transaction below at_least is still open: wait for its end
+            time.sleep(0.2)  # a transaction below a mark is still open: wait for its end
     finally:
         consumer.close()
 
 
 def _read_once(
-    consumer: Consumer, serde: Serde, topic: str, partition: int, deadline: float
-) -> CommittedView:
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    cases: dict[str, CaseRecord | None] = {}
+    consumer: Consumer, serde: Serde, topic: str, partitions: list[int], deadline: float
+) -> dict[int, CommittedView]:
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    cases: dict[int, dict[str, CaseRecord | None]] = {p: {} for p in partitions}
+    ends: dict[int, int] = {}
     try:
-        while True:
+        while len(ends) < len(partitions):
             if time.monotonic() > deadline:
-                raise RetryableError(f"{topic}[{partition}]: no end within the timeout")
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    return CommittedView(partition, cases, msg.offset() or 0)
-                if err.fatal():
-                    raise KafkaException(err)
-                continue
-            key = msg.key()
-            if not isinstance(key, bytes):
-                continue
-            cases[key.decode("utf-8", "replace")] = _decode(serde, msg.value())
+                raise RetryableError(f"{topic}: no committed end within the timeout")
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                p = msg.partition() or 0
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        ends[p] = msg.offset() or 0
+                    elif err.fatal():
+                        raise KafkaException(err)
+                    continue
+                key = msg.key()
+                if not isinstance(key, bytes):
+                    continue
+                try:
+                    cases[p][key.decode("utf-8", "replace")] = _decode(serde, msg.value())
+                except WireError:
+                    # As the stream does: an unreadable record changes nothing (the stream
+                    # dead-lettered it when it read it; a rebuild does not do so again).
+                    continue
     finally:
         consumer.unassign()
+    return {p: CommittedView(p, cases[p], ends[p]) for p in partitions}
 
 
 def _decode(serde: Serde, value: str | bytes | None) -> CaseRecord | None:
     if value is None:
-        return None
-    try:
-        record = serde.decode(INPUT, value if isinstance(value, bytes) else value.encode())
-    except WireError:
-        return None  # the stream dead-lettered it when it read it
-    return record if isinstance(record, CaseRecord) else None
+        return None  # a tombstone: the case is gone
+    record = serde.decode(INPUT, value if isinstance(value, bytes) else value.encode())
+    if not isinstance(record, CaseRecord):  # pragma: no cover - Serde checks the topic
+        raise WireError(f"not a CaseRecord: {type(record).__name__}")
+    return record

@@ -105,7 +105,7 @@ class Sweeper:
         self._serde = Serde.from_settings(base)
         self._probe = probe
         self._assigned: set[int] = set()
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._lock: asyncio.Lock | None = None
         self._failure: BaseException | None = None
         self._faust: SweeperApp | None = None
         self.ready = threading.Event()
@@ -160,9 +160,11 @@ class Sweeper:
         if self._probe is not None and not self._assigned:
             self._probe.set_ready(False, "waiting for partition assignment")
 
-    def _lock(self, p: int) -> asyncio.Lock:
-        # The agent and the timer both touch a partition's index; one at a time.
-        return self._locks.setdefault(p, asyncio.Lock())
+    def _index_lock(self) -> asyncio.Lock:
+        # The agent and the timer both change the index: one at a time (made in the loop).
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
 
     # --- reading cases into the index ------------------------------------------------------
 
@@ -178,11 +180,11 @@ class Sweeper:
 
     async def _index_record(self, msg: Message) -> None:
         p, offset = msg.partition, msg.offset
-        async with self._lock(p):
+        async with self._index_lock():
             known = self._index.offset(p)
             if known is None:
                 # Everything before this record must be in the rebuilt index.
-                known = await self._rebuild(p, at_least=offset)
+                known = (await self._rebuild({p: offset}))[p]
             if offset < known:
                 return  # already indexed (a rebuild, or Faust resuming behind the index)
             key = msg.key
@@ -219,14 +221,21 @@ class Sweeper:
         )
         await asyncio.wait_for(delivered, SEND_TIMEOUT_S)
 
-    async def _rebuild(self, p: int, *, at_least: int) -> int:
-        """Rebuild partition ``p``'s index from its committed records; returns its offset."""
-        log.warning("due-time index of partition %d is missing; rebuilding", p)
-        metrics.REBUILDS.inc()
-        view = await asyncio.to_thread(read_committed, self._s.base, p, at_least=at_least)
-        self._index.reset(p)
-        self._index.apply(p, {cid: entries_for(case) for cid, case in view.cases.items()}, view.end)
-        return view.end
+    async def _rebuild(self, at_least: dict[int, int]) -> dict[int, int]:
+        """Rebuild these partitions' index from their committed records; returns the offsets.
+
+        ``at_least``: partition → the offset Faust has fetched up to there; the committed read
+        waits until the transactions below it are decided, so nothing the stream has already
+        passed is missing from the rebuilt index.
+        """
+        log.warning("due-time index of partitions %s is missing; rebuilding", sorted(at_least))
+        metrics.REBUILDS.inc(len(at_least))
+        views = await asyncio.to_thread(read_committed, self._s.base, at_least)
+        for p, view in views.items():
+            self._index.reset(p)
+            entries = {cid: entries_for(case) for cid, case in view.cases.items()}
+            self._index.apply(p, entries, view.end)
+        return {p: view.end for p, view in views.items()}
 
     # --- the tick --------------------------------------------------------------------------
 
@@ -246,11 +255,15 @@ class Sweeper:
         if self._probe is not None:
             self._probe.beat()
         sent = 0
-        for p in sorted(self._assigned):
-            async with self._lock(p):
-                if self._index.offset(p) is None:
-                    await self._rebuild(p, at_least=await self._position(p))
-                    continue
+        assigned = sorted(self._assigned)
+        async with self._index_lock():
+            missing = [p for p in assigned if self._index.offset(p) is None]
+            if missing:
+                await self._rebuild({p: await self._position(p) for p in missing})
+        for p in assigned:
+            if p in missing:
+                continue  # rebuilt just now: swept from the next tick on
+            async with self._index_lock():
                 sent += await self._sweep(p, now)
         metrics.INDEX_ENTRIES.set(self.index_size())
         return sent
@@ -304,9 +317,8 @@ class Sweeper:
     async def _revalidate(self, p: int, overdue: list[Entry], now: int) -> None:
         """Keep what the committed records hold, drop the ghosts (see the module docstring)."""
         known = self._index.offset(p) or 0
-        view: CommittedView = await asyncio.to_thread(
-            read_committed, self._s.base, p, at_least=known
-        )
+        views = await asyncio.to_thread(read_committed, self._s.base, {p: known})
+        view: CommittedView = views[p]
         ghosts: list[Entry] = []
         real: list[Entry] = []
         for entry in overdue:

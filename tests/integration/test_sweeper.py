@@ -14,6 +14,17 @@ import time
 from collections import Counter
 
 import pytest
+from test_cases_support import (
+    cases_service,
+    latest_case,
+    read_all,
+    redis_db,
+    reply_to,
+    send,
+    sweeper,
+    wait_for,
+)
+
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
 from runplane.core.chain import verify_chain
@@ -27,17 +38,6 @@ from runplane.wire import (
     ObligationStatus,
     RegisterDeadline,
 )
-from test_cases_support import (
-    cases_service,
-    latest_case,
-    read_all,
-    redis_db,
-    reply_to,
-    send,
-    sweeper,
-    wait_for,
-)
-
 from services.sweeper.decide import decide_tick, entries_for
 from services.sweeper.keys import followup_admission_key, sweep_run_id
 
