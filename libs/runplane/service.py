@@ -8,10 +8,24 @@ A service's ``serve(settings, stop)`` composes these pieces::
     with run_http(app, settings.http_host, settings.http_port("admission"), stop):
         processor.run(stop)                    # blocks until stop is set
 
-``/healthz`` answers 200 only while every probe is ready (assignment and restore done) and
-has beaten within its ``stale_after_s``; otherwise 503 with a JSON reason, so an orchestrator's
-liveness check follows the poll loop, not mere broker reachability. ``/metrics`` is
-prometheus-client's text format for the process-wide default registry.
+Two questions, two endpoints (an orchestrator must not restart a pod for being busy):
+
+* ``/livez`` — *is the loop stuck?* 200 while every probe's loop beats. A restore runs inside
+  the rebalance callback, where the loop cannot beat, so a probe that is not ready may go
+  ``busy_limit_s`` (default 300 s, above the processor's 180 s restore timeout, after which the
+  processor gives up by itself) without a beat before it counts as stuck. 503 only then.
+* ``/readyz`` — *should traffic and dependants wait?* 200 only while every probe is ready
+  (assignment and restore done) and has beaten within its ``stale_after_s``; 503 with a JSON
+  reason otherwise — during every rebalance restore, for instance.
+* ``/healthz`` — the readiness answer under its old name, for existing callers (the demo, the
+  CLI, scripts).
+
+``/metrics`` is prometheus-client's text format for the process-wide default registry.
+
+``run_http`` trusts ``X-Forwarded-Proto``/``X-Forwarded-For`` only from the peers listed in
+``RUNPLANE_FORWARDED_ALLOW_IPS`` (comma-separated addresses or networks, ``*`` for any;
+default loopback only): behind a TLS-terminating ingress, list the ingress controller's
+addresses so the app sees ``https`` and the client's address.
 
 ``install_signal_handlers(stop)`` turns SIGTERM/SIGINT into ``stop.set()``: loops notice it,
 finish or abort their transaction and return, and the process exits cleanly.
@@ -20,8 +34,10 @@ finish or abort their transaction and return, and the process exits cleanly.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -42,7 +58,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from runplane.errors import ConfigError
+
 __all__ = [
+    "DEFAULT_FORWARDED_ALLOW_IPS",
+    "FORWARDED_ALLOW_IPS_ENV",
     "Health",
     "HttpServer",
     "Probe",
@@ -50,6 +70,7 @@ __all__ = [
     "install_backend_errors",
     "install_signal_handlers",
     "make_app",
+    "parse_forwarded_allow_ips",
     "run_http",
     "setup_logging",
 ]
@@ -60,14 +81,33 @@ MonotonicClock = Callable[[], float]
 
 
 class Probe:
-    """One loop's liveness: ``beat()`` from every poll iteration, ``set_ready`` around restore."""
+    """One loop's health: ``beat()`` from every poll iteration, ``set_ready`` around restore.
 
-    def __init__(self, name: str, stale_after_s: float, clock: MonotonicClock) -> None:
+    Readiness (``check``) needs ready *and* a beat within ``stale_after_s``. Liveness
+    (``check_live``) needs only a recent sign of life — a beat or a readiness change — within
+    ``stale_after_s`` while ready, or within ``busy_limit_s`` while not ready: a loop restoring
+    tables inside its rebalance callback cannot beat, and restarting it for that would only
+    start the restore again.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        stale_after_s: float,
+        clock: MonotonicClock,
+        busy_limit_s: float | None = None,
+    ) -> None:
+        if stale_after_s <= 0:
+            raise ValueError(f"probe {name!r}: stale_after_s must be positive")
         self.name = name
         self._stale_after_s = stale_after_s
+        self._busy_limit_s = max(stale_after_s, busy_limit_s or stale_after_s)
         self._clock = clock
         self._lock = threading.Lock()
         self._last_beat: float | None = None
+        # Creation counts as a sign of life: start-up (init_transactions, the first join)
+        # gets the busy limit before the first beat is due.
+        self._last_change = clock()
         self._ready = False
         self._reason = "starting"
 
@@ -77,12 +117,14 @@ class Probe:
             self._last_beat = now
 
     def set_ready(self, ready: bool, reason: str = "") -> None:
+        now = self._clock()
         with self._lock:
             self._ready = ready
             self._reason = "" if ready else (reason or "not ready")
+            self._last_change = now
 
     def check(self) -> str | None:
-        """None when healthy, else why not."""
+        """Readiness: None when ready and beating, else why not."""
         with self._lock:
             last, ready, reason = self._last_beat, self._ready, self._reason
         if not ready:
@@ -94,14 +136,42 @@ class Probe:
             return f"no heartbeat for {age:.1f}s (limit {self._stale_after_s:.1f}s)"
         return None
 
+    def check_live(self) -> str | None:
+        """Liveness: None unless the loop shows no sign of life for longer than it may."""
+        with self._lock:
+            last, changed, ready, reason = (
+                self._last_beat,
+                self._last_change,
+                self._ready,
+                self._reason,
+            )
+        seen = changed if last is None else max(last, changed)
+        limit = self._stale_after_s if ready else self._busy_limit_s
+        age = self._clock() - seen
+        if age <= limit:
+            return None
+        state = "ready" if ready else f"not ready: {reason}"
+        return f"stuck: no heartbeat for {age:.1f}s (limit {limit:.1f}s, {state})"
+
 
 class Health:
-    """The health of one service: healthy when every registered probe is."""
+    """The health of one service: live while every probe's loop is, ready while every one is.
+
+    ``busy_limit_s``: how long a probe that is not ready may go without a beat before
+    ``/livez`` calls its loop stuck (a restore runs where the loop cannot beat).
+    """
 
     def __init__(
-        self, *, stale_after_s: float = 30.0, clock: MonotonicClock = time.monotonic
+        self,
+        *,
+        stale_after_s: float = 30.0,
+        busy_limit_s: float = 300.0,
+        clock: MonotonicClock = time.monotonic,
     ) -> None:
+        if stale_after_s <= 0 or busy_limit_s <= 0:
+            raise ValueError("stale_after_s and busy_limit_s must be positive")
         self._stale_after_s = stale_after_s
+        self._busy_limit_s = busy_limit_s
         self._clock = clock
         self._lock = threading.Lock()
         self._probes: dict[str, Probe] = {}
@@ -110,35 +180,59 @@ class Health:
         with self._lock:
             if name in self._probes:
                 raise ValueError(f"probe {name!r} already registered")
-            p = Probe(name, stale_after_s or self._stale_after_s, self._clock)
+            p = Probe(name, stale_after_s or self._stale_after_s, self._clock, self._busy_limit_s)
             self._probes[name] = p
             return p
 
-    def status(self) -> tuple[bool, dict[str, str]]:
-        """(healthy, {probe: reason}) — the reasons of the unhealthy probes only."""
+    def _probes_now(self) -> list[Probe]:
         with self._lock:
-            probes = list(self._probes.values())
+            return list(self._probes.values())
+
+    def readiness(self) -> tuple[bool, dict[str, str]]:
+        """(ready, {probe: reason}) — the reasons of the probes that are not ready."""
+        probes = self._probes_now()
         if not probes:
             return False, {"service": "no probes registered yet"}
         problems = {p.name: r for p in probes if (r := p.check()) is not None}
         return not problems, problems
 
+    def status(self) -> tuple[bool, dict[str, str]]:
+        """The readiness answer (``/healthz``'s), under its original name."""
+        return self.readiness()
+
+    def liveness(self) -> tuple[bool, dict[str, str]]:
+        """(live, {probe: reason}) — the reasons of the probes whose loop looks stuck.
+
+        No probe yet is live: the process answers, and its loops have not started, so
+        nothing can be stuck (the startup of a loop is bounded by its own busy limit).
+        """
+        problems = {p.name: r for p in self._probes_now() if (r := p.check_live()) is not None}
+        return not problems, problems
+
+
+def _answer(ok: bool, problems: dict[str, str], bad: str) -> Response:
+    body: dict[str, Any] = {"status": "ok" if ok else bad}
+    if problems:
+        body["reasons"] = problems
+    return JSONResponse(body, status_code=200 if ok else 503)
+
 
 def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> list[BaseRoute]:
-    """``/healthz`` and ``/metrics``, to add to any Starlette/FastAPI app on the service's port."""
+    """``/livez``, ``/readyz``, ``/healthz`` (= readyz) and ``/metrics`` for any Starlette app."""
 
-    async def healthz(_: Request) -> Response:
-        ok, problems = health.status()
-        body: dict[str, Any] = {"status": "ok" if ok else "unavailable"}
-        if problems:
-            body["reasons"] = problems
-        return JSONResponse(body, status_code=200 if ok else 503)
+    async def livez(_: Request) -> Response:
+        return _answer(*health.liveness(), bad="stuck")
+
+    async def readyz(_: Request) -> Response:
+        return _answer(*health.readiness(), bad="unavailable")
 
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return [
-        Route("/healthz", healthz, methods=["GET"]),
+        Route("/livez", livez, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/healthz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 
@@ -180,13 +274,56 @@ class HttpServer:
         self._thread.join(timeout)
 
 
+FORWARDED_ALLOW_IPS_ENV = "RUNPLANE_FORWARDED_ALLOW_IPS"
+DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+
+
+def parse_forwarded_allow_ips(raw: str | None) -> str:
+    """The peers whose ``X-Forwarded-*`` headers uvicorn may believe, validated.
+
+    ``raw`` is ``RUNPLANE_FORWARDED_ALLOW_IPS``: comma-separated IP addresses or networks
+    (``10.0.0.0/8``), or ``*``. Unset or empty means loopback only. uvicorn itself keeps an
+    entry it cannot parse as a literal host name that never matches a peer, so a typo would
+    silently switch the forwarded headers off; here it is a ``ConfigError`` at start instead.
+    """
+    if raw is None or not raw.strip():
+        return DEFAULT_FORWARDED_ALLOW_IPS
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if items == ["*"]:
+        return "*"
+    for item in items:
+        try:
+            if "/" in item:
+                ipaddress.ip_network(item, strict=False)
+            else:
+                ipaddress.ip_address(item)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{FORWARDED_ALLOW_IPS_ENV}: {item!r} is not an IP address or network "
+                "(use addresses, CIDR networks, or * alone)"
+            ) from exc
+    return ",".join(items)
+
+
 @contextmanager
-def run_http(app: Any, host: str, port: int, stop: threading.Event) -> Iterator[HttpServer]:
+def run_http(
+    app: Any,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    *,
+    forwarded_allow_ips: str | None = None,
+) -> Iterator[HttpServer]:
     """Serve ``app`` on (host, port) from a background thread until the block ends or ``stop``.
 
     We bind the socket ourselves so port 0 works (tests) and the real port is known before
     the first request; uvicorn then serves on that socket without touching signal handlers
     (it only installs them on the main thread, and this is not it).
+
+    ``forwarded_allow_ips`` (default: ``RUNPLANE_FORWARDED_ALLOW_IPS``, else loopback only)
+    lists the proxies trusted to set ``X-Forwarded-Proto``/``-For``; requests from them get
+    the forwarded scheme and client address. The variable is read here, at the HTTP edge
+    every service shares, so no service's settings need to carry it.
 
     TCP_NODELAY: asyncio turns Nagle off on accepted connections only when the socket's
     ``proto`` is ``IPPROTO_TCP`` — a socket made as ``socket(AF_INET, SOCK_STREAM)`` has proto
@@ -195,6 +332,11 @@ def run_http(app: Any, host: str, port: int, stop: threading.Event) -> Iterator[
     We create the socket with ``IPPROTO_TCP`` *and* set TCP_NODELAY on the listener (accepted
     sockets inherit it on Linux), so neither path depends on the other.
     """
+    trusted = parse_forwarded_allow_ips(
+        os.environ.get(FORWARDED_ALLOW_IPS_ENV)
+        if forwarded_allow_ips is None
+        else forwarded_allow_ips
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -202,7 +344,14 @@ def run_http(app: Any, host: str, port: int, stop: threading.Event) -> Iterator[
     sock.bind((host, port))
     sock.listen(128)
     bound = int(sock.getsockname()[1])
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        proxy_headers=True,
+        forwarded_allow_ips=trusted,
+    )
     server = uvicorn.Server(config)
 
     def serve() -> None:
