@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,11 +99,17 @@ def record_canonical_bytes(record: JournalRecord) -> bytes:
     (see ``runplane.wire.canonical_encoder``), which writes the same text without building the
     dict; ``tests/unit/test_canonical_fast.py`` holds it to the reference on random records.
     """
-    encoder = canonical_encoder(
-        type(record), encode_str=encode_str, encode_float=format_float, exclude=_NOT_HASHED
-    )
+    encoder = _HASH_ENCODERS.get(type(record))
+    if encoder is None:
+        encoder = canonical_encoder(
+            type(record), encode_str=encode_str, encode_float=format_float, exclude=_NOT_HASHED
+        )
+        _HASH_ENCODERS[type(record)] = encoder
     # "strict" UTF-8: a lone surrogate is refused here, as canonical_bytes refuses it.
     return encoder(record).encode("utf-8")
+
+
+_HASH_ENCODERS: dict[type[JournalRecord], Callable[[JournalRecord], str]] = {}
 
 
 def default_label(provenance: Iterable[str] = ()) -> Label:

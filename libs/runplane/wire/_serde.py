@@ -200,13 +200,10 @@ def decode(data: bytes) -> Record:
 # (its count, then the items; map items are key string then value) and a 0, or just the 0 when
 # empty; a record its fields in schema order.
 
-_SMALL = [bytes([n << 1]) for n in range(64)]  # zig-zag of 0..63: one byte, 2n
 _pack_double = struct.Struct("<d").pack
 
 
-def _zigzag(n: int) -> bytes:
-    if 0 <= n < 64:
-        return _SMALL[n]
+def _zigzag_of(n: int) -> bytes:
     z = (n << 1) ^ (n >> 63)
     out = bytearray()
     while z & ~0x7F:
@@ -214,6 +211,18 @@ def _zigzag(n: int) -> bytes:
         z >>= 7
     out.append(z)
     return bytes(out)
+
+
+# Lengths (64-character digests above all) and small numbers come from this table.
+_TABLE_SIZE = 1024
+_VARINTS = [_zigzag_of(n) for n in range(_TABLE_SIZE)]
+
+
+def _zigzag(n: int) -> bytes:
+    """The zig-zag varint of ``n`` (Avro int and long)."""
+    if 0 <= n < _TABLE_SIZE:
+        return _VARINTS[n]
+    return _zigzag_of(n)
 
 
 class _Unsupported(Exception):
@@ -252,14 +261,26 @@ def _write(
     node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
 ) -> None:
     zz = src.ref(_zigzag)
+
+    def varint(expr: str) -> list[str]:
+        # Most ints and lengths are small: taken from the table without a call.
+        n = src.fresh()
+        return [
+            f"{ind}{n} = {expr}",
+            f"{ind}if 0 <= {n} < {_TABLE_SIZE}:",
+            f"{ind}    b += {src.ref(_VARINTS)}[{n}]",
+            f"{ind}else:",
+            f"{ind}    b += {src.ref(_zigzag_of)}({n})",
+        ]
+
     if isinstance(node, str):
         if node in ("int", "long"):
-            lines.append(f"{ind}b += {zz}({v})")
+            lines += varint(v)
         elif node == "string":
             e = src.fresh()
-            lines += [f"{ind}{e} = {v}.encode('utf-8')", f"{ind}b += {zz}(len({e}))", f"{ind}b += {e}"]
+            lines += [f"{ind}{e} = {v}.encode('utf-8')", *varint(f"len({e})"), f"{ind}b += {e}"]
         elif node == "bytes":
-            lines += [f"{ind}b += {zz}(len({v}))", f"{ind}b += {v}"]
+            lines += [*varint(f"len({v})"), f"{ind}b += {v}"]
         elif node == "boolean":
             lines.append(f"{ind}b.append(1 if {v} else 0)")
         elif node == "double":
@@ -297,7 +318,7 @@ def _write(
     if kind in ("array", "map"):
         x = src.fresh()
         lines.append(f"{ind}if {v}:")
-        lines.append(f"{ind}    b += {zz}(len({v}))")
+        lines.append(f"{ind}    b += {zz}(len({v}))")  # a block count: rare, nothing to save
         if kind == "array":
             lines.append(f"{ind}    for {x} in {v}:")
             _write(node["items"], x, lines, ind + "        ", src, named, ns)
