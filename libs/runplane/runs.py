@@ -149,6 +149,10 @@ def read_run(
 ) -> RunHistory:
     """The run's journal records (topic order) and, with ``bodies``, its result entries.
 
+    ``since_ms``: start both scans at the first record at or after this instant instead of the
+    partition's beginning — pass the run's start time (less a margin for clock skew) when it is
+    known, so the cost of a read follows the run's age, not the partition's history.
+
     Records of other sessions on the partition are skipped; a record keyed by the run that does
     not decode counts in ``undecodable`` (it would be dead-lettered by a service).
     """
@@ -168,7 +172,9 @@ def read_run(
                 undecodable += 1
         found: dict[BodyKey, ResultEntry | None] = {}
         if bodies:
-            for msg in _read_to_end(consumer, settings.topic("results"), partition, None, timeout_s):
+            # Compaction keeps each record's timestamp and offset, and a run's results are all
+            # written after it started: the same lower bound holds for ``results``.
+            for msg in _read_to_end(consumer, settings.topic("results"), partition, since_ms, timeout_s):
                 parsed = parse_result_key(_key(msg) or "")
                 if parsed is None or parsed[0] != run_id:
                     continue

@@ -1,5 +1,8 @@
 """Run queries over HTTP (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
 
+Every endpoint needs ``Authorization: Bearer <token>`` of a configured principal (any role;
+401 without one); bodies need the role ``auditor`` as well (403 without it).
+
 - ``GET /runs`` — runs from the Redis index, newest first; filters: status, capability, case,
   time range (``since_ms``/``until_ms`` on the start time), ``limit``.
 - ``GET /runs/{id}`` — one run: status, capability, case, era, cost, timestamps, parked on,
@@ -10,6 +13,12 @@
 - ``GET /runs/{id}/verify`` — the chain verified now, from the topics (the same fold as the
   service and ``runplane journal verify``), next to the service's own audit verdict.
 
+Reading a run from Kafka costs a scan of its session's partition, so the API bounds it: a run
+the index does not know is 404 without touching Kafka (an id is not a licence to scan), the
+scan starts at the run's indexed start time (less a clock-skew margin) instead of the
+partition's beginning, and at most ``max_scans`` scans run at once — one more is answered 503
+with ``Retry-After`` rather than queued behind them.
+
 Bad input is a 4xx with a message; a backend that does not answer (Kafka, Redis) is a 503 with
 the reason; nothing is a 500.
 """
@@ -18,33 +27,44 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Protocol
 
-from fastapi import FastAPI, Header, HTTPException, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from runplane.auth import PrincipalSource
+from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RunplaneError
 from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
-from runplane.wire import AuditRecord, RunStatus, to_dict
-from services.journal.auth import body_reader
+from runplane.wire import RunStatus, to_dict
+from services.journal.auth import body_reader, run_reader
 from services.journal.chain import bodies_of, verify_records
 from services.journal.index import RunFilter, RunIndex
-from services.journal.summary import RunSummary, summarize
+from services.journal.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
 RunId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 
 
-class RunReader(Protocol):
-    """Reads one run straight from Kafka (``runplane.runs``; a fake in tests of the API alone)."""
+# A run's records carry the producing host's clock; the index's start time is the admitting
+# host's. Scanning from a little before it tolerates skew between the two (and LogAppendTime
+# topics) at the price of a few minutes of extra records.
+SCAN_MARGIN_MS = 10 * 60 * 1000
+DEFAULT_MAX_SCANS = 4
 
-    def history(self, run_id: str, *, bodies: bool) -> RunHistory: ...
-    def audit(self, run_id: str) -> list[AuditRecord]: ...
+
+class RunReader(Protocol):
+    """Reads one run straight from Kafka (``runplane.runs``; a fake in tests of the API alone).
+
+    ``since_ms``: read the run's partitions from the first record at or after this instant
+    (None: from the beginning)."""
+
+    def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory: ...
 
 
 class CostOut(BaseModel):
@@ -99,11 +119,63 @@ def _run_out(s: RunSummary) -> RunOut:
     return RunOut.model_validate(s.to_json())
 
 
+def scan_since(summary: RunSummary) -> int | None:
+    """Where a scan for ``summary``'s records may start (None: the partition's beginning)."""
+    if summary.started_ms is None:
+        return None
+    return max(0, summary.started_ms - SCAN_MARGIN_MS)
+
+
+class ScanLimit:
+    """At most ``n`` partition scans at once; one more is refused (503), not queued."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError("at least one concurrent scan is required")
+        self._slots = threading.BoundedSemaphore(n)
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._slots.acquire(blocking=False):
+            raise HTTPException(
+                503,
+                "too many journal reads in progress; try again shortly",
+                headers={"Retry-After": "1"},
+            )
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    """Whoever the bearer token names (any role); 401 without a known token."""
+    readers: PrincipalSource = request.app.state.readers
+    return run_reader(readers, authorization)
+
+
+Who = Annotated[Principal, Depends(caller)]
+
+
 def build_api(
-    index: Callable[[], RunIndex | None], reader: RunReader, readers: PrincipalSource, *, title: str = "runplane journal"
+    index: Callable[[], RunIndex | None],
+    reader: RunReader,
+    readers: PrincipalSource,
+    *,
+    title: str = "runplane journal",
+    max_scans: int = DEFAULT_MAX_SCANS,
 ) -> FastAPI:
-    """The run-query app; ``index`` returns None when no Redis index is configured."""
+    """The run-query app; ``index`` returns None when no Redis index is configured.
+
+    ``readers``: who may query at all (any principal) and read bodies (role ``auditor``).
+    ``max_scans``: how many Kafka partition scans (journal, verify) may run at once.
+    """
     app = FastAPI(title=title, version="1", description=__doc__)
+    app.state.readers = readers
+    scans = ScanLimit(max_scans)
+    auth_errors: dict[int | str, dict[str, Any]] = {
+        401: {"description": "missing or unknown bearer token"},
+    }
 
     install_backend_errors(app, redis_holds="run index")
 
@@ -117,8 +189,18 @@ def build_api(
             raise HTTPException(503, "the run index is disabled on this instance")
         return idx
 
-    @app.get("/runs", response_model=RunList, summary="List runs, newest first")
+    def _known(run_id: str) -> RunSummary:
+        # Only runs the index knows are read from Kafka: an unknown id costs one Redis GET,
+        # never a partition scan. A run admitted a moment ago may not be indexed yet (404
+        # until the audit stream reaches the index, typically well under a second).
+        summary = _index().get(run_id)
+        if summary is None:
+            raise HTTPException(404, f"no run {run_id!r} (not in the run index)")
+        return summary
+
+    @app.get("/runs", response_model=RunList, responses=auth_errors, summary="List runs, newest first")
     def list_runs(
+        _: Who,
         status: RunStatus | None = None,
         capability: str | None = Query(None, max_length=256),
         case: str | None = Query(None, max_length=256),
@@ -131,26 +213,26 @@ def build_api(
         f = RunFilter(status, capability, case, since_ms, until_ms, limit)
         return RunList(runs=[_run_out(s) for s in _index().list(f)])
 
-    @app.get("/runs/{run_id}", response_model=RunOut, responses={404: {"description": "unknown run"}})
-    def get_run(run_id: RunId) -> RunOut:
-        summary = _index().get(run_id)
-        if summary is None:
-            # Not indexed (yet): the audit stream is the truth the index is folded from.
-            audits = reader.audit(run_id)
-            if not audits:
-                raise HTTPException(404, f"no run {run_id!r}")
-            summary = summarize(run_id, audits)
-        return _run_out(summary)
+    @app.get("/runs/{run_id}", response_model=RunOut, responses={**auth_errors, 404: {"description": "unknown run"}})
+    def get_run(run_id: RunId, _: Who) -> RunOut:
+        return _run_out(_known(run_id))
 
-    @app.get("/runs/{run_id}/journal", response_model=JournalOut, responses={401: {}, 403: {}, 404: {}})
+    @app.get(
+        "/runs/{run_id}/journal",
+        response_model=JournalOut,
+        responses={**auth_errors, 403: {}, 404: {}, 503: {"description": "too many reads at once"}},
+    )
     def get_journal(
         run_id: RunId,
+        _: Who,
         bodies: bool = Query(False, description="include each call's body (role auditor)"),
         authorization: str | None = Header(None),
     ) -> JournalOut:
         if bodies:
-            body_reader(readers, authorization)  # 401 / 403 unless an auditor's token
-        history = reader.history(run_id, bodies=bodies)
+            body_reader(readers, authorization)  # 403 unless an auditor's token
+        summary = _known(run_id)
+        with scans.slot():
+            history = reader.history(run_id, bodies=bodies, since_ms=scan_since(summary))
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")
         out = JournalOut(run_id=run_id, records=[_jsonable(to_dict(r)) for r in history.records], bodies=None)
@@ -161,14 +243,18 @@ def build_api(
             }
         return out
 
-    @app.get("/runs/{run_id}/verify", response_model=VerifyOut, responses={404: {}})
-    def verify(run_id: RunId) -> VerifyOut:
-        history = reader.history(run_id, bodies=True)
+    @app.get(
+        "/runs/{run_id}/verify",
+        response_model=VerifyOut,
+        responses={**auth_errors, 404: {}, 503: {"description": "too many reads at once"}},
+    )
+    def verify(run_id: RunId, _: Who) -> VerifyOut:
+        summary = _known(run_id)
+        with scans.slot():
+            history = reader.history(run_id, bodies=True, since_ms=scan_since(summary))
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")
         report = verify_records(run_id, history.records, bodies_of(history.bodies))
-        idx = index()
-        summary = idx.get(run_id) if idx is not None else None
         return VerifyOut(
             run_id=run_id,
             verified=report.verified,
@@ -176,7 +262,7 @@ def build_api(
             broken_at_seq=report.broken_at_seq,
             reason=report.reason,
             body_missing=list(report.body_missing),
-            service_verdict=None if summary is None else str(summary.verdict),
+            service_verdict=str(summary.verdict),
         )
 
     return app

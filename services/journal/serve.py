@@ -44,8 +44,8 @@ class KafkaRunReader:
 
     settings: Settings
 
-    def history(self, run_id: str, *, bodies: bool) -> RunHistory:
-        return read_run(self.settings, run_id, bodies=bodies)
+    def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory:
+        return read_run(self.settings, run_id, bodies=bodies, since_ms=since_ms)
 
     def audit(self, run_id: str) -> list[AuditRecord]:
         return read_audit(self.settings, run_id)
@@ -56,7 +56,9 @@ def serve(settings: Settings, stop: threading.Event, *, journal: JournalSettings
     js = journal or JournalSettings.from_env(base=settings)
     health = Health()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix) if js.index else None
-    app = build_api(lambda: index, KafkaRunReader(settings), PrincipalsFile(js.readers_file))
+    app = build_api(
+        lambda: index, KafkaRunReader(settings), PrincipalsFile(js.readers_file), max_scans=js.max_scans
+    )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))
     threads: list[threading.Thread] = []

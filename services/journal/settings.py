@@ -32,6 +32,8 @@ class JournalSettings:
     for bodies (journal intake pauses past it, so a transaction never outgrows its timeout).
     ``readers_file``: who may read bodies (``RUNPLANE_JOURNAL_READERS_FILE``, else the
     worklist's ``RUNPLANE_WORKLIST_PRINCIPALS_FILE``; principals with the role ``auditor``).
+    ``max_scans`` (``RUNPLANE_JOURNAL_MAX_SCANS``, default 4): how many API reads of a run's
+    partitions (journal, verify) run at once; one more is answered 503 with Retry-After.
     """
 
     base: Settings = field(default_factory=Settings)
@@ -43,8 +45,11 @@ class JournalSettings:
     index: bool = True
     transaction_timeout_ms: int = 60_000
     session_timeout_ms: int = 10_000
+    max_scans: int = 4
 
     def __post_init__(self) -> None:
+        if self.max_scans < 1:
+            raise ConfigError("RUNPLANE_JOURNAL_MAX_SCANS must be at least 1")
         if self.body_grace_ms < 0:
             raise ConfigError("RUNPLANE_JOURNAL_BODY_GRACE_MS must not be negative")
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -56,8 +61,11 @@ class JournalSettings:
 
     @property
     def transactional_id(self) -> str:
-        """Stable per instance: a restarted instance fences and aborts its predecessor."""
-        return f"journal-{self.base.instance_id}"
+        """Stable per instance: a restarted instance fences and aborts its predecessor.
+
+        Prefixed with the topic prefix: transactional ids are cluster-wide, and two deployments
+        sharing a Kafka must not fence each other."""
+        return f"{self.base.topic_prefix}journal-{self.base.instance_id}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, base: Settings | None = None) -> JournalSettings:
@@ -71,4 +79,5 @@ class JournalSettings:
             max_hold_ms=_int(e, "RUNPLANE_JOURNAL_MAX_HOLD_MS", 15_000),
             readers_file=Path(readers) if readers else None,
             index=e.get("RUNPLANE_JOURNAL_INDEX", "1") not in ("0", "false", "no"),
+            max_scans=_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
         )

@@ -54,8 +54,9 @@ def api(settings: Settings, index: RunIndex) -> Iterator[httpx.Client]:
     )
     app = build_api(lambda: index, KafkaRunReader(settings), readers)
     stop = threading.Event()
+    # Every run endpoint needs a principal (any role): the client asks as the clerk.
     with run_http(app, "127.0.0.1", 0, stop) as server, httpx.Client(
-        base_url=f"http://127.0.0.1:{server.port}", timeout=60
+        base_url=f"http://127.0.0.1:{server.port}", timeout=60, headers={"Authorization": f"Bearer {CLERK_TOKEN}"}
     ) as c:
         wait_for(lambda: _up(c))
         yield c
@@ -110,10 +111,12 @@ def test_queries_cost_bodies_and_rebuild(
     case_cost = index.cost("case", "c-1")
     assert (case_cost.tokens_in, case_cost.tokens_out, case_cost.units) == (130, 65, 3.5)
 
-    # journal: records for anyone, bodies only for an auditor's token
+    # journal: records for any principal (none: 401), bodies only for an auditor's token
     j = api.get(f"/runs/{a}/journal").json()
     assert [r["seq"] for r in j["records"]] == list(range(len(recs_a))) and j["bodies"] is None
-    assert api.get(f"/runs/{a}/journal", params={"bodies": True}).status_code == 401
+    for path in ("/runs", f"/runs/{a}", f"/runs/{a}/journal", f"/runs/{a}/verify"):
+        assert api.get(path, headers={"Authorization": ""}).status_code == 401
+    assert api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": ""}).status_code == 401
     bad = api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": "Bearer nope"})
     assert bad.status_code == 401
     clerk = api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": f"Bearer {CLERK_TOKEN}"})
@@ -127,6 +130,7 @@ def test_queries_cost_bodies_and_rebuild(
     # 4xx, never 500
     assert api.get("/runs/nope-nope").status_code == 404
     assert api.get("/runs/nope-nope/verify").status_code == 404
+    assert api.get("/runs/nope-nope/journal").status_code == 404
     assert api.get("/runs", params={"status": "SLEEPING"}).status_code == 422
     assert api.get("/runs", params={"since_ms": 5, "until_ms": 1}).status_code == 400
     assert api.get("/runs", params={"limit": 0}).status_code == 422

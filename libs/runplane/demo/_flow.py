@@ -406,9 +406,16 @@ class RunWatcher:
     """Follows run statuses through the journal service's API (``GET /runs/{id}``)."""
 
     def __init__(
-        self, config: DemoConfig, client: httpx.Client, reporter: Reporter, services_pid: int
+        self,
+        config: DemoConfig,
+        client: httpx.Client,
+        reporter: Reporter,
+        services_pid: int,
+        token: str = "",
     ) -> None:
         self._config = config
+        # The journal API answers principals only (any role): the demo asks as its approver.
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._services_pid = services_pid
         self._client = client
         self._reporter = reporter
@@ -418,7 +425,9 @@ class RunWatcher:
     def status(self, run_id: str) -> str | None:
         try:
             resp = self._client.get(
-                self._config.ports.url("journal", f"/runs/{run_id}"), timeout=10
+                self._config.ports.url("journal", f"/runs/{run_id}"),
+                headers=self._headers,
+                timeout=10,
             )
         except httpx.HTTPError:
             return None
@@ -572,7 +581,7 @@ def run_demo(
     run_ids = [r.run_id for r in results if r.run_id is not None]
     approver = principals[APPROVER]
     with _http() as client:
-        watcher = RunWatcher(config, client, reporter, services_pid)
+        watcher = RunWatcher(config, client, reporter, services_pid, approver.token)
         watcher.capability = {r.run_id: r.capability for r in results if r.run_id is not None}
         waiting = {
             r.run_id
