@@ -739,6 +739,27 @@ def test_every_metric_in_the_code_is_documented() -> None:
     assert not missing, f"add these to docs/metrics.md: {missing}"
 
 
+def emitted_rows(doc: str) -> set[str]:
+    """The names in the doc's "Emitted" table (not the "Named, not emitted yet" one)."""
+    section = doc.split("## Emitted", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(runplane_[a-z0-9_]+)` \|", section, re.M))
+
+
+def test_every_emitted_row_is_still_in_the_code() -> None:
+    """docs/metrics.md promises this: a metric renamed or removed leaves no stale row."""
+    stale = emitted_rows(METRICS_DOC.read_text()) - set(metrics_defined_in_code())
+    assert not stale, f"docs/metrics.md lists metrics no code defines: {sorted(stale)}"
+
+
+def test_the_stale_row_check_can_fail() -> None:
+    doc = METRICS_DOC.read_text().replace(
+        "| --- | --- | --- | --- | --- |\n",
+        "| --- | --- | --- | --- | --- |\n| `runplane_gone_total` | counter | — | x | removed |\n",
+        1,
+    )
+    assert "runplane_gone_total" in emitted_rows(doc) - set(metrics_defined_in_code())
+
+
 def test_the_dashboard_draws_only_documented_metrics() -> None:
     assert dashboard_metrics() - documented_metrics() == set()
 
