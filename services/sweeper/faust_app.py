@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import faust
 
 from runplane.config import Settings
+from runplane.kafka.clients import faust_credentials
 from runplane.kafka.partition import partition_for
 from services.sweeper.topology import DEADLETTER, INPUT, OUTPUT, SERVICE, group_id
 
@@ -62,6 +63,7 @@ class SweeperApp:
         self.app = faust.App(
             group_id(base),
             broker=broker_urls(base.bootstrap_servers),
+            broker_credentials=faust_credentials(base),  # RUNPLANE_KAFKA_*, as every client
             loop=loop,
             broker_client_id=f"runplane-{SERVICE}-{base.instance_id}",
             processing_guarantee="at_least_once",

@@ -26,8 +26,8 @@ class SweeperSettings:
     ``retry_ms``: how long a sent decision waits for the cases service's answer before it is
     sent again (``RUNPLANE_SWEEPER_RETRY_MS``). ``revalidate_ms``: how long a decision may stay
     unconfirmed before its obligation is checked against the committed ``cases`` records
-    (``RUNPLANE_SWEEPER_REVALIDATE_MS``); it must outlast the cases service's transaction
-    timeout (60 s), so that the transaction that wrote the obligation is decided by then.
+    (``RUNPLANE_SWEEPER_REVALIDATE_MS``): the cost of a ghost from an aborted transaction is
+    at most this long of repeated decisions; each check reads the partition once.
     ``clock_offset_ms``: added to the wall clock
     (``RUNPLANE_SWEEPER_CLOCK_OFFSET_MS``), for tests and drills that pass days in seconds.
     """

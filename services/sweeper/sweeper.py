@@ -128,8 +128,8 @@ class Sweeper:
         app.timer(self._s.tick_ms / 1000, name=f"{SERVICE}-tick")(self._guarded_tick)
         app.on_partitions_assigned.connect(self._on_assigned)
         app.on_partitions_revoked.connect(self._on_revoked)
-        await app.start()
         try:
+            await app.start()
             while not stop.is_set() and self._failure is None and not app.should_stop:
                 await asyncio.sleep(0.05)
         finally:
@@ -175,7 +175,9 @@ class Sweeper:
                 continue  # stopping: leave the rest unindexed (the index offset says where)
             try:
                 await self._index_record(event.message)
-            except (redis.RedisError, WireError, KafkaError, OSError) as exc:
+            except Exception as exc:
+                # Faust's supervisor would restart the agent and go on past this record: stop
+                # the service instead (the index offset says where to resume).
                 self._fail(exc)
 
     async def _index_record(self, msg: Message) -> None:
@@ -244,9 +246,9 @@ class Sweeper:
             return
         try:
             await self.tick()
-        except (redis.RedisError, WireError, KafkaError, OSError) as exc:
-            self._fail(exc)
-        except Exception as exc:  # a dead timer would stop sweeping silently: stop the service
+        except Exception as exc:
+            # Faust logs a failed timer and ends it: sweeping would stop silently. Stop the
+            # service instead, so the supervisor restarts it.
             self._fail(exc)
 
     async def tick(self) -> int:
@@ -271,7 +273,10 @@ class Sweeper:
     async def _position(self, p: int) -> int:
         """Where Faust's fetcher stands on ``p``: a rebuild must cover what it has read."""
         assert self._faust is not None
-        position = await self._faust.app.consumer.position(TP(self._s.base.topic(INPUT), p))
+        try:
+            position = await self._faust.app.consumer.position(TP(self._s.base.topic(INPUT), p))
+        except KafkaError:  # moved away mid-rebalance: nothing fetched here to wait for
+            return 0
         return position or 0
 
     async def _sweep(self, p: int, now: int) -> int:
