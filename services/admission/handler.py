@@ -17,12 +17,22 @@ input record's (topic, partition, offset). A record handled again after an abort
 — against the state restored from what was committed — mints the same id, so even the
 aborted attempt's records (never visible) name the run the retry commits.
 
-Correlation keys starting with ``runplane.`` are reserved. ``runplane.case`` names an existing
-case outright (``c-`` + 24 hex, as :func:`case_id_for` mints them): the run lands on that
-case whatever the other keys say. The cases service's follow-up run on a breach uses it, so
-the follow-up works on the case whose obligation breached. Any other ``runplane.*`` key, or a
-``runplane.case`` that is not a case id, is refused (``bad_correlation``). Admission cannot see
-the cases table: "existing" is the emitter's promise, as for any other key.
+Case ids are bound to their tenant: ``c-`` + 8 hex of H(tenant) (the tenant tag) + 16 hex of
+H(tenant, business keys). Correlation keys starting with ``runplane.`` are reserved.
+``runplane.case`` names an existing case outright: the run lands on that case whatever the
+other keys say — if the case id carries the request tenant's tag; a case id of another tenant
+is refused, so one tenant cannot attach runs to (and read or write the state of) another
+tenant's case. The cases service's follow-up run on a breach uses it, for the case's tenant,
+so the follow-up works on the case whose obligation breached. Any other ``runplane.*`` key, or
+a ``runplane.case`` that is not a case id, is refused (``bad_correlation``). Admission cannot
+see the cases table: "existing" is the emitter's promise, as for any other key.
+
+Identity: ``initiator`` names the worklist principal on whose behalf the run acts; four-eyes
+refuses that principal on the run's tasks. An empty or blank initiator is refused
+(``bad_request``): the worklist would refuse the run's first task and the run would wait
+forever on a task that never opened. Which principal an emitter may name is the emitter's
+authentication (Kafka ACLs on ``admission``, docs/security.md), not something admission can
+check.
 
 A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
 with the task id: "already waiting for you"). A request admission will not run gets REFUSED
@@ -64,9 +74,15 @@ from runplane.wire import (
 
 # Domain separation: these digests can never collide with any other hash runplane computes.
 _RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
-_CASE_ID_DOMAIN = b"runplane/admission/case-id/v1\x00"
+# v2: the id starts with the tenant tag (v1 ids were 24 hex of H(tenant, keys)).
+_CASE_ID_DOMAIN = b"runplane/admission/case-id/v2\x00"
+_TENANT_TAG_DOMAIN = b"runplane/admission/tenant-tag/v1\x00"
 
 DEFAULT_MAX_INPUT_BYTES = 512 * 1024
+# How deeply an input may nest. Business inputs are a few levels deep; a deeper one is refused
+# here rather than blowing the recursion limit of a JSON encoder, schema validator or the
+# canonical hasher later (in admission or in the executor).
+MAX_INPUT_DEPTH = 64
 
 # The reserved correlation key naming a case id outright (see the module docstring).
 CASE_KEY = "runplane.case"
@@ -173,29 +189,71 @@ def mint_run_id(admission_key: str, position: Position) -> str:
     return f"r-{uuid.UUID(bytes=digest[:16], version=5)}"
 
 
+def tenant_tag(tenant: str) -> str:
+    """8 hex of a domain-separated SHA-256 of the tenant: the first part of its case ids."""
+    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
 def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:
-    """``c-`` + 24 hex, from the tenant and the sorted business keys; None without keys.
+    """``c-`` + tenant tag (8 hex) + 16 hex of H(tenant, sorted keys); None without keys.
 
     The same business keys always resolve to the same case — across runs, instances and
-    restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases.
+    restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases, and
+    the id itself says which tenant it belongs to (:func:`case_belongs_to`).
     """
     if CASE_KEY in correlation:
         return correlation[CASE_KEY]  # checked by correlation_problem before admission
     if not correlation:
         return None
     body = canonical_bytes({"tenant": tenant, "keys": dict(sorted(correlation.items()))})
-    return "c-" + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:24]
+    return "c-" + tenant_tag(tenant) + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:16]
 
 
-def correlation_problem(correlation: Mapping[str, str]) -> str | None:
-    """Why these correlation keys cannot be admitted (reserved keys misused), or None."""
+def case_belongs_to(case_id: str, tenant: str) -> bool:
+    """Whether ``case_id`` (as :func:`case_id_for` mints them) carries ``tenant``'s tag."""
+    return _CASE_ID.fullmatch(case_id) is not None and case_id[2:10] == tenant_tag(tenant)
+
+
+def correlation_problem(correlation: Mapping[str, str], tenant: str | None = None) -> str | None:
+    """Why these correlation keys cannot be admitted for ``tenant``, or None.
+
+    Reserved keys misused, a ``runplane.case`` that is not a case id, or (with ``tenant``) one
+    that is another tenant's case.
+    """
     for name in sorted(correlation):
         if name.startswith(RESERVED_PREFIX) and name != CASE_KEY:
             return f"correlation key {name!r} is reserved (only {CASE_KEY!r} is defined)"
     explicit = correlation.get(CASE_KEY)
-    if explicit is not None and not _CASE_ID.fullmatch(explicit):
+    if explicit is None:
+        return None
+    if not _CASE_ID.fullmatch(explicit):
         return f"{CASE_KEY} must be a case id (c- and 24 lowercase hex), got {explicit[:80]!r}"
+    if tenant is not None and not case_belongs_to(explicit, tenant):
+        return f"{CASE_KEY} {explicit} is not a case of tenant {tenant!r}"
     return None
+
+
+def initiator_problem(initiator: str) -> str | None:
+    """Why ``initiator`` cannot start a run (empty or blank), or None."""
+    if not initiator.strip():
+        return (
+            "initiator is empty: it must name the worklist principal the run acts for "
+            "(four-eyes refuses that principal on the run's tasks)"
+        )
+    return None
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def refusal(key: str, code: Refusal, reason: str, now_ms: int) -> Refused:
@@ -228,10 +286,13 @@ def _problem(
 ) -> tuple[Refusal, str] | None:
     if req.admission_key != key:
         return Refusal.BAD_KEY, "the record key must equal admission_key"
+    bad_initiator = initiator_problem(req.initiator)
+    if bad_initiator is not None:
+        return Refusal.BAD_REQUEST, bad_initiator
     spec = capabilities.get(req.capability)
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
-    bad_keys = correlation_problem(req.correlation_keys)
+    bad_keys = correlation_problem(req.correlation_keys, req.tenant)
     if bad_keys is not None:
         return Refusal.BAD_CORRELATION, bad_keys
     if len(req.input_json.encode("utf-8", "surrogatepass")) > max_input_bytes:
@@ -240,6 +301,11 @@ def _problem(
         value = json.loads(req.input_json)
     except ValueError as exc:
         return Refusal.INVALID_INPUT, f"input is not JSON: {exc}"
+    except RecursionError:
+        # json's C scanner gives up past the interpreter's recursion limit (~1000 levels).
+        return Refusal.INVALID_INPUT, f"input nests deeper than {MAX_INPUT_DEPTH} levels"
+    if _nesting_exceeds(value, MAX_INPUT_DEPTH):
+        return Refusal.INVALID_INPUT, f"input nests deeper than {MAX_INPUT_DEPTH} levels"
     problem = spec.input_problem(value)
     if problem is not None:
         return Refusal.INVALID_INPUT, f"input does not match the {req.capability} schema: {problem}"

@@ -7,14 +7,13 @@ again after a crash is answered from the restored claims table, so a key never g
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Mapping
 
 from runplane.config import Settings
-from runplane.core import REGISTRY, AgentRegistry
-from runplane.errors import ConfigError
+from runplane.core import AgentRegistry
+from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
 from runplane.service import Health, make_app, run_http
 from services.admission import metrics
@@ -32,12 +31,7 @@ def capabilities_from(registry: AgentRegistry) -> dict[str, CapabilitySpec]:
 
 def load_capabilities(modules: tuple[str, ...]) -> dict[str, CapabilitySpec]:
     """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents) and read the registry."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigError(f"RUNPLANE_AGENT_MODULES: cannot import {name!r}: {exc}") from exc
-    caps = capabilities_from(REGISTRY)
+    caps = capabilities_from(import_agent_modules(modules))
     if not caps:
         log.warning("no capabilities registered: every request will be refused")
     return caps
@@ -53,7 +47,7 @@ def build(
     before_commit: BeforeCommit | None = None,
 ) -> Processor:
     """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
-    caps = capabilities if capabilities is not None else load_capabilities(settings.agent_modules)
+    caps = capabilities if capabilities is not None else load_capabilities(settings.modules)
     config = ProcessorConfig(
         service=SERVICE,
         group_id=group_id(settings.base),

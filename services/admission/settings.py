@@ -10,8 +10,6 @@ from runplane.config import Settings
 from runplane.errors import ConfigError
 from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
 
-DEFAULT_AGENT_MODULES = ("examples.refund", "examples.triage")
-
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name)
@@ -25,8 +23,10 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class AdmissionSettings:
-    """``batch_max`` / ``batch_ms`` bound one transaction; ``agent_modules`` are imported to
-    learn the capabilities (and their input schemas) admission accepts.
+    """``batch_max`` / ``batch_ms`` bound one transaction; the agent modules are imported to
+    learn the capabilities (and their input schemas) admission accepts: ``agent_modules``
+    when given (tests), else the platform's one setting ``base.agent_modules``
+    (``RUNPLANE_AGENT_MODULES``, the executor's too — see :attr:`modules`).
 
     ``transaction_timeout_ms`` bounds how long a killed instance's open transaction can hold
     back read_committed readers (and a successor's restore) before the broker aborts it;
@@ -36,7 +36,7 @@ class AdmissionSettings:
     base: Settings = field(default_factory=Settings)
     batch_max: int = 500
     batch_ms: int = 20
-    agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    agent_modules: tuple[str, ...] | None = None
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 10_000
@@ -54,22 +54,21 @@ class AdmissionSettings:
             # The broker's group.min.session.timeout.ms default refuses anything shorter.
             raise ConfigError("RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS must be >= 6000")
 
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The agent modules to import: the override, or ``RUNPLANE_AGENT_MODULES``."""
+        return self.base.agent_modules if self.agent_modules is None else self.agent_modules
+
     @classmethod
     def from_env(
         cls, env: Mapping[str, str] | None = None, base: Settings | None = None
     ) -> AdmissionSettings:
         e = os.environ if env is None else env
         d = cls()
-        modules = e.get("RUNPLANE_AGENT_MODULES")
         return cls(
             base=base if base is not None else Settings.from_env(e),
             batch_max=_int(e, "RUNPLANE_ADMISSION_BATCH_MAX", d.batch_max),
             batch_ms=_int(e, "RUNPLANE_ADMISSION_BATCH_MS", d.batch_ms),
-            agent_modules=(
-                tuple(m.strip() for m in modules.split(",") if m.strip())
-                if modules is not None
-                else d.agent_modules
-            ),
             max_input_bytes=_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
             transaction_timeout_ms=_int(
                 e, "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms

@@ -16,7 +16,13 @@ the obligation to BREACHED, writes:
    ``on_breach``, admission key derived from (case, obligation, due)), carrying the reserved
    correlation key ``runplane.case`` = this case id, so admission puts the follow-up run on
    the case whose obligation breached (the sweep's tenant and the case's keys alone would
-   resolve to another case, or to none).
+   resolve to another case, or to none), for **the case's tenant** (admission refuses a
+   ``runplane.case`` whose id does not carry the request tenant's tag). The tenant is the one
+   the case recorded from its deadlines (:func:`services.cases.decide.tenant_of`, set by the
+   RegisterDeadline that created the obligation); a case registered before deadlines carried
+   a tenant falls back to ``default``, and admission then refuses the follow-up visibly
+   rather than running it for the wrong tenant. The sweep run is journaled under the same
+   tenant, so a tenant-scoped reader of the journal sees its own breaches.
 
 Only the first BreachDeadline of an obligation moves it to BREACHED; every later one (a
 second sweeper, a second tick, a redelivery) is answered "already breached" and writes
@@ -39,14 +45,27 @@ from runplane.wire import (
     JournalRecord,
     Obligation,
 )
-from services.admission.handler import CASE_KEY
+from services.admission.handler import CASE_KEY, RESERVED_PREFIX
+from services.cases.decide import tenant_of
 from services.sweeper.keys import followup_admission_key
 
-__all__ = ["SWEEP_CAPABILITY", "SWEEP_INITIATOR", "SWEEP_TENANT", "followup", "sweep_run"]
+__all__ = [
+    "SWEEP_CAPABILITY",
+    "SWEEP_INITIATOR",
+    "SWEEP_TENANT",
+    "case_tenant",
+    "followup",
+    "sweep_run",
+]
 
 SWEEP_CAPABILITY = "sweep"
 SWEEP_INITIATOR = "runplane-sweeper"
-SWEEP_TENANT = "default"
+SWEEP_TENANT = "default"  # only for a case that never recorded its tenant
+
+
+def case_tenant(case: CaseRecord) -> str:
+    """The tenant a breach of ``case`` acts for: the case's own, else ``SWEEP_TENANT``."""
+    return tenant_of(case) or SWEEP_TENANT
 
 
 def sweep_run(
@@ -70,7 +89,7 @@ def sweep_run(
         session,
         capability=SWEEP_CAPABILITY,
         admission_key=session,
-        tenant=SWEEP_TENANT,
+        tenant=case_tenant(case),
         initiator=SWEEP_INITIATOR,
         input_json=canonical_json(
             {"case_id": case.case_id, "obligation": ob.name, "due_ms": ob.due_ms}
@@ -127,8 +146,12 @@ def followup(
         admission_key=followup_admission_key(case.case_id, ob.name, ob.due_ms),
         capability=ob.on_breach,
         input_json=canonical_json(payload),
-        correlation_keys={**case.correlation_keys, CASE_KEY: case.case_id},
-        tenant=SWEEP_TENANT,
+        # The case's business keys, not its reserved bookkeeping (admission refuses those).
+        correlation_keys={
+            **{k: v for k, v in case.correlation_keys.items() if not k.startswith(RESERVED_PREFIX)},
+            CASE_KEY: case.case_id,
+        },
+        tenant=case_tenant(case),
         initiator=SWEEP_INITIATOR,
         requested_ms=now_ms,
     )

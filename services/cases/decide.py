@@ -26,6 +26,10 @@ Rules, each the answer a run (or the sweeper) gets back:
   name the due instant they were decided for; a stale one (the obligation was re-registered
   with another due) is refused. Only the first BreachDeadline of an obligation is a
   ``transition``: that is what seals the sweep run and starts the follow-up run.
+- **Tenant.** A case belongs to one tenant (admission binds case ids to tenants). The first
+  ``RegisterDeadline`` naming a tenant records it in the case's ``correlation_keys`` under the
+  reserved ``runplane.tenant``; a deadline from another tenant is refused. The breach
+  follow-up run is admitted for that tenant (:mod:`services.cases.breach`).
 - **Closing** is refused while any obligation is OPEN or WARNED; a closed case refuses state
   writes and new deadlines, and still answers reads.
 - **Bad input** (state that is not a JSON object, an empty name, warn after due, a rule that
@@ -51,16 +55,19 @@ from runplane.wire import (
     PutCaseState,
     RegisterDeadline,
     WarnDeadline,
+    tenant_problem,
 )
 
 __all__ = [
     "APPLIED_WINDOW",
     "OPEN_STATUSES",
+    "TENANT_KEY",
     "CaseCommand",
     "Decision",
     "decide",
     "evaluate",
     "op_of",
+    "tenant_of",
 ]
 
 CaseCommand = (
@@ -79,6 +86,8 @@ CaseCommand = (
 APPLIED_WINDOW: Final = 256
 OPEN_STATUSES: Final = frozenset({ObligationStatus.OPEN, ObligationStatus.WARNED})
 EMPTY_STATE: Final = "{}"
+# Where a case records its tenant (runplane.* keys are reserved: no business key collides).
+TENANT_KEY: Final = "runplane.tenant"
 
 _OPS: Final[dict[type[Any], str]] = {
     GetCaseState: "get_state",
@@ -181,8 +190,13 @@ def _put(case: CaseRecord, cmd: PutCaseState, now_ms: int) -> _Step:
     return _Step(new, _reply(new, cmd, True))
 
 
+def tenant_of(case: CaseRecord) -> str | None:
+    """The tenant the case belongs to, once a deadline has named it (None before)."""
+    return case.correlation_keys.get(TENANT_KEY)
+
+
 def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
-    problem = _deadline_problem(case, cmd)
+    problem = _deadline_problem(case, cmd) or _tenant_problem(case, cmd)
     if problem:
         return _refuse(case, cmd, problem)
     existing = _find(case, cmd.name)
@@ -207,6 +221,8 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         registered_by=cmd.reply_to or cmd.request_id.split("/", 1)[0],
         updated_ms=now_ms,
     )
+    if cmd.tenant is not None and tenant_of(case) is None:
+        case = replace(case, correlation_keys={**case.correlation_keys, TENANT_KEY: cmd.tenant})
     return _with_obligation(case, cmd, ob, now_ms, "registered")
 
 
@@ -370,6 +386,19 @@ def _deadline_problem(case: CaseRecord, cmd: RegisterDeadline) -> str | None:
     if cmd.on_breach is not None and not cmd.on_breach.strip():
         return "on_breach is an empty capability name"
     return _json_object_problem(cmd.rule_json, "rule_json")
+
+
+def _tenant_problem(case: CaseRecord, cmd: RegisterDeadline) -> str | None:
+    if cmd.tenant is None:
+        return None  # a writer older than the field: the case's tenant stays as it is
+    problem = tenant_problem(cmd.tenant)
+    if problem:
+        return problem
+    owner = tenant_of(case)
+    if owner is not None and owner != cmd.tenant:
+        # Not the owner's name in the reason: the asking run learns nothing about the case.
+        return f"the case does not belong to tenant {cmd.tenant!r}"
+    return None
 
 
 # --- the idempotency window --------------------------------------------------------------

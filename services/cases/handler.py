@@ -32,7 +32,6 @@ from runplane.wire import (
     RegisterDeadline,
     WarnDeadline,
 )
-
 from services.cases import metrics
 from services.cases.breach import followup, sweep_run
 from services.cases.decide import OPEN_STATUSES, CaseCommand, evaluate, op_of

@@ -7,7 +7,6 @@ import threading
 from runplane.config import Settings
 from runplane.kafka.processor import Clock, Processor, ProcessorConfig
 from runplane.service import Health, make_app, run_http
-
 from services.cases.handler import CasesHandler
 from services.cases.settings import CasesSettings
 from services.cases.topology import INPUT, SERVICE, group_id

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import threading
 from collections.abc import Mapping
 
 import httpx
 
 from runplane.config import Settings
-from runplane.core import REGISTRY, AgentRegistry, ModelProvider, Tool
-from runplane.errors import ConfigError
+from runplane.core import AgentRegistry, ModelProvider, Tool
+from runplane.core.agents import import_agent_modules
 from runplane.providers import OpenAIProvider, billing_tools
 from runplane.service import Health, make_app, run_http
 from services.executor.executor import Executor
@@ -21,12 +20,7 @@ from services.executor.topology import SERVICE
 
 def load_agents(modules: tuple[str, ...]) -> AgentRegistry:
     """Import ``RUNPLANE_AGENT_MODULES``; importing a module registers its agents."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigError(f"RUNPLANE_AGENT_MODULES: cannot import {name!r}: {exc}") from exc
-    return REGISTRY
+    return import_agent_modules(modules)  # the one loader, shared with admission
 
 
 def default_tools(settings: ExecutorSettings, client: httpx.AsyncClient) -> dict[str, Tool]:
@@ -58,7 +52,7 @@ def build(
     """An executor, not started (tests run ``asyncio.run(executor.run(stop))`` in a thread)."""
     return Executor(
         settings,
-        registry=registry if registry is not None else load_agents(settings.agent_modules),
+        registry=registry if registry is not None else load_agents(settings.modules),
         tools=tools if tools is not None else default_tools(settings, client),
         providers=providers if providers is not None else default_providers(settings, client),
         probe=health.probe("executor") if health is not None else None,

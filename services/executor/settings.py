@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from runplane.config import Settings
 from runplane.errors import ConfigError
 
-DEFAULT_AGENT_MODULES = ("examples.refund", "examples.triage")
-
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
@@ -51,7 +49,9 @@ class ExecutorSettings:
     openai_base_url: str = "http://127.0.0.1:8399/v1"
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
-    agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    # None: the platform's one setting, base.agent_modules (RUNPLANE_AGENT_MODULES, admission's
+    # too); a tuple overrides it (tests).
+    agent_modules: tuple[str, ...] | None = None
     billing_url: str = "http://127.0.0.1:8398"
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
@@ -71,8 +71,15 @@ class ExecutorSettings:
 
     @property
     def transactional_id(self) -> str:
-        """Stable per instance, so a restarted instance fences and aborts its predecessor."""
-        return f"executor-{self.base.instance_id}"
+        """Stable per instance, so a restarted instance fences and aborts its predecessor.
+
+        Prefixed with the topic prefix: transactional ids are cluster-wide (M6)."""
+        return f"{self.base.topic_prefix}executor-{self.base.instance_id}"
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The agent modules to import: the override, or ``RUNPLANE_AGENT_MODULES``."""
+        return self.base.agent_modules if self.agent_modules is None else self.agent_modules
 
     @classmethod
     def from_env(
@@ -80,7 +87,6 @@ class ExecutorSettings:
     ) -> ExecutorSettings:
         e = os.environ if env is None else env
         d = cls()
-        modules = e.get("RUNPLANE_AGENT_MODULES")
         return cls(
             base=base if base is not None else Settings.from_env(e),
             idle_grace_s=_float(e, "RUNPLANE_EXECUTOR_IDLE_GRACE_S", d.idle_grace_s),
@@ -90,11 +96,6 @@ class ExecutorSettings:
             openai_base_url=e.get("RUNPLANE_OPENAI_BASE_URL") or d.openai_base_url,
             openai_api_key=e.get("RUNPLANE_OPENAI_API_KEY") or None,
             openai_model=e.get("RUNPLANE_OPENAI_MODEL") or d.openai_model,
-            agent_modules=(
-                tuple(m.strip() for m in modules.split(",") if m.strip())
-                if modules is not None
-                else d.agent_modules
-            ),
             billing_url=e.get("RUNPLANE_BILLING_URL") or d.billing_url,
             transaction_timeout_ms=_int(
                 e, "RUNPLANE_EXECUTOR_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms

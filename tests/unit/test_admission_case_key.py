@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from runplane.wire import AdmissionRequest, ObligationStatus
+from runplane.wire import AdmissionRequest, BreachDeadline, CaseRecord, Obligation, RegisterDeadline
 from services.admission.handler import (
     CASE_KEY,
     Admitted,
@@ -14,8 +15,10 @@ from services.admission.handler import (
     Position,
     Refusal,
     Refused,
+    case_belongs_to,
     case_id_for,
     decide,
+    tenant_tag,
 )
 
 CAPS = {"triage.escalate": CapabilitySpec(None), "free": CapabilitySpec(None)}
@@ -29,14 +32,37 @@ def _req(keys: dict[str, str], *, tenant: str = "default", capability: str = "fr
                             tenant=tenant, initiator="someone", requested_ms=NOW)
 
 
-def test_the_case_key_names_the_case_whatever_the_tenant_and_other_keys() -> None:
+def test_the_case_key_names_the_case_of_the_same_tenant_whatever_the_other_keys() -> None:
     assert CASE is not None
-    d = decide(None, "k1", POS, _req({CASE_KEY: CASE, "ticket": "T-2"}), CAPS, NOW)
+    d = decide(None, "k1", POS, _req({CASE_KEY: CASE, "ticket": "T-2"}, tenant="acme"), CAPS, NOW)
     assert isinstance(d, Admitted)
     assert d.claim.case_id == d.start.case_id == d.reply.case_id == CASE
     assert d.journal.attrs["case_id"] == CASE
     # Without it, the same keys under another tenant would resolve to another case.
     assert case_id_for("default", {"ticket": "T-1"}) != CASE
+
+
+def test_a_case_id_of_another_tenant_is_refused() -> None:
+    # Case ids are deterministic: knowing acme's keys gives acme's case id. The tenant tag in
+    # the id stops another tenant from attaching a run to it.
+    assert CASE is not None
+    d = decide(None, "k1", POS, _req({CASE_KEY: CASE}, tenant="globex"), CAPS, NOW)
+    assert isinstance(d, Refused) and d.code is Refusal.BAD_CORRELATION
+    assert d.reply.reason == f"{CASE_KEY} {CASE} is not a case of tenant 'globex'"
+    assert d.reply.run_id is None
+
+
+def test_minted_case_ids_keep_the_format_and_start_with_the_tenant_tag() -> None:
+    acme = case_id_for("acme", {"ticket": "T-1"})
+    other_keys = case_id_for("acme", {"ticket": "T-2"})
+    globex = case_id_for("globex", {"ticket": "T-1"})
+    assert acme is not None and other_keys is not None and globex is not None
+    for case_id in (acme, other_keys, globex):
+        assert re.fullmatch(r"c-[0-9a-f]{24}", case_id)
+    assert acme[2:10] == other_keys[2:10] == tenant_tag("acme") != tenant_tag("globex")
+    assert globex[2:10] == tenant_tag("globex")
+    assert case_belongs_to(acme, "acme") and not case_belongs_to(acme, "globex")
+    assert not case_belongs_to("case-1", "acme")
 
 
 @pytest.mark.parametrize(
@@ -55,21 +81,48 @@ def test_a_misused_reserved_key_is_refused_with_the_reason(keys: dict[str, str],
     assert d.reply.reason is not None and fragment in d.reply.reason
 
 
-def test_the_cases_service_follow_up_lands_on_the_breached_case() -> None:
-    # End to end in the pure cores: a breach's follow-up AdmissionRequest is admitted on the
-    # case whose obligation breached (the sweep tenant differs from the run's tenant).
-    from runplane.wire import BreachDeadline, CaseRecord, Obligation
+def _breached(case_id: str, tenant: str | None) -> tuple[CaseRecord, Obligation, BreachDeadline]:
+    """A case with one obligation registered by a run of ``tenant``, then breached, through
+    the cases service's pure core."""
+    from services.cases.decide import evaluate
+
+    register = RegisterDeadline(case_id=case_id, request_id="r-1/0/3", reply_to="r-1", name="first-response",
+                                due_ms=NOW, calendar="wall", calendar_digest="d" * 64, rule_json='{"days":1}',
+                                on_breach="triage.escalate", tenant=tenant)
+    registered = evaluate(None, register, NOW - 10)
+    assert registered.reply.accepted and registered.case is not None
+    breach = BreachDeadline(case_id=case_id, request_id="sweep-1/breach", name="first-response", due_ms=NOW,
+                            sweep_run_id="sweep-1")
+    breached = evaluate(registered.case, breach, NOW)
+    assert breached.transition == "breached" and breached.case is not None and breached.obligation is not None
+    return breached.case, breached.obligation, breach
+
+
+def test_the_cases_service_follow_up_lands_on_the_breached_case_for_the_case_tenant() -> None:
+    # End to end in the pure cores: the run that registered the deadline was acme's; the
+    # breach's follow-up AdmissionRequest is acme's and is admitted on the breached case.
+    from services.cases.breach import followup, sweep_run
+
+    assert CASE is not None
+    case, ob, cmd = _breached(CASE, "acme")
+    request = followup(case, ob, cmd, NOW)
+    assert request is not None and request.correlation_keys == {CASE_KEY: CASE}
+    assert request.tenant == "acme"
+    d = decide(None, request.admission_key, POS, request, CAPS, NOW)
+    assert isinstance(d, Admitted) and d.start.case_id == CASE and d.start.tenant == "acme"
+    assert json.loads(d.start.input_json)["case_id"] == CASE
+    # The sealed sweep run is journaled under the case's tenant too.
+    assert sweep_run(case, ob, cmd, NOW)[0].attrs["tenant"] == "acme"
+
+
+def test_a_case_that_never_recorded_its_tenant_gets_a_visible_refusal_not_a_foreign_run() -> None:
+    # A deadline registered by a writer older than RegisterDeadline.tenant: the follow-up
+    # falls back to the default tenant, which admission refuses for acme's case.
     from services.cases.breach import followup
 
     assert CASE is not None
-    ob = Obligation(name="first-response", due_ms=NOW, warn_ms=None, calendar="wall", calendar_digest="d" * 64,
-                    rule_json='{"days":1}', on_breach="triage.escalate", status=ObligationStatus.BREACHED,
-                    sweep_run_id="sweep-1", registered_by="r-1", updated_ms=NOW)
-    case = CaseRecord(case_id=CASE, version=2, state_json="{}", updated_ms=NOW, obligations=(ob,))
-    cmd = BreachDeadline(case_id=CASE, request_id="sweep-1/breach", name="first-response", due_ms=NOW,
-                         sweep_run_id="sweep-1")
+    case, ob, cmd = _breached(CASE, None)
     request = followup(case, ob, cmd, NOW)
-    assert request is not None and request.correlation_keys[CASE_KEY] == CASE
+    assert request is not None and request.tenant == "default"
     d = decide(None, request.admission_key, POS, request, CAPS, NOW)
-    assert isinstance(d, Admitted) and d.start.case_id == CASE
-    assert json.loads(d.start.input_json)["case_id"] == CASE
+    assert isinstance(d, Refused) and d.code is Refusal.BAD_CORRELATION

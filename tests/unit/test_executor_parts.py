@@ -36,11 +36,12 @@ def test_settings_from_env() -> None:
         "sk-x",
         "http://127.0.0.1:7",
     )
-    assert s.agent_modules == ("examples.refund", "my.agents")
-    assert s.transactional_id == "executor-ex-3"
+    assert s.modules == ("examples.refund", "my.agents")
+    # The topic prefix is in the transactional id: two deployments on one Kafka never fence.
+    assert s.transactional_id == "p1.executor-ex-3"
     assert group_id(s.base) == "p1.executor"
     defaults = ExecutorSettings.from_env({})
-    assert defaults.agent_modules == ("examples.refund", "examples.triage")
+    assert defaults.modules == ("examples.refund", "examples.triage", "examples.declarative")
 
 
 @pytest.mark.parametrize(

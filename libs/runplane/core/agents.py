@@ -15,12 +15,13 @@ it only describes the call (``LiveCall``) — so it stays free of I/O.
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from runplane.core.lint import LintFailed, lint_function
-from runplane.errors import TerminalError
+from runplane.errors import ConfigError, TerminalError
 
 __all__ = [
     "REGISTRY",
@@ -37,6 +38,7 @@ __all__ = [
     "UnknownCapability",
     "agent",
     "evictable",
+    "import_agent_modules",
 ]
 
 AgentFn = Callable[..., Awaitable[Any]]
@@ -290,3 +292,19 @@ def evictable(durability: Durability | str, idle_for_s: float, grace_s: float, o
     if Durability(durability) is Durability.CHECKPOINTED or outstanding:
         return False
     return idle_for_s >= grace_s
+
+
+def import_agent_modules(modules: Iterable[str], registry: AgentRegistry | None = None) -> AgentRegistry:
+    """Import the agent modules (``Settings.agent_modules``, ``RUNPLANE_AGENT_MODULES``) and
+    return the registry they register into (default: ``REGISTRY``).
+
+    Admission and the executor both call this with the same setting, so admission admits
+    exactly the capabilities the executor can run. A module that cannot be imported is a
+    ``ConfigError`` at start-up, naming it.
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"RUNPLANE_AGENT_MODULES: cannot import {name!r}: {exc}") from exc
+    return REGISTRY if registry is None else registry

@@ -1172,7 +1172,7 @@ class Runtime:
         register = RegisterDeadline(
             case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq, name=str(req["name"]),
             due_ms=due, warn_ms=warn, calendar=str(req["calendar"]), calendar_digest=digest, rule_json=canonical_json(req["rule"]),
-            on_breach=req["on_breach"],
+            on_breach=req["on_breach"], tenant=self.tenant,  # the follow-up on a breach runs for this tenant
         )
         return self._ask_case(effect, call_seq, witness, register, value)
 

@@ -8,8 +8,10 @@ from what *was* committed, so the handler — being pure — produces the same o
 
 The loop, per instance::
 
-    subscribe(inputs) ── on assign: restore every table's partitions from its compacted topic
-        │                 to the end (EOF = last stable offset under read_committed), then serve
+    subscribe(inputs) ── on assign: wait until the previous owner's transaction has ended
+        │                 (committed offsets read with require_stable), then restore every
+        │                 table's partitions from its compacted topic to the end (EOF = last
+        │                 stable offset under read_committed), all under one deadline; serve
         ▼
     collect a batch (≤ batch_max records or batch_ms) ──► begin
         for each record: decode → handler.handle(state, msg, now) → Emits
@@ -21,7 +23,12 @@ The loop, per instance::
 Zombies are fenced twice: a restarted instance reuses the stable ``transactional.id``
 (``<service>-<instance_id>``) so ``init_transactions`` aborts its predecessor's open
 transaction, and the offsets are committed with the consumer group metadata (KIP-447), so an
-instance that lost its partitions in a rebalance cannot commit its late transaction.
+instance that lost its partitions in a rebalance cannot *send offsets* in a late
+transaction. A zombie that had already sent them before it stalled can still commit (the
+coordinator does not check the generation at commit): that is why ``on_assign`` first waits
+for every pending transaction on the assigned offsets to end before it reads any table
+(``runplane.kafka.restore.await_previous_owner``). Tick transactions carry the current
+positions and the group metadata too, so they are fenced and waited for the same way.
 
 Tables are dicts keyed like their compacted topic, co-partitioned with the inputs: a table's
 partition *p* is restored when input partition *p* is assigned and dropped when it is
@@ -57,7 +64,7 @@ from runplane.errors import ConfigError, RetryableError, TerminalError, WireErro
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
-from runplane.kafka.restore import Restorer
+from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
 from runplane.service import Probe
 from runplane.wire import Record, Serde
@@ -101,6 +108,14 @@ LAG = Gauge(
 )
 RESTORE_SECONDS = Histogram(
     "runplane_processor_restore_seconds", "Time to restore tables on assignment", ["service"]
+)
+UNREADABLE_ROWS = Counter(
+    "runplane_processor_unreadable_rows_total",
+    "Table keys dropped at restore because their newest row could not be decoded",
+    ["service", "table"],
+)
+TICK_ERRORS = Counter(
+    "runplane_processor_tick_errors_total", "Ticks that raised and were skipped", ["service"]
 )
 TABLE_ROWS = Gauge("runplane_processor_table_rows", "Rows held per table", ["service", "table"])
 
@@ -253,7 +268,10 @@ class ProcessorConfig:
     tick_ms: int | None = 1000
     lag_every_ms: int = 5000
     instance_index: int | None = None
-    restore_timeout_s: float = 180.0
+    # One deadline for the whole of on_assign (waiting for the previous owner's transaction,
+    # then every table): it must stay well under the consumer's max.poll.interval.ms (300 s
+    # by default) and above the producers' transaction.timeout.ms (60 s by default).
+    restore_timeout_s: float = 120.0
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
     producer_overrides: Mapping[str, Any] = field(default_factory=dict)
 
@@ -302,6 +320,9 @@ class Processor:
         self._partition_counts: dict[str, int] = {}
         self._generation = 0
         self._assignment: list[TopicPartition] = []
+        # Committed offsets read at assignment: what a tick's transaction sends for a partition
+        # nothing has been consumed from yet (so the tick is still fenced by the group).
+        self._assigned_offsets: dict[tuple[str, int], int] = {}
         self._last_tick_ms = 0
         self._last_lag = 0.0
         self._consumer: Consumer | None = None
@@ -422,11 +443,26 @@ class Processor:
         if self._probe is not None:
             self._probe.set_ready(False, f"restoring partitions {numbers}")
         started = time.monotonic()
+        deadline = started + self._config.restore_timeout_s
         assert self._restorer is not None
+        # First: the previous owner's transaction must be over, or the tables below could miss
+        # rows that the offsets we are about to resume from already account for.
+        committed = await_previous_owner(consumer, partitions, timeout_s=deadline - started)
+        self._assigned_offsets = {
+            (tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0
+        }
         for table, topic in self._table_topics.items():
-            restored = self._restorer.restore(topic, numbers, self._decode_table(table))
+            restored = self._restorer.restore(
+                topic, numbers, self._decode_table(table), deadline=deadline
+            )
             for p, rows in restored.partitions.items():
                 self.state._load(table, p, rows)
+            if restored.unreadable:
+                UNREADABLE_ROWS.labels(self._svc, table).inc(len(restored.unreadable))
+                log.error(
+                    "table keys dropped: newest row unreadable",
+                    extra={"table": table, "keys": sorted(restored.unreadable)[:20]},
+                )
             TABLE_ROWS.labels(self._svc, table).set(self.state._committed_size(table))
         self.state.assigned = frozenset(numbers)
         RESTORE_SECONDS.labels(self._svc).observe(time.monotonic() - started)
@@ -488,7 +524,9 @@ class Processor:
         if self._generation != generation:
             # A rebalance happened while collecting: these records belong to an old
             # assignment. Nothing has been produced for them; they will be fetched again
-            # from the committed offsets by whoever owns their partitions now.
+            # from the committed offsets by whoever owns their partitions now — and records
+            # of partitions still (or newly) ours moved our position past them, so go back.
+            self._rewind()
             return []
         return [m for m in batch if self._usable(m)]
 
@@ -657,20 +695,45 @@ class Processor:
         if now - self._last_tick_ms < cfg.tick_ms:
             return
         self._last_tick_ms = now
-        emits = list(self._handler.tick(self.state, now))
+        try:
+            emits = list(self._handler.tick(self.state, now))
+        except RetryableError as exc:
+            log.warning("tick skipped after a transient error: %s", exc)
+            TICK_ERRORS.labels(self._svc).inc()
+            return
+        except Exception:
+            # A tick bug must not stop the service: its inputs keep being served, the next
+            # tick tries again, and the counter says it is failing.
+            log.exception("tick failed; skipped")
+            TICK_ERRORS.labels(self._svc).inc()
+            return
         if not emits:
             return
-        assert self._producer is not None
+        assert self._producer is not None and self._consumer is not None
         try:
             self._producer.begin()
             for emit in emits:
                 self._produce(emit)
-            self._producer.commit([], None)
+            # The positions (unchanged: every batch committed before we got here) with the
+            # group metadata: a zombie's tick is refused like its batches, and a new owner's
+            # on_assign waits for a tick transaction still open.
+            self._producer.commit(self._tick_offsets(), self._consumer.consumer_group_metadata())
         except TxnAbortable as exc:
             log.warning("tick transaction aborted: %s", exc)
             self._abort()
             return
         self.state._commit()
+
+    def _tick_offsets(self) -> list[TopicPartition]:
+        assert self._consumer is not None
+        out = []
+        for tp in self._consumer.position(self._assignment):
+            offset = tp.offset
+            if offset < 0:  # nothing consumed since assignment: still at the committed offset
+                offset = self._assigned_offsets.get((tp.topic, tp.partition), -1)
+            if offset >= 0:
+                out.append(TopicPartition(tp.topic, tp.partition, offset))
+        return out
 
     def _maybe_update_lag(self) -> None:
         now = time.monotonic()
