@@ -19,6 +19,21 @@ from runplane.errors import ConfigError
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"
 
+# The agent modules imported by admission and the executor when RUNPLANE_AGENT_MODULES is
+# unset: the examples, because the demo and the tests run them. A production deployment sets
+# RUNPLANE_AGENT_MODULES (the chart's `agentModules`) to its own agents only.
+DEFAULT_AGENT_MODULES: tuple[str, ...] = (
+    "examples.refund",
+    "examples.triage",
+    "examples.declarative",
+)
+
+# Kafka security (RUNPLANE_KAFKA_*), passed to every client by runplane.kafka.clients.
+KAFKA_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+# Mechanisms that authenticate with a user name and password (the ones we configure and test;
+# GSSAPI and OAUTHBEARER need more than a password and are not wired).
+KAFKA_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+
 # Ports each service serves /healthz and /metrics (and its API, where it has one) on.
 SERVICE_PORTS: Mapping[str, int] = {
     "admission": 8301,
@@ -40,6 +55,34 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+def _opt(env: Mapping[str, str], name: str) -> str | None:
+    """An optional string setting: unset and empty both mean "not configured"."""
+    raw = env.get(name)
+    return raw if raw else None
+
+
+def _upper(raw: str | None) -> str | None:
+    return None if raw is None else raw.upper()
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def _modules(raw: str | None) -> tuple[str, ...]:
+    if raw is None:
+        return DEFAULT_AGENT_MODULES
+    return tuple(m.strip() for m in raw.split(",") if m.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """What every runplane process needs to find the platform."""
@@ -54,6 +97,23 @@ class Settings:
     instance_id: str = field(default_factory=socket.gethostname)
     http_host: str = "127.0.0.1"
     log_level: str = "INFO"
+    # Kafka authentication and encryption (librdkafka names in runplane.kafka.clients). The
+    # secrets are left out of repr so a logged Settings does not leak them.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = field(default=None, repr=False)
+    kafka_ssl_ca_location: str | None = None
+    kafka_ssl_certificate_location: str | None = None
+    kafka_ssl_key_location: str | None = None
+    kafka_ssl_key_password: str | None = field(default=None, repr=False)
+    kafka_ssl_endpoint_identification: bool = True
+    # The agent modules admission and the executor import (both must import the same list:
+    # admission admits what the executor can run). See DEFAULT_AGENT_MODULES.
+    agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    # The emitter's default initiator (RUNPLANE_INITIATOR): the worklist principal on whose
+    # behalf runs act. Services do not read it; the client and `runplane emit` do.
+    initiator: str | None = None
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
@@ -64,6 +124,39 @@ class Settings:
             raise ConfigError("RUNPLANE_REPLICATION_FACTOR must be at least 1")
         if any(c.isspace() for c in self.topic_prefix):
             raise ConfigError("RUNPLANE_TOPIC_PREFIX must not contain whitespace")
+        self._check_kafka_security()
+        if self.initiator is not None and not self.initiator.strip():
+            raise ConfigError("RUNPLANE_INITIATOR must not be blank")
+
+    def _check_kafka_security(self) -> None:
+        protocol = self.kafka_security_protocol
+        if protocol not in KAFKA_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"RUNPLANE_KAFKA_SECURITY_PROTOCOL must be one of "
+                f"{', '.join(sorted(KAFKA_SECURITY_PROTOCOLS))}, got {protocol!r}"
+            )
+        sasl = protocol.startswith("SASL_")
+        if not sasl:
+            # Credentials for a protocol that does not use them are silently ignored by
+            # librdkafka: refuse them, so "I set a password" cannot mean "nothing authenticates".
+            for name, value in (
+                ("RUNPLANE_KAFKA_SASL_MECHANISM", self.kafka_sasl_mechanism),
+                ("RUNPLANE_KAFKA_SASL_USERNAME", self.kafka_sasl_username),
+                ("RUNPLANE_KAFKA_SASL_PASSWORD", self.kafka_sasl_password),
+            ):
+                if value is not None:
+                    raise ConfigError(f"{name} is set but the security protocol is {protocol}")
+            return
+        if self.kafka_sasl_mechanism not in KAFKA_SASL_MECHANISMS:
+            raise ConfigError(
+                f"RUNPLANE_KAFKA_SASL_MECHANISM must be one of "
+                f"{', '.join(sorted(KAFKA_SASL_MECHANISMS))} with {protocol}, "
+                f"got {self.kafka_sasl_mechanism!r}"
+            )
+        if not self.kafka_sasl_username or not self.kafka_sasl_password:
+            raise ConfigError(
+                f"{protocol} needs RUNPLANE_KAFKA_SASL_USERNAME and RUNPLANE_KAFKA_SASL_PASSWORD"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -80,6 +173,21 @@ class Settings:
             instance_id=e.get("RUNPLANE_INSTANCE_ID") or defaults.instance_id,
             http_host=e.get("RUNPLANE_HTTP_HOST", "127.0.0.1"),
             log_level=e.get("RUNPLANE_LOG_LEVEL", "INFO"),
+            kafka_security_protocol=(
+                e.get("RUNPLANE_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT"
+            ).upper(),
+            kafka_sasl_mechanism=_upper(_opt(e, "RUNPLANE_KAFKA_SASL_MECHANISM")),
+            kafka_sasl_username=_opt(e, "RUNPLANE_KAFKA_SASL_USERNAME"),
+            kafka_sasl_password=_opt(e, "RUNPLANE_KAFKA_SASL_PASSWORD"),
+            kafka_ssl_ca_location=_opt(e, "RUNPLANE_KAFKA_SSL_CA_LOCATION"),
+            kafka_ssl_certificate_location=_opt(e, "RUNPLANE_KAFKA_SSL_CERTIFICATE_LOCATION"),
+            kafka_ssl_key_location=_opt(e, "RUNPLANE_KAFKA_SSL_KEY_LOCATION"),
+            kafka_ssl_key_password=_opt(e, "RUNPLANE_KAFKA_SSL_KEY_PASSWORD"),
+            kafka_ssl_endpoint_identification=_bool(
+                e, "RUNPLANE_KAFKA_SSL_ENDPOINT_IDENTIFICATION", True
+            ),
+            agent_modules=_modules(e.get("RUNPLANE_AGENT_MODULES")),
+            initiator=_opt(e, "RUNPLANE_INITIATOR"),
         )
 
     def topic(self, name: str) -> str:

@@ -58,8 +58,9 @@ class SweeperApp:
     def __init__(self, base: Settings, loop: asyncio.AbstractEventLoop) -> None:
         datadir = base.state_dir / "faust" / f"{group_id(base)}-{base.instance_id}"
         # Faust makes its data directories on first start (one level, no parents); with no
-        # tables they stay empty.
+        # tables they stay empty, and the sweeper removes them when it stops.
         datadir.parent.mkdir(parents=True, exist_ok=True)
+        self.datadir = datadir
         self.app = faust.App(
             group_id(base),
             broker=broker_urls(base.bootstrap_servers),

@@ -8,7 +8,12 @@ made once:
   idempotent and wait for ``acks=all``;
 * consumers read ``read_committed``, never auto-commit (offsets are committed in the
   transaction that made their outputs durable, or explicitly after the work), and start from
-  the earliest offset when their group is new.
+  the earliest offset when their group is new;
+* every client (producer, consumer, admin) authenticates and encrypts as ``RUNPLANE_KAFKA_*``
+  says (:func:`security_config`): security.protocol, SASL mechanism, user name and password,
+  and the TLS CA (plus an optional client certificate for mutual TLS). A client built by hand
+  would connect without them, so nothing in libs/ or services/ builds one by hand. The
+  sweeper's Faust (aiokafka) client gets the same settings from :func:`faust_credentials`.
 
 Extra settings are passed as keyword arguments; an underscore in a keyword stands for a dot
 (``linger_ms=0`` → ``linger.ms``), and dotted names can be passed with ``**{"linger.ms": 0}``.
@@ -16,11 +21,13 @@ Extra settings are passed as keyword arguments; an underscore in a keyword stand
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
 from runplane.config import Settings
+from runplane.errors import ConfigError
 
 ClientConfig = dict[str, Any]
 
@@ -29,10 +36,40 @@ def _normalise(extra: dict[str, Any]) -> ClientConfig:
     return {key.replace("_", "."): value for key, value in extra.items()}
 
 
+def security_config(settings: Settings) -> ClientConfig:
+    """librdkafka's security settings from ``RUNPLANE_KAFKA_*`` (empty for PLAINTEXT).
+
+    Only what is configured is passed, so librdkafka's own defaults (the system CA store,
+    hostname verification) apply otherwise.
+    """
+    protocol = settings.kafka_security_protocol
+    if protocol == "PLAINTEXT":
+        return {}
+    conf: ClientConfig = {"security.protocol": protocol.lower()}
+    if protocol.startswith("SASL_"):
+        conf["sasl.mechanism"] = settings.kafka_sasl_mechanism
+        conf["sasl.username"] = settings.kafka_sasl_username
+        conf["sasl.password"] = settings.kafka_sasl_password
+    if protocol.endswith("SSL"):
+        optional = {
+            "ssl.ca.location": settings.kafka_ssl_ca_location,
+            "ssl.certificate.location": settings.kafka_ssl_certificate_location,
+            "ssl.key.location": settings.kafka_ssl_key_location,
+            "ssl.key.password": settings.kafka_ssl_key_password,
+        }
+        conf.update({k: v for k, v in optional.items() if v is not None})
+        if not settings.kafka_ssl_endpoint_identification:
+            # Only for brokers whose certificates do not name their hosts (a lab); the default
+            # ("https") checks the broker's name against its certificate.
+            conf["ssl.endpoint.identification.algorithm"] = "none"
+    return conf
+
+
 def _common(settings: Settings, role: str) -> ClientConfig:
     return {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": f"runplane-{role}-{settings.instance_id}",
+        **security_config(settings),
     }
 
 
@@ -83,6 +120,44 @@ def consumer_config(settings: Settings, group_id: str, **extra: Any) -> ClientCo
 
 def admin_config(settings: Settings, **extra: Any) -> ClientConfig:
     return {**_common(settings, "admin"), **_normalise(extra)}
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext:
+    """A TLS context for Python (aiokafka) clients, from the same ``RUNPLANE_KAFKA_SSL_*``."""
+    context = ssl.create_default_context(cafile=settings.kafka_ssl_ca_location)
+    if not settings.kafka_ssl_endpoint_identification:
+        context.check_hostname = False
+    if settings.kafka_ssl_certificate_location:
+        context.load_cert_chain(
+            settings.kafka_ssl_certificate_location,
+            settings.kafka_ssl_key_location,
+            settings.kafka_ssl_key_password,
+        )
+    return context
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """Faust's ``broker_credentials`` for ``settings`` (None for PLAINTEXT).
+
+    The sweeper's Faust app speaks to Kafka through aiokafka, not librdkafka, so it cannot
+    take :func:`security_config`; this gives it the same protocol, mechanism and secrets.
+    """
+    import faust  # only the sweeper needs faust; keep it off every other import path
+
+    protocol = settings.kafka_security_protocol
+    if protocol == "PLAINTEXT":
+        return None
+    context = ssl_context(settings) if protocol.endswith("SSL") else None
+    if protocol == "SSL":
+        return faust.SSLCredentials(context)
+    if settings.kafka_sasl_mechanism is None:  # Settings refuses this; keeps mypy honest
+        raise ConfigError(f"{protocol} needs RUNPLANE_KAFKA_SASL_MECHANISM")
+    return faust.SASLCredentials(
+        username=settings.kafka_sasl_username,
+        password=settings.kafka_sasl_password,
+        ssl_context=context,
+        mechanism=settings.kafka_sasl_mechanism,
+    )
 
 
 def admin(settings: Settings, **extra: Any) -> AdminClient:
