@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -134,6 +135,7 @@ class Sweeper:
                 await asyncio.sleep(0.05)
         finally:
             await app.stop()
+            shutil.rmtree(sweeper_app.datadir, ignore_errors=True)  # empty: no tables
         failure = self._failure or app.crash_reason
         if failure is not None:
             raise failure
