@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from runplane.wire import (
     BreachDeadline,
     CaseRecord,
@@ -13,7 +14,6 @@ from runplane.wire import (
     ObligationStatus,
     WarnDeadline,
 )
-
 from services.cases.decide import evaluate
 from services.sweeper.decide import Entry, decide_tick, entries_for
 from services.sweeper.keys import followup_admission_key, sweep_run_id
