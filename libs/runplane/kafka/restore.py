@@ -8,7 +8,14 @@ partition has reported EOF, and never loop "until position >= high watermark", w
 spin forever behind an open transaction or a trailing commit marker.
 
 Compaction keeps at least the last value per key but readers may still see several versions:
-last write in offset order wins, and a tombstone (value None) deletes the key.
+last write in offset order wins, and a tombstone (value None) deletes the key. A row that
+cannot be decoded deletes its key too (counted in ``Restored.unreadable``): keeping the older
+row instead would revive a superseded state (an old ``next_seq``/``last_hash`` forks a chain).
+
+Before restoring the partitions a new owner was assigned, call :func:`await_previous_owner`:
+the previous owner may still have a transaction open that carries both table rows and the
+input offsets, and a restore that reads before it ends misses rows the committed offsets
+already account for (see its docstring).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -38,6 +45,9 @@ class Restored(Generic[V]):
     partitions: dict[int, dict[str, V]] = field(default_factory=dict)
     records_read: int = 0
     skipped: int = 0
+    # Keys whose newest row could not be decoded: dropped from the table, not reverted to an
+    # older row. The caller decides what an unreadable key means (log, quarantine, alert).
+    unreadable: set[str] = field(default_factory=set)
 
     def merged(self) -> dict[str, V]:
         out: dict[str, V] = {}
@@ -60,14 +70,21 @@ class Restorer:
         self._timeout_s = timeout_s
 
     def restore(
-        self, topic: str, partitions: Iterable[int], decode: Callable[[bytes], V]
+        self,
+        topic: str,
+        partitions: Iterable[int],
+        decode: Callable[[bytes], V],
+        *,
+        deadline: float | None = None,
     ) -> Restored[V]:
         """Read ``partitions`` of ``topic`` (full name) from the beginning to the end.
 
-        Records that fail ``decode`` (``WireError``) or carry no UTF-8 key are skipped and
-        counted: a table row nobody can read is not state. Raises ``RetryableError`` when
-        the end is not reached within the timeout (e.g. another producer's transaction is
-        still open past its ``transaction.timeout.ms``).
+        Records that carry no UTF-8 key are skipped and counted; a row that fails ``decode``
+        (``WireError``) deletes its key (see the module docstring). Raises ``RetryableError``
+        when the end is not reached by ``deadline`` (``time.monotonic()``; default: the
+        restorer's timeout from now), e.g. another producer's transaction is still open past
+        its ``transaction.timeout.ms``. Pass one deadline to every restore of one assignment
+        so that all of them together stay under ``max.poll.interval.ms``.
         """
         wanted = sorted(set(partitions))
         result: Restored[V] = Restored({p: {} for p in wanted})
@@ -75,13 +92,14 @@ class Restorer:
             return result
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
         pending = set(wanted)
-        deadline = time.monotonic() + self._timeout_s
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout_s
         try:
             while pending:
                 if time.monotonic() > deadline:
                     raise RetryableError(
                         f"restore of {topic} partitions {sorted(pending)} did not reach the end "
-                        f"within {self._timeout_s}s",
+                        "before the restore deadline",
                         retry_after=1.0,
                     )
                 for msg in self._consumer.consume(num_messages=1000, timeout=0.2):
@@ -118,16 +136,63 @@ class Restorer:
             return
         if raw_value is None:
             rows.pop(key, None)
+            result.unreadable.discard(key)
             return
         try:
             data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
             rows[key] = decode(data)
+            result.unreadable.discard(key)
         except WireError as exc:
+            # The newest row wins even when nobody can read it: an older row left in place
+            # would be a state the writer had already moved past.
+            rows.pop(key, None)
+            result.unreadable.add(key)
             result.skipped += 1
-            log.warning("skipping undecodable table row", extra={"key": key, "reason": str(exc)})
+            log.warning(
+                "dropping key with undecodable table row", extra={"key": key, "reason": str(exc)}
+            )
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def await_previous_owner(
+    consumer: Consumer, partitions: Sequence[TopicPartition], *, timeout_s: float
+) -> list[TopicPartition]:
+    """Wait until no transaction of a previous owner is pending on ``partitions``' offsets.
+
+    Call it first in every ``on_assign``, before restoring any state. The previous owner of
+    a partition may have sent its offsets in a transaction that is still open (it stalled
+    past the session timeout): its table rows are then held back from our restore by the last
+    stable offset, yet once it commits — the coordinator checks the group generation when
+    offsets are *sent*, not at commit — our position comes from its offsets, so we would
+    never see its input and our state would lack its outputs (a zombie commit).
+
+    Under ``isolation.level=read_committed`` librdkafka fetches committed offsets with
+    ``require_stable`` (KIP-447): the broker answers UNSTABLE_OFFSET_COMMIT while such a
+    transaction is open and the client retries, so this returns only once it has committed
+    or aborted (at most its ``transaction.timeout.ms``). Kafka Streams orders it the same
+    way. Returns the committed offsets; raises ``RetryableError`` when they cannot be read
+    within ``timeout_s`` (restart and try again from a fresh assignment).
+    """
+    if not partitions:
+        return []
+    try:
+        committed = consumer.committed(list(partitions), timeout=max(timeout_s, 0.001))
+    except KafkaException as exc:
+        raise RetryableError(
+            f"committed offsets of {len(partitions)} partitions not stable within {timeout_s:.1f}s "
+            f"(a previous owner's transaction is still open?): {exc}",
+            retry_after=1.0,
+        ) from exc
+    failed = [tp for tp in committed if tp.error is not None]
+    if failed:
+        raise RetryableError(
+            f"committed offsets unreadable for {[(tp.topic, tp.partition) for tp in failed]}: "
+            f"{failed[0].error}",
+            retry_after=1.0,
+        )
+    return list(committed)
 
 
 def restore_table(
