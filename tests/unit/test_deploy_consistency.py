@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.core.calendars import CalendarRegistry
 from runplane.kafka.topics import CATALOGUE, expected_config
@@ -55,12 +56,38 @@ KUBE_VERSION = "1.33.0"
 
 # Names a deploy artifact may set before the code that reads them has landed (name -> why).
 # Keep it empty unless a service is mid-way; an entry the code reads is pointless.
-PENDING_ENV: dict[str, str] = {}
+PENDING_ENV: dict[str, str] = {
+    "RUNPLANE_WORKLIST_PUBLIC_ORIGIN": "the worklist's Origin check (review M3) is landing",
+}
 # Names Settings.from_env reads that an artifact may leave to the default, and why.
 OPTIONAL_ENV = {
     "RUNPLANE_SCHEMA_REGISTRY_URL": "unset = Avro single-object encoding, no registry",
-    "RUNPLANE_INSTANCE_ID": "compose keeps the hostname default (unique per container)",
+    "RUNPLANE_INSTANCE_ID": "compose keeps the hostname default (the chart's is checked apart)",
+    "RUNPLANE_INITIATOR": "the emitting client's default initiator; no service reads it",
+    "RUNPLANE_AGENT_MODULES": "unset = the example agents, the code's default",
+    **{
+        f"RUNPLANE_KAFKA_{name}": "unset = PLAINTEXT without authentication (docs/security.md)"
+        for name in (
+            "SECURITY_PROTOCOL",
+            "SASL_MECHANISM",
+            "SASL_USERNAME",
+            "SASL_PASSWORD",
+            "SSL_CA_LOCATION",
+            "SSL_CERTIFICATE_LOCATION",
+            "SSL_KEY_LOCATION",
+            "SSL_KEY_PASSWORD",
+            "SSL_ENDPOINT_IDENTIFICATION",
+        )
+    },
 }
+# Where a service's code lets transaction.timeout.ms be set; the chart wires
+# kafka.transactionTimeoutSeconds into these. The other transactional services keep 60 s.
+TRANSACTION_TIMEOUT_ENV = {
+    "admission": "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS",
+    "executor": "RUNPLANE_EXECUTOR_TRANSACTION_TIMEOUT_MS",
+}
+FIXED_TRANSACTION_TIMEOUT_S = 60
+LOOPBACK = "127.0.0.1"
 
 Problems = list[str]
 
@@ -173,11 +200,11 @@ def compose_problems(doc: Mapping[str, Any]) -> Problems:
             problems.append(f"compose: {name} runs {svc.get('command')!r}, not serve {name}")
         if compose_image(svc) != image:
             problems.append(f"compose: {name} image {compose_image(svc)!r} != {image!r}")
-        if f"{port}:{port}" not in [str(p) for p in svc.get("ports") or []]:
-            problems.append(f"compose: {name} does not publish {port}:{port}")
+        if f"{LOOPBACK}:{port}:{port}" not in [str(p) for p in svc.get("ports") or []]:
+            problems.append(f"compose: {name} does not publish {LOOPBACK}:{port}:{port}")
         test = " ".join(map(str, (svc.get("healthcheck") or {}).get("test") or []))
-        if f":{port}/healthz" not in test:
-            problems.append(f"compose: {name} healthcheck does not probe :{port}/healthz")
+        if f":{port}/readyz" not in test:
+            problems.append(f"compose: {name} healthcheck does not probe :{port}/readyz")
         if _depends(svc).get("topics") != "service_completed_successfully":
             problems.append(f"compose: {name} must wait for topics to complete")
         env = compose_env(svc)
@@ -188,6 +215,11 @@ def compose_problems(doc: Mapping[str, Any]) -> Problems:
             problems.append(f"compose: {name} must listen on 0.0.0.0 in a container")
         if unknown := unknown_env(set(env)):
             problems.append(f"compose: {name} sets names no code reads: {sorted(unknown)}")
+
+    for name, svc in services.items():
+        for published in map(str, svc.get("ports") or []):
+            if not published.startswith(f"{LOOPBACK}:"):
+                problems.append(f"compose: {name} publishes {published} on every interface")
 
     runplane_services = {n for n, s in services.items() if compose_image(s) == image}
     if extra := runplane_services - set(SERVICES) - {"topics"}:
@@ -278,6 +310,9 @@ def container_env_names(container: Mapping[str, Any]) -> set[str]:
     return {e["name"] for e in container.get("env") or []}
 
 
+PROBE_PATHS = {"startupProbe": "/livez", "livenessProbe": "/livez", "readinessProbe": "/readyz"}
+
+
 def chart_problems(values: Mapping[str, Any], docs: list[dict[str, Any]]) -> Problems:
     """Problems of one rendering of the chart with ``values`` (the merged values used)."""
     problems: Problems = []
@@ -319,12 +354,7 @@ def chart_problems(values: Mapping[str, Any], docs: list[dict[str, Any]]) -> Pro
         if ports.get("http") != port:
             problems.append(f"chart: {name} containerPort {ports.get('http')} != {port}")
         env = {e["name"]: e for e in c.get("env") or []}
-        if (
-            missing := settings_env_names()
-            - {"RUNPLANE_SCHEMA_REGISTRY_URL"}
-            - shared_env
-            - set(env)
-        ):
+        if missing := settings_env_names() - set(OPTIONAL_ENV) - shared_env - set(env):
             problems.append(f"chart: {name} does not get {sorted(missing)}")
         if (env.get(f"RUNPLANE_{name.upper()}_PORT") or {}).get("value") != str(port):
             problems.append(f"chart: {name} does not set RUNPLANE_{name.upper()}_PORT={port}")
@@ -333,13 +363,22 @@ def chart_problems(values: Mapping[str, Any], docs: list[dict[str, Any]]) -> Pro
             problems.append(f"chart: {name} RUNPLANE_INSTANCE_ID is not the pod name")
         if unknown := unknown_env(set(env)):
             problems.append(f"chart: {name} sets names no code reads: {sorted(unknown)}")
-        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        # Restart only a stuck loop; route traffic only to a restored one (review M5).
+        for probe, path in PROBE_PATHS.items():
             get = (c.get(probe) or {}).get("httpGet") or {}
-            if get.get("path") != "/healthz" or get.get("port") not in ("http", port):
-                problems.append(f"chart: {name} {probe} is not GET /healthz on its port")
+            if get.get("path") != path or get.get("port") not in ("http", port):
+                problems.append(f"chart: {name} {probe} is not GET {path} on its port")
+        timeout_s = int(kafka["transactionTimeoutSeconds"])
+        if name in TRANSACTION_TIMEOUT_ENV:
+            got = (env.get(TRANSACTION_TIMEOUT_ENV[name]) or {}).get("value")
+            if got != str(timeout_s * 1000):
+                problems.append(
+                    f"chart: {name} {TRANSACTION_TIMEOUT_ENV[name]}={got!r}, "
+                    f"not kafka.transactionTimeoutSeconds ({timeout_s}) in ms"
+                )
         grace = int(pod.get("terminationGracePeriodSeconds", 30))
-        if grace < int(kafka["transactionTimeoutSeconds"]):
-            problems.append(f"chart: {name} grace {grace}s < the transaction timeout")
+        if grace < max(timeout_s, FIXED_TRANSACTION_TIMEOUT_S):
+            problems.append(f"chart: {name} grace {grace}s < the longest transaction timeout")
         svc = services.get(name)
         if svc is None or [p["port"] for p in svc["spec"]["ports"]] != [port]:
             problems.append(f"chart: Service of {name} does not expose {port}")
@@ -493,6 +532,11 @@ def test_compose_check_catches_a_removed_service(name: str) -> None:
         lambda d: d["services"]["cases"]["environment"].update(RUNPLANE_NOT_A_SETTING="1"),
         lambda d: d["services"]["admission"]["environment"].pop("RUNPLANE_REDIS_URL"),
         lambda d: d["services"]["worklist"].update(image="someone/else:1"),
+        lambda d: d["services"]["worklist"].update(ports=["8305:8305"]),
+        lambda d: d["services"]["redis"].update(ports=["16379:6379"]),
+        lambda d: d["services"]["executor"]["healthcheck"].update(
+            test=["CMD", "curl", "-f", "http://127.0.0.1:8302/livez"]
+        ),
     ],
     ids=[
         "no-topics-job",
@@ -502,6 +546,9 @@ def test_compose_check_catches_a_removed_service(name: str) -> None:
         "env",
         "missing-env",
         "image",
+        "all-interfaces",
+        "redis-all-interfaces",
+        "healthcheck-not-readiness",
     ],
 )
 def test_compose_check_catches_drift(mutate: Callable[[dict[str, Any]], object]) -> None:
@@ -533,6 +580,126 @@ def test_the_ci_values_cover_strimzi_servicemonitors_and_the_lag_autoscaler(helm
                 lag |= any(m["type"] == "External" for m in doc["spec"]["metrics"])
     assert {"KafkaTopic", "ServiceMonitor"} <= kinds
     assert lag
+
+
+@pytest.mark.parametrize(
+    "probe, path", [("livenessProbe", "/healthz"), ("readinessProbe", "/livez")]
+)
+def test_chart_check_catches_a_probe_on_the_wrong_endpoint(
+    helm: str, probe: str, path: str
+) -> None:
+    docs = render_cached(helm, None)
+    (worklist,) = [d for d in _of_kind(docs, "StatefulSet") if _component(d) == "worklist"]
+    worklist["spec"]["template"]["spec"]["containers"][0][probe]["httpGet"]["path"] = path
+    problems = chart_problems(chart_values(), docs)
+    assert problems == [f"chart: worklist {probe} is not GET {PROBE_PATHS[probe]} on its port"]
+
+
+def test_chart_wires_the_transaction_timeout_into_the_services_that_read_it(helm: str) -> None:
+    result = helm_template(
+        helm, CHART, None, "kafka.transactionTimeoutSeconds=20", "services.cases.replicas=2"
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    seen: dict[str, str | None] = {}
+    for w in _of_kind(docs, "StatefulSet", "Deployment"):
+        (c,) = w["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in c.get("env") or []}
+        seen |= {k: v for k, v in env.items() if k.endswith("_TRANSACTION_TIMEOUT_MS")}
+    assert seen == {name: "20000" for name in TRANSACTION_TIMEOUT_ENV.values()}
+    assert set(TRANSACTION_TIMEOUT_ENV.values()) <= env_names_read_by_code()
+
+
+def _pod_templates(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {_component(d): d["spec"]["template"] for d in _of_kind(docs, "StatefulSet")}
+
+
+def test_a_token_rotation_restarts_no_pod_and_a_key_rotation_only_the_executor(
+    helm: str,
+) -> None:
+    """Principals are re-read from the mounted file; only env-bound keys need a restart."""
+
+    def pods(*sets: str) -> dict[str, Any]:
+        result = helm_template(helm, CHART, None, "secret.openaiApiKey=sk-1", *sets)
+        assert result.returncode == 0, result.stderr
+        return _pod_templates([d for d in yaml.safe_load_all(result.stdout) if d])
+
+    before = pods()
+    rotated_token = pods(
+        "secret.principals.principals[0].name=ada",
+        "secret.principals.principals[0].token_sha256=" + "ab" * 32,
+        "secret.principals.principals[0].roles={approver}",
+    )
+    assert rotated_token == before
+    rotated_key = pods("secret.openaiApiKey=sk-2")
+    assert {n for n in before if rotated_key[n] != before[n]} == {"executor"}
+
+
+def _ingresses(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {_component(d): d for d in _of_kind(docs, "Ingress")}
+
+
+def test_no_ingress_by_default(helm: str) -> None:
+    assert _ingresses(render_cached(helm, None)) == {}
+
+
+def test_the_ingresses_route_tls_hosts_to_their_service(helm: str) -> None:
+    values_file = CHART / "ci" / "monitoring-values.yaml"
+    values = chart_values(extra=values_file)
+    docs = render_cached(helm, values_file)
+    services = {_component(d): d for d in _of_kind(docs, "Service")
+                if d["spec"].get("clusterIP") != "None"}  # fmt: skip
+    ingresses = _ingresses(docs)
+    assert set(ingresses) == {"worklist", "journal"}
+    for name, ing in ingresses.items():
+        host = values["ingress"][name]["host"]
+        spec = ing["spec"]
+        assert spec["ingressClassName"] == "nginx"
+        assert spec["tls"][0]["hosts"] == [host] and spec["tls"][0]["secretName"]
+        ((rule,),) = [[r for r in spec["rules"] if r["host"] == host]]
+        backend = rule["http"]["paths"][0]["backend"]["service"]
+        assert backend == {"name": services[name]["metadata"]["name"], "port": {"name": "http"}}
+    workloads = {_component(d): d for d in _of_kind(docs, "StatefulSet", "Deployment")}
+    env = {
+        n: {
+            e["name"]: e.get("value") for e in w["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        for n, w in workloads.items()
+    }
+    origin = f"https://{values['ingress']['worklist']['host']}"
+    assert env["worklist"]["RUNPLANE_WORKLIST_PUBLIC_ORIGIN"] == origin
+    assert all(
+        "RUNPLANE_WORKLIST_PUBLIC_ORIGIN" not in e for n, e in env.items() if n != "worklist"
+    )
+    (cm,) = [d for d in _of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-env")]
+    assert cm["data"]["RUNPLANE_FORWARDED_ALLOW_IPS"] == values["http"]["forwardedAllowIps"]
+
+
+def render_notes(helm: str, tmp_path: Path, *sets: str) -> str:
+    """NOTES.txt as `helm install` would print it (helm template skips NOTES: render a copy
+    of it as a ConfigMap of a copy of the chart)."""
+    chart = tmp_path / "runplane"
+    shutil.copytree(CHART, chart)
+    (chart / "notes.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "NOTES.txt").unlink()
+    (chart / "templates" / "notes-as-configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    result = helm_template(helm, chart, None, *sets)
+    assert result.returncode == 0, result.stderr
+    (notes,) = [
+        d for d in yaml.safe_load_all(result.stdout) if d and d["metadata"]["name"] == "notes"
+    ]
+    return str(notes["data"]["notes"])
+
+
+def test_the_notes_never_print_the_redis_password(helm: str, tmp_path: Path) -> None:
+    notes = render_notes(helm, tmp_path, "redis.url=redis://:hunter2@redis.db:6379/0")
+    assert "Redis:  redis://redis.db:6379/0" in notes
+    assert "hunter2" not in notes
+    from_secret = render_notes(helm, tmp_path / "s", "redis.existingSecret=rp-redis")
+    assert "Redis:  from Secret rp-redis" in from_secret
 
 
 def test_chart_calendars_parse(helm: str) -> None:
@@ -606,8 +773,15 @@ def test_chart_check_catches_a_removed_topic(helm: str, tmp_path: Path, name: st
         (["services.executor.autoscaling.maxReplicas=7"], "must be <= kafka.partitions"),
         (
             ["defaults.terminationGracePeriodSeconds=30"],
-            "must be >= kafka.transactionTimeoutSeconds",
+            "must be >= the longest transaction timeout (60s",
         ),
+        (
+            ["kafka.transactionTimeoutSeconds=90"],
+            "terminationGracePeriodSeconds (75) must be >= the longest transaction timeout (90s",
+        ),
+        (["http.forwardedAllowIps=ingress-nginx"], "forwardedAllowIps"),
+        (["http.worklistPublicOrigin=worklist.example.com"], "worklistPublicOrigin"),
+        (["ingress.enabled=true", "ingress.worklist.host="], "/ingress/worklist/host"),
         (["services.admission.replicas=7"], "must be <= kafka.partitions"),
         (["services.billing.port=8399"], "additional properties 'billing' not allowed"),
         (["secret.create=false"], "secret.existingSecret is required"),
@@ -789,6 +963,7 @@ def test_the_dashboard_ships_in_the_chart(helm: str) -> None:
 
 def test_the_topics_command_exists() -> None:
     import typer.main
+
     from runplane.cli import app
 
     root = typer.main.get_command(app)

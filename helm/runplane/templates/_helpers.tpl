@@ -93,6 +93,7 @@ RUNPLANE_REDIS_URL: {{ required "redis.url is required" .Values.redis.url | quot
 RUNPLANE_SCHEMA_REGISTRY_URL: {{ . | quote }}
 {{- end }}
 RUNPLANE_HTTP_HOST: "0.0.0.0"
+RUNPLANE_FORWARDED_ALLOW_IPS: {{ .Values.http.forwardedAllowIps | quote }}
 RUNPLANE_LOG_LEVEL: {{ .Values.config.logLevel | quote }}
 RUNPLANE_STATE_DIR: "/var/lib/runplane"
 RUNPLANE_CALENDARS_FILE: "/etc/runplane/calendars/calendars.yaml"
@@ -104,14 +105,53 @@ RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- end }}
 {{- end -}}
 
+{{/* The variable that sets a service's transaction.timeout.ms, where its code reads one
+     (admission, executor); "" for the others (cases, worklist and journal keep 60 s). */}}
+{{- define "runplane.transactionTimeoutEnv" -}}
+{{- $vars := dict "admission" "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS" "executor" "RUNPLANE_EXECUTOR_TRANSACTION_TIMEOUT_MS" -}}
+{{- get $vars . -}}
+{{- end -}}
+
+{{/* The longest transaction timeout of any service, in seconds: the floor of every
+     terminationGracePeriodSeconds (a pod stopped sooner may leave a transaction that neither
+     committed nor was yet aborted by the broker). */}}
+{{- define "runplane.longestTransactionTimeout" -}}
+{{- max (int .Values.kafka.transactionTimeoutSeconds) 60 -}}
+{{- end -}}
+
+{{/* RUNPLANE_WORKLIST_PUBLIC_ORIGIN: the value, else https://<host> of the worklist's TLS
+     ingress, else "". */}}
+{{- define "runplane.worklistPublicOrigin" -}}
+{{- $ing := .Values.ingress -}}
+{{- if .Values.http.worklistPublicOrigin -}}
+{{- .Values.http.worklistPublicOrigin | trimSuffix "/" -}}
+{{- else if and $ing.enabled $ing.worklist.enabled $ing.worklist.tls.enabled -}}
+{{- printf "https://%s" $ing.worklist.host -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A checksum of the Secret keys a service takes as environment variables (they are read
+     once, at start, so a change must restart the pod). principals.yaml is left out: it is a
+     mounted file the worklist and journal re-read when it changes, so rotating a token
+     restarts nothing. "runplane.secretEnvChecksum" (dict "ctx" $ "svc" $svc) */}}
+{{- define "runplane.secretEnvChecksum" -}}
+{{- $data := (include (print .ctx.Template.BasePath "/secret.yaml") .ctx | fromYaml).stringData | default dict -}}
+{{- $used := dict -}}
+{{- range $var, $key := .svc.secretEnv -}}
+{{- $_ := set $used $key (get $data $key | toString) -}}
+{{- end -}}
+{{- toJson $used | sha256sum -}}
+{{- end -}}
+
 {{/* Guards that keep a broken configuration from rendering at all. */}}
 {{- define "runplane.validate" -}}
 {{- $ctx := . -}}
 {{- range $name, $_ := .Values.services -}}
 {{- $svc := include "runplane.service" (dict "ctx" $ctx "name" $name) | fromYaml -}}
 {{- if $svc.enabled -}}
-{{- if lt (int $svc.terminationGracePeriodSeconds) (int $ctx.Values.kafka.transactionTimeoutSeconds) -}}
-{{- fail (printf "services.%s.terminationGracePeriodSeconds (%v) must be >= kafka.transactionTimeoutSeconds (%v)" $name $svc.terminationGracePeriodSeconds $ctx.Values.kafka.transactionTimeoutSeconds) -}}
+{{- $longest := include "runplane.longestTransactionTimeout" $ctx | int -}}
+{{- if lt (int $svc.terminationGracePeriodSeconds) $longest -}}
+{{- fail (printf "services.%s.terminationGracePeriodSeconds (%v) must be >= the longest transaction timeout (%vs: max(kafka.transactionTimeoutSeconds, 60 for cases, worklist and journal))" $name $svc.terminationGracePeriodSeconds $longest) -}}
 {{- end -}}
 {{- if gt (int $svc.replicas) (int $ctx.Values.kafka.partitions) -}}
 {{- fail (printf "services.%s.replicas (%v) must be <= kafka.partitions (%v)" $name $svc.replicas $ctx.Values.kafka.partitions) -}}
