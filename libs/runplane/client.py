@@ -1,7 +1,7 @@
 """The emitter client: ask admission for a run and get its answer.
 
     with Client(settings) as client:
-        reply = client.admit("refund", "order-17", {"invoice_id": "inv-1"})
+        reply = client.admit("refund", "order-17", {"invoice_id": "inv-1"}, initiator="ivan")
         reply.outcome, reply.run_id          # ADMITTED / DUPLICATE / REFUSED (+ reason)
 
 ``admit`` produces an AdmissionRequest to ``admission`` (key = the admission key) and waits
@@ -10,13 +10,16 @@ to (murmur2, like every producer), from the end as it was *before* the request w
 keeps the first reply carrying that key. Retrying with the same key is always safe — one key,
 at most one run, ever — so a timeout is a ``RetryableError``.
 
+``initiator`` names the worklist principal on whose behalf the run acts (four-eyes refuses
+that principal on the run's tasks). It is never guessed from the OS user: pass it, or set
+``RUNPLANE_INITIATOR`` (``Settings.initiator``); with neither, ``admit`` raises ConfigError.
+
 With ``wait=True`` it then watches ``sessions`` for the run until it completes, fails or is
 quarantined (``Client.wait`` returns that SessionSnapshot).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import time
 import uuid
@@ -58,13 +61,6 @@ _SETTLING = frozenset(
 )
 
 FINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
-
-
-def _default_initiator() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (containers): still someone
-        return "unknown"
 
 
 class Client:
@@ -109,16 +105,23 @@ class Client:
     ) -> AdmissionReply:
         """Request a run and return admission's answer (after the run ends, with ``wait``).
 
-        ``input`` is any JSON value. Raises ``WireError`` for a request that cannot even be
-        built (empty or oversized key, bad tenant) and ``RetryableError`` on timeout.
+        ``input`` is any JSON value. ``initiator`` defaults to ``RUNPLANE_INITIATOR``; with
+        neither, ``ConfigError``. Raises ``WireError`` for a request that cannot even be built
+        (empty or oversized key, bad tenant) and ``RetryableError`` on timeout.
         """
+        who = initiator if initiator is not None else self._settings.initiator
+        if who is None or not who.strip():
+            raise ConfigError(
+                "no initiator: pass one (the worklist principal the run acts for) "
+                "or set RUNPLANE_INITIATOR"
+            )
         request = AdmissionRequest(
             admission_key=key,
             capability=capability,
             input_json=json.dumps(input, separators=(",", ":"), ensure_ascii=False),
             correlation_keys=dict(correlation or {}),
             tenant=tenant,
-            initiator=initiator or _default_initiator(),
+            initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
         )
         reply = self.send(request, timeout=timeout)

@@ -271,8 +271,8 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
         running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
         Client(settings) as client,
     ):
-        unknown = client.admit("nope", "r-unknown", {"invoice_id": "i"}, tenant="acme")
-        invalid = client.admit("refund", "r-invalid", {"amount": 3}, tenant="acme")
+        unknown = client.admit("nope", "r-unknown", {"invoice_id": "i"}, tenant="acme", initiator="alice")
+        invalid = client.admit("refund", "r-invalid", {"amount": 3}, tenant="acme", initiator="alice")
         wait_for("the raw refusals", lambda: len(committed_replies(settings)) >= 4)
         wait_for("the dead letter", lambda: len(read_all(settings, "deadletter")) >= 1)
     assert unknown.outcome == AdmissionOutcome.REFUSED and "unknown capability 'nope'" in (
@@ -304,6 +304,7 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
             {"invoice_id": "i"},
             tenant="acme",
             correlation={"dispute": "D-17"},
+            initiator="alice",
         )
         assert first.outcome == AdmissionOutcome.ADMITTED and first.run_id is not None
         assert first.case_id is not None and first.case_id.startswith("c-")
@@ -315,7 +316,7 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
             updated_ms=time.time_ns() // 1_000_000,
         )
         produce_all(settings, [("dispute-17", SERDE.encode("admission", update))])
-        again = client.admit("refund", "dispute-17", {"invoice_id": "i"}, tenant="acme")
+        again = client.admit("refund", "dispute-17", {"invoice_id": "i"}, tenant="acme", initiator="alice")
     assert again.outcome == AdmissionOutcome.DUPLICATE
     assert again.run_id == first.run_id and again.case_id == first.case_id
     assert again.status == RunStatus.AWAITING_HUMAN and again.task_id == "task-9"
@@ -343,6 +344,7 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+        "RUNPLANE_INITIATOR": "alice",  # emit never guesses the initiator from the OS user
     }
 
     def emit(*args: str) -> subprocess.CompletedProcess[str]:

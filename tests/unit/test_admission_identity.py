@@ -89,3 +89,35 @@ def test_the_handler_answers_a_deeply_nested_request_with_a_refusal_reply() -> N
     reply = emits[0].value
     assert isinstance(reply, AdmissionReply) and reply.outcome is AdmissionOutcome.REFUSED
     assert reply.reason is not None and "nests deeper" in reply.reason
+
+
+# --- the emitter side: the initiator is named, never guessed ---------------------------------
+
+
+def test_the_client_never_defaults_the_initiator_to_the_os_user() -> None:
+    from runplane.client import Client
+    from runplane.config import Settings
+    from runplane.errors import ConfigError
+
+    # Nothing is sent: the refusal comes before any I/O (the clients connect lazily).
+    with Client(Settings(bootstrap_servers="127.0.0.1:1")) as client, pytest.raises(
+        ConfigError, match="RUNPLANE_INITIATOR"
+    ):
+        client.admit("free", "k1", {})
+    with Client(Settings(bootstrap_servers="127.0.0.1:1")) as client, pytest.raises(ConfigError):
+        client.admit("free", "k1", {}, initiator=" ")
+
+
+def test_emit_requires_an_initiator_and_says_what_it_means(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from runplane.cli import app
+
+    monkeypatch.delenv("RUNPLANE_INITIATOR", raising=False)
+    monkeypatch.setenv("RUNPLANE_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    runner = CliRunner()
+    result = runner.invoke(app, ["emit", "refund", "--key", "k1"])
+    assert result.exit_code == 2
+    assert "no initiator" in result.output and "RUNPLANE_INITIATOR" in result.output
+    helptext = " ".join(runner.invoke(app, ["emit", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "on whose behalf the run acts" in helptext and "Four-eyes refuses" in helptext

@@ -1,8 +1,10 @@
 """CLI: ``runplane emit CAPABILITY --key KEY --input JSON`` — ask admission for a run.
 
 Prints the run id and whether it was admitted, a duplicate (of which run, in which status)
-or refused (and why). Exit status: 0 admitted or duplicate, 1 refused, 2 bad arguments,
-3 no answer in time (retrying with the same key is safe).
+or refused (and why). Exit status: 0 admitted or duplicate, 1 refused, 2 bad arguments
+(including no initiator), 3 no answer in time (retrying with the same key is safe).
+
+The initiator is never guessed from the OS user: ``--initiator`` or ``RUNPLANE_INITIATOR``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import typer
 
 from runplane.client import Client
 from runplane.config import Settings
-from runplane.errors import RetryableError, WireError
+from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
 
 
@@ -50,7 +52,16 @@ def emit_command(
     input_json: str = typer.Option("{}", "--input", help="the run's input as JSON"),
     case: list[str] = typer.Option([], "--case", help="business key KEY=VALUE (repeatable)"),
     tenant: str = typer.Option("default", "--tenant"),
-    initiator: str | None = typer.Option(None, "--initiator", help="who the run acts for"),
+    initiator: str | None = typer.Option(
+        None,
+        "--initiator",
+        envvar="RUNPLANE_INITIATOR",
+        help=(
+            "the worklist principal on whose behalf the run acts (default: RUNPLANE_INITIATOR;"
+            " required). Four-eyes refuses that principal on the run's tasks, so name the"
+            " person who asked for the run, not an approver."
+        ),
+    ),
     wait: bool = typer.Option(False, "--wait", help="wait until the run ends"),
     timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each answer"),
     as_json: bool = typer.Option(False, "--json", help="print the reply as JSON"),
@@ -62,6 +73,11 @@ def emit_command(
         raise typer.BadParameter(f"--input is not JSON: {exc}") from None
     correlation = _parse_case(case)
     settings = Settings.from_env()
+    who = initiator if initiator is not None else settings.initiator
+    if who is None or not who.strip():
+        # Checked before connecting: a run must act for a named principal, never the OS user.
+        typer.echo("error: no initiator: pass --initiator NAME or set RUNPLANE_INITIATOR", err=True)
+        raise typer.Exit(code=2)
     try:
         with Client(settings) as client:
             reply = client.admit(
@@ -70,13 +86,13 @@ def emit_command(
                 value,
                 correlation=correlation,
                 tenant=tenant,
-                initiator=initiator,
+                initiator=who,
                 timeout=timeout,
             )
             final = None
             if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
                 final = client.wait(reply.run_id, timeout=max(timeout, 300.0))
-    except WireError as exc:
+    except (WireError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
     except RetryableError as exc:
