@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 import threading
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -16,6 +19,8 @@ from runplane.service import Health, make_app, run_http
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.topology import SERVICE
+
+log = logging.getLogger(__name__)
 
 
 def load_agents(modules: tuple[str, ...]) -> AgentRegistry:
@@ -38,6 +43,31 @@ def default_providers(
         client=client,
     )
     return {openai.name: openai}
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def missing_key_warnings(settings: ExecutorSettings) -> list[str]:
+    """Providers configured for a remote endpoint without an API key (review m13).
+
+    A warning, not a refusal: a loopback endpoint (the local fake) or an in-cluster gateway
+    may need no key. Without one, the first model call would be refused at run time instead.
+    """
+    if settings.openai_api_key or _is_loopback(settings.openai_base_url):
+        return []
+    return [
+        f"RUNPLANE_OPENAI_API_KEY is not set but RUNPLANE_OPENAI_BASE_URL is "
+        f"{settings.openai_base_url}: model calls go out without a key and will be refused "
+        "unless that endpoint needs none"
+    ]
 
 
 def build(
@@ -72,6 +102,8 @@ async def _serve(settings: ExecutorSettings, stop: threading.Event, health: Heal
 def serve(settings: Settings, stop: threading.Event) -> None:
     """Serve until ``stop`` is set (``runplane serve executor``)."""
     own = ExecutorSettings.from_env(base=settings)
+    for warning in missing_key_warnings(own):
+        log.warning(warning)
     health = Health()
     with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
         asyncio.run(_serve(own, stop, health))
