@@ -17,9 +17,17 @@ keep co-partitioned. The price is reading the assigned audit partitions at assig
 record per session wins, ``runplane.kafka.restore``); a compacted tip topic is the upgrade
 path when audit partitions get too long to read at a rebalance.
 
+Assignment: the previous owner of a partition may have sent its offsets in a transaction it
+has not committed yet (it stalled past the session timeout). Its audit records are then held
+back from our restore, yet its commit would still succeed and move our starting position past
+the journal records they cover: a false gap, and a quarantine of a healthy run. So
+``on_assign`` first waits for that transaction to end (``await_previous_owner``: committed
+offsets read with require_stable), and only then restores, all under one deadline.
+
 Errors: an abortable transaction error aborts, rebuilds the partition states from audit and
 rewinds to the committed offsets (the same as a restart, without the process restart);
-fatal/fenced stops the loop (``TxnFatal``) for the supervisor to restart.
+fatal/fenced — of the producer or of the consumer — stops the loop (``TxnFatal``) for the
+supervisor to restart.
 """
 
 from __future__ import annotations
@@ -32,15 +40,15 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
 from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
-from runplane.kafka.restore import Restorer
-from runplane.kafka.txn import TransactionalProducer, TxnAbortable
+from runplane.kafka.restore import Restorer, await_previous_owner
+from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
 from runplane.runs import parse_result_key
 from runplane.service import Probe
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
-
 from services.journal import metrics as m
 from services.journal import topology as topo
 from services.journal.handler import (
@@ -63,6 +71,11 @@ log = logging.getLogger(__name__)
 
 NowMs = Callable[[], int]
 R = TypeVar("R", bound=Record)
+
+
+# One deadline for everything on_assign does (the previous owner's transaction, then the audit
+# partitions): above the transaction timeout (60 s), well under max.poll.interval.ms (300 s).
+RESTORE_DEADLINE_S = 120.0
 
 
 def _wall_ms() -> int:
@@ -161,16 +174,20 @@ class AuditLoop:
         numbers = sorted({tp.partition for tp in partitions})
         if self._probe is not None:
             self._probe.set_ready(False, f"restoring chain tips of partitions {numbers}")
-        self._restore(numbers)
+        deadline = time.monotonic() + RESTORE_DEADLINE_S
+        # Before reading audit: a previous owner's open transaction must have ended, or its
+        # audit records would be missing from the tips our committed position already skips.
+        await_previous_owner(consumer, partitions, timeout_s=deadline - time.monotonic())
+        self._restore(numbers, deadline)
         log.info("journal partitions assigned", extra={"partitions": numbers})
         self.ready.set()
         if self._probe is not None:
             self._probe.set_ready(True)
 
-    def _restore(self, numbers: list[int]) -> None:
+    def _restore(self, numbers: list[int], deadline: float) -> None:
         assert self._restorer is not None
         audit_topic = self._base.topic(topo.AUDIT)
-        restored = self._restorer.restore(audit_topic, numbers, self._decode_audit)
+        restored = self._restorer.restore(audit_topic, numbers, self._decode_audit, deadline=deadline)
         for p in numbers:
             state = PartitionState(p, body_grace_ms=self._s.body_grace_ms)
             restore(state, restored.partitions.get(p, {}))
@@ -225,7 +242,8 @@ class AuditLoop:
             if err.code() == KafkaError._PARTITION_EOF and state is not None:
                 on_end(state, "journal" if msg.topic() == self._journal else "results", now)
             elif err.fatal():
-                raise TxnAbortable(f"consumer error: {err.str()}")
+                # A fatal consumer error does not go away by aborting: stop and be restarted.
+                raise TxnFatal(f"consumer fatal error: {err.str()}", code=err.code())
             return []
         if state is None:
             return []  # not ours any more (a rebalance is under way)
@@ -392,8 +410,12 @@ class AuditLoop:
         self._producer.abort()
         self._txn = None
         numbers = sorted({tp.partition for tp in self._assignment})
-        self._restore(numbers)
-        committed = self._consumer.committed(self._assignment, timeout=30)
+        deadline = time.monotonic() + RESTORE_DEADLINE_S
+        # Offsets first (stable ones), then the tips they are consistent with, as on assign.
+        committed = await_previous_owner(
+            self._consumer, self._assignment, timeout_s=deadline - time.monotonic()
+        )
+        self._restore(numbers, deadline)
         for tp in committed:
             offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
             self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
