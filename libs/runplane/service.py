@@ -12,8 +12,9 @@ Two questions, two endpoints (an orchestrator must not restart a pod for being b
 
 * ``/livez`` — *is the loop stuck?* 200 while every probe's loop beats. A restore runs inside
   the rebalance callback, where the loop cannot beat, so a probe that is not ready may go
-  ``busy_limit_s`` (default 300 s, above the processor's 180 s restore timeout, after which the
-  processor gives up by itself) without a beat before it counts as stuck. 503 only then.
+  ``busy_limit_s`` without a beat before it counts as stuck; 503 only then. The default, 300 s,
+  is librdkafka's ``max.poll.interval.ms`` (a loop silent that long has lost its partitions
+  anyway) and above the restore deadlines (the processor gives up after 120 s by itself).
 * ``/readyz`` — *should traffic and dependants wait?* 200 only while every probe is ready
   (assignment and restore done) and has beaten within its ``stale_after_s``; 503 with a JSON
   reason otherwise — during every rebalance restore, for instance.
