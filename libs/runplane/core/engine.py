@@ -335,6 +335,46 @@ _Resolution = tuple[str, Any]  # ("value", v) | ("throw", exc) | ("suspend", Non
 _SUSPEND: Final[_Resolution] = ("suspend", None)
 
 
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """What ``Runtime._dispatch`` may change, taken before it runs so that a handler raising
+    halfway can be undone (``Runtime._dispatch_guarded``). Records already sealed are dropped
+    from the step and the chain tip goes back with them: nothing of it was ever emitted."""
+
+    cursor: int
+    next_seq: int
+    last_hash: str
+    outs: tuple[int, int, int, int]
+    status: RunStatus
+    parked: ParkedOn | None
+    in_flight: InFlight | None
+    open: OpenRequest | None
+    waiting: _Wait | None
+    pending_live: LiveCall | None
+    pending: tuple[Signal, ...]
+    doubts: tuple[InFlight, ...]
+    checkpoint_json: str | None
+    clock_ms: int
+
+    @classmethod
+    def take(cls, rt: Runtime) -> _Mark:
+        o = rt._out
+        return cls(rt._cursor, rt._next_seq, rt._last_hash, (len(o.records), len(o.results), len(o.commands), len(o.live)),
+                   rt._status, rt._parked, rt._in_flight, rt._open, rt._waiting, rt._pending_live, tuple(rt._pending),
+                   tuple(rt._doubts), rt._checkpoint_json, rt.clock_ms)
+
+    def restore(self, rt: Runtime) -> None:
+        o = rt._out
+        for entry in o.results[self.outs[1]:]:
+            rt.results.pop((entry.era, entry.call_seq), None)
+        del o.records[self.outs[0]:], o.results[self.outs[1]:], o.commands[self.outs[2]:], o.live[self.outs[3]:]
+        rt._cursor, rt._next_seq, rt._last_hash = self.cursor, self.next_seq, self.last_hash
+        rt._status, rt._parked, rt._in_flight, rt._open = self.status, self.parked, self.in_flight, self.open
+        rt._waiting, rt._pending_live = self.waiting, self.pending_live
+        rt._pending, rt._doubts = list(self.pending), list(self.doubts)
+        rt._checkpoint_json, rt.clock_ms = self.checkpoint_json, self.clock_ms
+
+
 class Calendars:
     """The calendar lookup ``ctx.deadline`` needs: ``resolve(name, rule, start_ms) ->
     (due_ms, digest)``. Any object with that method works (``CalendarRegistry`` does)."""
@@ -671,9 +711,42 @@ class Runtime:
                 if not isinstance(request, Effect):
                     self._fail(ErrorInfo(type="TerminalError", message=f"agents may only await StepCtx effects, got {type(request).__name__}", retryable=False))
                     return
-                resolution = self._dispatch(request)
+                resolution = self._dispatch_guarded(request)
         except _Quarantined as q:
             self._quarantine(str(q))
+
+    def _dispatch_guarded(self, effect: Effect) -> _Resolution:
+        """``_dispatch``, where a bad argument is the agent's error, never the engine's crash.
+
+        An exception out of a handler (``int("x")`` for an expected version, a wire record's
+        validator refusing a field) would otherwise escape ``Runtime`` and crash the executor
+        on the same inbox record again and again (a poison pill). Whatever the handler did
+        before raising is undone; then the failure is *recorded* at the call's slot, so a
+        replay serves the same failure instead of meeting an empty slot followed by later
+        calls (which would quarantine the run). A slot that already holds something (a
+        replayed result, a call in doubt, a park) cannot take a record: the run fails.
+        """
+        mark = _Mark.take(self)
+        try:
+            return self._dispatch(effect)
+        except _Quarantined:
+            raise
+        except Exception as exc:
+            mark.restore(self)
+            error = ErrorInfo(type="InvalidRequest", message=f"{effect.family}:{effect.name}: {type(exc).__name__}: {exc}"[:500],
+                              retryable=False)
+            call_seq = mark.cursor
+            self._cursor = call_seq + 1
+            if self._slot_taken(call_seq) or self._verify_only:
+                self._fail(error)
+                return _SUSPEND
+            try:
+                witness = request_witness(effect.request)
+            except (TypeError, ValueError):  # _dispatch answers that itself; belt and braces
+                self._fail(error)
+                return _SUSPEND
+            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error)
+            return self._resolve(effect, entry)
 
     def take_derived_slot(self, family: str) -> int:
         """A call_seq for a derived (unjournaled) draw; notes a divergence if history has a
@@ -956,7 +1029,9 @@ class Runtime:
         try:
             decl = self._decl(effect)
         except ValueError as exc:
-            return ("throw", EffectError("InvalidDeclaration", str(exc)))
+            # Recorded, not just raised: a replay must find this slot taken by the same failure.
+            error = ErrorInfo(type="InvalidDeclaration", message=str(exc)[:500], retryable=False)
+            return self._resolve(effect, self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error))
         recovery = decl.effective_recovery
         self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
                    attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"})
@@ -1203,6 +1278,10 @@ class Runtime:
         carried = self._open if self._open is not None and self._open.kind == "task" and self._open.ref == decision.task_id else None
         if not waited and carried is None:
             return f"no open task {decision.task_id!r} for this run"
+        required = int(wait.effect.request["approvals"]) if waited and wait is not None and wait.kind == "approval" else 1
+        problem = decision_identity_problem(decision, initiator=self.initiator, approvals=required)
+        if problem is not None:
+            return problem  # rejected: the executor dead-letters it with this reason
         attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
         if decision.outcome is DecisionOutcome.ESCALATED:
             self._escalated(decision, wait if waited else None, carried, attrs)
@@ -1397,6 +1476,24 @@ def _side_effect_log(results: Mapping[tuple[int, int], ResultEntry], before_era:
 # CaseReply.op → the engine op of the command that asked (for replies journaled early).
 _CASE_OPS: Final = {"get_state": "case_get", "put_state": "case_put", "register_deadline": "deadline",
                     "meet_deadline": "deadline_meet", "cancel_deadline": "deadline_cancel"}
+
+
+def decision_identity_problem(decision: TaskDecision, *, initiator: str, approvals: int) -> str | None:
+    """Why ``decision`` breaks four-eyes for a run started by ``initiator``, or None.
+
+    Defence in depth behind the worklist (security review C1): the worklist already refuses the
+    initiator and a second approval by the same person, but a TaskDecision is only a record on
+    ``runs.inbox``; one produced around the worklist must not resume the run. The run's
+    initiator may not appear among ``decided_by`` at all, and an APPROVED decision needs at
+    least ``approvals`` distinct, non-blank principals.
+    """
+    if initiator in decision.decided_by:
+        return f"four-eyes: decided_by names the run's initiator {initiator!r}"
+    if decision.outcome is DecisionOutcome.APPROVED:
+        distinct = {p for p in decision.decided_by if p.strip()}
+        if len(distinct) < approvals:
+            return f"four-eyes: {len(distinct)} distinct principal(s) decided, the task needs {approvals}"
+    return None
 
 
 def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[bool, Any, ErrorInfo | None]:
