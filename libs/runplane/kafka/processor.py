@@ -21,7 +21,7 @@ The loop, per instance::
         └─ TxnFatal     → raise ProcessorStopped: exit non-zero, the supervisor restarts us
 
 Zombies are fenced twice: a restarted instance reuses the stable ``transactional.id``
-(``<service>-<instance_id>``) so ``init_transactions`` aborts its predecessor's open
+(``<topic prefix><service>-<instance_id>``) so ``init_transactions`` aborts its predecessor's open
 transaction, and the offsets are committed with the consumer group metadata (KIP-447), so an
 instance that lost its partitions in a rebalance cannot *send offsets* in a late
 transaction. A zombie that had already sent them before it stalled can still commit (the
@@ -284,8 +284,12 @@ class ProcessorConfig:
             raise ConfigError("batch_max >= 1, batch_ms >= 0 and poll_ms >= 1 are required")
 
     def transactional_id(self, settings: Settings) -> str:
-        """Stable per instance, so a restart fences (and aborts) its predecessor."""
-        base = f"{self.service}-{settings.instance_id}"
+        """Stable per instance, so a restart fences (and aborts) its predecessor.
+
+        Prefixed with the topic prefix: transactional ids are cluster-wide, so two deployments
+        (or two test runs) sharing a Kafka must not fence each other's ``admission-0``.
+        """
+        base = f"{settings.topic_prefix}{self.service}-{settings.instance_id}"
         return base if self.instance_index is None else f"{base}-{self.instance_index}"
 
 
