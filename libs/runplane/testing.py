@@ -334,7 +334,7 @@ class Driver:
             attempts += 1
             self.tool_calls[call.target] += 1
             try:
-                value = fn(dict(call.request["args"]), call.request.get("idempotency_key"))
+                value = fn(dict(call.request["args"]), call.idempotency_key)
                 if inspect.isawaitable(value):
                     value = asyncio.run(_await(value))
                 return Outcome.success(value, attempts=attempts)

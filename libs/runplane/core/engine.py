@@ -128,6 +128,8 @@ TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QU
 # Families reconstructed through the side-effect log across eras (checkpointed restores).
 _CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"})
 _WALL_UNITS_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
+# Signals sent before the run waits for them, kept in its snapshot; more are refused.
+MAX_BUFFERED_SIGNALS: Final = 256
 _GENERATION_DECL: Final = EffectDecl("generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0)
 
 
@@ -171,6 +173,12 @@ class LiveCall:
     doubt, plus probe_for; its Outcome value: ``None`` = never happened, any other value = it
     happened and that is its result, or explicitly ``{"applied": bool, "result": value}``).
     ``announce_first``: commit this step before performing the call (see module docstring).
+    ``idempotency_key``: the key to perform the call under (tools and probes): the agent's own
+    key, or — for a mutating call that named none — ``<session>/<origin>``, where origin is
+    the ``era/call_seq`` of the call's *first* announce. It is the same on every attempt, every
+    replay, every owner, for the probe of a call in doubt, and in the later era a doubt is
+    carried into (its slot moves, its origin does not), so a peer can deduplicate and a probe
+    can look the call up.
     """
 
     session_id: str
@@ -186,6 +194,7 @@ class LiveCall:
     retry: RetryPolicy
     timeout_s: float
     announce_first: bool
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +312,8 @@ class Step:
     end: RunStatus | None
     replayed: int
     rejected: str | None = None
+    # Why, as a typed code for metrics, when it is not just "does not apply": "signals_full".
+    rejected_kind: str | None = None
 
     @property
     def announce_first(self) -> bool:
@@ -633,6 +644,32 @@ class Runtime:
             self._run(self._resolve(wait.effect, entry))
         return self._flush()
 
+    def in_doubt(self, call_seq: int, *, now_ms: int) -> Step:
+        """The executor performed the outstanding live call ``call_seq`` and cannot tell whether
+        it took effect (a timeout after sending, a 5xx): its declared recovery runs now —
+        retry, probe or operator task — exactly as for an announce found without outcome on
+        restore, but at the same era and slot. Nothing is rebuilt: a checkpointed run does not
+        start a new era (which would re-execute, and re-pay, everything since its checkpoint)."""
+        self._begin(now_ms)
+        wait = self._waiting
+        if wait is None or wait.kind != "live" or wait.call_seq != call_seq:
+            return self._flush(rejected=f"no live call outstanding at call_seq {call_seq}")
+        flight = self._in_flight
+        if flight is not None and (flight.era, flight.call_seq) == (self.era, call_seq):
+            recovery = flight.recovery
+        else:  # pragma: no cover - every live call is announced first (see _live)
+            recovery = wait.decl.effective_recovery if wait.decl is not None else Recovery.REQUIRES_OPERATOR
+        self._waiting = None
+        self._pending_live = None
+        try:
+            resolution = self._in_doubt(wait.effect, call_seq, wait.witness, recovery)
+        except Exception as exc:  # as in _dispatch_guarded: never an exception out of the engine
+            self._fail(ErrorInfo(type="InvalidRequest", message=f"in-doubt recovery failed: {type(exc).__name__}: {exc}"[:500],
+                                 retryable=False))
+            return self._flush()
+        self._run(resolution)
+        return self._flush()
+
     def deliver(self, event: Event, *, now_ms: int) -> Step:
         """An inbox event for this run: a signal, a task decision, a case reply or a wake."""
         self._begin(now_ms)
@@ -641,7 +678,9 @@ class Runtime:
         if self.ended:
             return self._flush(rejected=f"run already ended ({self._status})")
         if isinstance(event, Signal):
-            self._on_signal(event)
+            problem = self._on_signal(event)
+            if problem:
+                return self._flush(rejected=problem, rejected_kind="signals_full")
         elif isinstance(event, TaskDecision):
             problem = self._on_decision(event)
             if problem:
@@ -988,7 +1027,7 @@ class Runtime:
         self._pending_live = None
         self._parked = None
 
-    def _flush(self, rejected: str | None = None) -> Step:
+    def _flush(self, rejected: str | None = None, rejected_kind: str | None = None) -> Step:
         if self._status != self._status_before:
             task_id = self._parked.ref if self._parked is not None and self._parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) else None
             self._out.commands.append(RunStatusUpdate(admission_key=self.admission_key, run_id=self.session_id, status=self._status, task_id=task_id, updated_ms=self._now))
@@ -1004,6 +1043,7 @@ class Runtime:
             end=self._status if self._status in TERMINAL and out.records else None,
             replayed=out.replayed,
             rejected=rejected,
+            rejected_kind=rejected_kind if rejected is not None else None,
         )
 
     # ------------------------------------------------------------------ live handlers
@@ -1042,12 +1082,27 @@ class Runtime:
     def _request_live(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl, *, announce_first: bool) -> _Resolution:
         target = str(effect.request["provider"]) if effect.family == "generation" else str(effect.options.get("tool", effect.name))
         call = LiveCall(self.session_id, self.era, call_seq, effect.family, effect.name, target, effect.request, witness,
-                        decl.mutating, decl.effective_recovery, decl.retry, decl.timeout_s, announce_first)
+                        decl.mutating, decl.effective_recovery, decl.retry, decl.timeout_s, announce_first,
+                        self._idempotency_key(effect, call_seq, decl))
         self._out.live.append(call)
         self._pending_live = call
         self._waiting = _Wait("live", effect, call_seq, witness, decl)
         self._status = RunStatus.RUNNING
         return _SUSPEND
+
+    def _idempotency_key(self, effect: Effect, call_seq: int, decl: EffectDecl) -> str | None:
+        """The key a tool call is performed (and probed) under; see ``LiveCall``."""
+        if effect.family != "tool":
+            return None
+        explicit = effect.request.get("idempotency_key")
+        if explicit is not None:
+            return str(explicit)
+        if not decl.mutating:
+            return None
+        flight = self._in_flight
+        here = flight is not None and (flight.era, flight.call_seq) == (self.era, call_seq)
+        origin = flight.origin if here and flight is not None else f"{self.era}/{call_seq}"
+        return f"{self.session_id}/{origin}"
 
     def _in_doubt(self, effect: Effect, call_seq: int, witness: str, recovery: Recovery) -> _Resolution:
         decl = self._decl(effect)
@@ -1068,14 +1123,14 @@ class Runtime:
         assert decl.probe is not None
         # The probe is called like the tool it checks: same args, same idempotency key, so a
         # peer can look the call up by key (billing: GET /charges/{idempotency_key}).
-        request = {"tool": decl.probe, "args": effect.request.get("args"),
-                   "idempotency_key": effect.request.get("idempotency_key"), "probe_for": effect.name}
+        key = self._idempotency_key(effect, call_seq, decl)
+        request = {"tool": decl.probe, "args": effect.request.get("args"), "idempotency_key": key, "probe_for": effect.name}
         probe_witness = request_witness(request)
         name = f"tool://{decl.probe}"
         self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family="probe", name=name, request_witness=probe_witness,
                    attrs={"probe_for": effect.name})
         call = LiveCall(self.session_id, self.era, call_seq, "probe", name, decl.probe, request, probe_witness,
-                        False, Recovery.RETRY, decl.retry, decl.timeout_s, False)
+                        False, Recovery.RETRY, decl.retry, decl.timeout_s, False, key)
         self._out.live.append(call)
         self._pending_live = call
         self._waiting = _Wait("probe", effect, call_seq, witness, decl)
@@ -1259,17 +1314,22 @@ class Runtime:
         return self._calendars
 
     # ------------------------------------------------------------------ inbox events
-    def _on_signal(self, signal: Signal) -> None:
+    def _on_signal(self, signal: Signal) -> str | None:
         wait = self._waiting
         if wait is not None and wait.kind == "signal" and wait.effect.name == signal.name:
             self._waiting = None
             self._unpark()
             entry = self._record_signal(wait.effect, wait.call_seq, wait.witness, signal)
             self._run(self._resolve(wait.effect, entry))
-            return
+            return None
+        if len(self._pending) >= MAX_BUFFERED_SIGNALS:
+            # Every buffered signal rides in every snapshot of the run: unbounded, a chatty
+            # sender would grow each commit (and the sessions row) without limit.
+            return f"{MAX_BUFFERED_SIGNALS} signals already buffered and not awaited; refused {signal.name!r}"
         # Not awaited yet: keep it (in the snapshot) for the wait_signal that will consume it.
         self._pending.append(signal)
         self._emit(JournalKind.SIGNAL_RECEIVED, attrs={"signal": signal.name, "buffered": "true"})
+        return None
 
     def _on_decision(self, decision: TaskDecision) -> str | None:
         wait = self._waiting
