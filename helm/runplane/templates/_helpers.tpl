@@ -86,6 +86,19 @@ RUNPLANE_BOOTSTRAP_SERVERS: {{ required "kafka.bootstrapServers is required" .Va
 RUNPLANE_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
 RUNPLANE_PARTITIONS: {{ .Values.kafka.partitions | quote }}
 RUNPLANE_REPLICATION_FACTOR: {{ .Values.kafka.replicationFactor | quote }}
+RUNPLANE_KAFKA_SECURITY_PROTOCOL: {{ .Values.kafka.security.protocol | quote }}
+{{- if hasPrefix "SASL_" .Values.kafka.security.protocol }}
+RUNPLANE_KAFKA_SASL_MECHANISM: {{ required "kafka.security.saslMechanism is required with a SASL protocol" .Values.kafka.security.saslMechanism | quote }}
+{{- end }}
+{{- if .Values.kafka.security.caSecret }}
+RUNPLANE_KAFKA_SSL_CA_LOCATION: "/etc/runplane/kafka-ca/ca.crt"
+{{- end }}
+{{- if not .Values.kafka.security.endpointIdentification }}
+RUNPLANE_KAFKA_SSL_ENDPOINT_IDENTIFICATION: "false"
+{{- end }}
+{{- with .Values.config.agentModules }}
+RUNPLANE_AGENT_MODULES: {{ . | quote }}
+{{- end }}
 {{- if not .Values.redis.existingSecret }}
 RUNPLANE_REDIS_URL: {{ required "redis.url is required" .Values.redis.url | quote }}
 {{- end }}
@@ -102,6 +115,39 @@ RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- end }}
 {{- range $k, $v := .Values.config.extraEnv }}
 {{ $k }}: {{ $v | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* One Kafka principal per service (docs/security.md): its SASL user name and password, as
+     container env entries; nothing without SASL. (dict "ctx" $ "name" "admission") */}}
+{{- define "runplane.kafkaCredentialsEnv" -}}
+{{- if hasPrefix "SASL_" .ctx.Values.kafka.security.protocol }}
+- name: RUNPLANE_KAFKA_SASL_USERNAME
+  value: {{ printf "%s%s" .ctx.Values.kafka.security.usernamePrefix .name | quote }}
+- name: RUNPLANE_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "runplane.secretName" .ctx }}
+      key: {{ printf "kafka-password-%s" .name }}
+{{- end }}
+{{- end -}}
+
+{{/* The volume and mount of the brokers' CA (kafka.security.caSecret), or nothing. */}}
+{{- define "runplane.kafkaCaVolume" -}}
+{{- with .Values.kafka.security.caSecret }}
+- name: kafka-ca
+  secret:
+    secretName: {{ . }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end -}}
+{{- define "runplane.kafkaCaMount" -}}
+{{- if .Values.kafka.security.caSecret }}
+- name: kafka-ca
+  mountPath: /etc/runplane/kafka-ca
+  readOnly: true
 {{- end }}
 {{- end -}}
 
