@@ -65,6 +65,19 @@ class Batch:
             self.opened_at = now
         self.callbacks.append(fn)
 
+    def mark(self) -> tuple[int, int]:
+        """Where the batch stands now, for :meth:`rollback` (two ints: cheap per message)."""
+        return len(self.records), len(self.callbacks)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Drop what was added since ``mark`` (the work of a message whose handling raised).
+
+        A table row that replaced an older one in place (``last_wins``) is not reverted; the
+        caller writes that key's row again."""
+        records, callbacks = mark
+        del self.records[records:], self.callbacks[callbacks:]
+        self._latest = {k: i for k, i in self._latest.items() if i < records}
+
     @property
     def empty(self) -> bool:
         return self.opened_at is None

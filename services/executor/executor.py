@@ -2,10 +2,18 @@
 
 Delivery guarantee (exactly once for recorded effects):
 
-* Ownership follows ``runs.inbox`` partitions (one consumer group). On assignment the
-  ``sessions`` and ``results`` tables of those partitions are read to the end before anything
-  is served, and every run found RUNNING is rebuilt by replay and continued — a call found
+* Ownership follows ``runs.inbox`` partitions (one consumer group). On assignment we first
+  wait until the previous owner's transaction on those partitions has ended (committed
+  offsets read with require_stable: a zombie that sent its offsets before stalling can still
+  commit, and a restore that read before it would lack its records — two writers of one
+  chain, a recorded effect performed again), then the ``sessions`` and ``results`` tables of
+  those partitions are read to the end (one deadline for all of it) before anything is
+  served, and every run found RUNNING is rebuilt by replay and continued — a call found
   announced with no outcome follows its declared recovery (the core decides).
+* A message or a live-call outcome whose handling raises (an engine bug, a record nothing
+  can serve) does not stop the executor: that run is failed (RUN_FAILED from its last
+  applied snapshot, its status update sent) and the message dead-lettered, so the same input
+  cannot crash-loop every instance (``runplane_executor_poisoned_runs_total``).
 * Every record an engine ``Step`` produces goes into the current group-commit batch; the batch
   is committed as one transaction together with the inbox positions, fenced by the consumer
   group metadata (``Committer``). An inbox message therefore counts as consumed exactly when
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
@@ -55,7 +64,7 @@ from runplane.errors import TerminalError, WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
-from runplane.kafka.restore import Restorer
+from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
 from runplane.service import Probe
 from runplane.wire import (
@@ -92,6 +101,10 @@ from services.executor.topology import INPUT, SERVICE, group_id
 log = logging.getLogger(__name__)
 
 _CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+# One deadline for everything an assignment does before serving (the previous owner's
+# transaction, then both tables): above transaction.timeout.ms, well under the consumer's
+# max.poll.interval.ms (300 s), which a rebalance callback counts against.
+RESTORE_DEADLINE_S = 120.0
 
 
 @dataclass
@@ -278,7 +291,10 @@ class Executor:
         numbers = sorted({tp.partition for tp in partitions})
         if self._probe is not None:
             self._probe.set_ready(False, f"restoring partitions {numbers}")
-        self._restore(numbers)
+        deadline = time.monotonic() + RESTORE_DEADLINE_S
+        # Before reading any table: the previous owner's open transaction must be over.
+        await_previous_owner(consumer, partitions, timeout_s=deadline - time.monotonic())
+        self._restore(numbers, deadline)
         log.info("executor partitions assigned and restored", extra={"partitions": numbers})
         self.ready.set()
         if self._probe is not None:
@@ -320,16 +336,27 @@ class Executor:
         for p in numbers:
             self._parts.pop(p, None)
 
-    def _restore(self, numbers: list[int]) -> None:
+    def _restore(self, numbers: list[int], deadline: float) -> None:
         assert self._restorer is not None
         restored = restore_partitions(
-            self._restorer, self._serde, self._topic["sessions"], self._topic["results"], numbers
+            self._restorer,
+            self._serde,
+            self._topic["sessions"],
+            self._topic["results"],
+            numbers,
+            deadline=deadline,
         )
         self._parts.update(restored)
         for p in numbers:
             for sid, snap in list(self._parts[p].sessions.items()):
                 if snap.status is RunStatus.RUNNING and sid not in self._residents:
-                    self._rebuild(sid, p, snap)
+                    mark = self._batch.mark()
+                    try:
+                        self._rebuild(sid, p, snap)
+                    except (TxnAbortable, TxnFatal):
+                        raise
+                    except Exception as exc:
+                        self._poisoned(sid, p, snap, mark, exc, "rebuild")
 
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
@@ -383,10 +410,19 @@ class Executor:
         if key_text != sid:
             self._dead_letter(msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key")
             return
-        if isinstance(record, StartRun):
-            self._start_run(msg, part, p, record)
-        else:
-            self._deliver(msg, part, p, record)
+        before = part.sessions.get(sid)
+        mark = self._batch.mark()
+        try:
+            if isinstance(record, StartRun):
+                self._start_run(msg, part, p, record)
+            else:
+                self._deliver(msg, part, p, record)
+        except (TxnAbortable, TxnFatal):
+            raise
+        except Exception as exc:
+            start = record if isinstance(record, StartRun) and before is None else None
+            self._poisoned(sid, p, before, mark, exc, "message", start=start)
+            self._dead_letter(msg, f"run {sid}: serving it raised {type(exc).__name__}", "poisoned")
 
     def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
         if start.session_id in part.sessions:
@@ -416,14 +452,21 @@ class Executor:
             return
         res = self._residents.get(sid) or self._rebuild(sid, p, snap)
         if res is None:
-            self._dead_letter(
-                msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
-            )
+            rebuilt = part.sessions.get(sid)
+            if rebuilt is not None and rebuilt.status in ENDED:
+                # The rebuild itself ended the run (e.g. its replay quarantined it).
+                self._dead_letter(
+                    msg, f"run {sid} ended during its rebuild ({rebuilt.status})", "run_ended"
+                )
+            else:
+                self._dead_letter(
+                    msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
+                )
             return
         previous = part.sessions.get(sid)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
-            self._dead_letter(msg, f"run {sid}: {step.rejected}", "rejected")
+            self._dead_letter(msg, f"run {sid}: {step.rejected}", step.rejected_kind or "rejected")
             return
         res.last_active = time.monotonic()
         self._apply(sid, p, res.runtime, step, previous=previous)
@@ -451,7 +494,15 @@ class Executor:
         self._apply(sid, p, runtime, step, previous=snap)
         return res if not runtime.ended else None
 
-    def _fail_unstartable(self, start: StartRun, reason: str, now_ms: int, p: int) -> None:
+    def _fail_unstartable(
+        self,
+        start: StartRun,
+        reason: str,
+        now_ms: int,
+        p: int,
+        *,
+        error_type: str = "UnknownCapability",
+    ) -> None:
         """A StartRun nobody can run: close its chain with RUN_FAILED and tell admission."""
         record = seal(
             Draft(
@@ -460,7 +511,7 @@ class Executor:
                 era=0,
                 kind=JournalKind.RUN_FAILED,
                 stamp_ms=now_ms,
-                attrs={"error_type": "UnknownCapability", "reason": reason[:500]},
+                attrs={"error_type": error_type, "reason": reason[:500]},
             ),
             start.admitted_hash,
         )
@@ -476,7 +527,7 @@ class Executor:
             tenant=start.tenant,
             initiator=start.initiator,
             input_json=start.input_json,
-            error=ErrorInfo(type="UnknownCapability", message=reason, retryable=False),
+            error=ErrorInfo(type=error_type, message=reason, retryable=False),
             started_ms=start.admitted_ms,
             updated_ms=now_ms,
         )
@@ -632,12 +683,9 @@ class Executor:
         tool = self._tools.get(call.target)
         if tool is None:
             raise TerminalError(f"no tool named {call.target!r}")
-        key = request.get("idempotency_key")
-        if key is None and call.mutating:
-            # The agent named no key: derive one from the call's position, stable across
-            # attempts, replays and owners.
-            key = f"{call.session_id}/{call.era}/{call.call_seq}"
-        return await tool.call(dict(request.get("args") or {}), idempotency_key=key)
+        # The core derives the key (the agent's, or one from the call's first announce) so
+        # that a probe and a later era use the very same one.
+        return await tool.call(dict(request.get("args") or {}), idempotency_key=call.idempotency_key)
 
     def _drain_completions(self) -> None:
         served = 0
@@ -653,21 +701,103 @@ class Executor:
             # The last snapshot applied is the runtime's current state (every step that
             # changes it carries records); it names the call in flight.
             previous = self._parts[res.partition].sessions[done.session_id]
-            if done.outcome.verdict is Verdict.IN_DOUBT:
-                self._in_doubt(done, res, previous)
-                continue
+            mark = self._batch.mark()
+            try:
+                self._complete(done, res, previous)
+            except (TxnAbortable, TxnFatal):
+                raise
+            except Exception as exc:
+                self._poisoned(done.session_id, res.partition, previous, mark, exc, "completion")
+
+    def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
+        if done.outcome.verdict is Verdict.IN_DOUBT:
+            # The outcome is unknown (timeout after send, 5xx): the core runs the declared
+            # recovery (retry, probe, operator task) at the same era and slot — no rebuild, so
+            # a checkpointed run does not restart an era and re-pay what followed its checkpoint.
+            step = res.runtime.in_doubt(done.call.call_seq, now_ms=self._wall_ms())
+        else:
             step = res.runtime.complete(
                 done.call.call_seq, _to_outcome(done.outcome), now_ms=self._wall_ms()
             )
-            self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
+        if step.rejected is not None:
+            log.warning("live call outcome not applied: %s", step.rejected)
+            return
+        self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
 
-    def _in_doubt(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
-        """A mutating call's outcome is unknown (timeout after send, 5xx): the same rule as a
-        crash applies — rebuild the run from its snapshot (which names the call in flight)
-        and let the core run the declared recovery (probe or operator task)."""
-        res.runtime.close()
-        del self._residents[done.session_id]
-        self._rebuild(done.session_id, res.partition, previous)
+    def _poisoned(
+        self,
+        sid: str,
+        p: int,
+        before: SessionSnapshot | None,
+        mark: tuple[int, int],
+        exc: Exception,
+        where: str,
+        *,
+        start: StartRun | None = None,
+    ) -> None:
+        """Serving run ``sid`` raised: undo the half-applied work and fail the run, so that the
+        same input cannot crash every instance in turn (a poison pill). The run's chain goes
+        on from ``before`` — the last snapshot applied before this work began."""
+        log.exception("serving run %s raised (%s); failing the run", sid, where, exc_info=exc)
+        self._metrics.poisoned.labels(where).inc()
+        self._batch.rollback(mark)
+        res = self._residents.pop(sid, None)
+        if res is not None:
+            res.runtime.close()
+        part = self._parts.get(p)
+        if part is None:
+            return
+        reason = f"executor error while serving the run ({where}): {type(exc).__name__}: {exc}"
+        if before is None:
+            part.sessions.pop(sid, None)
+            part.forget_results(sid)
+            if start is not None:
+                self._fail_unstartable(start, reason, self._wall_ms(), p, error_type="ExecutorError")
+            return
+        part.sessions[sid] = before
+        if before.status not in ENDED:
+            self._fail_from(before, p, reason)
+
+    def _fail_from(self, snap: SessionSnapshot, p: int, reason: str) -> None:
+        """Close a run's chain with RUN_FAILED after ``snap`` and tell admission and the
+        worklist (a task it was parked on is withdrawn)."""
+        now_ms = self._wall_ms()
+        error = ErrorInfo(type="ExecutorError", message=reason[:1000], retryable=False)
+        record = seal(
+            Draft(
+                session_id=snap.session_id,
+                seq=snap.next_seq,
+                era=snap.era,
+                kind=JournalKind.RUN_FAILED,
+                stamp_ms=now_ms,
+                attrs={"error_type": error.type, "reason": reason[:500]},
+            ),
+            snap.last_hash,
+        )
+        failed = dataclasses.replace(
+            snap,
+            status=RunStatus.FAILED,
+            next_seq=snap.next_seq + 1,
+            last_hash=record.hash,
+            parked_on=None,
+            error=error,
+            updated_ms=now_ms,
+        )
+        now = time.monotonic()
+        sid = snap.session_id
+        self._out("journal", sid, record, now)
+        self._out("sessions", sid, failed, now)
+        update = RunStatusUpdate(
+            admission_key=snap.admission_key, run_id=sid, status=RunStatus.FAILED, updated_ms=now_ms
+        )
+        self._out("admission", snap.admission_key, update, now)
+        parked = snap.parked_on
+        if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR):
+            close = CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms)
+            self._out("tasks.commands", parked.ref, close, now)
+        self._parts[p].sessions[sid] = failed
+        self._parts[p].forget_results(sid)
+        self._metrics.runs_ended.labels("failed").inc()
 
     # ------------------------------------------------------------------ commit
     def _serve_delivery_reports(self) -> None:
@@ -742,15 +872,20 @@ class Executor:
         self._drop(set(owned))
         self._completions.clear()
         self._batch = Batch()  # built on the aborted state: void too
+        deadline = time.monotonic() + RESTORE_DEADLINE_S
         assignment = self._consumer.assignment()
         if assignment:
-            for tp in self._consumer.committed(assignment, timeout=30):
+            # Stable offsets first, then the tables they are consistent with (as on assign).
+            committed = await_previous_owner(
+                self._consumer, assignment, timeout_s=deadline - time.monotonic()
+            )
+            for tp in committed:
                 offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
                 try:
                     self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
                 except Exception as exc:  # partition being revoked: its next owner rewinds
                     log.info("seek skipped for %s[%d]: %s", tp.topic, tp.partition, exc)
-        self._restore(owned)
+        self._restore(owned, deadline)
 
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:

@@ -31,6 +31,7 @@ class ExecutorMetrics:
     deadletters: Counter
     runtimes: Gauge
     consumer_lag: Gauge
+    poisoned: Counter
 
 
 @cache
@@ -89,5 +90,10 @@ def executor_metrics() -> ExecutorMetrics:
         consumer_lag=Gauge(
             "runplane_executor_consumer_lag_messages",
             "Inbox messages not yet consumed, summed over owned partitions.",
+        ),
+        poisoned=Counter(
+            "runplane_executor_poisoned_runs_total",
+            "Runs failed because serving them raised (a poison pill contained), by where.",
+            ["where"],
         ),
     )

@@ -49,14 +49,23 @@ def restore_partitions(
     sessions_topic: str,
     results_topic: str,
     partitions: Iterable[int],
+    *,
+    deadline: float | None = None,
 ) -> dict[int, PartitionState]:
-    """Read both tables of ``partitions`` to the end; runs that ended keep no results."""
+    """Read both tables of ``partitions`` to the end (by ``deadline``, ``time.monotonic()``,
+    for both together); runs that ended keep no results."""
     wanted = sorted(set(partitions))
     snaps = restorer.restore(
-        sessions_topic, wanted, lambda data: _as(SessionSnapshot, serde.decode("sessions", data))
+        sessions_topic,
+        wanted,
+        lambda data: _as(SessionSnapshot, serde.decode("sessions", data)),
+        deadline=deadline,
     )
     entries = restorer.restore(
-        results_topic, wanted, lambda data: _as(ResultEntry, serde.decode("results", data))
+        results_topic,
+        wanted,
+        lambda data: _as(ResultEntry, serde.decode("results", data)),
+        deadline=deadline,
     )
     out: dict[int, PartitionState] = {}
     for p in wanted:
