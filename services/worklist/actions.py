@@ -9,6 +9,12 @@ A person sees only the tasks :func:`~services.worklist.decide.visible_to` allows
 task — shown, claimed, released or decided — is answered exactly like a task that does not
 exist (404), so its id, question and proposed answer do not leak.
 
+Lists are answered from the read model's indexes (``index.py``), a page at a time: ``limit``
+tasks and a cursor for the next page, never a scan of every task ever opened.
+
+A supervisor may release anyone's claim (the record notes it); the release is confirmed when
+the claim its holder had is gone.
+
 Decisions are :class:`Choice` values: approve/reject for approvals; retry, abandon or happened
 (with the observed result) for operator tasks. The pure rules refuse the wrong kind (422).
 """
@@ -18,8 +24,8 @@ from __future__ import annotations
 import enum
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from runplane.auth import Principal
@@ -35,7 +41,6 @@ from runplane.wire import (
 )
 from services.worklist import metrics
 from services.worklist.decide import (
-    FINAL,
     Policy,
     Refusal,
     Verdict,
@@ -44,8 +49,17 @@ from services.worklist.decide import (
     visible_to,
 )
 from services.worklist.gateway import Sent
+from services.worklist.index import Cursor, dimensions, index_key, member, merged, segments, task_of
 
-__all__ = ["ActionError", "Choice", "Filter", "Worklist", "choices_for", "result_comment"]
+__all__ = [
+    "ActionError",
+    "Choice",
+    "Filter",
+    "TaskPage",
+    "Worklist",
+    "choices_for",
+    "result_comment",
+]
 
 _STATUS = {
     Refusal.NOT_FOUND: 404,
@@ -108,8 +122,11 @@ class ActionError(Exception):
 
 
 class Store(Protocol):
+    """The read model: records by id, and the sorted indexes of ``index.py``."""
+
     def get(self, task_id: str) -> TaskRecord | None: ...
-    def all(self) -> list[TaskRecord]: ...
+    def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]: ...
+    def scan(self, key: str, after: str, n: int) -> Sequence[str]: ...
 
 
 class Sender(Protocol):
@@ -119,13 +136,36 @@ class Sender(Protocol):
 
 @dataclass(frozen=True)
 class Filter:
-    """``GET /api/tasks`` filters; None means any. ``actionable``: only what I may act on."""
+    """``GET /api/tasks`` filters; None means any. ``actionable``: only what I may act on.
+    ``cursor``: where the page starts (a previous page's ``cursor``; None = the first page).
+    ``active``: only OPEN/CLAIMED tasks (True) or only finished ones (False)."""
 
     status: TaskStatus | None = None
     role: str | None = None
     case_id: str | None = None
     actionable: bool = False
     limit: int = 200
+    cursor: str | None = None
+    active: bool | None = None
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of a list; ``cursor`` is None when nothing follows."""
+
+    tasks: list[TaskRecord] = field(default_factory=list)
+    cursor: str | None = None
+
+
+def _chunks(items: Iterator[str], n: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 Clock = Callable[[], int]
@@ -152,28 +192,64 @@ class Worklist:
     # --- reading -----------------------------------------------------------------------------
 
     def list(self, who: Principal, f: Filter) -> list[TaskRecord]:
+        """The first page's tasks (see :meth:`page`)."""
+        return self.page(who, f).tasks
+
+    def page(self, who: Principal, f: Filter) -> TaskPage:
+        """Up to ``f.limit`` tasks ``who`` may see, oldest open first (who has waited longest),
+        then finished work newest first; ValueError for a cursor this API did not make."""
         now = self._clock()
-        out = []
-        for task in self._store.all():
-            if not visible_to(task, who.name, self.policy):
-                continue
-            if f.status is not None and task.status is not f.status:
-                continue
-            if f.role is not None and task.task.role != f.role:
-                continue
-            if f.case_id is not None and task.task.case_id != f.case_id:
-                continue
-            if f.actionable and self.why_not(who, task, now) is not None:
-                continue
-            out.append(task)
-        # Oldest open first (who has waited longest), then finished work newest first.
-        out.sort(
-            key=lambda t: (
-                t.status in FINAL,
-                t.task.opened_ms if t.status not in FINAL else -t.updated_ms,
+        groups = segments(f.status, True if f.actionable else f.active)
+        start = Cursor.decode(f.cursor) if f.cursor else Cursor(0, "")
+        out: list[TaskRecord] = []
+        batch = min(max(f.limit, 50), 500)
+        for seg in range(start.segment, len(groups)):
+            statuses = groups[seg]
+            after = start.after if seg == start.segment else ""
+            members = merged(self._keys(who, statuses, f), self._store.scan, after, batch)
+            for chunk in _chunks(members, batch):
+                records = self._store.get_many([task_of(m) for m in chunk])
+                for m, task in zip(chunk, records, strict=True):
+                    # The index and the record moved together, but between our two reads the
+                    # task may have moved on: take it only where it is now.
+                    if task is None or task.status not in statuses or member(task) != m:
+                        continue
+                    if self._matches(who, task, f, now):
+                        out.append(task)
+                        if len(out) == f.limit:
+                            return TaskPage(out, Cursor(seg, m).encode())
+        return TaskPage(out, None)
+
+    def _keys(
+        self, who: Principal, statuses: tuple[TaskStatus, ...], f: Filter
+    ) -> Sequence[str]:
+        roles = self.policy.roles_of(who.name)
+
+        def dims(status: TaskStatus) -> Sequence[str]:
+            # Every task of a role is in that role's index: with a role filter that index is
+            # the whole candidate set (visibility is still checked per record).
+            if f.role is not None:
+                return [f"role:{f.role}"]
+            return dimensions(
+                who.name,
+                roles,
+                status,
+                escalation_role=self.policy.escalation_role,
+                supervisor_role=self.policy.supervisor_role,
             )
-        )
-        return out[: f.limit]
+
+        return [index_key(status, d) for status in statuses for d in dims(status)]
+
+    def _matches(self, who: Principal, task: TaskRecord, f: Filter, now: int) -> bool:
+        if not visible_to(task, who.name, self.policy):
+            return False
+        if f.status is not None and task.status is not f.status:
+            return False
+        if f.role is not None and task.task.role != f.role:
+            return False
+        if f.case_id is not None and task.task.case_id != f.case_id:
+            return False
+        return not (f.actionable and self.why_not(who, task, now) is not None)
 
     def show(self, who: Principal, task_id: str) -> TaskRecord:
         task = self._visible(who.name, task_id)
@@ -203,8 +279,11 @@ class Worklist:
         )
 
     def release(self, who: Principal, task_id: str) -> TaskRecord:
+        """Give your claim back — or, as a supervisor, take back anyone's (noted on the task)."""
         cmd = _build(ReleaseTask, task_id=task_id, principal=who.name, at_ms=self._clock())
-        return self._act("release", cmd, lambda t: t.claimed_by != who.name)
+        current = self._visible(who.name, task_id)
+        holder = None if current is None else current.claimed_by
+        return self._act("release", cmd, lambda t: t.claimed_by is None or t.claimed_by != holder)
 
     def decide(self, who: Principal, task_id: str, choice: Choice, comment: str = "") -> TaskRecord:
         """Decide: approve/reject an approval, or give an operator task its verdict (for

@@ -6,11 +6,16 @@ authenticated.
 
 - ``GET /api/me`` — who the token belongs to.
 - ``GET /api/tasks`` — the tasks you may see (you hold their role or the role they escalate
-  to, or you started, claimed or decided them); filters ``status``, ``role``, ``case``,
-  ``actionable`` (only what you may act on now), ``limit``.
+  to, or you started, claimed or decided them; a supervisor also sees every claimed task),
+  oldest open first, then finished ones newest first; filters ``status``, ``role``, ``case``,
+  ``actionable`` (only what you may act on now); a page of ``limit`` tasks, and ``cursor``
+  for the next page (pass it back as ``cursor``; null when nothing follows).
 - ``GET /api/tasks/{task_id}`` — one task, with the run's proposed answer.
 - ``POST /api/tasks/{task_id}/claim`` · ``/release`` · ``/decide`` — answered once the single
   writer has applied (or refused) the command; the body is the task as the writer left it.
+  A claim is a lease (``claim_expires_ms``): past it the worklist hands the task back. A
+  principal with the supervisor role may release anyone's claim; the task's ``claim_note``
+  records who took it back from whom (or that the lease lapsed).
   An approval takes ``{"decision": "approve"|"reject", "comment": "…"}``. An operator task
   (a call whose outcome is in doubt) takes ``{"decision": "retry"|"abandon", "comment": "…"}``
   or ``{"decision": "happened", "result": <the observed result, any JSON>}``.
@@ -45,7 +50,13 @@ from services.worklist.actions import (
     choices_for,
     result_comment,
 )
-from services.worklist.decide import answer_value, operator_call
+from services.worklist.decide import (
+    MAX_JSON_DEPTH,
+    answer_value,
+    claim_lapses_ms,
+    json_too_deep,
+    operator_call,
+)
 
 __all__ = ["TaskOut", "build_api", "task_out"]
 
@@ -83,6 +94,12 @@ class TaskOut(BaseModel):
     claimed_by: str | None = Field(
         description="Holder of the claim; on a decided task, who decided"
     )
+    claim_expires_ms: int | None = Field(
+        None, description="When the claim's lease ends and the task is handed back"
+    )
+    claim_note: str | None = Field(
+        None, description="How the last claim was taken back without a decision, if one was"
+    )
     outcome: str | None
     comment: str
     expires_ms: int | None
@@ -103,6 +120,9 @@ class TaskOut(BaseModel):
 
 class TaskList(BaseModel):
     tasks: list[TaskOut]
+    cursor: str | None = Field(
+        None, description="Pass back as ``cursor`` for the next page; null when nothing follows"
+    )
 
 
 class Me(BaseModel):
@@ -139,10 +159,12 @@ class DecideIn(BaseModel):
         if self.comment:
             # The wire has one comment, and for 'happened' it is the result.
             raise ValueError("a 'happened' verdict records the observed result, not a comment")
+        if json_too_deep(self.result):
+            raise ValueError(f"result is nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             text = result_comment(self.result)
             text.encode("utf-8")
-        except (ValueError, UnicodeEncodeError) as exc:
+        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
             raise ValueError(f"result must be JSON text: {exc}") from exc
         if len(text) > _MAX_RESULT:
             raise ValueError(f"result is longer than {_MAX_RESULT} characters as JSON")
@@ -185,6 +207,8 @@ def task_out(task: TaskRecord, worklist: Worklist, who: Principal) -> TaskOut:
         initiator=t.initiator,
         status=str(task.status),
         claimed_by=task.claimed_by,
+        claim_expires_ms=claim_lapses_ms(task, worklist.policy),
+        claim_note=task.claim_note,
         outcome=None if task.outcome is None else str(task.outcome),
         comment=task.comment,
         expires_ms=t.expires_ms,
@@ -256,9 +280,18 @@ def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
         case: Text | None = None,
         actionable: bool = Query(False, description="only tasks you may act on now"),
         limit: int = Query(200, ge=1, le=1000),
+        cursor: str | None = Query(
+            None, max_length=2048, description="the previous page's cursor"
+        ),
     ) -> TaskList:
-        f = Filter(status, role, case, actionable, limit)
-        return TaskList(tasks=[task_out(t, worklist, who) for t in worklist.list(who, f)])
+        f = Filter(status, role, case, actionable, limit, cursor)
+        try:
+            page = worklist.page(who, f)
+        except ValueError as exc:
+            raise ActionError(422, f"cursor: {exc}") from None
+        return TaskList(
+            tasks=[task_out(t, worklist, who) for t in page.tasks], cursor=page.cursor
+        )
 
     # The POST routes come first: a GET for ".../claim" must fall through to the show route.
     @app.post("/api/tasks/{task_id:path}/claim", response_model=TaskOut, responses=_ERRORS)
@@ -268,7 +301,8 @@ def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
 
     @app.post("/api/tasks/{task_id:path}/release", response_model=TaskOut, responses=_ERRORS)
     def release(task_id: TaskId, who: Who) -> TaskOut:
-        """Give your claim back."""
+        """Give your claim back; a supervisor may release anyone's claim (recorded on the
+        task as ``claim_note``)."""
         return task_out(worklist.release(who, task_id), worklist, who)
 
     @app.post("/api/tasks/{task_id:path}/decide", response_model=TaskOut, responses=_ERRORS)

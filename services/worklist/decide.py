@@ -15,6 +15,11 @@ Four-eyes lives here and nowhere else:
   and cannot claim the task again);
 - a claim is held by one principal until decided, released, expired or closed; nobody else
   can decide a claimed task;
+- a claim is a lease (``Policy.claim_ttl_ms``, default 30 minutes): the writer's tick hands a
+  task whose claim outlived it back to OPEN (:func:`lapse_claim`), and a principal with the
+  supervisor role (``Policy.supervisor_role``) may release anyone's claim. Either way the
+  record says so in ``claim_note``: a person who walked away cannot block a task forever, and
+  taking the claim from them leaves a trace;
 - the principal must hold the task's role (``Policy.roles_of`` — the writer loads the same
   principals file as the API; names come from authenticated tokens, never from bodies).
 
@@ -27,8 +32,16 @@ an approval, or approve/reject on an operator task, is ``INVALID``: the run coul
 what was meant. Role and four-eyes checks are the same as for approvals.
 
 Visibility (``visible_to``): a principal sees a task only when they hold its role (or the role
-it would escalate to), or initiated, claimed or decided it. The API answers 404 for any other
-task, so task ids do not leak to people who could not see them anyway.
+it would escalate to), or initiated, claimed or decided it; a supervisor also sees every
+claimed task (so a claim left behind can be found and released). The API answers 404 for any
+other task, so task ids do not leak to people who could not see them anyway.
+
+Expiry is decided by the writer's clock only: ``ExpireTask.at_ms`` is informational, so a
+forged command cannot expire a task before its instant.
+
+JSON a person sends (an operator's observed result) is refused past :data:`MAX_JSON_DEPTH`
+levels of nesting: deeper documents cannot be parsed or re-encoded without recursion limits
+(a 500 in the API, a crash in a reader), and no real result needs them.
 
 Expiry: a due task proceeds unattended (EXPIRED_PROCEEDED) only when it declares both
 ``on_expiry=PROCEED`` and ``allow_unattended=true``. ``ESCALATE`` reopens it for
@@ -42,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from runplane.wire import (
@@ -63,6 +76,7 @@ from runplane.wire import (
 __all__ = [
     "ACTIVE",
     "FINAL",
+    "MAX_JSON_DEPTH",
     "OPERATOR_VERDICTS",
     "Command",
     "OperatorCall",
@@ -70,10 +84,15 @@ __all__ = [
     "Refusal",
     "Verdict",
     "answer_value",
+    "claim_lapses_ms",
     "decide",
     "due_for_expiry",
+    "json_too_deep",
+    "lapse_claim",
+    "next_due_ms",
     "op_of",
     "operator_call",
+    "parse_json",
     "refuse_reason",
     "visible_to",
 ]
@@ -87,6 +106,8 @@ FINAL = frozenset({TaskStatus.DECIDED, TaskStatus.EXPIRED, TaskStatus.CLOSED})
 OPERATOR_VERDICTS = frozenset(
     {DecisionOutcome.RETRY, DecisionOutcome.ABANDON, DecisionOutcome.APPROVED}
 )
+MAX_JSON_DEPTH = 64
+DEFAULT_CLAIM_TTL_MS = 30 * 60 * 1000
 
 
 class Refusal(enum.StrEnum):
@@ -100,10 +121,18 @@ class Refusal(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Policy:
-    """What the rules need beyond the record: the principals' roles and the escalation role."""
+    """What the rules need beyond the record: the principals' roles, the escalation role, the
+    supervisor role (may release anyone's claim) and the claim lease (None: claims never
+    lapse)."""
 
     roles_of: Callable[[str], frozenset[str]]
     escalation_role: str = "supervisor"
+    supervisor_role: str = "supervisor"
+    claim_ttl_ms: int | None = DEFAULT_CLAIM_TTL_MS
+
+    def __post_init__(self) -> None:
+        if self.claim_ttl_ms is not None and self.claim_ttl_ms <= 0:
+            raise ValueError("the claim lease must be positive (or None for no lease)")
 
 
 @dataclass(frozen=True)
@@ -149,7 +178,7 @@ def decide(task: TaskRecord | None, command: Command, now_ms: int, policy: Polic
     if isinstance(command, ClaimTask):
         return _claim(task, command, now_ms, policy)
     if isinstance(command, ReleaseTask):
-        return _release(task, command, now_ms)
+        return _release(task, command, now_ms, policy)
     if isinstance(command, DecideTask):
         return _decide(task, command, now_ms, policy)
     if isinstance(command, ExpireTask):
@@ -236,6 +265,8 @@ def visible_to(task: TaskRecord, principal: str, policy: Policy) -> bool:
     roles = policy.roles_of(principal)
     if t.role in roles:
         return True
+    if task.status is TaskStatus.CLAIMED and policy.supervisor_role in roles:
+        return True
     return (
         t.on_expiry is ExpiryPolicy.ESCALATE and (t.escalate_to or policy.escalation_role) in roles
     )
@@ -257,17 +288,54 @@ def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy)
     return Verdict(task=claimed)
 
 
-def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int) -> Verdict:
+def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int, policy: Policy) -> Verdict:
     if task is None:
         return _refuse(Refusal.NOT_FOUND, "no such task")
     if task.status in FINAL:
         return _refuse(Refusal.CONFLICT, f"the task is already {task.status}")
     if task.claimed_by is None:
         return Verdict()  # nothing held: releasing again changes nothing
-    if task.claimed_by != cmd.principal:
+    if task.claimed_by == cmd.principal:
+        released = dataclasses.replace(
+            task, status=TaskStatus.OPEN, claimed_by=None, updated_ms=now_ms
+        )
+        return Verdict(task=released)
+    if policy.supervisor_role not in policy.roles_of(cmd.principal):
         return _refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}, not you")
-    released = dataclasses.replace(task, status=TaskStatus.OPEN, claimed_by=None, updated_ms=now_ms)
-    return Verdict(task=released)
+    note = (
+        f"released by {cmd.principal} (role {policy.supervisor_role}); "
+        f"it was claimed by {task.claimed_by}"
+    )
+    return Verdict(task=_reopened(task, note, now_ms))
+
+
+def _reopened(task: TaskRecord, note: str, now_ms: int) -> TaskRecord:
+    return dataclasses.replace(
+        task, status=TaskStatus.OPEN, claimed_by=None, claim_note=note, updated_ms=now_ms
+    )
+
+
+def claim_lapses_ms(task: TaskRecord, policy: Policy) -> int | None:
+    """When ``task``'s claim lease ends (None: not claimed, or claims never lapse).
+
+    A claimed record is written when the claim is taken and not again until the claim ends,
+    so its ``updated_ms`` is the instant the lease started."""
+    if task.status is not TaskStatus.CLAIMED or policy.claim_ttl_ms is None:
+        return None
+    return task.updated_ms + policy.claim_ttl_ms
+
+
+def lapse_claim(task: TaskRecord, now_ms: int, policy: Policy) -> Verdict:
+    """The writer's tick: hand a claim that outlived its lease back (OPEN, noted)."""
+    ends = claim_lapses_ms(task, policy)
+    if ends is None or now_ms < ends or task.claimed_by is None:
+        return Verdict()
+    assert policy.claim_ttl_ms is not None
+    note = (
+        f"lapsed: {task.claimed_by} held the claim past the "
+        f"{policy.claim_ttl_ms // 1000} s claim lease"
+    )
+    return Verdict(task=_reopened(task, note, now_ms))
 
 
 # --- decide ----------------------------------------------------------------------------------
@@ -316,9 +384,9 @@ def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
         return f"{cmd.verdict} is not an operator verdict (RETRY, ABANDON or APPROVED)"
     if cmd.verdict is DecisionOutcome.APPROVED and cmd.comment.strip():
         try:
-            json.loads(cmd.comment)
-        except ValueError:
-            return "the observed result of a call that happened must be JSON"
+            parse_json(cmd.comment)
+        except ValueError as exc:
+            return f"the observed result of a call that happened must be JSON: {exc}"
     return None
 
 
@@ -396,8 +464,9 @@ def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Polic
     t = task.task
     if t.expires_ms is None:
         return _refuse(Refusal.CONFLICT, "the task has no expiry")
-    at = max(cmd.at_ms, now_ms)
-    if at < t.expires_ms:
+    # The writer's clock only: cmd.at_ms comes off the wire, and trusting it would let anyone
+    # who can produce to tasks.commands expire a task early.
+    if now_ms < t.expires_ms:
         return _refuse(Refusal.CONFLICT, f"the task is not due until {t.expires_ms}")
     if t.on_expiry is ExpiryPolicy.PROCEED and t.allow_unattended:
         return _expired(
@@ -466,10 +535,73 @@ def due_for_expiry(task: TaskRecord, now_ms: int) -> bool:
     return task.status in ACTIVE and exp is not None and now_ms >= exp
 
 
-def answer_value(task: TaskRecord) -> object:
-    """The run's proposed answer as JSON, or the raw text when it is not JSON."""
+def next_due_ms(task: TaskRecord, policy: Policy) -> int | None:
+    """The next instant the tick must look at ``task`` (its expiry or the end of its claim
+    lease, whichever is first); None when nothing will ever be due (final, or no expiry and
+    no lease)."""
+    if task.status not in ACTIVE:
+        return None
+    due = [d for d in (task.task.expires_ms, claim_lapses_ms(task, policy)) if d is not None]
+    return min(due) if due else None
+
+
+def json_too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` levels (iteratively: a deep
+    value must not exhaust the stack while it is being measured)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children: Iterable[object]
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting of JSON ``text``, outside strings (a cheap pre-check so the
+    recursive parser never sees a document that would exhaust the stack)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str, limit: int = MAX_JSON_DEPTH) -> object:
+    """``json.loads`` that refuses (ValueError) documents nested deeper than ``limit``."""
+    if _nesting(text) > limit:
+        raise ValueError(f"JSON nested deeper than {limit} levels")
     try:
-        return json.loads(task.task.answer_json)
+        return json.loads(text)
+    except RecursionError as exc:  # belt and braces: the pre-check should make this unreachable
+        raise ValueError(f"JSON nested too deeply: {exc}") from None
+
+
+def answer_value(task: TaskRecord) -> object:
+    """The run's proposed answer as JSON, or the raw text when it is not JSON (or is nested
+    too deeply to show safely)."""
+    try:
+        return parse_json(task.task.answer_json)
     except ValueError:
         return task.task.answer_json
 

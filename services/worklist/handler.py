@@ -4,7 +4,16 @@
 :func:`services.worklist.decide.decide`, and returns what the shared transactional processor
 commits together with the input offset: the new TaskRecord on ``tasks`` and, when the task was
 decided, expired or escalated, the TaskDecision on ``runs.inbox`` (key = the run's session).
-``tick`` expires due tasks the same way, in a transaction of its own.
+``tick`` expires due tasks the same way, and hands back claims that outlived their lease, in
+a transaction of its own.
+
+The tick does not walk the table: the ``tasks`` table keeps every task ever opened (it is the
+compacted topic restored), while only active tasks can come due. The handler keeps an
+in-memory index of the active tasks (their role, for the open-tasks gauge) and of the next
+instant each must be looked at (expiry or end of claim lease). It is updated from every record
+the handler writes and rebuilt from the table after a rebalance or an aborted transaction; each
+due entry is re-read from the table before acting, so a stale entry costs a lookup, never a
+wrong write. A task that reaches a final status leaves both.
 
 Delivery guarantee: exactly once per command, by the processor's transaction. A command the
 rules refuse (four-eyes, role, a lost race for a claim, a malformed OpenTask) raises
@@ -31,7 +40,17 @@ from runplane.wire import (
     TaskRecord,
 )
 from services.worklist import metrics
-from services.worklist.decide import ACTIVE, Command, Policy, Verdict, decide, due_for_expiry, op_of
+from services.worklist.decide import (
+    ACTIVE,
+    Command,
+    Policy,
+    Verdict,
+    decide,
+    due_for_expiry,
+    lapse_claim,
+    next_due_ms,
+    op_of,
+)
 from services.worklist.topology import TABLE, TABLES
 
 __all__ = ["COMMAND_TYPES", "WorklistHandler", "emits_for"]
@@ -62,6 +81,48 @@ class WorklistHandler:
         self._gauge_every_ms = gauge_every_ms
         self._last_gauge = -gauge_every_ms
         self._roles_seen: set[str] = set()
+        # Active tasks only (see the module docstring): task id -> role, and task id -> the
+        # next instant the tick must look at it. ``_stale``: rebuild from the table first.
+        self._active: dict[str, str] = {}
+        self._due: dict[str, int] = {}
+        self._stale = True
+
+    # --- the active index ------------------------------------------------------------------
+
+    def _track(self, task_id: str, record: TaskRecord | None) -> None:
+        if record is None or record.status not in ACTIVE:
+            self._active.pop(task_id, None)
+            self._due.pop(task_id, None)
+            return
+        self._active[task_id] = record.task.role
+        due = next_due_ms(record, self._policy)
+        if due is None:
+            self._due.pop(task_id, None)
+        else:
+            self._due[task_id] = due
+
+    def _rebuild(self, state: State) -> None:
+        self._active.clear()
+        self._due.clear()
+        for task_id, row in state.items(TABLE):
+            if isinstance(row, TaskRecord) and row.status in ACTIVE:
+                self._track(task_id, row)
+        self._stale = False
+
+    def on_assign(self, partitions: Sequence[int]) -> None:
+        self._stale = True  # restored rows arrived without passing through the handler
+
+    def on_revoke(self, partitions: Sequence[int]) -> None:
+        self._stale = True
+
+    def on_abort(self) -> None:
+        self._stale = True  # what was tracked from the aborted batch never happened
+
+    def due_count(self) -> int:
+        """How many tasks the tick is watching (tests, benchmarks)."""
+        return len(self._due)
+
+    # --- commands --------------------------------------------------------------------------
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
         command = msg.value
@@ -84,6 +145,8 @@ class WorklistHandler:
         if verdict.refused is not None:
             raise WireError(f"{op_of(command)} refused ({verdict.refused}): {verdict.reason}")
         self._observe(verdict, now_ms)
+        if verdict.task is not None:
+            self._track(command.task_id, verdict.task)
         return emits_for(command.task_id, verdict)
 
     @staticmethod
@@ -98,29 +161,48 @@ class WorklistHandler:
             metrics.DECISION_SECONDS.labels(str(decision.outcome)).observe(waited)
 
     def tick(self, state: State, now_ms: int) -> Sequence[Emit]:
-        """Expire due tasks (their records and decisions commit in the tick's transaction)."""
-        emits: list[Emit] = []
-        for task_id, row in list(state.items(TABLE)):
-            if isinstance(row, TaskRecord) and due_for_expiry(row, now_ms):
-                try:
-                    emits.extend(
-                        self._apply(state, ExpireTask(task_id=task_id, at_ms=now_ms), now_ms)
-                    )
-                except WireError:
-                    continue  # not expirable after all (e.g. no expiry): nothing to write
+        """Expire due tasks and lapse overdue claims (their records and decisions commit in
+        the tick's transaction). Walks only the active tasks that have something due."""
+        if self._stale:
+            self._rebuild(state)
         self._refresh_gauge(state)
+        emits: list[Emit] = []
+        for task_id, due in list(self._due.items()):
+            if due > now_ms:
+                continue
+            row = state.get(TABLE, task_id)
+            if not isinstance(row, TaskRecord) or row.status not in ACTIVE:
+                self._track(task_id, None)  # gone or final since it was indexed
+                continue
+            emits.extend(self._due_now(state, task_id, row, now_ms))
         return emits
+
+    def _due_now(self, state: State, task_id: str, row: TaskRecord, now_ms: int) -> list[Emit]:
+        if due_for_expiry(row, now_ms):
+            try:
+                return self._apply(state, ExpireTask(task_id=task_id, at_ms=now_ms), now_ms)
+            except WireError:
+                self._track(task_id, row)
+                return []
+        verdict = lapse_claim(row, now_ms, self._policy)
+        if verdict.task is None:
+            self._track(task_id, row)  # indexed from an older version: re-read when it is due
+            return []
+        metrics.COMMANDS.labels("lapse", verdict.result).inc()
+        self._track(task_id, verdict.task)
+        return emits_for(task_id, verdict)
 
     def _refresh_gauge(self, state: State) -> None:
         mono = int(time.monotonic() * 1000)
         if mono - self._last_gauge < self._gauge_every_ms:
             return
         self._last_gauge = mono
-        counts = Counter(
-            row.task.role
-            for _, row in state.items(TABLE)
-            if isinstance(row, TaskRecord) and row.status in ACTIVE
-        )
+        # The index, checked against the table (drops what another handler's state holds in
+        # tests, or a version that never committed).
+        for task_id in list(self._active):
+            row = state.get(TABLE, task_id)
+            self._track(task_id, row if isinstance(row, TaskRecord) else None)
+        counts = Counter(self._active.values())
         # Roles that dropped to zero must read 0, not keep their last value.
         for role in self._roles_seen | set(counts):
             metrics.TASKS_OPEN.labels(role).set(counts.get(role, 0))

@@ -12,6 +12,15 @@
 
 The token lives in an HttpOnly, SameSite=Strict cookie, so page scripts cannot read it and
 other sites cannot post with it; every POST also checks ``Origin`` when the browser sends it.
+Behind a TLS-terminating ingress the request the app sees is plain HTTP on an inner host, so
+the deployment names the address people use (``RUNPLANE_WORKLIST_PUBLIC_ORIGIN``, e.g.
+``https://worklist.example.com``): ``Origin`` is compared with it, and the cookie is
+``Secure`` whenever it is https. Without it, the request's own scheme and host are used.
+
+Every response carries ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: same-origin``
+and a CSP forbidding framing (clickjacking a Decide button); the page's own responses get a
+strict CSP besides (scripts, styles, forms and everything else from this origin only — the
+page has no inline script or style).
 Identity comes from that cookie exactly as the API's comes from the bearer header: the forms
 carry no actor field. Every value is HTML-escaped where it is placed.
 """
@@ -26,6 +35,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from string import Template
+from typing import Any
 from urllib.parse import parse_qs, quote
 
 import redis
@@ -39,14 +49,62 @@ from runplane.errors import RetryableError
 from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.api import pretty
-from services.worklist.decide import ACTIVE, OperatorCall, answer_value, operator_call
+from services.worklist.decide import (
+    ACTIVE,
+    OperatorCall,
+    answer_value,
+    operator_call,
+    parse_json,
+    visible_to,
+)
 
-__all__ = ["install_page"]
+__all__ = ["PAGE_CSP", "SecurityHeaders", "install_page"]
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "runplane_worklist_token"
 FLASH_COOKIE = "runplane_worklist_flash"
 _MAX_FORM = 64 * 1024
+
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+)
+# The API and its docs (Swagger UI loads from a CDN) get the part that matters for them.
+_OTHER_CSP = "frame-ancestors 'none'"
+_API_PREFIXES = ("/api/", "/docs", "/redoc", "/openapi.json", "/metrics", "/healthz")
+_COMMON_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    # Not no-referrer: under it browsers send "Origin: null" on form posts, which the
+    # same-origin check (rightly) refuses. same-origin leaks nothing to other sites.
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class SecurityHeaders:
+    """ASGI middleware: the security headers above on every HTTP response (headers the app
+    set itself are left alone)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        csp = _OTHER_CSP if path.startswith(_API_PREFIXES) else PAGE_CSP
+        extra = [*_COMMON_HEADERS, (b"content-security-policy", csp.encode())]
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in extra if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 _templates: dict[str, Template] = {}
 
@@ -92,9 +150,12 @@ def _read_flash(request: Request) -> tuple[str, str] | None:
 class Page:
     """The HTML side of the worklist, on the same app and port as the API."""
 
-    def __init__(self, worklist: Worklist, principals: PrincipalSource) -> None:
+    def __init__(
+        self, worklist: Worklist, principals: PrincipalSource, public_origin: str | None = None
+    ) -> None:
         self.worklist = worklist
         self.principals = principals
+        self.public_origin = public_origin
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -132,12 +193,20 @@ class Page:
         )
         return response
 
-    @staticmethod
-    def same_origin(request: Request) -> bool:
+    def same_origin(self, request: Request) -> bool:
         origin = request.headers.get("origin")
         if origin is None:
             return True  # not sent (older browsers, curl): the SameSite cookie still protects
+        if self.public_origin is not None:
+            # Behind a proxy the request's own scheme/host are the inner hop's, not the
+            # address the browser used: the deployment says what that address is.
+            return origin.rstrip("/").lower() == self.public_origin
         return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+    def secure_cookie(self, request: Request) -> bool:
+        if self.public_origin is not None:
+            return self.public_origin.startswith("https://")
+        return request.url.scheme == "https"
 
     @staticmethod
     async def form(request: Request) -> dict[str, str]:
@@ -160,12 +229,11 @@ class Page:
 
     def home(self, request: Request, who: Principal) -> HTMLResponse:
         now = self.worklist.now_ms()
-        tasks = self.worklist.list(who, Filter(limit=1000))
+        # Two index walks, each bounded: what is open (oldest first) and the latest 20 done.
+        tasks = self.worklist.list(who, Filter(limit=500, active=True))
         mine = [t for t in tasks if self.worklist.why_not(who, t, now) is None]
-        others = [t for t in tasks if t.status in ACTIVE and t not in mine]
-        done = sorted((t for t in tasks if t.status not in ACTIVE), key=lambda t: -t.updated_ms)[
-            :20
-        ]
+        others = [t for t in tasks if t not in mine]
+        done = self.worklist.list(who, Filter(limit=20, active=False))
         body = _template("home.html").substitute(
             mine=self._table(mine, who, "Nothing is waiting for you.", reasons=False),
             others=self._table(others, who, "No other open tasks.", reasons=True),
@@ -240,6 +308,8 @@ class Page:
             rows.append(("Outcome", e(task.outcome)))
         if task.comment:
             rows.append(("Comment", f'<span class="pre">{e(task.comment)}</span>'))
+        if task.claim_note:
+            rows.append(("Claim taken back", e(task.claim_note)))
         return "\n".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
 
     @staticmethod
@@ -303,8 +373,10 @@ def _decision_from_form(form: dict[str, str]) -> tuple[Choice, str]:
         )
     raw = form.get("result", "").strip()
     try:
-        return choice, result_comment(json.loads(raw)) if raw else ""
-    except ValueError as exc:
+        # parse_json refuses deep nesting up front; RecursionError is the belt to those braces
+        # (a 500 otherwise: the form allows 64 KiB of brackets).
+        return choice, result_comment(parse_json(raw)) if raw else ""
+    except (ValueError, RecursionError) as exc:
         raise ActionError(422, f"The observed result must be JSON: {exc}") from None
 
 
@@ -336,9 +408,18 @@ def _badge(task: TaskRecord) -> str:
 Action = Callable[[Request, Principal, dict[str, str]], Response]
 
 
-def install_page(app: FastAPI, worklist: Worklist, principals: PrincipalSource) -> None:
-    """Add the page's routes (hidden from the OpenAPI description) and its static files."""
-    page = Page(worklist, principals)
+def install_page(
+    app: FastAPI,
+    worklist: Worklist,
+    principals: PrincipalSource,
+    *,
+    public_origin: str | None = None,
+) -> None:
+    """Add the page's routes (hidden from the OpenAPI description), its static files and the
+    security headers. ``public_origin``: the address people reach the page at (normalised
+    ``scheme://host[:port]``; see the module docstring), or None."""
+    page = Page(worklist, principals, public_origin)
+    app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def route(path: str, method: str, fn: Action) -> None:
@@ -379,7 +460,7 @@ def install_page(app: FastAPI, worklist: Worklist, principals: PrincipalSource) 
         if page.principals.authenticate(token) is None:
             return page.signin(request, "That token is not known here.", 401)
         response = RedirectResponse("/", status_code=303)
-        secure = request.url.scheme == "https"
+        secure = page.secure_cookie(request)
         response.set_cookie(
             TOKEN_COOKIE, token, path="/", httponly=True, samesite="strict", secure=secure
         )
@@ -405,7 +486,11 @@ def install_page(app: FastAPI, worklist: Worklist, principals: PrincipalSource) 
 
     def release(request: Request, who: Principal, _: dict[str, str]) -> Response:
         task_id = request.path_params["task_id"]
-        worklist.release(who, task_id)
+        task = worklist.release(who, task_id)
+        if not visible_to(task, who.name, worklist.policy):
+            # A supervisor who released someone else's claim may not see the task once it is
+            # open again (it is not their role's): back to the list, not to a 404.
+            return page.back("/", "ok", f"Claim released: {task.claim_note or task_id}.")
         return page.back(task_href(task_id), "ok", "Claim released.")
 
     def decide(request: Request, who: Principal, form: dict[str, str]) -> Response:

@@ -5,11 +5,20 @@ version, and how far each partition has been read. Keys (``<topic prefix>worklis
 
     tasks      hash task id -> the TaskRecord, wire-encoded (decoding re-validates it)
     taskoff    hash task id -> the ``tasks`` offset that version came from
-    offsets    hash partition -> next offset to read ("rebuild" marks a rebuild in progress)
+    ixof       hash task id -> JSON [[index key, member], …]: the indexes that version is in
+    ix:<STATUS>:<dimension>   sorted sets (score 0, ordered by member) — see ``index.py``
+    offsets    hash partition -> next offset to read ("rebuild" marks a rebuild in progress,
+               "ixv" the index layout the model was built with)
 
 A version is written only if its offset is newer than the stored one (one Lua script, atomic
 with the offsets), so two API instances indexing the same partitions — or one rebuilding from
-the beginning while another is current — can never put an older version over a newer one.
+the beginning while another is current — can never put an older version over a newer one. The
+same script moves the task between indexes (out of the ones its previous version was in, into
+the new ones), so a task that becomes final leaves the active indexes in the same step. The
+script names index keys from a prefix it is given: a single Redis (not Cluster), as before.
+
+A model built by an older layout (no "ixv", or another value) is dropped and rebuilt from
+``tasks`` on start, like a flushed one.
 
 Rebuild: when ``offsets`` is missing (a new deployment, or someone flushed Redis) the indexer
 reads ``tasks`` from the beginning again; it notices a flush while running too. Flushing
@@ -18,10 +27,11 @@ Redis loses nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -32,6 +42,7 @@ from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config
 from runplane.service import Probe
 from runplane.wire import Serde, TaskRecord, decode, encode
+from services.worklist.index import memberships
 from services.worklist.topology import TABLE, redis_namespace
 
 __all__ = ["Indexer", "TaskStore"]
@@ -39,19 +50,38 @@ __all__ = ["Indexer", "TaskStore"]
 log = logging.getLogger(__name__)
 
 _REBUILD = "rebuild"
+_LAYOUT_FIELD = "ixv"
+_LAYOUT = "1"
 
-# ARGV: n, then n × (task id, offset, "S"|"D", value), then pairs (partition, next offset).
+# KEYS: tasks, taskoff, offsets, ixof, index key prefix.
+# ARGV: n, then n × (task id, offset, "S"|"D", value, memberships JSON), then pairs
+# (partition, next offset).
 _APPLY = """
 local n = tonumber(ARGV[1])
 local i = 2
 for _ = 1, n do
-  local id, off, op, val = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
+  local id, off, op, val, ix = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local cur = tonumber(redis.call('HGET', KEYS[2], id) or '-1')
   if off > cur then
     redis.call('HSET', KEYS[2], id, off)
-    if op == 'S' then redis.call('HSET', KEYS[1], id, val) else redis.call('HDEL', KEYS[1], id) end
+    local old = redis.call('HGET', KEYS[4], id)
+    if old then
+      for _, pair in ipairs(cjson.decode(old)) do
+        redis.call('ZREM', KEYS[5] .. pair[1], pair[2])
+      end
+    end
+    if op == 'S' then
+      redis.call('HSET', KEYS[1], id, val)
+      for _, pair in ipairs(cjson.decode(ix)) do
+        redis.call('ZADD', KEYS[5] .. pair[1], 0, pair[2])
+      end
+      redis.call('HSET', KEYS[4], id, ix)
+    else
+      redis.call('HDEL', KEYS[1], id)
+      redis.call('HDEL', KEYS[4], id)
+    end
   end
-  i = i + 4
+  i = i + 5
 end
 while i <= #ARGV do
   local p, nxt = ARGV[i], tonumber(ARGV[i + 1])
@@ -77,9 +107,11 @@ class TaskStore:
 
     def __init__(self, client: redis.Redis, namespace: str) -> None:
         self._r = client
+        self._ns = namespace
         self._tasks = f"{namespace}tasks"
         self._taskoff = f"{namespace}taskoff"
         self._offsets = f"{namespace}offsets"
+        self._ixof = f"{namespace}ixof"
         self._apply = client.register_script(_APPLY)
 
     @classmethod
@@ -91,15 +123,27 @@ class TaskStore:
         raw = self._r.hget(self._tasks, task_id)
         return None if raw is None else self._decode(raw)
 
-    def all(self) -> list[TaskRecord]:
-        raw = self._r.hgetall(self._tasks)
-        out = []
-        for value in raw.values():
+    def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]:
+        """The records of ``task_ids`` in order (None: gone, or unreadable)."""
+        if not task_ids:
+            return []
+        out: list[TaskRecord | None] = []
+        for raw in self._r.hmget(self._tasks, list(task_ids)):
             try:
-                out.append(self._decode(value))
+                out.append(None if raw is None else self._decode(raw))
             except WireError:
-                continue  # written by a newer schema we cannot read: invisible, not fatal
+                out.append(None)  # written by a newer schema we cannot read: invisible
         return out
+
+    def scan(self, key: str, after: str, n: int) -> list[str]:
+        """Up to ``n`` members of index ``key`` strictly after ``after`` ("" = from the start)."""
+        low = b"(" + after.encode("utf-8") if after else b"-"
+        found = self._r.zrangebylex(self._ns + key, low, b"+", start=0, num=n)
+        return [m.decode("utf-8") if isinstance(m, bytes) else str(m) for m in found]
+
+    def count(self, key: str) -> int:
+        """How many members index ``key`` holds (benchmarks, tests)."""
+        return int(self._r.zcard(self._ns + key))
 
     @staticmethod
     def _decode(raw: bytes | str) -> TaskRecord:
@@ -110,26 +154,38 @@ class TaskStore:
         return record
 
     def offsets(self) -> dict[int, int] | None:
-        """Next offset per partition; None when the model is missing (rebuild)."""
+        """Next offset per partition; None when the model is missing or was built by another
+        index layout (rebuild)."""
         raw = self._r.hgetall(self._offsets)
-        if not raw:
+        if not raw or raw.get(_LAYOUT_FIELD.encode()) != _LAYOUT.encode():
             return None
-        return {int(k): int(v) for k, v in raw.items() if k != _REBUILD.encode()}
+        markers = {_REBUILD.encode(), _LAYOUT_FIELD.encode()}
+        return {int(k): int(v) for k, v in raw.items() if k not in markers}
 
     def mark_rebuilding(self) -> None:
-        self._r.hset(self._offsets, _REBUILD, 1)
+        self._r.hset(self._offsets, mapping={_REBUILD: 1, _LAYOUT_FIELD: _LAYOUT})
+
+    def reset(self) -> None:
+        """Drop the whole model (records, per-task offsets, indexes) before a rebuild: the
+        per-task offset guard would otherwise skip re-indexing what an older layout wrote."""
+        doomed = [self._tasks, self._taskoff, self._offsets, self._ixof]
+        doomed += list(self._r.scan_iter(match=f"{self._ns}ix:*", count=1000))
+        for i in range(0, len(doomed), 500):
+            self._r.delete(*doomed[i : i + 500])
 
     def apply(self, changes: Iterable[Change], offsets: Mapping[int, int]) -> None:
         args: list[bytes | str | int] = []
         n = 0
         for c in changes:
             value = b"" if c.record is None else encode(c.record)
-            args += [c.task_id, c.offset, "S" if c.record is not None else "D", value]
+            ix = "" if c.record is None else json.dumps(memberships(c.record), ensure_ascii=False)
+            args += [c.task_id, c.offset, "S" if c.record is not None else "D", value, ix]
             n += 1
         for p, nxt in offsets.items():
             args += [p, nxt]
         if n or offsets:
-            self._apply(keys=[self._tasks, self._taskoff, self._offsets], args=[n, *args])
+            keys = [self._tasks, self._taskoff, self._offsets, self._ixof, self._ns]
+            self._apply(keys=keys, args=[n, *args])
 
 
 class Indexer:
@@ -189,7 +245,8 @@ class Indexer:
         partitions = sorted(topic.partitions)
         stored = self._store.offsets()
         if stored is None:
-            log.info("task read model missing: rebuilding from the beginning of tasks")
+            log.info("task read model missing (or an older layout): rebuilding from tasks")
+            self._store.reset()
             self._store.mark_rebuilding()
             stored = {}
         consumer.assign(
@@ -202,6 +259,7 @@ class Indexer:
     def _rebuild(self, consumer: Consumer, partitions: list[int]) -> None:
         log.info("task read model vanished (Redis flushed?): rebuilding from tasks")
         self.caught_up.clear()
+        self._store.reset()
         self._store.mark_rebuilding()
         with self.changed:
             self._positions.clear()

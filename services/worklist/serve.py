@@ -33,9 +33,20 @@ from services.worklist.readmodel import Indexer, TaskStore
 from services.worklist.settings import WorklistSettings
 from services.worklist.topology import INPUT, SERVICE, group_id
 
-__all__ = ["build_app", "build_processor", "serve"]
+__all__ = ["build_app", "build_processor", "policy_of", "serve"]
 
 log = logging.getLogger(__name__)
+
+
+def policy_of(ws: WorklistSettings, principals: PrincipalSource) -> Policy:
+    """The rules' policy from the settings: roles from ``principals``, escalation and
+    supervisor roles, the claim lease."""
+    return Policy(
+        principals.roles_of,
+        escalation_role=ws.escalation_role,
+        supervisor_role=ws.supervisor_role,
+        claim_ttl_ms=ws.claim_ttl_ms,
+    )
 
 
 def build_processor(
@@ -59,11 +70,15 @@ def build_processor(
 
 
 def build_app(
-    worklist: Worklist, principals: PrincipalSource, health: Health | None = None
+    worklist: Worklist,
+    principals: PrincipalSource,
+    health: Health | None = None,
+    *,
+    public_origin: str | None = None,
 ) -> FastAPI:
     """The API and the page (plus health and metrics when ``health`` is given)."""
     app = build_api(worklist, principals)
-    install_page(app, worklist, principals)
+    install_page(app, worklist, principals, public_origin=public_origin)
     if health is not None:
         app.router.routes.extend(health_routes(health))
     return app
@@ -90,13 +105,15 @@ def serve(
         log.warning(
             "no principals configured (RUNPLANE_WORKLIST_PRINCIPALS_FILE): nobody can sign in"
         )
-    policy = Policy(principals.roles_of, ws.escalation_role)
+    policy = policy_of(ws, principals)
     health = Health()
     processor = build_processor(ws, policy, health=health)
     store = TaskStore.from_settings(settings)
     indexer = Indexer(settings, store, probe=health.probe("readmodel"))
     gateway = Gateway(settings, indexer, wait_ms=ws.wait_ms)
-    app = build_app(Worklist(store, gateway, policy), principals, health)
+    app = build_app(
+        Worklist(store, gateway, policy), principals, health, public_origin=ws.public_origin
+    )
     failed = threading.Event()
 
     def run_indexer() -> None:

@@ -8,6 +8,15 @@
   writer to apply its command before answering 503.
 - ``RUNPLANE_WORKLIST_BATCH_MAX`` / ``_BATCH_MS``: bounds of one processor transaction.
 - ``RUNPLANE_WORKLIST_TICK_MS`` (default 1000): how often due tasks are expired.
+- ``RUNPLANE_WORKLIST_CLAIM_TTL_S`` (default 1800; 0 = claims never lapse): the claim lease.
+  The writer's tick hands a task claimed longer than this back to OPEN, noted on the task.
+- ``RUNPLANE_WORKLIST_SUPERVISOR_ROLE`` (default ``supervisor``): who may release anyone's
+  claim.
+- ``RUNPLANE_WORKLIST_PUBLIC_ORIGIN`` (e.g. ``https://worklist.example.com``): the address
+  people reach the page at, when a proxy or ingress sits in front (TLS terminated there). The
+  page compares a POST's ``Origin`` with it and marks the sign-in cookie ``Secure`` when it
+  is https. Unset: the request's own scheme and host. (The proxy's ``X-Forwarded-*`` headers
+  are trusted per ``RUNPLANE_FORWARDED_ALLOW_IPS``, read by ``runplane.service.run_http``.)
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from runplane.auth import PRINCIPALS_FILE_ENV
 from runplane.config import Settings
@@ -32,6 +42,32 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def public_origin(raw: str | None) -> str | None:
+    """``raw`` as a browser would send it in ``Origin`` (lowercase scheme and host, no default
+    port, no trailing slash); ConfigError for anything that is not a bare http(s) origin."""
+    if raw is None or not raw.strip():
+        return None
+    name = "RUNPLANE_WORKLIST_PUBLIC_ORIGIN"
+    try:
+        parts = urlsplit(raw.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {raw!r} is not a URL ({exc})") from exc
+    scheme, host = parts.scheme.lower(), (parts.hostname or "")
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise ConfigError(f"{name} must be http(s)://host[:port], got {raw!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise ConfigError(f"{name} is an origin: no path, query or credentials, got {raw!r}")
+    if ":" in host:
+        host = f"[{host}]"  # IPv6 literal, as browsers write it
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}:{port}"
+    return f"{scheme}://{host}"
+
+
 @dataclass(frozen=True)
 class WorklistSettings:
     base: Settings = field(default_factory=Settings)
@@ -41,8 +77,15 @@ class WorklistSettings:
     batch_max: int = 200
     batch_ms: int = 10
     tick_ms: int = 1_000
+    claim_ttl_s: int = 1_800
+    supervisor_role: str = "supervisor"
+    public_origin: str | None = None
 
     def __post_init__(self) -> None:
+        if self.claim_ttl_s < 0:
+            raise ConfigError("RUNPLANE_WORKLIST_CLAIM_TTL_S must not be negative (0: no lease)")
+        if not self.supervisor_role.strip():
+            raise ConfigError("RUNPLANE_WORKLIST_SUPERVISOR_ROLE must not be empty")
         if self.batch_max < 1 or self.batch_ms < 0:
             raise ConfigError("RUNPLANE_WORKLIST_BATCH_MAX >= 1 and _BATCH_MS >= 0 are required")
         if self.wait_ms < 100:
@@ -51,6 +94,11 @@ class WorklistSettings:
             raise ConfigError("RUNPLANE_WORKLIST_TICK_MS must be at least 10")
         if not self.escalation_role.strip():
             raise ConfigError("RUNPLANE_WORKLIST_ESCALATION_ROLE must not be empty")
+
+    @property
+    def claim_ttl_ms(self) -> int | None:
+        """The claim lease for the rules (None: claims never lapse)."""
+        return self.claim_ttl_s * 1000 or None
 
     @classmethod
     def from_env(
@@ -67,4 +115,7 @@ class WorklistSettings:
             batch_max=_int(e, "RUNPLANE_WORKLIST_BATCH_MAX", d.batch_max),
             batch_ms=_int(e, "RUNPLANE_WORKLIST_BATCH_MS", d.batch_ms),
             tick_ms=_int(e, "RUNPLANE_WORKLIST_TICK_MS", d.tick_ms),
+            claim_ttl_s=_int(e, "RUNPLANE_WORKLIST_CLAIM_TTL_S", d.claim_ttl_s),
+            supervisor_role=e.get("RUNPLANE_WORKLIST_SUPERVISOR_ROLE") or d.supervisor_role,
+            public_origin=public_origin(e.get("RUNPLANE_WORKLIST_PUBLIC_ORIGIN")),
         )

@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -34,6 +34,7 @@ from runplane.wire import (
 from services.worklist.actions import ActionError, Choice, Worklist
 from services.worklist.decide import Policy, decide
 from services.worklist.gateway import Sent
+from services.worklist.index import MemoryTasks
 from services.worklist.serve import build_app
 
 pytestmark = pytest.mark.unit
@@ -70,8 +71,11 @@ class MemoryWriter:
     def get(self, task_id: str) -> TaskRecord | None:
         return self.tasks.get(task_id)
 
-    def all(self) -> list[TaskRecord]:
-        return list(self.tasks.values())
+    def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]:
+        return MemoryTasks(self.tasks).get_many(task_ids)
+
+    def scan(self, key: str, after: str, n: int) -> list[str]:
+        return MemoryTasks(self.tasks).scan(key, after, n)
 
     def open(self, task_id: str = "run-1/0/1", **kw: object) -> None:
         fields: dict[str, object] = {
@@ -155,7 +159,8 @@ def test_list_and_show_carry_the_question_and_the_proposed_answer(client: httpx.
     shown = client.get("/api/tasks/run-1/0/1", headers=auth("ivan")).json()
     assert shown["you_may_act"] is False and "four-eyes" in shown["why_not"]
     assert client.get("/api/tasks", headers=auth("ada"), params={"case": "other"}).json() == {
-        "tasks": []
+        "tasks": [],
+        "cursor": None,  # nothing follows (pagination, review M8)
     }
 
 
@@ -573,3 +578,69 @@ def test_the_cli_shows_the_call_and_sends_each_verdict(
     assert "happened (APPROVED) by olga" in done.output
     (d,) = writer.decisions
     assert d.comment == '{"id":7}'
+
+
+# --- the security review: supervisor release (M7), deep JSON (m1), pagination (M8) ----------
+
+
+def test_a_supervisor_releases_someone_elses_claim_through_the_api(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    assert client.post("/api/tasks/run-1/0/1/claim", headers=auth("ada")).status_code == 200
+    held = client.get("/api/tasks/run-1/0/1", headers=auth("ada")).json()
+    assert held["claim_expires_ms"] == held["updated_ms"] + 1_800_000
+    bob = client.post("/api/tasks/run-1/0/1/release", headers=auth("bob"))
+    assert bob.status_code == 409 and "claimed by ada" in bob.json()["detail"]
+    # sue holds only "supervisor": she sees the claimed task, and may take the claim back.
+    assert "run-1/0/1" in _ids(client, "sue")
+    r = client.post("/api/tasks/run-1/0/1/release", headers=auth("sue"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "OPEN" and body["claimed_by"] is None
+    assert body["claim_note"] == "released by sue (role supervisor); it was claimed by ada"
+    assert isinstance(writer.sent[-1], ReleaseTask) and writer.sent[-1].principal == "sue"
+    assert writer.tasks["run-1/0/1"].claim_note == body["claim_note"]
+    # Open again, the task is not hers to see (not her role).
+    assert "run-1/0/1" not in _ids(client, "sue")
+
+
+def test_a_deeply_nested_result_is_422_on_the_api_and_the_page(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    writer.open(
+        "run-ops/0/1/operator",
+        kind=TaskKind.OPERATOR,
+        role="operator",
+        answer_json='{"effect": "tool://billing/charge", "request": {"args": {}}}',
+    )
+    url = "/api/tasks/run-ops/0/1/operator/decide"
+    deep = "[" * 5_000 + "]" * 5_000
+    body = '{"decision": "happened", "result": ' + deep + "}"
+    r = client.post(
+        url, headers={**auth("olga"), "Content-Type": "application/json"}, content=body
+    )
+    assert 400 <= r.status_code < 500, r.text
+    client.post("/signin", data={"token": "olga-token"})
+    page = client.post(
+        "/tasks/run-ops%2F0%2F1%2Foperator/decide",
+        data={"decision": "happened", "result": "[" * 10_000 + "]" * 10_000},
+    )
+    assert page.status_code == 200 and "must be JSON" in page.text  # flash, not a 500
+    assert writer.sent == []
+
+
+def test_lists_page_with_a_cursor(client: httpx.Client, writer: MemoryWriter) -> None:
+    for i in range(5):
+        writer.open(f"run-p{i}/0/1", opened_ms=NOW - 50_000 + i)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        r = client.get("/api/tasks", headers=auth("ada"), params=params).json()
+        seen += [t["task_id"] for t in r["tasks"]]
+        cursor = r["cursor"]
+        if cursor is None:
+            break
+    assert seen == ["run-1/0/1", *(f"run-p{i}/0/1" for i in range(5))]
+    bad = client.get("/api/tasks", headers=auth("ada"), params={"cursor": "nope"})
+    assert bad.status_code == 422 and "cursor" in bad.json()["detail"]
