@@ -635,6 +635,20 @@ def test_a_token_rotation_restarts_no_pod_and_a_key_rotation_only_the_executor(
     assert {n for n in before if rotated_key[n] != before[n]} == {"executor"}
 
 
+def test_a_kafka_password_rotation_restarts_only_its_service(helm: str) -> None:
+    sasl = ["kafka.security.protocol=SASL_SSL", "kafka.security.saslMechanism=SCRAM-SHA-512"]
+    passwords = [f"secret.kafkaPasswords.{name}=pw-{name}" for name in SERVICES]
+
+    def pods(*sets: str) -> dict[str, Any]:
+        result = helm_template(helm, CHART, None, *sasl, *passwords, *sets)
+        assert result.returncode == 0, result.stderr
+        return _pod_templates([d for d in yaml.safe_load_all(result.stdout) if d])
+
+    before = pods()
+    after = pods("secret.kafkaPasswords.cases=rotated")
+    assert {n for n in before if after[n] != before[n]} == {"cases"}
+
+
 def _ingresses(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {_component(d): d for d in _of_kind(docs, "Ingress")}
 

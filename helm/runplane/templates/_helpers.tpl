@@ -179,12 +179,18 @@ RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{/* A checksum of the Secret keys a service takes as environment variables (they are read
      once, at start, so a change must restart the pod). principals.yaml is left out: it is a
      mounted file the worklist and journal re-read when it changes, so rotating a token
-     restarts nothing. "runplane.secretEnvChecksum" (dict "ctx" $ "svc" $svc) */}}
+     restarts nothing. Keys: the service's secretEnv ones and its own Kafka password
+     (kafka-password-<name>), so rotating one principal's password restarts that service only.
+     "runplane.secretEnvChecksum" (dict "ctx" $ "svc" $svc "name" "executor") */}}
 {{- define "runplane.secretEnvChecksum" -}}
 {{- $data := (include (print .ctx.Template.BasePath "/secret.yaml") .ctx | fromYaml).stringData | default dict -}}
 {{- $used := dict -}}
 {{- range $var, $key := .svc.secretEnv -}}
 {{- $_ := set $used $key (get $data $key | toString) -}}
+{{- end -}}
+{{- $kafka := printf "kafka-password-%s" .name -}}
+{{- if hasKey $data $kafka -}}
+{{- $_ := set $used $kafka (get $data $kafka | toString) -}}
 {{- end -}}
 {{- toJson $used | sha256sum -}}
 {{- end -}}
