@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from runplane.cli import cases, demo, emit, journal, lint, serve, stack, tasks, topics
+from runplane.cli import cases, demo, emit, journal, lint, principals, serve, stack, tasks, topics
 
 app = typer.Typer(
     name="runplane",
@@ -18,7 +18,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, demo):
+for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo):
     _module.register(app)
 
 

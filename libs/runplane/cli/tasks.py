@@ -1,12 +1,16 @@
 """CLI: ``runplane tasks list|show|claim|release|decide`` — the worklist over its HTTP API.
 
 Talks to the worklist service (``RUNPLANE_WORKLIST_URL``, default http://127.0.0.1:8305) with
-a bearer token (``--token`` or ``RUNPLANE_WORKLIST_TOKEN``); who acts is whoever the token
-belongs to. Exit codes: 0 done, 1 the worklist refused (the reason is printed), 2 the
-worklist could not be reached.
+a bearer token; who acts is whoever the token belongs to. Keep the token in
+``RUNPLANE_WORKLIST_TOKEN`` (set it once per shell, e.g. ``read -rs RUNPLANE_WORKLIST_TOKEN;
+export RUNPLANE_WORKLIST_TOKEN``): ``--token`` works too, but a credential on a command line
+lands in shell history and in ``ps`` output. ``runplane principals new`` mints a token.
+Exit codes: 0 done, 1 the worklist refused (the reason is printed), 2 the worklist could not be
+reached.
 
-    runplane tasks list --token "$TOKEN"
-    runplane tasks decide run-1/0/1 approve --token "$TOKEN" --comment "checked"
+    export RUNPLANE_WORKLIST_TOKEN   # after: read -rs RUNPLANE_WORKLIST_TOKEN
+    runplane tasks list
+    runplane tasks decide run-1/0/1 approve --comment "checked"
 
 An operator task (a mutating call whose outcome is in doubt) takes a verdict instead:
 
@@ -38,7 +42,8 @@ Token = Annotated[
     typer.Option(
         "--token",
         envvar="RUNPLANE_WORKLIST_TOKEN",
-        help="Your bearer token (or RUNPLANE_WORKLIST_TOKEN).",
+        help="Your bearer token. Prefer RUNPLANE_WORKLIST_TOKEN: a token on the command line "
+        "ends up in shell history.",
         show_default=False,
     ),
 ]
@@ -56,7 +61,9 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 def _call(method: str, url: str, path: str, token: str, body: Any = None, **params: Any) -> Any:
     if not token:
-        raise _fail("a token is required: --token or RUNPLANE_WORKLIST_TOKEN", 1)
+        raise _fail(
+            "a token is required: export RUNPLANE_WORKLIST_TOKEN (preferred) or pass --token", 1
+        )
     headers = {"Authorization": f"Bearer {token}"}
     query = {k: v for k, v in params.items() if v is not None}
     try:
