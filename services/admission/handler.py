@@ -397,11 +397,22 @@ def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:
         return Ignored(f"no claim for {update.admission_key!r}")
     if claim.run_id != update.run_id:
         return Ignored(f"claim names run {claim.run_id}, update names {update.run_id}")
-    if update.updated_ms < claim.updated_ms:
-        return Ignored("stale update")
+    # Ordered by where in the run's chain the status changed, never by wall clock: after a
+    # rebalance the new owner's clock may be behind the old one's, and a COMPLETED stamped
+    # earlier than the RUNNING before it must still win. Updates without a seq (older
+    # writers) are applied in arrival order: one executor at a time writes a run's updates,
+    # and they land on the admission key's partition in the order they were committed.
+    if update.seq is not None and claim.status_seq is not None and update.seq < claim.status_seq:
+        return Ignored(f"stale update (seq {update.seq} < {claim.status_seq})")
     task_id = update.task_id if update.status == RunStatus.AWAITING_HUMAN else None
     return StatusUpdated(
-        replace(claim, status=update.status, task_id=task_id, updated_ms=update.updated_ms)
+        replace(
+            claim,
+            status=update.status,
+            task_id=task_id,
+            updated_ms=max(claim.updated_ms, update.updated_ms),
+            status_seq=update.seq if update.seq is not None else claim.status_seq,
+        )
     )
 
 

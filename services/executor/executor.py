@@ -542,6 +542,7 @@ class Executor:
                 run_id=start.session_id,
                 status=RunStatus.FAILED,
                 updated_ms=now_ms,
+                seq=record.seq,
             ),
             now,
         )
@@ -788,7 +789,11 @@ class Executor:
         self._out("journal", sid, record, now)
         self._out("sessions", sid, failed, now)
         update = RunStatusUpdate(
-            admission_key=snap.admission_key, run_id=sid, status=RunStatus.FAILED, updated_ms=now_ms
+            admission_key=snap.admission_key,
+            run_id=sid,
+            status=RunStatus.FAILED,
+            updated_ms=now_ms,
+            seq=record.seq,
         )
         self._out("admission", snap.admission_key, update, now)
         parked = snap.parked_on

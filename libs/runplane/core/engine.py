@@ -1030,7 +1030,10 @@ class Runtime:
     def _flush(self, rejected: str | None = None, rejected_kind: str | None = None) -> Step:
         if self._status != self._status_before:
             task_id = self._parked.ref if self._parked is not None and self._parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) else None
-            self._out.commands.append(RunStatusUpdate(admission_key=self.admission_key, run_id=self.session_id, status=self._status, task_id=task_id, updated_ms=self._now))
+            # seq: where in the chain the status changed — admission orders updates by it, not by
+            # the wall clocks of whichever executors owned the run.
+            self._out.commands.append(RunStatusUpdate(admission_key=self.admission_key, run_id=self.session_id, status=self._status, task_id=task_id,
+                                                      updated_ms=self._now, seq=self._next_seq - 1))
         out, self._out = self._out, _Out()
         self._status_before = self._status
         return Step(
