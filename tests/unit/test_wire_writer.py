@@ -67,3 +67,10 @@ def test_a_record_broken_past_validation_still_fails_as_fastavro_fails_it() -> N
     object.__setattr__(record, "seq", "not a number")  # bypassing validation on purpose
     with pytest.raises(SchemaError):
         write_body(record)
+
+
+def test_large_varints_are_the_same_from_the_cache() -> None:
+    values = [1_700_000_000_000 + i for i in range(600)] + [-(2**63), 2**63 - 1, -1025]
+    first = [_zigzag(n) for n in values]
+    assert [_zigzag(n) for n in values] == first  # served partly from the cache, cleared once
+    assert first[0] == bytes.fromhex("80a0abfef962")  # the golden Wake's sent_ms

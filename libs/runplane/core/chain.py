@@ -24,6 +24,7 @@ body must not break the chain.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -114,7 +115,14 @@ _HASH_ENCODERS: dict[type[JournalRecord], Callable[[JournalRecord], str]] = {}
 
 def default_label(provenance: Iterable[str] = ()) -> Label:
     """Trusted, internal, with the given origins (sorted, unique as the wire requires)."""
-    return Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=tuple(sorted(set(provenance))))
+    return _default_label(tuple(sorted(set(provenance))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_label(provenance: tuple[str, ...]) -> Label:
+    # Every record the engine writes without a label of its own gets this one, built and
+    # validated once per distinct provenance; a Label is immutable, so sharing it is safe.
+    return Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=provenance)
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,17 @@ def _check_body(
         return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body_digest differs from the chain's"
     if entry_body_digest(entry) != record.body_digest:
         return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body does not hash to its digest"
+    # Not only the body: replay trusts the entry's other fields too (its stamp becomes
+    # ctx.now(), its witness is what a re-issued call is compared with), so each must be the
+    # one the chain committed to. Optional fields are compared where the record states them.
+    stated = {"family": record.family, "name": record.name, "request_witness": record.request_witness}
+    for name, expected in stated.items():
+        if expected is not None and getattr(entry, name) != expected:
+            return ChainFault.BODY_DIGEST_MISMATCH, f"result entry's {name} differs from the chain's"
+    if entry.stamp_ms != record.stamp_ms:
+        return ChainFault.BODY_DIGEST_MISMATCH, "result entry's stamp_ms differs from the chain's"
+    if entry.label != record.label:
+        return ChainFault.BODY_DIGEST_MISMATCH, "result entry's label differs from the chain's"
     return None
 
 

@@ -204,6 +204,23 @@ _pack_double = struct.Struct("<d").pack
 
 
 def _zigzag_of(n: int) -> bytes:
+    # Timestamps dominate the large values, and many records of a batch share one
+    # millisecond: remember the last few hundred (cleared, not evicted, when full).
+    if n.__class__ is not int:  # an int subclass, or garbage past validation: no caching
+        return _varint_of(n)
+    cached = _LARGE.get(n)
+    if cached is not None:
+        return cached
+    if len(_LARGE) >= 512:
+        _LARGE.clear()
+    _LARGE[n] = encoded = _varint_of(n)
+    return encoded
+
+
+_LARGE: dict[int, bytes] = {}
+
+
+def _varint_of(n: int) -> bytes:
     z = (n << 1) ^ (n >> 63)
     out = bytearray()
     while z & ~0x7F:
@@ -215,7 +232,7 @@ def _zigzag_of(n: int) -> bytes:
 
 # Lengths (64-character digests above all) and small numbers come from this table.
 _TABLE_SIZE = 1024
-_VARINTS = [_zigzag_of(n) for n in range(_TABLE_SIZE)]
+_VARINTS = [_varint_of(n) for n in range(_TABLE_SIZE)]
 
 
 def _zigzag(n: int) -> bytes:
