@@ -351,7 +351,10 @@ class Driver:
             self.tasks_opened.append(command.task_id)
             verdict = self.approve(command) if callable(self.approve) else self.approve
             if verdict is not None and command.kind.value == "APPROVAL":
-                self._inbox.append(self._decision(command, verdict, "", ("auto-reviewer",)))
+                # As the worklist would: as many distinct people as the task needs approvals
+                # (the runtime rejects fewer, and the initiator, as four-eyes requires).
+                by = ("auto-reviewer", *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)))
+                self._inbox.append(self._decision(command, verdict, "", by))
         elif isinstance(command, CloseTask):
             session.open_tasks.pop(command.task_id, None)
             self.closed_tasks.append(command.task_id)
