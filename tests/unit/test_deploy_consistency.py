@@ -56,9 +56,7 @@ KUBE_VERSION = "1.33.0"
 
 # Names a deploy artifact may set before the code that reads them has landed (name -> why).
 # Keep it empty unless a service is mid-way; an entry the code reads is pointless.
-PENDING_ENV: dict[str, str] = {
-    "RUNPLANE_WORKLIST_PUBLIC_ORIGIN": "the worklist's Origin check (review M3) is landing",
-}
+PENDING_ENV: dict[str, str] = {}
 # Names Settings.from_env reads that an artifact may leave to the default, and why.
 OPTIONAL_ENV = {
     "RUNPLANE_SCHEMA_REGISTRY_URL": "unset = Avro single-object encoding, no registry",
