@@ -13,7 +13,7 @@ from runplane.core.chain import Draft, body_digest, default_label, seal
 from runplane.wire import ZERO_HASH, Cost, JournalKind, JournalRecord, ResultEntry
 
 
-def sample_entry(session_id: str, call_seq: int, value: object, *, era: int = 0) -> ResultEntry:
+def sample_entry(session_id: str, call_seq: int, value: object, *, era: int = 0, stamp_ms: int = 1) -> ResultEntry:
     """The ResultEntry of one successful call returning ``value``."""
     return ResultEntry(
         session_id=session_id,
@@ -24,7 +24,7 @@ def sample_entry(session_id: str, call_seq: int, value: object, *, era: int = 0)
         request_witness="a" * 64,
         ok=True,
         value_json=json.dumps(value, sort_keys=True),
-        stamp_ms=1,
+        stamp_ms=stamp_ms,
         body_digest=body_digest(True, value, None),
         label=default_label(["model:scripted/echo"]),
     )
@@ -47,9 +47,10 @@ def sample_run(
     drafts = [Draft(session_id, 0, 0, JournalKind.RUN_ADMITTED, start_ms, attrs=attrs)]
     results: dict[tuple[int, int], ResultEntry] = {}
     for c in range(calls):
-        e = sample_entry(session_id, c, {"n": c})
-        results[(0, c)] = e
         stamp = start_ms + 1 + c
+        # The entry states what its chain record states (the verifier holds them to it).
+        e = sample_entry(session_id, c, {"n": c}, stamp_ms=stamp)
+        results[(0, c)] = e
         drafts.append(
             Draft(session_id, len(drafts), 0, JournalKind.EFFECT_ANNOUNCED, stamp, call_seq=c, family="generation")
         )
@@ -63,7 +64,9 @@ def sample_run(
                 call_seq=c,
                 family="generation",
                 name="model:scripted/echo",
+                request_witness=e.request_witness,
                 body_digest=e.body_digest,
+                label=e.label,
                 cost=Cost(tokens_in=tokens[0], tokens_out=tokens[1], units=units),
             )
         )
