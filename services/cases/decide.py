@@ -206,6 +206,22 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         return _refuse(
             case, cmd, f"obligation {cmd.name!r} is already open (due {existing.due_ms})"
         )
+    if (
+        existing is not None
+        and existing.status == ObligationStatus.BREACHED
+        and existing.due_ms == cmd.due_ms
+    ):
+        # Everything the sweeper sends for a breach is named from (case, name, due)
+        # (services/sweeper/keys.py): a new cycle at the same due instant would get the spent
+        # breach request id (answered as a duplicate: the obligation stays open forever) and
+        # the same sweep run id (a second chain under one session id: a broken audit). That
+        # instant has been breached already; a new cycle needs a new due.
+        return _refuse(
+            case,
+            cmd,
+            f"obligation {cmd.name!r} was already breached at due {cmd.due_ms}"
+            f" (sweep run {existing.sweep_run_id}); register it with another due",
+        )
     ob = Obligation(
         name=cmd.name,
         due_ms=cmd.due_ms,

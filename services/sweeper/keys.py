@@ -25,25 +25,36 @@ __all__ = [
 ]
 
 
-def obligation_digest(domain: str, case_id: str, name: str, due_ms: int) -> str:
-    """Domain-separated hex SHA-256 of (case, obligation, due)."""
-    body = canonical_bytes([case_id, name, due_ms])
+def obligation_digest(
+    domain: str, case_id: str, name: str, due_ms: int, *, cycle: int | None = None
+) -> str:
+    """Domain-separated hex SHA-256 of (case, obligation, due[, cycle]).
+
+    ``cycle`` (e.g. when the obligation was registered) tells apart two cycles of one name
+    with the same due instant; None gives exactly the names used before it existed. (Until
+    the sweeper passes one, the cases service refuses such a second cycle.)"""
+    parts: list[object] = [case_id, name, due_ms]
+    if cycle is not None:
+        parts.append(cycle)
+    body = canonical_bytes(parts)
     return hashlib.sha256(f"runplane.sweeper.{domain}\x00".encode() + body).hexdigest()
 
 
-def sweep_run_id(case_id: str, name: str, due_ms: int) -> str:
+def sweep_run_id(case_id: str, name: str, due_ms: int, *, cycle: int | None = None) -> str:
     """The session id of the sealed sweep run that records this breach."""
-    return "sweep-" + obligation_digest("run", case_id, name, due_ms)[:32]
+    return "sweep-" + obligation_digest("run", case_id, name, due_ms, cycle=cycle)[:32]
 
 
-def followup_admission_key(case_id: str, name: str, due_ms: int) -> str:
+def followup_admission_key(
+    case_id: str, name: str, due_ms: int, *, cycle: int | None = None
+) -> str:
     """The admission key of the follow-up run: one breach, at most one follow-up run, ever."""
-    return "breach-" + obligation_digest("followup", case_id, name, due_ms)[:40]
+    return "breach-" + obligation_digest("followup", case_id, name, due_ms, cycle=cycle)[:40]
 
 
-def warn_request_id(case_id: str, name: str, due_ms: int) -> str:
-    return "sweeper/warn/" + obligation_digest("warn", case_id, name, due_ms)[:32]
+def warn_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None = None) -> str:
+    return "sweeper/warn/" + obligation_digest("warn", case_id, name, due_ms, cycle=cycle)[:32]
 
 
-def breach_request_id(case_id: str, name: str, due_ms: int) -> str:
-    return "sweeper/breach/" + obligation_digest("breach", case_id, name, due_ms)[:32]
+def breach_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None = None) -> str:
+    return "sweeper/breach/" + obligation_digest("breach", case_id, name, due_ms, cycle=cycle)[:32]
