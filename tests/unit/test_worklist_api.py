@@ -644,3 +644,23 @@ def test_lists_page_with_a_cursor(client: httpx.Client, writer: MemoryWriter) ->
     assert seen == ["run-1/0/1", *(f"run-p{i}/0/1" for i in range(5))]
     bad = client.get("/api/tasks", headers=auth("ada"), params={"cursor": "nope"})
     assert bad.status_code == 422 and "cursor" in bad.json()["detail"]
+
+
+def test_the_cli_reads_its_token_from_the_environment_and_pages(
+    client: httpx.Client, writer: MemoryWriter
+) -> None:
+    for i in range(3):
+        writer.open(f"run-c{i}/0/1", opened_ms=NOW - 50_000 + i)
+    runner = CliRunner()
+    url = str(client.base_url)
+    env = {"RUNPLANE_WORKLIST_TOKEN": "ada-token"}
+    first = runner.invoke(tasks_app, ["list", "--url", url, "--limit", "2"], env=env)
+    assert first.exit_code == 0, first.output
+    assert "run-1/0/1" in first.output and "run-c0/0/1" in first.output
+    cursor = first.output.split("--cursor ", 1)[1].split()[0]
+    rest = runner.invoke(tasks_app, ["list", "--url", url, "--cursor", cursor], env=env)
+    assert rest.exit_code == 0, rest.output
+    assert "run-c1/0/1" in rest.output and "run-c2/0/1" in rest.output
+    assert "run-1/0/1" not in rest.output and "--cursor" not in rest.output
+    none = runner.invoke(tasks_app, ["list", "--url", url], env={"RUNPLANE_WORKLIST_TOKEN": ""})
+    assert none.exit_code == 1 and "RUNPLANE_WORKLIST_TOKEN" in none.output

@@ -132,9 +132,13 @@ def list_tasks(
     role: Annotated[str | None, typer.Option(help="Only tasks for this role.")] = None,
     case: Annotated[str | None, typer.Option(help="Only tasks of this case.")] = None,
     mine: Annotated[bool, typer.Option("--mine", help="Only tasks you may act on now.")] = False,
+    limit: Annotated[int, typer.Option(help="Tasks per page (1-1000).")] = 200,
+    cursor: Annotated[
+        str | None, typer.Option(help="Continue after a previous page (its printed cursor).")
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """List tasks (oldest open first)."""
+    """List tasks (oldest open first, then finished ones newest first), a page at a time."""
     data = _call(
         "GET",
         url,
@@ -144,10 +148,15 @@ def list_tasks(
         role=role,
         case=case,
         actionable=mine or None,
+        limit=limit,
+        cursor=cursor,
     )
     tasks: list[dict[str, Any]] = data["tasks"]
+    more = data.get("cursor")
     if as_json:
         typer.echo(json.dumps(tasks, indent=2))
+        if more:
+            typer.echo(f"more: --cursor {more}", err=True)
         return
     if not tasks:
         typer.echo("no tasks")
@@ -164,6 +173,8 @@ def list_tasks(
             "may act" if t["you_may_act"] else "—",
         )
     Console().print(table)
+    if more:
+        typer.echo(f"more: runplane tasks list --cursor {more} (same filters)")
 
 
 @tasks_app.command("show")
