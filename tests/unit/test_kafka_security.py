@@ -203,3 +203,22 @@ def test_the_guard_finds_a_hand_built_client(tmp_path: Path) -> None:
     bad = tmp_path / "probe.py"
     bad.write_text('from confluent_kafka import Consumer\nc = Consumer({"bootstrap.servers": "x"})\n')
     assert _hand_built_clients(bad, tmp_path) == ["probe.py:2"]
+
+
+def test_every_transactional_id_starts_with_the_topic_prefix() -> None:
+    # Transactional ids are cluster-wide: two deployments sharing a Kafka (two prefixes, the
+    # same pod names) must get different ids or the second fences the first (review M6).
+    from runplane.kafka.processor import ProcessorConfig
+    from services.executor.settings import ExecutorSettings
+    from services.journal.settings import JournalSettings
+
+    ids = {}
+    for prefix in ("acme.", "globex."):
+        base = Settings(topic_prefix=prefix, instance_id="pod-0")
+        ids[prefix] = (
+            ProcessorConfig(service="cases", group_id="g", inputs=("cases.commands",)).transactional_id(base),
+            ExecutorSettings(base=base).transactional_id,
+            JournalSettings(base=base).transactional_id,
+        )
+    assert ids["acme."] == ("acme.cases-pod-0", "acme.executor-pod-0", "acme.journal-pod-0")
+    assert ids["globex."] == ("globex.cases-pod-0", "globex.executor-pod-0", "globex.journal-pod-0")
