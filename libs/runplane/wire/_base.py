@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from runplane.errors import SchemaError, WireError
@@ -67,9 +67,9 @@ class _Source:
 
     def __init__(self, leaves: Mapping[str, Any] | None = None) -> None:
         self.namespace: dict[str, Any] = {}
-        # For canonical encoders: the leaf encoders ("str", "float"), by the caller's rules.
         self._ids: dict[int, str] = {}
         self._counter = itertools.count()
+        # For canonical encoders: the leaf encoders ("str", "float"), by the caller's rules.
         self.leaves: dict[str, str] = {k: self.ref(fn) for k, fn in (leaves or {}).items()}
 
     def ref(self, obj: Any) -> str:
@@ -107,9 +107,8 @@ class Codec:
     The compiled forms: ``fast`` builds an expression that is true only when ``check`` would
     accept the value and return ``fast_value`` of it (the value itself unless given) — the
     common case, tested inline with no call; ``None`` means always call ``check``. ``plain``
-    builds the expression ``to_plain`` computes. ``floaty``: the value can hold a float.
-    ``canon`` builds the canonical JSON text of ``to_plain(v)`` from the caller's leaf
-    encoders (see ``canonical_encoder``).
+    builds the expression ``to_plain`` computes. ``canon`` builds the canonical JSON text of
+    ``to_plain(v)`` from the caller's leaf encoders (see ``canonical_encoder``).
     """
 
     check: Callable[[Any, str], Any]
@@ -117,8 +116,7 @@ class Codec:
     from_plain: Callable[[Any, str], Any]
     fast: _Src | None = None
     fast_value: _Src = _same
-    plain: _Src = field(default=_same)
-    floaty: bool = False
+    plain: _Src = _same
     canon: _Src = _no_canon
 
 
@@ -229,7 +227,7 @@ def _fast_float(v: str, src: _Source) -> str:
 
 # check stores float(v), an exact float: the reference formats it with its float rule.
 _FLOAT = Codec(
-    _check_float, _identity, _from_identity, _fast_float, floaty=True,
+    _check_float, _identity, _from_identity, _fast_float,
     canon=lambda v, src: f"{src.leaves['float']}({v})",
 )
 
@@ -279,7 +277,7 @@ def _optional(inner: Codec) -> Codec:
     def canon(v: str, src: _Source) -> str:
         return f"('null' if {v} is None else {inner.canon(v, src)})"
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, inner.floaty, canon)
+    return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
 
 
 def _array(inner: Codec) -> Codec:
@@ -317,7 +315,7 @@ def _array(inner: Codec) -> Codec:
         x = src.fresh()
         return f"('[' + ','.join([{inner.canon(x, src)} for {x} in {v}]) + ']')"
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, inner.floaty, canon)
+    return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
 
 
 def _map(inner: Codec) -> Codec:
@@ -365,7 +363,7 @@ def _map(inner: Codec) -> Codec:
         return f"('{{' + ','.join([{src.leaves['str']}({k}) + ':' + {item} for {k} in sorted({v})]) + '}}')"
 
     return Codec(
-        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, inner.floaty, canon
+        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, canon
     )
 
 
@@ -419,12 +417,7 @@ def _record(cls: type[Record]) -> Codec:
         nested = _canonical_source(cls, frozenset(), src)
         return f"{src.ref(nested)}({v})"
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, _floaty(cls), canon)
-
-
-def _floaty(cls: type[Record]) -> bool:
-    # Records do not nest recursively in our schemas, so planning the target here terminates.
-    return any(codec.floaty for _, codec in _plan(cls).fields)
+    return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
 
 
 def _types_by_name() -> dict[str, type[Any]]:
@@ -582,12 +575,6 @@ def _canonical_source(cls: type[Record], exclude: frozenset[str], src: _Source) 
     lines.append(f"    return ''.join([{', '.join(parts)}])")
     fn: Callable[[Record], str] = _compile("\n".join(lines), "canonical", src)
     return fn
-
-
-def may_hold_float(cls: type[Record]) -> bool:
-    """Whether a record of ``cls`` can carry a float anywhere (its schema has a float or
-    double field, directly or in a nested record, array or map)."""
-    return _floaty(cls)
 
 
 def _build(cls: type[R], data: Any, path: str) -> R:
