@@ -171,6 +171,7 @@ class Executor:
         self._completions: deque[Completion] = deque()
         self._tasks: dict[asyncio.Task[None], str] = {}
         self._batch = Batch()
+        self._to_rebuild: deque[tuple[str, int]] = deque()
         self._npart = base.partitions
         self._consumer: Consumer | None = None
         self._producer: TransactionalProducer | None = None
@@ -198,6 +199,8 @@ class Executor:
                     self._last_poll = time.monotonic()
                     busy = self._poll()
                 self._drain_completions()
+                if self._to_rebuild:
+                    self._rebuild_some()
                 self._serve_delivery_reports()
                 now = time.monotonic()
                 self._maybe_commit(now)
@@ -207,7 +210,7 @@ class Executor:
                     self._probe.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do
                 # (a call launched just now may finish within one turn of the event loop).
-                hot = busy or self._completions or self._launched
+                hot = busy or self._completions or self._launched or self._to_rebuild
                 self._launched = 0
                 await asyncio.sleep(0 if hot else 0.0005)
             await self._drain_on_stop()
@@ -347,16 +350,31 @@ class Executor:
             deadline=deadline,
         )
         self._parts.update(restored)
+        # RUNNING runs are rebuilt by the loop after this returns, a few per turn — not here:
+        # a rebalance callback that replays every run of its partitions counts against
+        # max.poll.interval.ms. A message for one of them meanwhile rebuilds it on demand.
         for p in numbers:
-            for sid, snap in list(self._parts[p].sessions.items()):
-                if snap.status is RunStatus.RUNNING and sid not in self._residents:
-                    mark = self._batch.mark()
-                    try:
-                        self._rebuild(sid, p, snap)
-                    except (TxnAbortable, TxnFatal):
-                        raise
-                    except Exception as exc:
-                        self._poisoned(sid, p, snap, mark, exc, "rebuild")
+            for sid, snap in self._parts[p].sessions.items():
+                if snap.status is RunStatus.RUNNING:
+                    self._to_rebuild.append((sid, p))
+
+    def _rebuild_some(self, limit: int = 16) -> None:
+        """Rebuild up to ``limit`` RUNNING runs restored by an assignment (see ``_restore``)."""
+        done = 0
+        while self._to_rebuild and done < limit:
+            sid, p = self._to_rebuild.popleft()
+            part = self._parts.get(p)
+            snap = part.sessions.get(sid) if part is not None else None
+            if snap is None or snap.status is not RunStatus.RUNNING or sid in self._residents:
+                continue  # revoked, ended or already rebuilt by a message meanwhile
+            done += 1
+            mark = self._batch.mark()
+            try:
+                self._rebuild(sid, p, snap)
+            except (TxnAbortable, TxnFatal):
+                raise
+            except Exception as exc:
+                self._poisoned(sid, p, snap, mark, exc, "rebuild")
 
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
@@ -425,7 +443,7 @@ class Executor:
             self._dead_letter(msg, f"run {sid}: serving it raised {type(exc).__name__}", "poisoned")
 
     def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
-        if start.session_id in part.sessions:
+        if start.session_id in part.sessions or start.session_id in part.ended:
             self._dead_letter(msg, f"run {start.session_id} already started", "duplicate_start")
             return
         now_ms = self._wall_ms()
@@ -445,18 +463,18 @@ class Executor:
         sid = event.session_id
         snap = part.sessions.get(sid)
         if snap is None:
-            self._dead_letter(msg, f"unknown session {sid}", "unknown_session")
-            return
-        if snap.status in ENDED:
-            self._dead_letter(msg, f"run {sid} already ended ({snap.status})", "run_ended")
+            ended = part.ended.get(sid)
+            if ended is not None:
+                self._dead_letter(msg, f"run {sid} already ended ({ended})", "run_ended")
+            else:
+                self._dead_letter(msg, f"unknown session {sid}", "unknown_session")
             return
         res = self._residents.get(sid) or self._rebuild(sid, p, snap)
         if res is None:
-            rebuilt = part.sessions.get(sid)
-            if rebuilt is not None and rebuilt.status in ENDED:
+            if sid in part.ended:
                 # The rebuild itself ended the run (e.g. its replay quarantined it).
                 self._dead_letter(
-                    msg, f"run {sid} ended during its rebuild ({rebuilt.status})", "run_ended"
+                    msg, f"run {sid} ended during its rebuild ({part.ended[sid]})", "run_ended"
                 )
             else:
                 self._dead_letter(
@@ -546,7 +564,7 @@ class Executor:
             ),
             now,
         )
-        self._parts[p].sessions[start.session_id] = snap
+        self._parts[p].end(start.session_id, RunStatus.FAILED)
         self._metrics.runs_ended.labels("failed").inc()
 
     # ------------------------------------------------------------------ applying a step
@@ -597,7 +615,9 @@ class Executor:
         res = self._residents.pop(sid, None)
         if res is not None:
             res.runtime.close()
-        self._parts[partition_for(sid, self._npart)].forget_results(sid)
+        part = self._parts.get(partition_for(sid, self._npart))
+        if part is not None:
+            part.end(sid, status)
 
     def _out_command(self, command: Record, now: float) -> None:
         if isinstance(command, (OpenTask, CloseTask)):  # CloseTask: the core withdraws a task carried across eras
@@ -755,6 +775,7 @@ class Executor:
             if start is not None:
                 self._fail_unstartable(start, reason, self._wall_ms(), p, error_type="ExecutorError")
             return
+        part.ended.pop(sid, None)
         part.sessions[sid] = before
         if before.status not in ENDED:
             self._fail_from(before, p, reason)
@@ -800,8 +821,7 @@ class Executor:
         if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR):
             close = CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms)
             self._out("tasks.commands", parked.ref, close, now)
-        self._parts[p].sessions[sid] = failed
-        self._parts[p].forget_results(sid)
+        self._parts[p].end(sid, failed.status)
         self._metrics.runs_ended.labels("failed").inc()
 
     # ------------------------------------------------------------------ commit

@@ -3,8 +3,9 @@
 On assignment the executor reads the compacted ``sessions`` and ``results`` topics for its
 partitions to the end (the last stable offset under read_committed) before it serves a single
 inbox message: the snapshot says where each run is, the result journal is what replay serves.
-Results of runs that already ended are dropped after the restore — nothing replays them — so
-memory follows the live runs, not the history.
+Runs that already ended keep only their id and final status (``PartitionState.ended``): no
+snapshot, no results — nothing replays them — so memory follows the live runs, not the
+history. (Their result journal stays on ``results``: it holds the bodies auditors read.)
 """
 
 from __future__ import annotations
@@ -35,12 +36,20 @@ class PartitionState:
 
     sessions: dict[str, SessionSnapshot] = field(default_factory=dict)
     results: dict[str, dict[SlotKey, ResultEntry]] = field(default_factory=dict)
+    # Runs that ended: enough to refuse a message for one or a second StartRun, nothing more.
+    ended: dict[str, RunStatus] = field(default_factory=dict)
 
     def results_of(self, session_id: str) -> dict[SlotKey, ResultEntry]:
         return self.results.setdefault(session_id, {})
 
     def forget_results(self, session_id: str) -> None:
         self.results.pop(session_id, None)
+
+    def end(self, session_id: str, status: RunStatus) -> None:
+        """The run ended: keep its id and status, drop its snapshot and results."""
+        self.sessions.pop(session_id, None)
+        self.results.pop(session_id, None)
+        self.ended[session_id] = status
 
 
 def restore_partitions(
@@ -69,12 +78,15 @@ def restore_partitions(
     )
     out: dict[int, PartitionState] = {}
     for p in wanted:
-        state = PartitionState(sessions=dict(snaps.partitions.get(p, {})))
+        state = PartitionState()
+        for sid, snap in snaps.partitions.get(p, {}).items():
+            if snap.status in ENDED:
+                state.ended[sid] = snap.status
+            else:
+                state.sessions[sid] = snap
         for entry in entries.partitions.get(p, {}).values():
-            snap = state.sessions.get(entry.session_id)
-            if snap is None or snap.status in ENDED:
-                continue
-            state.results_of(entry.session_id)[(entry.era, entry.call_seq)] = entry
+            if entry.session_id in state.sessions:
+                state.results_of(entry.session_id)[(entry.era, entry.call_seq)] = entry
         out[p] = state
     return out
 

@@ -8,6 +8,8 @@ behaviour (a zombie's late commit) is in tests/integration/test_zombie_restore.p
 * Review M1: a message whose handling raises fails that run (RUN_FAILED chained after its
   last snapshot) and is dead-lettered; the executor does not raise (no poison pill).
 * Review minor 7: a run that ends during its rebuild is not reported as "unknown capability".
+* Review M3: runs that ended keep only their id and status; RUNNING runs found at assignment
+  are rebuilt by the loop after the callback, not inside it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,21 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx
 from runplane.core.chain import run_admitted
 from runplane.kafka.restore import Restored
-from runplane.wire import DeadLetter, JournalKind, JournalRecord, RunStatus, RunStatusUpdate, Serde, SessionSnapshot, Signal, StartRun
-
+from runplane.wire import (
+    DeadLetter,
+    JournalKind,
+    JournalRecord,
+    RunStatus,
+    RunStatusUpdate,
+    Serde,
+    SessionSnapshot,
+    Signal,
+    StartRun,
+)
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.state import PartitionState
+from services.journal.sample import sample_entry
 
 BASE = Settings(partitions=1)
 SERDE = Serde.from_settings(BASE)
@@ -140,7 +152,7 @@ def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(monk
     assert [r.status for r in out if isinstance(r, RunStatusUpdate)] == [RunStatus.FAILED]
     (letter,) = [r for r in out if isinstance(r, DeadLetter)]
     assert "ValueError" in letter.reason and letter.offset == 7
-    assert ex._parts[0].sessions["r-p"].status is RunStatus.FAILED
+    assert ex._parts[0].ended["r-p"] is RunStatus.FAILED and "r-p" not in ex._parts[0].sessions
     assert "r-p" not in ex.resident_sessions
 
 
@@ -158,3 +170,63 @@ def test_a_run_that_ends_during_its_rebuild_is_not_called_unknown(monkeypatch: p
     (letter,) = [r for r in _batch(ex) if isinstance(r, DeadLetter)]
     assert "ended during its rebuild" in letter.reason and "unknown capability" not in letter.reason
     assert snap.status is RunStatus.PARKED
+
+
+async def generates(ctx: StepCtx, input: Any) -> Any:
+    return (await ctx.generate("nobody", "m", "hi")).text
+
+
+def _snapshots() -> tuple[SessionSnapshot, SessionSnapshot, list[Any]]:
+    """A RUNNING run (waiting for a generation) and one that ended, with their results."""
+    registry = AgentRegistry()
+    registry.register(AgentSpec("gen", generates, Durability.REPLAYABLE, None, {}), lint=False)
+    out = []
+    for sid in ("r-run", "r-done"):
+        admitted = run_admitted(sid, capability="gen", admission_key=f"k-{sid}", tenant="default", initiator="u", input_json="{}",
+                                now_ms=1)
+        start = StartRun(session_id=sid, capability="gen", input_json="{}", case_id=None, admission_key=f"k-{sid}",
+                         tenant="default", initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+        rt, step = Runtime.start(registry.spec("gen"), start, now_ms=2)
+        out.append((rt, step))
+    (_, running), (rt_done, _) = out
+    done = rt_done.quarantine("ended for the test", now_ms=3)
+    assert running.snapshot.status is RunStatus.RUNNING and done.snapshot.status is RunStatus.QUARANTINED
+    return running.snapshot, done.snapshot, [sample_entry("r-done", 0, {"n": 0})]
+
+
+class TableRestorer:
+    def __init__(self, sessions: dict[str, SessionSnapshot], results: dict[str, Any]) -> None:
+        self.rows = {BASE.topic("sessions"): sessions, BASE.topic("results"): results}
+
+    def restore(self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None) -> Restored[Any]:
+        return Restored({0: dict(self.rows[topic])})
+
+
+def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_the_callback() -> None:
+    import asyncio
+
+    running, done, results = _snapshots()
+    registry = AgentRegistry()
+    registry.register(AgentSpec("gen", generates, Durability.REPLAYABLE, None, {}), lint=False)
+    ex = Executor(ExecutorSettings(base=BASE), registry=registry, tools={}, providers={})
+    ex._restorer = TableRestorer(  # type: ignore[assignment]
+        {"r-run": running, "r-done": done}, {f"r-done/0/{i}": e for i, e in enumerate(results)}
+    )
+    ex._on_assign(StubConsumer(Log()), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
+    part = ex._parts[0]
+    assert part.ended == {"r-done": RunStatus.QUARANTINED} and "r-done" not in part.sessions
+    assert part.results == {}  # nothing kept for an ended run
+    assert ex.resident_sessions == frozenset()  # not rebuilt inside the rebalance callback
+
+    async def loop_turn() -> frozenset[str]:
+        ex._rebuild_some()
+        resident = ex.resident_sessions
+        for task in list(ex._tasks):
+            task.cancel()
+        return resident
+
+    assert asyncio.run(loop_turn()) == {"r-run"}
+    # a second StartRun or a message for the ended run is answered, not served
+    ex._on_message(Msg(Signal(session_id="r-done", name="go", payload_json="1", sent_ms=3), "r-done"))  # type: ignore[arg-type]
+    (letter,) = [r for r in _batch(ex) if isinstance(r, DeadLetter)]
+    assert "already ended" in letter.reason
