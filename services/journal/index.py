@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from runplane.wire import AuditRecord, RunStatus, Verdict
 
+from runplane.wire import AuditRecord, RunStatus, Verdict
 from services.journal.summary import CostTotals, RunSummary, apply
 
 
