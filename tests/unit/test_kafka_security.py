@@ -222,3 +222,23 @@ def test_every_transactional_id_starts_with_the_topic_prefix() -> None:
         )
     assert ids["acme."] == ("acme.cases-pod-0", "acme.executor-pod-0", "acme.journal-pod-0")
     assert ids["globex."] == ("globex.cases-pod-0", "globex.executor-pod-0", "globex.journal-pod-0")
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SASL_PLAINTEXT", "SSL"])
+def test_librdkafka_accepts_the_generated_configs(protocol: str) -> None:
+    # librdkafka validates names and values when a client is built (an unknown property, an
+    # unsupported mechanism or a missing CA file raises here), before any connection.
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    env = {**SASL_ENV, "RUNPLANE_KAFKA_SECURITY_PROTOCOL": protocol, "RUNPLANE_KAFKA_SSL_CA_LOCATION": certifi.where()}
+    if protocol == "SSL":
+        env = {k: v for k, v in env.items() if "SASL" not in k}
+    settings = Settings.from_env({**env, "RUNPLANE_BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    producer = Producer(transactional_producer_config(settings, "p.admission-0"))
+    consumer = Consumer(consumer_config(settings, "p.admission"))
+    consumer.close()
+    assert producer.flush(0) == 0
+    if protocol.endswith("SSL"):  # and a CA file that is not there is refused at once
+        broken = {**producer_config(settings), "ssl.ca.location": "/nonexistent/ca.pem"}
+        with pytest.raises(KafkaException, match="ca"):
+            Producer(broken)
