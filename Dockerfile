@@ -40,8 +40,8 @@ RUN groupadd --system --gid "${RUNPLANE_UID}" runplane \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels runplane
 WORKDIR /app
-# The example agents (the executor's default RUNPLANE_AGENT_MODULES, examples.refund and
-# examples.triage) and calendars, importable through PYTHONPATH=/app; the Avro schemas for
+# The example agents (the default RUNPLANE_AGENT_MODULES of admission and the executor:
+# examples.refund, examples.triage, examples.declarative) and calendars, importable through PYTHONPATH=/app; the Avro schemas for
 # reference (the wire types are generated into the package). Your own agents: build FROM this
 # image, COPY them under /app and set RUNPLANE_AGENT_MODULES.
 COPY --chown=root:root schemas ./schemas
