@@ -9,12 +9,13 @@ Construction, ``from_dict`` and decoding all run through ``Record.__post_init__`
 value is a ``WireError`` wherever it comes from.
 
 Speed: constructing records is the executor's hot path (about nine per effect step), so each
-class's checks and its ``to_dict`` are compiled once, on first use, into one straight-line
-function (``_compile_check``, ``_compile_to_dict``). Every field first takes an inline test
-that is true only when the codec's ``check`` would return the value unchanged (an exact
-``str`` that is ASCII, an exact ``int`` in range, …); anything else goes through the very same
-``check`` call with the same path as before, so what is accepted, what is normalised and every
-error message stay those of the codecs.
+class's checks, its ``to_dict`` and its ``from_dict`` are compiled once, on first use, into
+straight-line functions (``_compile_check``, ``_compile_to_dict``, ``_compile_build``). Every
+field first takes an inline test that is true only when the codec's ``check`` would return the
+value unchanged (an exact ``str`` that is ASCII, an exact ``int`` in range, …); anything else
+goes through the very same ``check`` call with the same path as before, so what is accepted,
+what is normalised and every error message stay those of the codecs. ``from_dict`` does the same with ``from_plain``
+(``_build_reference`` is the written-out form; tests hold them together).
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ class Codec:
     accept the value and return ``fast_value`` of it (the value itself unless given) — the
     common case, tested inline with no call; ``None`` means always call ``check``. ``plain``
     builds the expression ``to_plain`` computes. ``canon`` builds the canonical JSON text of
-    ``to_plain(v)`` from the caller's leaf encoders (see ``canonical_encoder``).
+    ``to_plain(v)`` from the caller's leaf encoders (see ``canonical_encoder``). ``unplain``
+    builds (test, value): where test holds, ``from_plain`` would return value without
+    raising; ``None`` means always call ``from_plain`` (or, for primitives, nothing to do).
     """
 
     check: Callable[[Any, str], Any]
@@ -118,6 +121,7 @@ class Codec:
     fast_value: _Src = _same
     plain: _Src = _same
     canon: _Src = _no_canon
+    unplain: Callable[[str, _Source], tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +281,18 @@ def _optional(inner: Codec) -> Codec:
     def canon(v: str, src: _Source) -> str:
         return f"('null' if {v} is None else {inner.canon(v, src)})"
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
+    if inner.from_plain is _from_identity:
+        # None or a plain value, both returned as they are: the identity, which _build skips.
+        from_plain = _from_identity  # type: ignore[assignment]
+
+    inner_unplain = inner.unplain
+    unplain = None
+    if inner_unplain is not None:
+        def unplain(v: str, src: _Source) -> tuple[str, str]:
+            test, value = inner_unplain(v, src)
+            return f"({v} is None or {test})", f"(None if {v} is None else {value})"
+
+    return Codec(check, to_plain, from_plain, fast, _same, plain, canon, unplain)
 
 
 def _array(inner: Codec) -> Codec:
@@ -315,7 +330,13 @@ def _array(inner: Codec) -> Codec:
         x = src.fresh()
         return f"('[' + ','.join([{inner.canon(x, src)} for {x} in {v}]) + ']')"
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
+    unplain = None
+    if inner.from_plain is _from_identity:
+        # A list of plain items: from_plain's tuple of the items unchanged.
+        def unplain(v: str, src: _Source) -> tuple[str, str]:
+            return f"{v}.__class__ is list", f"tuple({v})"
+
+    return Codec(check, to_plain, from_plain, fast, _same, plain, canon, unplain)
 
 
 def _map(inner: Codec) -> Codec:
@@ -362,8 +383,14 @@ def _map(inner: Codec) -> Codec:
         item = inner.canon(f"{v}[{k}]", src)
         return f"('{{' + ','.join([{src.leaves['str']}({k}) + ':' + {item} for {k} in sorted({v})]) + '}}')"
 
+    unplain = None
+    if inner.from_plain is _from_identity:
+        # An exact dict of plain values: from_plain's comprehension is a copy of it.
+        def unplain(v: str, src: _Source) -> tuple[str, str]:
+            return f"{v}.__class__ is dict", f"dict({v})"
+
     return Codec(
-        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, canon
+        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, canon, unplain
     )
 
 
@@ -390,7 +417,14 @@ def _enum(cls: type[enum.StrEnum]) -> Codec:
     def canon(v: str, src: _Source) -> str:
         return f"{src.leaves['str']}({v}._value_)"
 
-    return Codec(check, to_plain, check, fast, _same, plain, canon=canon)
+    # A symbol (exact str) that names a member: cls(v) is that member.
+    members = {m.value: m for m in cls}
+
+    def unplain(v: str, src: _Source) -> tuple[str, str]:
+        table = src.ref(members)
+        return f"({v}.__class__ is str and {v} in {table})", f"{table}[{v}]"
+
+    return Codec(check, to_plain, check, fast, _same, plain, canon, unplain)
 
 
 def _record(cls: type[Record]) -> Codec:
@@ -416,6 +450,9 @@ def _record(cls: type[Record]) -> Codec:
     def canon(v: str, src: _Source) -> str:
         nested = _canonical_source(cls, frozenset(), src)
         return f"{src.ref(nested)}({v})"
+
+    # No test: the nested build raises exactly what _build raises, so the call is the value.
+    # Its path argument is filled in by _compile_build (it knows the field's name).
 
     return Codec(check, to_plain, from_plain, fast, _same, plain, canon)
 
@@ -577,7 +614,58 @@ def _canonical_source(cls: type[Record], exclude: frozenset[str], src: _Source) 
     return fn
 
 
+_BUILDERS: dict[type[Record], Callable[[Any, str], Any]] = {}
+
+
 def _build(cls: type[R], data: Any, path: str) -> R:
+    builder = _BUILDERS.get(cls)
+    if builder is None:
+        builder = _compile_build(cls)
+    record: R = builder(data, path)
+    return record
+
+
+def _compile_build(cls: type[Record]) -> Callable[[Any, str], Any]:
+    """``_build_reference`` for ``cls`` as one function: same checks in the same order, same
+    ``from_plain`` calls (with the same paths) wherever the inline test does not hold."""
+    src = _Source()
+    plan = _plan(cls)
+    name = cls.__name__
+    fail, schema_error = src.ref(_fail), src.ref(SchemaError)
+    lines = [
+        "def build(data, path):",
+        f"    if not isinstance(data, {src.ref(Mapping)}):",
+        f"        raise {fail}(path, {f'an object for {name}'!r}, data)",
+        f"    if not {src.ref(plan.names)}.issuperset(data):",
+        f"        unknown = set(data) - {src.ref(plan.names)}",
+        f"        raise {schema_error}(f'{{path}}: unknown fields {{sorted(map(str, unknown))}} for {name}')",
+        "    kw = {}",
+    ]
+    for field_name, codec in plan.fields:
+        lines += [f"    if {field_name!r} in data:", f"        v = data[{field_name!r}]"]
+        if codec.from_plain is _from_identity:
+            lines.append(f"        kw[{field_name!r}] = v")
+            continue
+        path = f"(path + {'.' + field_name!r} if path else {field_name!r})"
+        call = f"{src.ref(codec.from_plain)}(v, {path})"
+        if codec.unplain is None:
+            lines.append(f"        kw[{field_name!r}] = {call}")
+        else:
+            test, value = codec.unplain("v", src)
+            lines.append(f"        kw[{field_name!r}] = {value} if {test} else {call}")
+    lines += [
+        "    try:",
+        f"        return {src.ref(cls)}(**kw)",
+        "    except TypeError as exc:  # a required field is missing",
+        f"        raise {schema_error}(f'{{path or {src.ref(name)}}}: {{exc}}') from exc",
+    ]
+    builder: Callable[[Any, str], Any] = _compile("\n".join(lines), "build", src)
+    _BUILDERS[cls] = builder
+    return builder
+
+
+def _build_reference(cls: type[R], data: Any, path: str) -> R:
+    """What a compiled builder does, written out (the tests hold the two together)."""
     if not isinstance(data, Mapping):
         raise _fail(path, f"an object for {cls.__name__}", data)
     plan = _plan(cls)
@@ -588,8 +676,7 @@ def _build(cls: type[R], data: Any, path: str) -> R:
     for name, codec in plan.fields:
         if name in data:
             value = data[name]
-            # Primitives need no conversion (the constructor checks them); skipping the call
-            # is most of a decode's Python overhead.
+            # Primitives need no conversion (the constructor checks them).
             kwargs[name] = (
                 value
                 if codec.from_plain is _from_identity
