@@ -14,9 +14,11 @@ wait reads the table before B's row exists.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,21 +27,29 @@ from test_processor import produce_requests, read_all, replies, running, wait_fo
 from test_processor_support import GROUP, MiniAdmission
 
 from runplane.config import Settings
-from runplane.kafka.clients import consumer_config, transactional_producer_config
+from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, run_admitted
+from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.processor import Processor, ProcessorConfig
+from runplane.kafka.txn import TransactionalProducer
 from runplane.runs import read_audit
 from runplane.service import Probe
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
     AdmissionRequest,
+    DeadLetter,
     JournalRecord,
     RunStatus,
     Serde,
+    Signal,
+    StartRun,
     Verdict,
     encode,
 )
+from services.executor.executor import Executor
+from services.executor.settings import ExecutorSettings
+from services.executor.topology import group_id as executor_group
 from services.journal import topology as journal_topo
 from services.journal.handler import AuditOut, JournalIn, PartitionState, on_journal
 from services.journal.loop import AuditLoop
@@ -231,3 +241,104 @@ def test_audit_loop_waits_for_a_zombie_transaction_before_restoring_chain_tips(
     # Without waiting, seq 1 met an empty tip: a false gap, BROKEN and a quarantine Wake.
     assert {a.verdict for a in audits} == {Verdict.VERIFIED}
     assert inbox_wakes(settings) == []
+
+
+# --- the executor ------------------------------------------------------------------------
+
+
+async def _waits_for_go(ctx: StepCtx, input: Any) -> Any:
+    return await ctx.wait_signal("go")
+
+
+def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(settings: Settings) -> None:
+    """B delivered the signal that completed the run and sent its offsets, then stalled. A
+    must restore the *completed* run: restoring the parked one, it would serve the next signal
+    to it and write a second continuation of the chain after B's (two writers of one chain)."""
+    registry = AgentRegistry()
+    spec = registry.register(AgentSpec("waits", _waits_for_go, Durability.REPLAYABLE, None, {}), lint=False)
+    sid = f"r-ez-{uuid.uuid4().hex[:6]}"
+    admitted = run_admitted(sid, capability="waits", admission_key=f"k-{sid}", tenant="default", initiator="u",
+                            input_json="{}", now_ms=1)
+    start = StartRun(session_id=sid, capability="waits", input_json="{}", case_id=None, admission_key=f"k-{sid}",
+                     tenant="default", initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+    rt, parked = Runtime.start(spec, start, now_ms=2)
+    p = partition_for(sid, settings.partitions)
+    setup = TransactionalProducer(transactional_producer_config(settings, f"setup-{settings.instance_id}"))
+    setup.init()
+    setup.begin()
+    for rec in (admitted, *parked.records):
+        setup.produce(settings.topic("journal"), sid.encode(), encode(rec), p)
+    setup.produce(settings.topic("sessions"), sid.encode(), encode(parked.snapshot), p)
+    setup.commit([], None)
+    signal = Signal(session_id=sid, name="go", payload_json="1", sent_ms=3)
+    plain = Producer(producer_config(settings))
+    plain.produce(settings.topic("runs.inbox"), key=sid.encode(), value=encode(signal))
+    plain.flush(10)
+
+    # B: the signal completes the run; records and snapshot produced, offsets sent, B stalls.
+    consumer = Consumer(consumer_config(settings, executor_group(settings), **{"session.timeout.ms": 6000}))
+    consumer.subscribe([settings.topic("runs.inbox")])
+    topic, partition, offset, _ = _take_one(consumer)
+    done = rt.deliver(signal, now_ms=4)
+    assert done.end is RunStatus.COMPLETED
+    zombie = Producer(transactional_producer_config(settings, f"ezombie-{settings.instance_id}"))
+    zombie.init_transactions(60)
+    zombie.begin_transaction()
+    for rec in done.records:
+        zombie.produce(settings.topic("journal"), key=sid.encode(), value=encode(rec), partition=p)
+    zombie.produce(settings.topic("sessions"), key=sid.encode(), value=encode(done.snapshot), partition=p)
+    zombie.send_offsets_to_transaction(
+        [TopicPartition(topic, partition, offset + 1)], consumer.consumer_group_metadata(), 30
+    )
+    zombie.flush(10)
+    consumer.close()
+
+    probe = RestoreSignal()
+    outcome: list[str] = []
+
+    def late_commit() -> None:
+        if not probe.restoring.wait(60):
+            outcome.append("A never restored")
+            return
+        time.sleep(2.0)
+        zombie.commit_transaction(30)
+        outcome.append("committed")
+
+    committer = threading.Thread(target=late_commit, daemon=True)
+    committer.start()
+    executor = Executor(ExecutorSettings(base=settings), registry=registry, tools={}, providers={}, probe=probe)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            asyncio.run(executor.run(stop))
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    try:
+        assert executor.ready.wait(60), "the executor never got its partitions"
+        committer.join(60)
+        assert outcome == ["committed"]
+        again = Signal(session_id=sid, name="go", payload_json="2", sent_ms=5)
+        plain.produce(settings.topic("runs.inbox"), key=sid.encode(), value=encode(again))
+        plain.flush(10)
+        written = 1 + len(parked.records) + len(done.records)
+
+        def answered() -> bool:  # refused (right) or served by a second writer (wrong)
+            if any(isinstance(r, DeadLetter) for _, r in read_all(settings, "deadletter")):
+                return True
+            return sum(1 for k, _ in read_all(settings, "journal") if k == sid) > written
+
+        wait_for("the second signal answered", answered, timeout=45)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        t.join(30)
+    assert not errors, errors
+    seqs = [r.seq for k, r in read_all(settings, "journal") if k == sid and isinstance(r, JournalRecord)]
+    assert seqs == list(range(len(seqs)))  # one writer: no seq written twice
+    (letter,) = [r for _, r in read_all(settings, "deadletter") if isinstance(r, DeadLetter)]
+    assert "already ended" in letter.reason
