@@ -13,6 +13,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from runplane.errors import ConfigError
 
@@ -45,7 +46,14 @@ SERVICE_PORTS: Mapping[str, int] = {
 }
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+# --- reading RUNPLANE_* variables -------------------------------------------------------
+# One set of parsers for every settings object (the platform's here, each service's beside
+# it), so a variable means the same thing to every process: unset and empty both mean "use
+# the default", and a value that does not parse is a ConfigError naming the variable.
+
+
+def env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """``env[name]`` as an integer; ``default`` when unset or empty."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -55,26 +63,51 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
-def _opt(env: Mapping[str, str], name: str) -> str | None:
-    """An optional string setting: unset and empty both mean "not configured"."""
+def env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    """``env[name]`` as a number; ``default`` when unset or empty."""
     raw = env.get(name)
-    return raw if raw else None
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
 
 
-def _upper(raw: str | None) -> str | None:
-    return None if raw is None else raw.upper()
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """``env[name]`` as a flag (1/true/yes/on, 0/false/no/off, any case); ``default`` when
+    unset or empty. Anything else is refused rather than read as either, so a typo cannot
+    silently turn a feature on or off."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
+    if value in _TRUE:
         return True
-    if value in ("0", "false", "no", "off"):
+    if value in _FALSE:
         return False
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+@overload
+def env_str(env: Mapping[str, str], name: str) -> str | None: ...
+@overload
+def env_str(env: Mapping[str, str], name: str, default: str) -> str: ...
+def env_str(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """``env[name]``; ``default`` (None: "not configured") when unset or empty.
+
+    Where an empty value means something of its own (an empty topic prefix), read
+    ``env.get(name, default)`` instead."""
+    raw = env.get(name)
+    return raw if raw else default
+
+
+def _upper(raw: str | None) -> str | None:
+    return None if raw is None else raw.upper()
 
 
 def _modules(raw: str | None) -> tuple[str, ...]:
@@ -165,29 +198,29 @@ class Settings:
         return cls(
             bootstrap_servers=e.get("RUNPLANE_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
             topic_prefix=e.get("RUNPLANE_TOPIC_PREFIX", "runplane."),
-            partitions=_int(e, "RUNPLANE_PARTITIONS", 6),
-            replication_factor=_int(e, "RUNPLANE_REPLICATION_FACTOR", 1),
+            partitions=env_int(e, "RUNPLANE_PARTITIONS", 6),
+            replication_factor=env_int(e, "RUNPLANE_REPLICATION_FACTOR", 1),
             redis_url=e.get("RUNPLANE_REDIS_URL", DEFAULT_REDIS_URL),
-            schema_registry_url=e.get("RUNPLANE_SCHEMA_REGISTRY_URL") or None,
+            schema_registry_url=env_str(e, "RUNPLANE_SCHEMA_REGISTRY_URL"),
             state_dir=Path(e.get("RUNPLANE_STATE_DIR", ".runplane")),
-            instance_id=e.get("RUNPLANE_INSTANCE_ID") or defaults.instance_id,
+            instance_id=env_str(e, "RUNPLANE_INSTANCE_ID", defaults.instance_id),
             http_host=e.get("RUNPLANE_HTTP_HOST", "127.0.0.1"),
             log_level=e.get("RUNPLANE_LOG_LEVEL", "INFO"),
-            kafka_security_protocol=(
-                e.get("RUNPLANE_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT"
+            kafka_security_protocol=env_str(
+                e, "RUNPLANE_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT"
             ).upper(),
-            kafka_sasl_mechanism=_upper(_opt(e, "RUNPLANE_KAFKA_SASL_MECHANISM")),
-            kafka_sasl_username=_opt(e, "RUNPLANE_KAFKA_SASL_USERNAME"),
-            kafka_sasl_password=_opt(e, "RUNPLANE_KAFKA_SASL_PASSWORD"),
-            kafka_ssl_ca_location=_opt(e, "RUNPLANE_KAFKA_SSL_CA_LOCATION"),
-            kafka_ssl_certificate_location=_opt(e, "RUNPLANE_KAFKA_SSL_CERTIFICATE_LOCATION"),
-            kafka_ssl_key_location=_opt(e, "RUNPLANE_KAFKA_SSL_KEY_LOCATION"),
-            kafka_ssl_key_password=_opt(e, "RUNPLANE_KAFKA_SSL_KEY_PASSWORD"),
-            kafka_ssl_endpoint_identification=_bool(
+            kafka_sasl_mechanism=_upper(env_str(e, "RUNPLANE_KAFKA_SASL_MECHANISM")),
+            kafka_sasl_username=env_str(e, "RUNPLANE_KAFKA_SASL_USERNAME"),
+            kafka_sasl_password=env_str(e, "RUNPLANE_KAFKA_SASL_PASSWORD"),
+            kafka_ssl_ca_location=env_str(e, "RUNPLANE_KAFKA_SSL_CA_LOCATION"),
+            kafka_ssl_certificate_location=env_str(e, "RUNPLANE_KAFKA_SSL_CERTIFICATE_LOCATION"),
+            kafka_ssl_key_location=env_str(e, "RUNPLANE_KAFKA_SSL_KEY_LOCATION"),
+            kafka_ssl_key_password=env_str(e, "RUNPLANE_KAFKA_SSL_KEY_PASSWORD"),
+            kafka_ssl_endpoint_identification=env_bool(
                 e, "RUNPLANE_KAFKA_SSL_ENDPOINT_IDENTIFICATION", True
             ),
             agent_modules=_modules(e.get("RUNPLANE_AGENT_MODULES")),
-            initiator=_opt(e, "RUNPLANE_INITIATOR"),
+            initiator=env_str(e, "RUNPLANE_INITIATOR"),
         )
 
     def topic(self, name: str) -> str:
@@ -195,4 +228,4 @@ class Settings:
         return f"{self.topic_prefix}{name}"
 
     def http_port(self, service: str) -> int:
-        return _int(os.environ, f"RUNPLANE_{service.upper()}_PORT", SERVICE_PORTS[service])
+        return env_int(os.environ, f"RUNPLANE_{service.upper()}_PORT", SERVICE_PORTS[service])

@@ -6,19 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runplane.config import Settings
+from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
 from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -67,13 +57,13 @@ class AdmissionSettings:
         d = cls()
         return cls(
             base=base if base is not None else Settings.from_env(e),
-            batch_max=_int(e, "RUNPLANE_ADMISSION_BATCH_MAX", d.batch_max),
-            batch_ms=_int(e, "RUNPLANE_ADMISSION_BATCH_MS", d.batch_ms),
-            max_input_bytes=_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
-            transaction_timeout_ms=_int(
+            batch_max=env_int(e, "RUNPLANE_ADMISSION_BATCH_MAX", d.batch_max),
+            batch_ms=env_int(e, "RUNPLANE_ADMISSION_BATCH_MS", d.batch_ms),
+            max_input_bytes=env_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
+            transaction_timeout_ms=env_int(
                 e, "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
             ),
-            session_timeout_ms=_int(
+            session_timeout_ms=env_int(
                 e, "RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
         )

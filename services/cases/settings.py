@@ -6,18 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runplane.config import Settings
+from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -40,6 +30,6 @@ class CasesSettings:
         d = cls()
         return cls(
             base=base if base is not None else Settings.from_env(e),
-            batch_max=_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
-            batch_ms=_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
+            batch_max=env_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
+            batch_ms=env_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
         )

@@ -6,28 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runplane.config import Settings
+from runplane.config import Settings, env_float, env_int, env_str
 from runplane.errors import ConfigError
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -89,19 +69,19 @@ class ExecutorSettings:
         d = cls()
         return cls(
             base=base if base is not None else Settings.from_env(e),
-            idle_grace_s=_float(e, "RUNPLANE_EXECUTOR_IDLE_GRACE_S", d.idle_grace_s),
-            max_inflight=_int(e, "RUNPLANE_EXECUTOR_MAX_INFLIGHT", d.max_inflight),
-            batch_max=_int(e, "RUNPLANE_EXECUTOR_BATCH_MAX", d.batch_max),
-            batch_ms=_float(e, "RUNPLANE_EXECUTOR_BATCH_MS", d.batch_ms),
-            openai_base_url=e.get("RUNPLANE_OPENAI_BASE_URL") or d.openai_base_url,
-            openai_api_key=e.get("RUNPLANE_OPENAI_API_KEY") or None,
-            openai_model=e.get("RUNPLANE_OPENAI_MODEL") or d.openai_model,
-            billing_url=e.get("RUNPLANE_BILLING_URL") or d.billing_url,
-            transaction_timeout_ms=_int(
+            idle_grace_s=env_float(e, "RUNPLANE_EXECUTOR_IDLE_GRACE_S", d.idle_grace_s),
+            max_inflight=env_int(e, "RUNPLANE_EXECUTOR_MAX_INFLIGHT", d.max_inflight),
+            batch_max=env_int(e, "RUNPLANE_EXECUTOR_BATCH_MAX", d.batch_max),
+            batch_ms=env_float(e, "RUNPLANE_EXECUTOR_BATCH_MS", d.batch_ms),
+            openai_base_url=env_str(e, "RUNPLANE_OPENAI_BASE_URL", d.openai_base_url),
+            openai_api_key=env_str(e, "RUNPLANE_OPENAI_API_KEY"),
+            openai_model=env_str(e, "RUNPLANE_OPENAI_MODEL", d.openai_model),
+            billing_url=env_str(e, "RUNPLANE_BILLING_URL", d.billing_url),
+            transaction_timeout_ms=env_int(
                 e, "RUNPLANE_EXECUTOR_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
             ),
-            session_timeout_ms=_int(
+            session_timeout_ms=env_int(
                 e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
-            call_timeout_s=_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+            call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
         )

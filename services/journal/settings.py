@@ -7,18 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runplane.config import Settings
+from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.errors import ConfigError
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -70,14 +60,16 @@ class JournalSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, base: Settings | None = None) -> JournalSettings:
         e = os.environ if env is None else env
-        readers = e.get("RUNPLANE_JOURNAL_READERS_FILE") or e.get("RUNPLANE_WORKLIST_PRINCIPALS_FILE")
+        readers = env_str(e, "RUNPLANE_JOURNAL_READERS_FILE") or env_str(
+            e, "RUNPLANE_WORKLIST_PRINCIPALS_FILE"
+        )
         return cls(
             base=base or Settings.from_env(e),
-            body_grace_ms=_int(e, "RUNPLANE_JOURNAL_BODY_GRACE_MS", 5_000),
-            batch_max=_int(e, "RUNPLANE_JOURNAL_BATCH_MAX", 500),
-            batch_ms=_int(e, "RUNPLANE_JOURNAL_BATCH_MS", 20),
-            max_hold_ms=_int(e, "RUNPLANE_JOURNAL_MAX_HOLD_MS", 15_000),
+            body_grace_ms=env_int(e, "RUNPLANE_JOURNAL_BODY_GRACE_MS", 5_000),
+            batch_max=env_int(e, "RUNPLANE_JOURNAL_BATCH_MAX", 500),
+            batch_ms=env_int(e, "RUNPLANE_JOURNAL_BATCH_MS", 20),
+            max_hold_ms=env_int(e, "RUNPLANE_JOURNAL_MAX_HOLD_MS", 15_000),
             readers_file=Path(readers) if readers else None,
-            index=e.get("RUNPLANE_JOURNAL_INDEX", "1") not in ("0", "false", "no"),
-            max_scans=_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
+            index=env_bool(e, "RUNPLANE_JOURNAL_INDEX", True),
+            max_scans=env_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
         )

@@ -6,18 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runplane.config import Settings
+from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -54,8 +44,8 @@ class SweeperSettings:
         d = cls()
         return cls(
             base=base if base is not None else Settings.from_env(e),
-            tick_ms=_int(e, "RUNPLANE_SWEEPER_TICK_MS", d.tick_ms),
-            retry_ms=_int(e, "RUNPLANE_SWEEPER_RETRY_MS", d.retry_ms),
-            revalidate_ms=_int(e, "RUNPLANE_SWEEPER_REVALIDATE_MS", d.revalidate_ms),
-            clock_offset_ms=_int(e, "RUNPLANE_SWEEPER_CLOCK_OFFSET_MS", d.clock_offset_ms),
+            tick_ms=env_int(e, "RUNPLANE_SWEEPER_TICK_MS", d.tick_ms),
+            retry_ms=env_int(e, "RUNPLANE_SWEEPER_RETRY_MS", d.retry_ms),
+            revalidate_ms=env_int(e, "RUNPLANE_SWEEPER_REVALIDATE_MS", d.revalidate_ms),
+            clock_offset_ms=env_int(e, "RUNPLANE_SWEEPER_CLOCK_OFFSET_MS", d.clock_offset_ms),
         )

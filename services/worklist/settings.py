@@ -28,19 +28,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from runplane.auth import PRINCIPALS_FILE_ENV
-from runplane.config import Settings
+from runplane.config import Settings, env_int, env_str
 from runplane.errors import ConfigError
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
-
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -106,16 +95,16 @@ class WorklistSettings:
     ) -> WorklistSettings:
         e = os.environ if env is None else env
         d = cls()
-        principals = e.get(PRINCIPALS_FILE_ENV)
+        principals = env_str(e, PRINCIPALS_FILE_ENV)
         return cls(
             base=base if base is not None else Settings.from_env(e),
             principals_file=Path(principals) if principals else None,
-            escalation_role=e.get("RUNPLANE_WORKLIST_ESCALATION_ROLE") or d.escalation_role,
-            wait_ms=_int(e, "RUNPLANE_WORKLIST_WAIT_MS", d.wait_ms),
-            batch_max=_int(e, "RUNPLANE_WORKLIST_BATCH_MAX", d.batch_max),
-            batch_ms=_int(e, "RUNPLANE_WORKLIST_BATCH_MS", d.batch_ms),
-            tick_ms=_int(e, "RUNPLANE_WORKLIST_TICK_MS", d.tick_ms),
-            claim_ttl_s=_int(e, "RUNPLANE_WORKLIST_CLAIM_TTL_S", d.claim_ttl_s),
-            supervisor_role=e.get("RUNPLANE_WORKLIST_SUPERVISOR_ROLE") or d.supervisor_role,
+            escalation_role=env_str(e, "RUNPLANE_WORKLIST_ESCALATION_ROLE", d.escalation_role),
+            wait_ms=env_int(e, "RUNPLANE_WORKLIST_WAIT_MS", d.wait_ms),
+            batch_max=env_int(e, "RUNPLANE_WORKLIST_BATCH_MAX", d.batch_max),
+            batch_ms=env_int(e, "RUNPLANE_WORKLIST_BATCH_MS", d.batch_ms),
+            tick_ms=env_int(e, "RUNPLANE_WORKLIST_TICK_MS", d.tick_ms),
+            claim_ttl_s=env_int(e, "RUNPLANE_WORKLIST_CLAIM_TTL_S", d.claim_ttl_s),
+            supervisor_role=env_str(e, "RUNPLANE_WORKLIST_SUPERVISOR_ROLE", d.supervisor_role),
             public_origin=public_origin(e.get("RUNPLANE_WORKLIST_PUBLIC_ORIGIN")),
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from runplane.config import Settings
+from runplane.config import Settings, env_float, env_int
 from runplane.errors import ConfigError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -81,11 +81,7 @@ class StackConfig:
         if not state_dir.is_absolute():
             state_dir = (root or Path.cwd()) / state_dir
         java_home = e.get("JAVA_HOME")
-        raw_controller = e.get("RUNPLANE_KAFKA_CONTROLLER_PORT")
-        try:
-            controller_port = int(raw_controller) if raw_controller else broker_port + 1
-        except ValueError as exc:
-            raise ConfigError("RUNPLANE_KAFKA_CONTROLLER_PORT must be an integer") from exc
+        controller_port = env_int(e, "RUNPLANE_KAFKA_CONTROLLER_PORT", broker_port + 1)
         return cls(
             state_dir=state_dir.resolve(),
             kafka_host=kafka_host,
@@ -98,7 +94,7 @@ class StackConfig:
             else _find_tools_dir(),
             java=str(Path(java_home) / "bin" / "java") if java_home else "java",
             kafka_heap_opts=e.get("RUNPLANE_KAFKA_HEAP_OPTS", DEFAULT_KAFKA_HEAP_OPTS),
-            start_timeout=float(e.get("RUNPLANE_STACK_START_TIMEOUT", DEFAULT_START_TIMEOUT)),
+            start_timeout=env_float(e, "RUNPLANE_STACK_START_TIMEOUT", DEFAULT_START_TIMEOUT),
         )
 
     # -- derived paths -------------------------------------------------------------------
