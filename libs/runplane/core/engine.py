@@ -57,15 +57,16 @@ gets a new id (``…/operator/<n>``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from runplane.core.agents import AgentSpec, Durability, EffectDecl, Recovery, RetryPolicy, evictable
 from runplane.core.canonical import canonical_json
-from runplane.core.chain import Draft, body_digest, default_label, request_witness, seal
+from runplane.core.chain import body_digest, default_label, record_hash, request_witness
 from runplane.core.ctx import (
     ApprovalExpired,
     CaseConflict,
@@ -80,6 +81,7 @@ from runplane.core.determinism import session_seed
 from runplane.core.labels import at_source, join
 from runplane.errors import CalendarError, TerminalError
 from runplane.wire import (
+    ZERO_HASH,
     CancelDeadline,
     CaseReply,
     CloseTask,
@@ -121,7 +123,16 @@ __all__ = [
     "replay_history",
 ]
 
-Command = OpenTask | CloseTask | GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline | RunStatusUpdate
+Command = (
+    OpenTask
+    | CloseTask
+    | GetCaseState
+    | PutCaseState
+    | RegisterDeadline
+    | MeetDeadline
+    | CancelDeadline
+    | RunStatusUpdate
+)
 Event = Signal | TaskDecision | CaseReply | Wake
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
@@ -130,7 +141,9 @@ _CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"}
 _WALL_UNITS_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
 MAX_BUFFERED_SIGNALS: Final = 256
-_GENERATION_DECL: Final = EffectDecl("generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0)
+_GENERATION_DECL: Final = EffectDecl(
+    "generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0
+)
 
 
 class _Quarantined(TerminalError):
@@ -155,12 +168,27 @@ class Outcome:
             raise ValueError("attempts must be >= 1")
 
     @classmethod
-    def success(cls, value: Any, *, attempts: int = 1, cost: Cost | None = None, label: Label | None = None) -> Outcome:
+    def success(
+        cls, value: Any, *, attempts: int = 1, cost: Cost | None = None, label: Label | None = None
+    ) -> Outcome:
         return cls(ok=True, value=value, attempts=attempts, cost=cost, label=label)
 
     @classmethod
-    def failure(cls, type_: str, message: str, *, retryable: bool = False, attempts: int = 1, cost: Cost | None = None) -> Outcome:
-        return cls(ok=False, error=ErrorInfo(type=type_, message=message, retryable=retryable), attempts=attempts, cost=cost)
+    def failure(
+        cls,
+        type_: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        attempts: int = 1,
+        cost: Cost | None = None,
+    ) -> Outcome:
+        return cls(
+            ok=False,
+            error=ErrorInfo(type=type_, message=message, retryable=retryable),
+            attempts=attempts,
+            cost=cost,
+        )
 
 
 @dataclass(frozen=True)
@@ -227,8 +255,14 @@ class InFlight:
         return (self.family, self.name, self.witness)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"era": self.era, "call_seq": self.call_seq, "family": self.family, "name": self.name,
-                             "witness": self.witness, "recovery": str(self.recovery)}
+        d: dict[str, Any] = {
+            "era": self.era,
+            "call_seq": self.call_seq,
+            "family": self.family,
+            "name": self.name,
+            "witness": self.witness,
+            "recovery": str(self.recovery),
+        }
         # Written only when they say something, so a snapshot with a plain in-flight call reads
         # the same as before doubts were carried.
         if self.origin != f"{self.era}/{self.call_seq}":
@@ -242,15 +276,23 @@ class InFlight:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InFlight:
-        return cls(int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]), str(d["witness"]), Recovery(d["recovery"]),
-                   str(d.get("origin") or ""), int(d.get("asks", 0)))
+        return cls(
+            int(d["era"]),
+            int(d["call_seq"]),
+            str(d["family"]),
+            str(d["name"]),
+            str(d["witness"]),
+            Recovery(d["recovery"]),
+            str(d.get("origin") or ""),
+            int(d.get("asks", 0)),
+        )
 
     @classmethod
     def from_json(cls, text: str) -> InFlight:
         return cls.from_dict(json.loads(text))
 
 
-def _doubts_to_json(doubts: list[InFlight]) -> str | None:
+def _doubts_to_json(doubts: Sequence[InFlight]) -> str | None:
     return canonical_json([d.to_dict() for d in doubts]) if doubts else None
 
 
@@ -287,14 +329,87 @@ class OpenRequest:
         return (self.family, self.name, self.witness) == (effect.family, effect.name, witness)
 
     def to_json(self) -> str:
-        return canonical_json({"kind": self.kind, "ref": self.ref, "era": self.era, "call_seq": self.call_seq, "family": self.family,
-                               "name": self.name, "witness": self.witness, "value": self.value})
+        return canonical_json(
+            {
+                "kind": self.kind,
+                "ref": self.ref,
+                "era": self.era,
+                "call_seq": self.call_seq,
+                "family": self.family,
+                "name": self.name,
+                "witness": self.witness,
+                "value": self.value,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> OpenRequest:
         d = json.loads(text)
-        return cls(str(d["kind"]), str(d["ref"]), int(d["era"]), int(d["call_seq"]), str(d["family"]), str(d["name"]),
-                   str(d["witness"]), d.get("value"))
+        return cls(
+            str(d["kind"]),
+            str(d["ref"]),
+            int(d["era"]),
+            int(d["call_seq"]),
+            str(d["family"]),
+            str(d["name"]),
+            str(d["witness"]),
+            d.get("value"),
+        )
+
+
+class _SnapState(NamedTuple):
+    """What a SessionSnapshot says, captured when a step is flushed (the runtime moves on
+    after it). A plain tuple: capturing it costs a fraction of building the snapshot, which
+    validates every field and encodes the in-flight call; ``build`` does that on demand."""
+
+    session_id: str
+    capability: str
+    status: RunStatus
+    era: int
+    next_seq: int
+    last_hash: str
+    parked_on: ParkedOn | None
+    case_id: str | None
+    admission_key: str
+    tenant: str
+    initiator: str
+    input_json: str
+    checkpoint_json: str | None
+    output_json: str | None
+    error: ErrorInfo | None
+    started_ms: int
+    updated_ms: int
+    in_flight: InFlight | None
+    pending_signals: tuple[Signal, ...]
+    era_started_ms: int
+    open_request: OpenRequest | None
+    doubts: tuple[InFlight, ...]
+
+    def build(self) -> SessionSnapshot:
+        return SessionSnapshot(
+            session_id=self.session_id,
+            capability=self.capability,
+            status=self.status,
+            era=self.era,
+            next_seq=self.next_seq,
+            last_hash=self.last_hash,
+            parked_on=self.parked_on,
+            case_id=self.case_id,
+            admission_key=self.admission_key,
+            tenant=self.tenant,
+            initiator=self.initiator,
+            input_json=self.input_json,
+            checkpoint_json=self.checkpoint_json,
+            output_json=self.output_json,
+            error=self.error,
+            started_ms=self.started_ms,
+            updated_ms=self.updated_ms,
+            in_flight_json=None if self.in_flight is None else self.in_flight.to_json(),
+            pending_signals=self.pending_signals,
+            era_started_ms=self.era_started_ms,
+            open_request_json=None if self.open_request is None else self.open_request.to_json(),
+            doubts_json=_doubts_to_json(self.doubts),
+        )
 
 
 @dataclass(frozen=True)
@@ -307,13 +422,22 @@ class Step:
     results: tuple[ResultEntry, ...]
     commands: tuple[Command, ...]
     live_calls: tuple[LiveCall, ...]
-    snapshot: SessionSnapshot
+    # The run's state as the step left it, from which ``snapshot`` is built on first read:
+    # a SessionSnapshot is validated and carries the in-flight call as canonical JSON, which
+    # a caller that never reads it (a replay, a rejected event) need not pay for.
+    _state: _SnapState = field(repr=False, compare=False)
     parked_on: ParkedOn | None
     end: RunStatus | None
     replayed: int
     rejected: str | None = None
     # Why, as a typed code for metrics, when it is not just "does not apply": "signals_full".
     rejected_kind: str | None = None
+
+    @functools.cached_property
+    def snapshot(self) -> SessionSnapshot:
+        """The run's snapshot after this step (what the executor writes to ``sessions``);
+        built once, on first read, from the state captured when the step was flushed."""
+        return self._state.build()
 
     @property
     def announce_first(self) -> bool:
@@ -333,24 +457,29 @@ class _Wait:
     value: Any = None  # case waits: the OpenRequest's value (a deadline's resolved instant)
 
 
-@dataclass
 class _Out:
-    records: list[JournalRecord] = field(default_factory=list)
-    results: list[ResultEntry] = field(default_factory=list)
-    commands: list[Command] = field(default_factory=list)
-    live: list[LiveCall] = field(default_factory=list)
-    replayed: int = 0
+    """What one step accumulates (two per step: a plain class, not default factories)."""
+
+    __slots__ = ("commands", "live", "records", "replayed", "results")
+
+    def __init__(self) -> None:
+        self.records: list[JournalRecord] = []
+        self.results: list[ResultEntry] = []
+        self.commands: list[Command] = []
+        self.live: list[LiveCall] = []
+        self.replayed = 0
 
 
 _Resolution = tuple[str, Any]  # ("value", v) | ("throw", exc) | ("suspend", None)
 _SUSPEND: Final[_Resolution] = ("suspend", None)
 
 
-@dataclass(frozen=True, slots=True)
-class _Mark:
+class _Mark(NamedTuple):
     """What ``Runtime._dispatch`` may change, taken before it runs so that a handler raising
     halfway can be undone (``Runtime._dispatch_guarded``). Records already sealed are dropped
-    from the step and the chain tip goes back with them: nothing of it was ever emitted."""
+    from the step and the chain tip goes back with them: nothing of it was ever emitted.
+    A tuple, not a frozen dataclass: one is taken per effect, and a frozen dataclass sets its
+    fields one ``object.__setattr__`` at a time."""
 
     cursor: int
     next_seq: int
@@ -370,17 +499,40 @@ class _Mark:
     @classmethod
     def take(cls, rt: Runtime) -> _Mark:
         o = rt._out
-        return cls(rt._cursor, rt._next_seq, rt._last_hash, (len(o.records), len(o.results), len(o.commands), len(o.live)),
-                   rt._status, rt._parked, rt._in_flight, rt._open, rt._waiting, rt._pending_live, tuple(rt._pending),
-                   tuple(rt._doubts), rt._checkpoint_json, rt.clock_ms)
+        return cls(
+            rt._cursor,
+            rt._next_seq,
+            rt._last_hash,
+            (len(o.records), len(o.results), len(o.commands), len(o.live)),
+            rt._status,
+            rt._parked,
+            rt._in_flight,
+            rt._open,
+            rt._waiting,
+            rt._pending_live,
+            tuple(rt._pending),
+            tuple(rt._doubts),
+            rt._checkpoint_json,
+            rt.clock_ms,
+        )
 
     def restore(self, rt: Runtime) -> None:
         o = rt._out
-        for entry in o.results[self.outs[1]:]:
+        for entry in o.results[self.outs[1] :]:
             rt.results.pop((entry.era, entry.call_seq), None)
-        del o.records[self.outs[0]:], o.results[self.outs[1]:], o.commands[self.outs[2]:], o.live[self.outs[3]:]
+        del (
+            o.records[self.outs[0] :],
+            o.results[self.outs[1] :],
+            o.commands[self.outs[2] :],
+            o.live[self.outs[3] :],
+        )
         rt._cursor, rt._next_seq, rt._last_hash = self.cursor, self.next_seq, self.last_hash
-        rt._status, rt._parked, rt._in_flight, rt._open = self.status, self.parked, self.in_flight, self.open
+        rt._status, rt._parked, rt._in_flight, rt._open = (
+            self.status,
+            self.parked,
+            self.in_flight,
+            self.open,
+        )
         rt._waiting, rt._pending_live = self.waiting, self.pending_live
         rt._pending, rt._doubts = list(self.pending), list(self.doubts)
         rt._checkpoint_json, rt.clock_ms = self.checkpoint_json, self.clock_ms
@@ -425,6 +577,10 @@ class Runtime:
         self.started_ms = started_ms
         self.era = era
         self.seed = session_seed(session_id)
+        # The label of every record the engine writes without one of its own.
+        self._label = default_label([f"agent/{spec.capability}"])
+        # at_source labels by (family, name): a Label is immutable, so one per source is shared.
+        self._source_labels: dict[tuple[str, str], Label] = {}
         self.clock_ms = started_ms
         self.restored: Any = None
         self.results: dict[tuple[int, int], ResultEntry] = dict(results)
@@ -454,6 +610,7 @@ class Runtime:
         self._doubts: list[InFlight] = []
         self._verify_only = False
         self._pending_live: LiveCall | None = None
+        self._decoded: tuple[ResultEntry, Any] | None = None  # see _record
         self._era_started_ms = 0  # 0: the era began at started_ms (era 0)
         self._now = started_ms
         self._out = _Out()
@@ -462,7 +619,13 @@ class Runtime:
     # ------------------------------------------------------------------ construction
     @classmethod
     def start(
-        cls, spec: AgentSpec, start: StartRun, *, now_ms: int, calendars: Any = None, tools: Mapping[str, EffectDecl] | None = None
+        cls,
+        spec: AgentSpec,
+        start: StartRun,
+        *,
+        now_ms: int,
+        calendars: Any = None,
+        tools: Mapping[str, EffectDecl] | None = None,
     ) -> tuple[Runtime, Step]:
         """A new run from its StartRun (seq 0 was written by admission; we continue at 1)."""
         rt = cls(
@@ -516,7 +679,13 @@ class Runtime:
 
     @classmethod
     def _from_snapshot(
-        cls, spec: AgentSpec, snapshot: SessionSnapshot, results: Mapping[tuple[int, int], ResultEntry], *, calendars: Any, tools: Mapping[str, EffectDecl] | None
+        cls,
+        spec: AgentSpec,
+        snapshot: SessionSnapshot,
+        results: Mapping[tuple[int, int], ResultEntry],
+        *,
+        calendars: Any,
+        tools: Mapping[str, EffectDecl] | None,
     ) -> Runtime:
         rt = cls(
             spec,
@@ -537,8 +706,14 @@ class Runtime:
         rt._status = snapshot.status
         rt._status_before = snapshot.status
         rt._parked = snapshot.parked_on
-        rt._in_flight = InFlight.from_json(snapshot.in_flight_json) if snapshot.in_flight_json else None
-        rt._open = OpenRequest.from_json(snapshot.open_request_json) if snapshot.open_request_json else None
+        rt._in_flight = (
+            InFlight.from_json(snapshot.in_flight_json) if snapshot.in_flight_json else None
+        )
+        rt._open = (
+            OpenRequest.from_json(snapshot.open_request_json)
+            if snapshot.open_request_json
+            else None
+        )
         rt._doubts = _doubts_from_json(snapshot.doubts_json)
         rt._pending = list(snapshot.pending_signals)
         rt._checkpoint_json = snapshot.checkpoint_json
@@ -552,20 +727,35 @@ class Runtime:
     def _new_era(self, snapshot: SessionSnapshot) -> None:
         old = self.era
         self.era = old + 1
-        self._prior = {key: deque(entries) for key, entries in _side_effect_log(self.results, self.era).items()}
+        self._prior = {
+            key: deque(entries) for key, entries in _side_effect_log(self.results, self.era).items()
+        }
         found, self._in_flight = self._in_flight, None
         if found is not None:
             # The durable fact, journaled before anything of the new era: this announce has no
             # outcome. It joins the doubts carried in the snapshot, so a crash before the new
             # era re-reaches the call cannot turn it into a fresh live call (issue 3).
-            self._emit(JournalKind.EFFECT_IN_DOUBT, era=found.era, call_seq=found.call_seq, family=found.family, name=found.name,
-                       request_witness=found.witness, attrs={"recovery": str(found.recovery), "found": "restore", "origin": found.origin})
+            self._emit(
+                JournalKind.EFFECT_IN_DOUBT,
+                era=found.era,
+                call_seq=found.call_seq,
+                family=found.family,
+                name=found.name,
+                request_witness=found.witness,
+                attrs={"recovery": str(found.recovery), "found": "restore", "origin": found.origin},
+            )
             self._doubts.append(found)
         parked = self._parked
         if parked is not None and parked.kind is ParkKind.OPERATOR:
             # Operator tasks are not carried: the new era runs the call's recovery again (a probe
             # may answer now) and asks anew if it must. The old question is withdrawn.
-            self._out.commands.append(CloseTask(task_id=parked.ref, reason=f"superseded: run restored in era {self.era}", at_ms=self._now))
+            self._out.commands.append(
+                CloseTask(
+                    task_id=parked.ref,
+                    reason=f"superseded: run restored in era {self.era}",
+                    at_ms=self._now,
+                )
+            )
         # The open request (task or case command) stays in ``_open``: the new era adopts it when
         # it issues the same request again (see "Asked once" in the module docstring).
         self._parked = None
@@ -590,7 +780,11 @@ class Runtime:
     @property
     def outstanding(self) -> LiveCall | None:
         """The live call this run waits for (None when parked on something else or idle)."""
-        return None if self._waiting is None or self._waiting.kind not in ("live", "probe") else self._pending_live
+        return (
+            None
+            if self._waiting is None or self._waiting.kind not in ("live", "probe")
+            else self._pending_live
+        )
 
     @property
     def ended(self) -> bool:
@@ -602,29 +796,33 @@ class Runtime:
 
     def snapshot(self) -> SessionSnapshot:
         """The run's current snapshot (what the executor writes to ``sessions``)."""
-        return SessionSnapshot(
-            session_id=self.session_id,
-            capability=self.spec.capability,
-            status=self._status,
-            era=self.era,
-            next_seq=self._next_seq,
-            last_hash=self._last_hash,
-            parked_on=self._parked,
-            case_id=self.case_id,
-            admission_key=self.admission_key,
-            tenant=self.tenant,
-            initiator=self.initiator,
-            input_json=self.input_json,
-            checkpoint_json=self._checkpoint_json,
-            output_json=self._output_json,
-            error=self._error,
-            started_ms=self.started_ms,
-            updated_ms=self._updated_ms,
-            in_flight_json=None if self._in_flight is None else self._in_flight.to_json(),
-            pending_signals=tuple(self._pending),
-            era_started_ms=self._era_started_ms,
-            open_request_json=None if self._open is None else self._open.to_json(),
-            doubts_json=_doubts_to_json(self._doubts),
+        return self._capture().build()
+
+    def _capture(self) -> _SnapState:
+        # Everything captured is immutable or copied: _pending and _doubts change in place.
+        return _SnapState(
+            self.session_id,
+            self.spec.capability,
+            self._status,
+            self.era,
+            self._next_seq,
+            self._last_hash,
+            self._parked,
+            self.case_id,
+            self.admission_key,
+            self.tenant,
+            self.initiator,
+            self.input_json,
+            self._checkpoint_json,
+            self._output_json,
+            self._error,
+            self.started_ms,
+            self._updated_ms,
+            self._in_flight,
+            tuple(self._pending) if self._pending else (),
+            self._era_started_ms,
+            self._open,
+            tuple(self._doubts) if self._doubts else (),
         )
 
     def complete(self, call_seq: int, outcome: Outcome, *, now_ms: int) -> Step:
@@ -638,8 +836,18 @@ class Runtime:
         if wait.kind == "probe":
             self._run(self._probe_done(wait, outcome))
         else:
-            entry = self._record(wait.effect, call_seq, wait.witness, JournalKind.EFFECT_RECORDED, outcome.ok, outcome.value, outcome.error,
-                                 attempts=outcome.attempts, cost=outcome.cost, label=outcome.label)
+            entry = self._record(
+                wait.effect,
+                call_seq,
+                wait.witness,
+                JournalKind.EFFECT_RECORDED,
+                outcome.ok,
+                outcome.value,
+                outcome.error,
+                attempts=outcome.attempts,
+                cost=outcome.cost,
+                label=outcome.label,
+            )
             self._in_flight = None
             self._run(self._resolve(wait.effect, entry))
         return self._flush()
@@ -658,14 +866,23 @@ class Runtime:
         if flight is not None and (flight.era, flight.call_seq) == (self.era, call_seq):
             recovery = flight.recovery
         else:  # pragma: no cover - every live call is announced first (see _live)
-            recovery = wait.decl.effective_recovery if wait.decl is not None else Recovery.REQUIRES_OPERATOR
+            recovery = (
+                wait.decl.effective_recovery
+                if wait.decl is not None
+                else Recovery.REQUIRES_OPERATOR
+            )
         self._waiting = None
         self._pending_live = None
         try:
             resolution = self._in_doubt(wait.effect, call_seq, wait.witness, recovery)
         except Exception as exc:  # as in _dispatch_guarded: never an exception out of the engine
-            self._fail(ErrorInfo(type="InvalidRequest", message=f"in-doubt recovery failed: {type(exc).__name__}: {exc}"[:500],
-                                 retryable=False))
+            self._fail(
+                ErrorInfo(
+                    type="InvalidRequest",
+                    message=f"in-doubt recovery failed: {type(exc).__name__}: {exc}"[:500],
+                    retryable=False,
+                )
+            )
             return self._flush()
         self._run(resolution)
         return self._flush()
@@ -674,7 +891,9 @@ class Runtime:
         """An inbox event for this run: a signal, a task decision, a case reply or a wake."""
         self._begin(now_ms)
         if event.session_id != self.session_id:
-            return self._flush(rejected=f"event for session {event.session_id!r} delivered to {self.session_id!r}")
+            return self._flush(
+                rejected=f"event for session {event.session_id!r} delivered to {self.session_id!r}"
+            )
         if self.ended:
             return self._flush(rejected=f"run already ended ({self._status})")
         if isinstance(event, Signal):
@@ -691,7 +910,9 @@ class Runtime:
                 return self._flush(rejected=problem)
         elif isinstance(event, Wake):
             if event.reason.startswith("quarantine:"):
-                self._quarantine(event.reason.removeprefix("quarantine:").strip() or "quarantined by request")
+                self._quarantine(
+                    event.reason.removeprefix("quarantine:").strip() or "quarantined by request"
+                )
         else:  # pragma: no cover - typed callers cannot get here
             return self._flush(rejected=f"unknown event type {type(event).__name__}")
         return self._flush()
@@ -748,7 +969,13 @@ class Runtime:
                 if self._fault is not None:
                     raise _Quarantined(self._fault)
                 if not isinstance(request, Effect):
-                    self._fail(ErrorInfo(type="TerminalError", message=f"agents may only await StepCtx effects, got {type(request).__name__}", retryable=False))
+                    self._fail(
+                        ErrorInfo(
+                            type="TerminalError",
+                            message=f"agents may only await StepCtx effects, got {type(request).__name__}",
+                            retryable=False,
+                        )
+                    )
                     return
                 resolution = self._dispatch_guarded(request)
         except _Quarantined as q:
@@ -772,8 +999,11 @@ class Runtime:
             raise
         except Exception as exc:
             mark.restore(self)
-            error = ErrorInfo(type="InvalidRequest", message=f"{effect.family}:{effect.name}: {type(exc).__name__}: {exc}"[:500],
-                              retryable=False)
+            error = ErrorInfo(
+                type="InvalidRequest",
+                message=f"{effect.family}:{effect.name}: {type(exc).__name__}: {exc}"[:500],
+                retryable=False,
+            )
             call_seq = mark.cursor
             self._cursor = call_seq + 1
             if self._slot_taken(call_seq) or self._verify_only:
@@ -784,7 +1014,9 @@ class Runtime:
             except (TypeError, ValueError):  # _dispatch answers that itself; belt and braces
                 self._fail(error)
                 return _SUSPEND
-            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error)
+            entry = self._record(
+                effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error
+            )
             return self._resolve(effect, entry)
 
     def take_derived_slot(self, family: str) -> int:
@@ -793,7 +1025,9 @@ class Runtime:
         call_seq = self._cursor
         self._cursor += 1
         if self._fault is None and self._slot_taken(call_seq):
-            self._fault = self._diverged(call_seq, f"{family} (derived, unjournaled)", self._slot_desc(call_seq))
+            self._fault = self._diverged(
+                call_seq, f"{family} (derived, unjournaled)", self._slot_desc(call_seq)
+            )
         return call_seq
 
     def _slot_taken(self, call_seq: int) -> bool:
@@ -824,58 +1058,127 @@ class Runtime:
             return ("throw", EffectError("InvalidRequest", f"request is not canonical JSON: {exc}"))
         entry = self.results.get((self.era, call_seq))
         if entry is not None:
-            if entry.family != effect.family or entry.name != effect.name or entry.request_witness != witness:
-                raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name} (witness {witness[:12]})", self._slot_desc(call_seq)))
+            if (
+                entry.family != effect.family
+                or entry.name != effect.name
+                or entry.request_witness != witness
+            ):
+                raise _Quarantined(
+                    self._diverged(
+                        call_seq,
+                        f"{effect.family}:{effect.name} (witness {witness[:12]})",
+                        self._slot_desc(call_seq),
+                    )
+                )
             self._out.replayed += 1
             self.clock_ms = entry.stamp_ms
             return self._resolve(effect, entry)
         if self._verify_only:
-            raise _Quarantined(f"history ends at era {self.era} call_seq {call_seq}: agent issued {effect.family}:{effect.name}, which was never recorded")
+            raise _Quarantined(
+                f"history ends at era {self.era} call_seq {call_seq}: agent issued {effect.family}:{effect.name}, which was never recorded"
+            )
         flight = self._in_flight
         if flight is not None and flight.era == self.era and flight.call_seq == call_seq:
-            if (flight.family, flight.name, flight.witness) != (effect.family, effect.name, witness):
-                raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name} (witness {witness[:12]})", self._slot_desc(call_seq)))
-            if self._parked is not None and self._parked.kind is ParkKind.OPERATOR and self._parked.call_seq == call_seq:
+            if (flight.family, flight.name, flight.witness) != (
+                effect.family,
+                effect.name,
+                witness,
+            ):
+                raise _Quarantined(
+                    self._diverged(
+                        call_seq,
+                        f"{effect.family}:{effect.name} (witness {witness[:12]})",
+                        self._slot_desc(call_seq),
+                    )
+                )
+            if (
+                self._parked is not None
+                and self._parked.kind is ParkKind.OPERATOR
+                and self._parked.call_seq == call_seq
+            ):
                 self._waiting = _Wait("operator", effect, call_seq, witness, self._decl(effect))
                 return _SUSPEND
             return self._in_doubt(effect, call_seq, witness, flight.recovery)
         parked = self._parked
         if parked is not None and parked.era == self.era and parked.call_seq == call_seq:
             # Rebuilding a parked run: its command was sent when it parked; just wait again.
-            kind = {ParkKind.SIGNAL: "signal", ParkKind.TASK: "approval", ParkKind.CASE_REPLY: "case"}.get(parked.kind, "signal")
-            value = self._open.value if self._open is not None and self._open.ref == parked.ref else None
+            kind = {
+                ParkKind.SIGNAL: "signal",
+                ParkKind.TASK: "approval",
+                ParkKind.CASE_REPLY: "case",
+            }.get(parked.kind, "signal")
+            value = (
+                self._open.value
+                if self._open is not None and self._open.ref == parked.ref
+                else None
+            )
             self._waiting = _Wait(kind, effect, call_seq, witness, value=value)
             return _SUSPEND
         if self._max_slot.get(self.era, -1) > call_seq:
-            raise _Quarantined(self._diverged(call_seq, f"{effect.family}:{effect.name}", "no journaled call (a derived draw) but later calls"))
+            raise _Quarantined(
+                self._diverged(
+                    call_seq,
+                    f"{effect.family}:{effect.name}",
+                    "no journaled call (a derived draw) but later calls",
+                )
+            )
         if self._prior:
             served = self._from_prior_era(effect, call_seq, witness)
             if served is not None:
                 return served
-        doubt = next((d for d in self._doubts if d.key() == (effect.family, effect.name, witness)), None)
+        doubt = next(
+            (d for d in self._doubts if d.key() == (effect.family, effect.name, witness)), None
+        )
         if doubt is not None:
             # An earlier era's call in doubt, asked again: its declared recovery runs before it
             # can be performed. It moves to this slot (still durable: the snapshot's in-flight
             # call, carried again by the next restore) and keeps its origin.
             self._doubts.remove(doubt)
-            self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, doubt.recovery, doubt.origin)
+            self._in_flight = InFlight(
+                self.era,
+                call_seq,
+                effect.family,
+                effect.name,
+                witness,
+                doubt.recovery,
+                doubt.origin,
+            )
             return self._in_doubt(effect, call_seq, witness, doubt.recovery)
         carried = self._open
         if carried is not None and carried.era < self.era and carried.matches(effect, witness):
             return self._adopt(carried, effect, call_seq, witness)
         return _LIVE[effect.op](self, effect, call_seq, witness)
 
-    def _adopt(self, carried: OpenRequest, effect: Effect, call_seq: int, witness: str) -> _Resolution:
+    def _adopt(
+        self, carried: OpenRequest, effect: Effect, call_seq: int, witness: str
+    ) -> _Resolution:
         """The new era asks what an earlier era already asked and nobody answered yet: wait on
         that task / request instead of sending it again (a person is asked once)."""
         if carried.kind == "task":
-            kind, park, status, wait = ParkKind.TASK, f"task:{carried.ref}", RunStatus.AWAITING_HUMAN, "approval"
+            kind, park, status, wait = (
+                ParkKind.TASK,
+                f"task:{carried.ref}",
+                RunStatus.AWAITING_HUMAN,
+                "approval",
+            )
         else:
-            kind, park, status, wait = ParkKind.CASE_REPLY, f"case:{carried.ref}", RunStatus.PARKED, "case"
+            kind, park, status, wait = (
+                ParkKind.CASE_REPLY,
+                f"case:{carried.ref}",
+                RunStatus.PARKED,
+                "case",
+            )
         attrs = {"parked_on": park, "carried_from": f"{carried.era}/{carried.call_seq}"}
         if carried.kind == "task":
             attrs["task_id"] = carried.ref
-        self._emit(JournalKind.RUN_PARKED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness, attrs=attrs)
+        self._emit(
+            JournalKind.RUN_PARKED,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs=attrs,
+        )
         self._park(kind, carried.ref, call_seq, status)
         self._waiting = _Wait(wait, effect, call_seq, witness, value=carried.value)
         return _SUSPEND
@@ -887,9 +1190,15 @@ class Runtime:
 
     def _withdraw_carried(self, reason: str) -> None:
         carried, self._open = self._open, None
-        if carried is not None and carried.kind == "task" and (self._parked is None or self._parked.ref != carried.ref):
+        if (
+            carried is not None
+            and carried.kind == "task"
+            and (self._parked is None or self._parked.ref != carried.ref)
+        ):
             # Nobody waits for this task any more; an unwithdrawn one would sit on the worklist.
-            self._out.commands.append(CloseTask(task_id=carried.ref, reason=reason[:200], at_ms=self._now))
+            self._out.commands.append(
+                CloseTask(task_id=carried.ref, reason=reason[:200], at_ms=self._now)
+            )
 
     def _from_prior_era(self, effect: Effect, call_seq: int, witness: str) -> _Resolution | None:
         if effect.family not in _CROSS_ERA:
@@ -899,18 +1208,56 @@ class Runtime:
             return None
         old = queue.popleft()
         value = json.loads(old.value_json) if old.ok and old.value_json is not None else None
-        entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, old.ok, value, old.error,
-                             attempts=old.attempts, label=old.label, attrs={"reconstructed_from": f"{old.era}/{old.call_seq}"})
+        entry = self._record(
+            effect,
+            call_seq,
+            witness,
+            JournalKind.EFFECT_RECORDED,
+            old.ok,
+            value,
+            old.error,
+            attempts=old.attempts,
+            label=old.label,
+            attrs={"reconstructed_from": f"{old.era}/{old.call_seq}"},
+        )
         return self._resolve(effect, entry)
 
     # ------------------------------------------------------------------ recording
-    def _emit(self, kind: JournalKind, **fields: Any) -> JournalRecord:
-        attrs = fields.pop("attrs", None) or {}
-        label = fields.pop("label", None) or default_label([f"agent/{self.spec.capability}"])
-        era = fields.pop("era", None)
-        era = self.era if era is None else era
-        draft = Draft(session_id=self.session_id, seq=self._next_seq, era=era, kind=kind, stamp_ms=self._now, label=label, attrs=attrs, **fields)
-        record = seal(draft, self._last_hash)
+    def _emit(
+        self,
+        kind: JournalKind,
+        *,
+        call_seq: int | None = None,
+        family: str | None = None,
+        name: str | None = None,
+        request_witness: str | None = None,
+        body_digest: str | None = None,
+        label: Label | None = None,
+        cost: Cost | None = None,
+        attrs: Mapping[str, str] | None = None,
+        era: int | None = None,
+    ) -> JournalRecord:
+        # What chain.seal(Draft(...), last_hash) returns, without the Draft: the record is
+        # built (and validated) once with the placeholder hash, then given the hash of its
+        # canonical bytes, as seal does — record_hash is the one rule for that hash.
+        record = JournalRecord(
+            session_id=self.session_id,
+            seq=self._next_seq,
+            era=self.era if era is None else era,
+            kind=kind,
+            call_seq=call_seq,
+            family=family,
+            name=name,
+            request_witness=request_witness,
+            body_digest=body_digest,
+            stamp_ms=self._now,
+            label=label or self._label,
+            cost=cost,
+            attrs=dict(attrs) if attrs else {},
+            prev_hash=self._last_hash,
+            hash=ZERO_HASH,
+        )
+        object.__setattr__(record, "hash", record_hash(record))
         self._next_seq += 1
         self._last_hash = record.hash
         self._out.records.append(record)
@@ -944,31 +1291,69 @@ class Runtime:
             try:
                 value_json = canonical_json(value)
             except (TypeError, ValueError) as exc:
-                ok, error = False, ErrorInfo(type="NotJsonValue", message=f"result is not canonical JSON: {exc}", retryable=False)
+                ok, error = (
+                    False,
+                    ErrorInfo(
+                        type="NotJsonValue",
+                        message=f"result is not canonical JSON: {exc}",
+                        retryable=False,
+                    ),
+                )
         # The agent sees the decoded canonical value on the first run too, so it cannot tell
         # a fresh serve from a replay (tuples become lists, 2.0 becomes 2, on both paths).
         decoded = json.loads(value_json) if ok and value_json is not None else None
         digest = body_digest(ok, decoded, None if ok else error)
         # Applied at the source; a label the performer supplies can add to it, never lower it.
-        source = at_source(effect.family, effect.name, self.spec.capability)
+        source = self._source_labels.get((effect.family, effect.name))
+        if source is None:
+            source = self._source_labels[(effect.family, effect.name)] = at_source(
+                effect.family, effect.name, self.spec.capability
+            )
         label = source if label is None else join(source, label)
         entry = ResultEntry(
-            session_id=self.session_id, era=era, call_seq=call_seq, family=effect.family, name=effect.name,
-            request_witness=witness, ok=ok, value_json=value_json, error=None if ok else error, stamp_ms=self._now,
-            attempts=attempts, body_digest=digest, label=label,
+            session_id=self.session_id,
+            era=era,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            ok=ok,
+            value_json=value_json,
+            error=None if ok else error,
+            stamp_ms=self._now,
+            attempts=attempts,
+            body_digest=digest,
+            label=label,
         )
         self.results[(era, call_seq)] = entry
         self._out.results.append(entry)
-        self._emit(kind, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   body_digest=digest, cost=cost, label=label, attrs=dict(attrs or {}), era=era)
+        self._emit(
+            kind,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            body_digest=digest,
+            cost=cost,
+            label=label,
+            attrs=attrs,
+            era=era,
+        )
         self.clock_ms = self._now
+        # The value just decoded from value_json, for _resolve to hand over instead of decoding
+        # the same text again. Taken once: only the first serve of this entry gets this object.
+        self._decoded = (entry, decoded)
         return entry
 
     def _resolve(self, effect: Effect, entry: ResultEntry) -> _Resolution:
         if not entry.ok:
             assert entry.error is not None  # the wire validator guarantees it
             return ("throw", _error_from(entry.error))
-        raw = json.loads(entry.value_json) if entry.value_json is not None else None
+        fresh, self._decoded = self._decoded, None
+        if fresh is not None and fresh[0] is entry:
+            raw = fresh[1]
+        else:
+            raw = json.loads(entry.value_json) if entry.value_json is not None else None
         try:
             return ("value", _DECODE.get(effect.op, _identity)(effect, raw))
         except EffectError as exc:
@@ -979,24 +1364,41 @@ class Runtime:
         self._coro = None
         if self._max_slot.get(self.era, -1) >= self._cursor:
             raise_at = self._cursor
-            self._quarantine(f"non-determinism at era {self.era} call_seq {raise_at}: history has {self._slot_desc(raise_at)}, agent returned instead")
+            self._quarantine(
+                f"non-determinism at era {self.era} call_seq {raise_at}: history has {self._slot_desc(raise_at)}, agent returned instead"
+            )
             return
         try:
             self._output_json = canonical_json(output)
         except (TypeError, ValueError) as exc:
-            self._fail(ErrorInfo(type="NotJsonValue", message=f"agent output is not canonical JSON: {exc}", retryable=False))
+            self._fail(
+                ErrorInfo(
+                    type="NotJsonValue",
+                    message=f"agent output is not canonical JSON: {exc}",
+                    retryable=False,
+                )
+            )
             return
         self._status = RunStatus.COMPLETED
         self._clear_waits()
-        self._emit(JournalKind.RUN_COMPLETED, request_witness=None,
-                   attrs={"output_digest": request_witness(json.loads(self._output_json)), **self._unresolved()})
+        self._emit(
+            JournalKind.RUN_COMPLETED,
+            request_witness=None,
+            attrs={
+                "output_digest": request_witness(json.loads(self._output_json)),
+                **self._unresolved(),
+            },
+        )
 
     def _fail(self, error: ErrorInfo) -> None:
         self._close_coro()
         self._status = RunStatus.FAILED
         self._error = error
         self._clear_waits()
-        self._emit(JournalKind.RUN_FAILED, attrs={"error_type": error.type, "reason": error.message[:500], **self._unresolved()})
+        self._emit(
+            JournalKind.RUN_FAILED,
+            attrs={"error_type": error.type, "reason": error.message[:500], **self._unresolved()},
+        )
 
     def _quarantine(self, reason: str) -> None:
         self._close_coro()
@@ -1029,19 +1431,33 @@ class Runtime:
 
     def _flush(self, rejected: str | None = None, rejected_kind: str | None = None) -> Step:
         if self._status != self._status_before:
-            task_id = self._parked.ref if self._parked is not None and self._parked.kind in (ParkKind.TASK, ParkKind.OPERATOR) else None
+            task_id = (
+                self._parked.ref
+                if self._parked is not None
+                and self._parked.kind in (ParkKind.TASK, ParkKind.OPERATOR)
+                else None
+            )
             # seq: where in the chain the status changed — admission orders updates by it, not by
             # the wall clocks of whichever executors owned the run.
-            self._out.commands.append(RunStatusUpdate(admission_key=self.admission_key, run_id=self.session_id, status=self._status, task_id=task_id,
-                                                      updated_ms=self._now, seq=self._next_seq - 1))
+            self._out.commands.append(
+                RunStatusUpdate(
+                    admission_key=self.admission_key,
+                    run_id=self.session_id,
+                    status=self._status,
+                    task_id=task_id,
+                    updated_ms=self._now,
+                    seq=self._next_seq - 1,
+                )
+            )
         out, self._out = self._out, _Out()
+        self._decoded = None  # a value recorded but not served this step is not kept around
         self._status_before = self._status
         return Step(
             records=tuple(out.records),
             results=tuple(out.results),
             commands=tuple(out.commands),
             live_calls=tuple(out.live),
-            snapshot=self.snapshot(),
+            _state=self._capture(),
             parked_on=self._parked,
             end=self._status if self._status in TERMINAL and out.records else None,
             replayed=out.replayed,
@@ -1074,19 +1490,53 @@ class Runtime:
         except ValueError as exc:
             # Recorded, not just raised: a replay must find this slot taken by the same failure.
             error = ErrorInfo(type="InvalidDeclaration", message=str(exc)[:500], retryable=False)
-            return self._resolve(effect, self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error))
+            return self._resolve(
+                effect,
+                self._record(
+                    effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error
+                ),
+            )
         recovery = decl.effective_recovery
-        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"})
-        self._in_flight = InFlight(self.era, call_seq, effect.family, effect.name, witness, recovery)
+        self._emit(
+            JournalKind.EFFECT_ANNOUNCED,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"},
+        )
+        self._in_flight = InFlight(
+            self.era, call_seq, effect.family, effect.name, witness, recovery
+        )
         # Announce-before-act: only a RETRY effect may let the announce ride with its outcome.
-        return self._request_live(effect, call_seq, witness, decl, announce_first=recovery is not Recovery.RETRY)
+        return self._request_live(
+            effect, call_seq, witness, decl, announce_first=recovery is not Recovery.RETRY
+        )
 
-    def _request_live(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl, *, announce_first: bool) -> _Resolution:
-        target = str(effect.request["provider"]) if effect.family == "generation" else str(effect.options.get("tool", effect.name))
-        call = LiveCall(self.session_id, self.era, call_seq, effect.family, effect.name, target, effect.request, witness,
-                        decl.mutating, decl.effective_recovery, decl.retry, decl.timeout_s, announce_first,
-                        self._idempotency_key(effect, call_seq, decl))
+    def _request_live(
+        self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl, *, announce_first: bool
+    ) -> _Resolution:
+        target = (
+            str(effect.request["provider"])
+            if effect.family == "generation"
+            else str(effect.options.get("tool", effect.name))
+        )
+        call = LiveCall(
+            self.session_id,
+            self.era,
+            call_seq,
+            effect.family,
+            effect.name,
+            target,
+            effect.request,
+            witness,
+            decl.mutating,
+            decl.effective_recovery,
+            decl.retry,
+            decl.timeout_s,
+            announce_first,
+            self._idempotency_key(effect, call_seq, decl),
+        )
         self._out.live.append(call)
         self._pending_live = call
         self._waiting = _Wait("live", effect, call_seq, witness, decl)
@@ -1107,14 +1557,22 @@ class Runtime:
         origin = flight.origin if here and flight is not None else f"{self.era}/{call_seq}"
         return f"{self.session_id}/{origin}"
 
-    def _in_doubt(self, effect: Effect, call_seq: int, witness: str, recovery: Recovery) -> _Resolution:
+    def _in_doubt(
+        self, effect: Effect, call_seq: int, witness: str, recovery: Recovery
+    ) -> _Resolution:
         decl = self._decl(effect)
         attrs = {"recovery": str(recovery)}
         flight = self._in_flight
         if flight is not None and flight.origin != f"{self.era}/{call_seq}":
             attrs["origin"] = flight.origin  # carried from an earlier era's announce
-        self._emit(JournalKind.EFFECT_IN_DOUBT, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs=attrs)
+        self._emit(
+            JournalKind.EFFECT_IN_DOUBT,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs=attrs,
+        )
         if recovery is Recovery.RETRY:
             # The announce is already durable; repeating is safe by declaration.
             return self._request_live(effect, call_seq, witness, decl, announce_first=False)
@@ -1127,13 +1585,38 @@ class Runtime:
         # The probe is called like the tool it checks: same args, same idempotency key, so a
         # peer can look the call up by key (billing: GET /charges/{idempotency_key}).
         key = self._idempotency_key(effect, call_seq, decl)
-        request = {"tool": decl.probe, "args": effect.request.get("args"), "idempotency_key": key, "probe_for": effect.name}
+        request = {
+            "tool": decl.probe,
+            "args": effect.request.get("args"),
+            "idempotency_key": key,
+            "probe_for": effect.name,
+        }
         probe_witness = request_witness(request)
         name = f"tool://{decl.probe}"
-        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family="probe", name=name, request_witness=probe_witness,
-                   attrs={"probe_for": effect.name})
-        call = LiveCall(self.session_id, self.era, call_seq, "probe", name, decl.probe, request, probe_witness,
-                        False, Recovery.RETRY, decl.retry, decl.timeout_s, False, key)
+        self._emit(
+            JournalKind.EFFECT_ANNOUNCED,
+            call_seq=call_seq,
+            family="probe",
+            name=name,
+            request_witness=probe_witness,
+            attrs={"probe_for": effect.name},
+        )
+        call = LiveCall(
+            self.session_id,
+            self.era,
+            call_seq,
+            "probe",
+            name,
+            decl.probe,
+            request,
+            probe_witness,
+            False,
+            Recovery.RETRY,
+            decl.retry,
+            decl.timeout_s,
+            False,
+            key,
+        )
         self._out.live.append(call)
         self._pending_live = call
         self._waiting = _Wait("probe", effect, call_seq, witness, decl)
@@ -1150,23 +1633,47 @@ class Runtime:
             value = outcome.value
             if value is None:
                 applied = False
-            elif isinstance(value, Mapping) and isinstance(value.get("applied"), bool) and set(value) <= {"applied", "result"}:
+            elif (
+                isinstance(value, Mapping)
+                and isinstance(value.get("applied"), bool)
+                and set(value) <= {"applied", "result"}
+            ):
                 applied, result = bool(value["applied"]), value.get("result")
             else:
                 applied, result = True, value
-        self._emit(JournalKind.EFFECT_RECORDED, call_seq=wait.call_seq, family="probe", name=f"tool://{wait.decl.probe}",
-                   attrs={"applied": "unknown" if applied is None else str(applied).lower(), "probe_for": wait.effect.name})
+        self._emit(
+            JournalKind.EFFECT_RECORDED,
+            call_seq=wait.call_seq,
+            family="probe",
+            name=f"tool://{wait.decl.probe}",
+            attrs={
+                "applied": "unknown" if applied is None else str(applied).lower(),
+                "probe_for": wait.effect.name,
+            },
+        )
         if applied is True:
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, result, None,
-                                 attrs={"reconciled": "applied"})
+            entry = self._record(
+                wait.effect,
+                wait.call_seq,
+                wait.witness,
+                JournalKind.EFFECT_RECORDED,
+                True,
+                result,
+                None,
+                attrs={"reconciled": "applied"},
+            )
             self._in_flight = None
             return self._resolve(wait.effect, entry)
         if applied is False:
             # The peer says it never happened: performing it now is the first application.
-            return self._request_live(wait.effect, wait.call_seq, wait.witness, wait.decl, announce_first=False)
+            return self._request_live(
+                wait.effect, wait.call_seq, wait.witness, wait.decl, announce_first=False
+            )
         return self._open_operator_task(wait.effect, wait.call_seq, wait.witness, wait.decl)
 
-    def _open_operator_task(self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl) -> _Resolution:
+    def _open_operator_task(
+        self, effect: Effect, call_seq: int, witness: str, decl: EffectDecl
+    ) -> _Resolution:
         task_id = f"{self.session_id}/{self.era}/{call_seq}/operator"
         flight = self._in_flight
         if flight is not None and (flight.era, flight.call_seq) == (self.era, call_seq):
@@ -1175,16 +1682,39 @@ class Runtime:
             if flight.asks:
                 task_id = f"{task_id}/{flight.asks}"
             self._in_flight = replace(flight, asks=flight.asks + 1)
-        question = (f"Did {effect.name} (call {call_seq} of run {self.session_id}) take effect? APPROVED = it happened "
-                    "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed.")
-        self._out.commands.append(OpenTask(
-            task_id=task_id, session_id=self.session_id, era=self.era, call_seq=call_seq, kind=TaskKind.OPERATOR,
-            question=question, answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
-            case_id=self.case_id, capability=self.spec.capability, role="operator", approvals=1, initiator=self.initiator,
-            expires_ms=None, on_expiry=ExpiryPolicy.ESCALATE, allow_unattended=False, escalate_to=None, opened_ms=self._now,
-        ))
-        self._emit(JournalKind.TASK_OPENED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"task_id": task_id, "kind": "OPERATOR"})
+        question = (
+            f"Did {effect.name} (call {call_seq} of run {self.session_id}) take effect? APPROVED = it happened "
+            "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed."
+        )
+        self._out.commands.append(
+            OpenTask(
+                task_id=task_id,
+                session_id=self.session_id,
+                era=self.era,
+                call_seq=call_seq,
+                kind=TaskKind.OPERATOR,
+                question=question,
+                answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
+                case_id=self.case_id,
+                capability=self.spec.capability,
+                role="operator",
+                approvals=1,
+                initiator=self.initiator,
+                expires_ms=None,
+                on_expiry=ExpiryPolicy.ESCALATE,
+                allow_unattended=False,
+                escalate_to=None,
+                opened_ms=self._now,
+            )
+        )
+        self._emit(
+            JournalKind.TASK_OPENED,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs={"task_id": task_id, "kind": "OPERATOR"},
+        )
         self._park(ParkKind.OPERATOR, task_id, call_seq, RunStatus.AWAITING_HUMAN)
         self._waiting = _Wait("operator", effect, call_seq, witness, decl)
         return _SUSPEND
@@ -1202,14 +1732,26 @@ class Runtime:
         try:
             value = fn()
         except Exception as exc:
-            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, _error_info(exc))
+            entry = self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                False,
+                None,
+                _error_info(exc),
+            )
         else:
-            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, value, None)
+            entry = self._record(
+                effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, value, None
+            )
         return self._resolve(effect, entry)
 
     def _checkpoint(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
         state = effect.request["state"]
-        entry = self._record(effect, call_seq, witness, JournalKind.CHECKPOINT_REPORTED, True, state, None)
+        entry = self._record(
+            effect, call_seq, witness, JournalKind.CHECKPOINT_REPORTED, True, state, None
+        )
         if entry.ok:
             self._checkpoint_json = entry.value_json
         return self._resolve(effect, entry)
@@ -1220,17 +1762,29 @@ class Runtime:
                 del self._pending[i]
                 return self._resolve(effect, self._record_signal(effect, call_seq, witness, signal))
         self._park(ParkKind.SIGNAL, effect.name, call_seq, RunStatus.PARKED)
-        self._emit(JournalKind.RUN_PARKED, call_seq=call_seq, attrs={"parked_on": f"signal:{effect.name}"})
+        self._emit(
+            JournalKind.RUN_PARKED, call_seq=call_seq, attrs={"parked_on": f"signal:{effect.name}"}
+        )
         self._waiting = _Wait("signal", effect, call_seq, witness)
         return _SUSPEND
 
-    def _record_signal(self, effect: Effect, call_seq: int, witness: str, signal: Signal) -> ResultEntry:
+    def _record_signal(
+        self, effect: Effect, call_seq: int, witness: str, signal: Signal
+    ) -> ResultEntry:
         try:
             payload = json.loads(signal.payload_json)
         except ValueError:
             payload = signal.payload_json  # not JSON: delivered as the raw text
-        return self._record(effect, call_seq, witness, JournalKind.SIGNAL_RECEIVED, True, payload, None,
-                            attrs={"signal": signal.name})
+        return self._record(
+            effect,
+            call_seq,
+            witness,
+            JournalKind.SIGNAL_RECEIVED,
+            True,
+            payload,
+            None,
+            attrs={"signal": signal.name},
+        )
 
     def _approval(self, effect: Effect, call_seq: int, witness: str) -> _Resolution:
         req = effect.request
@@ -1240,17 +1794,48 @@ class Runtime:
             answer_json = canonical_json(req["answer"])
         except (TypeError, ValueError) as exc:
             return ("throw", EffectError("InvalidRequest", str(exc)))
-        self._out.commands.append(OpenTask(
-            task_id=task_id, session_id=self.session_id, era=self.era, call_seq=call_seq, kind=TaskKind.APPROVAL,
-            question=str(req["question"]), answer_json=answer_json, case_id=self.case_id, capability=self.spec.capability,
-            role=str(req["role"]), approvals=int(req["approvals"]), initiator=self.initiator, expires_ms=expires,
-            on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()), allow_unattended=bool(req["allow_unattended"]),
-            escalate_to=req.get("escalate_to"), opened_ms=self._now,
-        ))
-        self._emit(JournalKind.TASK_OPENED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])})
+        self._out.commands.append(
+            OpenTask(
+                task_id=task_id,
+                session_id=self.session_id,
+                era=self.era,
+                call_seq=call_seq,
+                kind=TaskKind.APPROVAL,
+                question=str(req["question"]),
+                answer_json=answer_json,
+                case_id=self.case_id,
+                capability=self.spec.capability,
+                role=str(req["role"]),
+                approvals=int(req["approvals"]),
+                initiator=self.initiator,
+                expires_ms=expires,
+                on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()),
+                allow_unattended=bool(req["allow_unattended"]),
+                escalate_to=req.get("escalate_to"),
+                opened_ms=self._now,
+            )
+        )
+        self._emit(
+            JournalKind.TASK_OPENED,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs={"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])},
+        )
         unattended_ok = req["on_expiry"] == "proceed" and bool(req["allow_unattended"])
-        self._set_open(OpenRequest("task", task_id, self.era, call_seq, effect.family, effect.name, witness, {"unattended_ok": unattended_ok}))
+        self._set_open(
+            OpenRequest(
+                "task",
+                task_id,
+                self.era,
+                call_seq,
+                effect.family,
+                effect.name,
+                witness,
+                {"unattended_ok": unattended_ok},
+            )
+        )
         self._park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
         self._waiting = _Wait("approval", effect, call_seq, witness)
         return _SUSPEND
@@ -1260,24 +1845,58 @@ class Runtime:
             return ("throw", EffectError("NoCase", f"run {self.session_id} belongs to no case"))
         request_id = f"{self.session_id}/{self.era}/{call_seq}"
         if effect.op == "case_get":
-            command: Command = GetCaseState(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq)
+            command: Command = GetCaseState(
+                case_id=self.case_id,
+                request_id=request_id,
+                reply_to=self.session_id,
+                era=self.era,
+                call_seq=call_seq,
+            )
         else:
             try:
                 state_json = canonical_json(effect.request["state"])
             except (TypeError, ValueError) as exc:
                 return ("throw", EffectError("InvalidRequest", str(exc)))
-            command = PutCaseState(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq,
-                                   expected_version=int(effect.request["expected_version"]), state_json=state_json)
+            command = PutCaseState(
+                case_id=self.case_id,
+                request_id=request_id,
+                reply_to=self.session_id,
+                era=self.era,
+                call_seq=call_seq,
+                expected_version=int(effect.request["expected_version"]),
+                state_json=state_json,
+            )
         return self._ask_case(effect, call_seq, witness, command)
 
-    def _ask_case(self, effect: Effect, call_seq: int, witness: str, command: Command, value: Any = None) -> _Resolution:
+    def _ask_case(
+        self, effect: Effect, call_seq: int, witness: str, command: Command, value: Any = None
+    ) -> _Resolution:
         """Send a case command with ``reply_to`` = this session and park until its CaseReply
         (request id ``<session>/<era>/<call_seq>``); the reply is journaled as the result."""
-        assert isinstance(command, (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline))
+        assert isinstance(
+            command, (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+        )
         self._out.commands.append(command)
-        self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=call_seq, family=effect.family, name=effect.name, request_witness=witness,
-                   attrs={"request_id": command.request_id, "case_id": command.case_id})
-        self._set_open(OpenRequest("case", command.request_id, self.era, call_seq, effect.family, effect.name, witness, value))
+        self._emit(
+            JournalKind.EFFECT_ANNOUNCED,
+            call_seq=call_seq,
+            family=effect.family,
+            name=effect.name,
+            request_witness=witness,
+            attrs={"request_id": command.request_id, "case_id": command.case_id},
+        )
+        self._set_open(
+            OpenRequest(
+                "case",
+                command.request_id,
+                self.era,
+                call_seq,
+                effect.family,
+                effect.name,
+                witness,
+                value,
+            )
+        )
         self._park(ParkKind.CASE_REPLY, command.request_id, call_seq, RunStatus.PARKED)
         self._waiting = _Wait("case", effect, call_seq, witness, value=value)
         return _SUSPEND
@@ -1291,21 +1910,55 @@ class Runtime:
         request_id = f"{self.session_id}/{self.era}/{call_seq}"
         if effect.op != "deadline":
             make = MeetDeadline if effect.op == "deadline_meet" else CancelDeadline
-            command = make(case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq, name=str(req["name"]))
+            command = make(
+                case_id=self.case_id,
+                request_id=request_id,
+                reply_to=self.session_id,
+                era=self.era,
+                call_seq=call_seq,
+                name=str(req["name"]),
+            )
             return self._ask_case(effect, call_seq, witness, command)
         try:
-            due, digest = self._calendar_lookup().resolve(str(req["calendar"]), req["rule"], self.clock_ms)
-            warn = None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
+            due, digest = self._calendar_lookup().resolve(
+                str(req["calendar"]), req["rule"], self.clock_ms
+            )
+            warn = (
+                None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
+            )
         except CalendarError as exc:
-            entry = self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, _error_info(exc))
+            entry = self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                False,
+                None,
+                _error_info(exc),
+            )
             return self._resolve(effect, entry)
         # Resolved once, here: the instant rides in the OpenRequest until the reply comes, so a
         # rebuilt run journals what was sent even if the calendar changed meanwhile.
-        value = {"due_ms": due, "warn_ms": warn, "calendar": req["calendar"], "calendar_digest": digest}
+        value = {
+            "due_ms": due,
+            "warn_ms": warn,
+            "calendar": req["calendar"],
+            "calendar_digest": digest,
+        }
         register = RegisterDeadline(
-            case_id=self.case_id, request_id=request_id, reply_to=self.session_id, era=self.era, call_seq=call_seq, name=str(req["name"]),
-            due_ms=due, warn_ms=warn, calendar=str(req["calendar"]), calendar_digest=digest, rule_json=canonical_json(req["rule"]),
-            on_breach=req["on_breach"], tenant=self.tenant,  # the follow-up on a breach runs for this tenant
+            case_id=self.case_id,
+            request_id=request_id,
+            reply_to=self.session_id,
+            era=self.era,
+            call_seq=call_seq,
+            name=str(req["name"]),
+            due_ms=due,
+            warn_ms=warn,
+            calendar=str(req["calendar"]),
+            calendar_digest=digest,
+            rule_json=canonical_json(req["rule"]),
+            on_breach=req["on_breach"],
+            tenant=self.tenant,  # the follow-up on a breach runs for this tenant
         )
         return self._ask_case(effect, call_seq, witness, register, value)
 
@@ -1337,11 +1990,26 @@ class Runtime:
     def _on_decision(self, decision: TaskDecision) -> str | None:
         wait = self._waiting
         parked = self._parked
-        waited = wait is not None and parked is not None and parked.ref == decision.task_id and wait.kind in ("approval", "operator")
-        carried = self._open if self._open is not None and self._open.kind == "task" and self._open.ref == decision.task_id else None
+        waited = (
+            wait is not None
+            and parked is not None
+            and parked.ref == decision.task_id
+            and wait.kind in ("approval", "operator")
+        )
+        carried = (
+            self._open
+            if self._open is not None
+            and self._open.kind == "task"
+            and self._open.ref == decision.task_id
+            else None
+        )
         if not waited and carried is None:
             return f"no open task {decision.task_id!r} for this run"
-        required = int(wait.effect.request["approvals"]) if waited and wait is not None and wait.kind == "approval" else 1
+        required = (
+            int(wait.effect.request["approvals"])
+            if waited and wait is not None and wait.kind == "approval"
+            else 1
+        )
         problem = decision_identity_problem(decision, initiator=self.initiator, approvals=required)
         if problem is not None:
             return problem  # rejected: the executor dead-letters it with this reason
@@ -1357,11 +2025,21 @@ class Runtime:
             return self._decide_approval(wait, decision, attrs)
         return self._decide_operator(wait, decision, attrs)
 
-    def _escalated(self, decision: TaskDecision, wait: _Wait | None, carried: OpenRequest | None, attrs: dict[str, str]) -> None:
+    def _escalated(
+        self,
+        decision: TaskDecision,
+        wait: _Wait | None,
+        carried: OpenRequest | None,
+        attrs: dict[str, str],
+    ) -> None:
         """The worklist reopened the task for another role; the run keeps waiting on the same
         task. Journaled (TASK_DECIDED outcome ESCALATED, then RUN_PARKED on that task) so the
         chain shows why the run still waits and who it waits for now."""
-        declared = wait.effect.request.get("escalate_to") if wait is not None and isinstance(wait.effect.request, Mapping) else None
+        declared = (
+            wait.effect.request.get("escalate_to")
+            if wait is not None and isinstance(wait.effect.request, Mapping)
+            else None
+        )
         # The TaskDecision names no role; without a declared one it is the deployment's default.
         attrs["escalate_to"] = str(declared) if declared else "deployment-default"
         if decision.comment:
@@ -1369,13 +2047,30 @@ class Runtime:
         if wait is None:
             assert carried is not None
             attrs["carried_from"] = f"{carried.era}/{carried.call_seq}"
-            self._emit(JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs)
+            self._emit(
+                JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs
+            )
             return
-        self._emit(JournalKind.TASK_DECIDED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name, attrs=attrs)
-        self._emit(JournalKind.RUN_PARKED, call_seq=wait.call_seq,
-                   attrs={"parked_on": f"task:{decision.task_id}", "task_id": decision.task_id, "escalated": "true"})
+        self._emit(
+            JournalKind.TASK_DECIDED,
+            call_seq=wait.call_seq,
+            family=wait.effect.family,
+            name=wait.effect.name,
+            attrs=attrs,
+        )
+        self._emit(
+            JournalKind.RUN_PARKED,
+            call_seq=wait.call_seq,
+            attrs={
+                "parked_on": f"task:{decision.task_id}",
+                "task_id": decision.task_id,
+                "escalated": "true",
+            },
+        )
 
-    def _early_decision(self, carried: OpenRequest, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+    def _early_decision(
+        self, carried: OpenRequest, decision: TaskDecision, attrs: dict[str, str]
+    ) -> str | None:
         """A decision on a task carried from an earlier era, before the new era has asked again:
         journal it at the task's own slot; the side-effect log serves it when the era asks."""
         if decision.outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
@@ -1388,14 +2083,36 @@ class Runtime:
         self._record_early(carried, effect, JournalKind.TASK_DECIDED, ok, value, error, attrs)
         return None
 
-    def _record_early(self, carried: OpenRequest, effect: Effect, kind: JournalKind, ok: bool, value: Any,
-                      error: ErrorInfo | None, attrs: Mapping[str, str]) -> None:
+    def _record_early(
+        self,
+        carried: OpenRequest,
+        effect: Effect,
+        kind: JournalKind,
+        ok: bool,
+        value: Any,
+        error: ErrorInfo | None,
+        attrs: Mapping[str, str],
+    ) -> None:
         clock = self.clock_ms  # the agent is suspended elsewhere: its logical clock does not move
-        entry = self._record(effect, carried.call_seq, carried.witness, kind, ok, value, error, attrs=attrs, era=carried.era)
+        entry = self._record(
+            effect,
+            carried.call_seq,
+            carried.witness,
+            kind,
+            ok,
+            value,
+            error,
+            attrs=attrs,
+            era=carried.era,
+        )
         self.clock_ms = clock
-        self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(entry)
+        self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(
+            entry
+        )
 
-    def _decide_approval(self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+    def _decide_approval(
+        self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]
+    ) -> str | None:
         outcome = decision.outcome
         req = wait.effect.request
         if outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
@@ -1405,38 +2122,95 @@ class Runtime:
         self._open = None
         self._unpark()
         ok, value, error = _approval_result(decision, unattended_ok)
-        entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.TASK_DECIDED, ok, value, error, attrs=attrs)
+        entry = self._record(
+            wait.effect,
+            wait.call_seq,
+            wait.witness,
+            JournalKind.TASK_DECIDED,
+            ok,
+            value,
+            error,
+            attrs=attrs,
+        )
         self._run(self._resolve(wait.effect, entry))
         return None
 
-    def _decide_operator(self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]) -> str | None:
+    def _decide_operator(
+        self, wait: _Wait, decision: TaskDecision, attrs: dict[str, str]
+    ) -> str | None:
         """Operator verdict on a call in doubt: APPROVED = it happened (comment: its result
         as JSON, or null); RETRY = perform it again; ABANDON/REJECTED = record it failed."""
         outcome = decision.outcome
-        if outcome not in (DecisionOutcome.APPROVED, DecisionOutcome.RETRY, DecisionOutcome.ABANDON, DecisionOutcome.REJECTED):
+        if outcome not in (
+            DecisionOutcome.APPROVED,
+            DecisionOutcome.RETRY,
+            DecisionOutcome.ABANDON,
+            DecisionOutcome.REJECTED,
+        ):
             return f"{outcome} is not an operator verdict"
         self._waiting = None
         self._unpark()
-        self._emit(JournalKind.TASK_DECIDED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name, attrs=attrs)
+        self._emit(
+            JournalKind.TASK_DECIDED,
+            call_seq=wait.call_seq,
+            family=wait.effect.family,
+            name=wait.effect.name,
+            attrs=attrs,
+        )
         decl = wait.decl or self._decl(wait.effect)
         if outcome is DecisionOutcome.RETRY:
             # Announced again, and durable before the call is performed: if the process dies
             # after the act, the restored run finds the call in doubt (and asks again) instead
             # of re-reading the verdict from the inbox and performing it once more.
-            self._emit(JournalKind.EFFECT_ANNOUNCED, call_seq=wait.call_seq, family=wait.effect.family, name=wait.effect.name,
-                       request_witness=wait.witness, attrs={"recovery": str(decl.effective_recovery), "verdict": "retry",
-                                                            "mutating": "true" if decl.mutating else "false"})
-            self._run(self._request_live(wait.effect, wait.call_seq, wait.witness, decl, announce_first=True))
+            self._emit(
+                JournalKind.EFFECT_ANNOUNCED,
+                call_seq=wait.call_seq,
+                family=wait.effect.family,
+                name=wait.effect.name,
+                request_witness=wait.witness,
+                attrs={
+                    "recovery": str(decl.effective_recovery),
+                    "verdict": "retry",
+                    "mutating": "true" if decl.mutating else "false",
+                },
+            )
+            self._run(
+                self._request_live(
+                    wait.effect, wait.call_seq, wait.witness, decl, announce_first=True
+                )
+            )
             return None
         if outcome is DecisionOutcome.APPROVED:
             try:
                 value = json.loads(decision.comment) if decision.comment.strip() else None
             except ValueError:
                 value = decision.comment
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, True, value, None, attrs={"verdict": "applied"})
+            entry = self._record(
+                wait.effect,
+                wait.call_seq,
+                wait.witness,
+                JournalKind.EFFECT_RECORDED,
+                True,
+                value,
+                None,
+                attrs={"verdict": "applied"},
+            )
         else:
-            error = ErrorInfo(type="EffectAbandoned", message=decision.comment or f"operator abandoned {wait.effect.name}", retryable=False)
-            entry = self._record(wait.effect, wait.call_seq, wait.witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs={"verdict": "abandoned"})
+            error = ErrorInfo(
+                type="EffectAbandoned",
+                message=decision.comment or f"operator abandoned {wait.effect.name}",
+                retryable=False,
+            )
+            entry = self._record(
+                wait.effect,
+                wait.call_seq,
+                wait.witness,
+                JournalKind.EFFECT_RECORDED,
+                False,
+                None,
+                error,
+                attrs={"verdict": "abandoned"},
+            )
         self._in_flight = None
         self._run(self._resolve(wait.effect, entry))
         return None
@@ -1444,54 +2218,146 @@ class Runtime:
     def _on_case_reply(self, reply: CaseReply) -> str | None:
         wait = self._waiting
         parked = self._parked
-        if wait is not None and wait.kind == "case" and parked is not None and parked.ref == reply.request_id:
+        if (
+            wait is not None
+            and wait.kind == "case"
+            and parked is not None
+            and parked.ref == reply.request_id
+        ):
             self._waiting = None
             self._open = None
             self._unpark()
-            entry = self._record_case_reply(wait.effect, wait.call_seq, wait.witness, wait.value, reply)
+            entry = self._record_case_reply(
+                wait.effect, wait.call_seq, wait.witness, wait.value, reply
+            )
             self._run(self._resolve(wait.effect, entry))
             return None
         carried = self._open
-        if carried is not None and carried.kind == "case" and carried.ref == reply.request_id and carried.era < self.era:
+        if (
+            carried is not None
+            and carried.kind == "case"
+            and carried.ref == reply.request_id
+            and carried.era < self.era
+        ):
             # Answered before the new era asked again: journal it at its own slot (see _early_decision).
             op = _CASE_OPS.get(reply.op)
             if op is None:
                 return f"case reply op {reply.op!r} is not a run's case command"
             self._open = None
             clock = self.clock_ms
-            entry = self._record_case_reply(Effect(carried.family, carried.name, None, op), carried.call_seq, carried.witness,
-                                            carried.value, reply, era=carried.era)
+            entry = self._record_case_reply(
+                Effect(carried.family, carried.name, None, op),
+                carried.call_seq,
+                carried.witness,
+                carried.value,
+                reply,
+                era=carried.era,
+            )
             self.clock_ms = clock
-            self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(entry)
+            self._prior.setdefault((carried.family, carried.name, carried.witness), deque()).append(
+                entry
+            )
             return None
         return f"no case request {reply.request_id!r} outstanding for this run"
 
-    def _record_case_reply(self, effect: Effect, call_seq: int, witness: str, value: Any, reply: CaseReply, *, era: int | None = None) -> ResultEntry:
+    def _record_case_reply(
+        self,
+        effect: Effect,
+        call_seq: int,
+        witness: str,
+        value: Any,
+        reply: CaseReply,
+        *,
+        era: int | None = None,
+    ) -> ResultEntry:
         """Journal a CaseReply as the result of the case command that asked for it."""
         attrs = {"request_id": reply.request_id, "case_id": reply.case_id}
         if era is not None:
             attrs["answers"] = f"{era}/{call_seq}"
         op = effect.op
         if op == "case_put":
-            recorded = {"accepted": reply.accepted, "version": reply.version, "reason": reply.reason}
+            recorded = {
+                "accepted": reply.accepted,
+                "version": reply.version,
+                "reason": reply.reason,
+            }
             kind = JournalKind.CASE_WRITTEN if reply.accepted else JournalKind.EFFECT_RECORDED
-            return self._record(effect, call_seq, witness, kind, True, recorded, None, attrs=attrs, era=era)
+            return self._record(
+                effect, call_seq, witness, kind, True, recorded, None, attrs=attrs, era=era
+            )
         if not reply.accepted:
-            error = ErrorInfo(type="CaseRefused", message=reply.reason or "refused", retryable=False)
-            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs, era=era)
+            error = ErrorInfo(
+                type="CaseRefused", message=reply.reason or "refused", retryable=False
+            )
+            return self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                False,
+                None,
+                error,
+                attrs=attrs,
+                era=era,
+            )
         if op == "case_get":
             state = json.loads(reply.state_json) if reply.state_json else None
-            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, {"state": state, "version": reply.version}, None,
-                                attrs=attrs, era=era)
+            return self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                True,
+                {"state": state, "version": reply.version},
+                None,
+                attrs=attrs,
+                era=era,
+            )
         attrs["deadline"] = effect.name.removeprefix("deadline:")
         if op != "deadline":  # meet / cancel
-            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, True, None, None, attrs=attrs, era=era)
+            return self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                True,
+                None,
+                None,
+                attrs=attrs,
+                era=era,
+            )
         if not isinstance(value, Mapping) or "due_ms" not in value:
             # Only a snapshot written before deadlines waited for replies could lack it.
-            error = ErrorInfo(type="DeadlineUnknown", message="the resolved due instant was not kept with the request", retryable=False)
-            return self._record(effect, call_seq, witness, JournalKind.EFFECT_RECORDED, False, None, error, attrs=attrs, era=era)
-        attrs.update({"calendar": str(value["calendar"]), "calendar_digest": str(value["calendar_digest"])})
-        return self._record(effect, call_seq, witness, JournalKind.DEADLINE_REGISTERED, True, dict(value), None, attrs=attrs, era=era)
+            error = ErrorInfo(
+                type="DeadlineUnknown",
+                message="the resolved due instant was not kept with the request",
+                retryable=False,
+            )
+            return self._record(
+                effect,
+                call_seq,
+                witness,
+                JournalKind.EFFECT_RECORDED,
+                False,
+                None,
+                error,
+                attrs=attrs,
+                era=era,
+            )
+        attrs.update(
+            {"calendar": str(value["calendar"]), "calendar_digest": str(value["calendar_digest"])}
+        )
+        return self._record(
+            effect,
+            call_seq,
+            witness,
+            JournalKind.DEADLINE_REGISTERED,
+            True,
+            dict(value),
+            None,
+            attrs=attrs,
+            era=era,
+        )
 
 
 _LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
@@ -1508,7 +2374,9 @@ _LIVE: Final[dict[str, Callable[[Runtime, Effect, int, str], _Resolution]]] = {
 }
 
 
-def _side_effect_log(results: Mapping[tuple[int, int], ResultEntry], before_era: int) -> dict[tuple[str, str, str], list[ResultEntry]]:
+def _side_effect_log(
+    results: Mapping[tuple[int, int], ResultEntry], before_era: int
+) -> dict[tuple[str, str, str], list[ResultEntry]]:
     """Each distinct recorded call of the eras before ``before_era``, per (family, name,
     witness), in the order the calls were first made.
 
@@ -1537,11 +2405,18 @@ def _side_effect_log(results: Mapping[tuple[int, int], ResultEntry], before_era:
 
 
 # CaseReply.op → the engine op of the command that asked (for replies journaled early).
-_CASE_OPS: Final = {"get_state": "case_get", "put_state": "case_put", "register_deadline": "deadline",
-                    "meet_deadline": "deadline_meet", "cancel_deadline": "deadline_cancel"}
+_CASE_OPS: Final = {
+    "get_state": "case_get",
+    "put_state": "case_put",
+    "register_deadline": "deadline",
+    "meet_deadline": "deadline_meet",
+    "cancel_deadline": "deadline_cancel",
+}
 
 
-def decision_identity_problem(decision: TaskDecision, *, initiator: str, approvals: int) -> str | None:
+def decision_identity_problem(
+    decision: TaskDecision, *, initiator: str, approvals: int
+) -> str | None:
     """Why ``decision`` breaks four-eyes for a run started by ``initiator``, or None.
 
     Defence in depth behind the worklist (security review C1): the worklist already refuses the
@@ -1559,13 +2434,32 @@ def decision_identity_problem(decision: TaskDecision, *, initiator: str, approva
     return None
 
 
-def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[bool, Any, ErrorInfo | None]:
+def _approval_result(
+    decision: TaskDecision, unattended_ok: bool
+) -> tuple[bool, Any, ErrorInfo | None]:
     """What an approval's decision records: (ok, value, error)."""
     outcome = decision.outcome
-    if outcome is DecisionOutcome.EXPIRED_FAILED or (outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok):
-        return False, None, ErrorInfo(type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False)
+    if outcome is DecisionOutcome.EXPIRED_FAILED or (
+        outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok
+    ):
+        return (
+            False,
+            None,
+            ErrorInfo(
+                type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False
+            ),
+        )
     approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
-    return True, {"outcome": str(outcome), "approved": approved, "comment": decision.comment, "decided_by": list(decision.decided_by)}, None
+    return (
+        True,
+        {
+            "outcome": str(outcome),
+            "approved": approved,
+            "comment": decision.comment,
+            "decided_by": list(decision.decided_by),
+        },
+        None,
+    )
 
 
 def _identity(effect: Effect, raw: Any) -> Any:
@@ -1581,7 +2475,9 @@ def _decode_case_put(effect: Effect, raw: Any) -> int:
 
 _DECODE: Final[dict[str, Callable[[Effect, Any], Any]]] = {
     "live": _identity,
-    "approval": lambda _e, raw: Decision(str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])),
+    "approval": lambda _e, raw: Decision(
+        str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])
+    ),
     "case_get": lambda _e, raw: CaseState(raw["state"], int(raw["version"])),
     "case_put": _decode_case_put,
     "deadline": lambda _e, raw: int(raw["due_ms"]),
@@ -1608,9 +2504,11 @@ def _error_from(error: ErrorInfo) -> EffectError:
 def _wall_duration_ms(rule: Mapping[str, Any]) -> int:
     if len(rule) != 1:
         raise CalendarError(f"warn_before must be one of minutes/hours/days, got {dict(rule)!r}")
-    (unit, n), = rule.items()
+    ((unit, n),) = rule.items()
     if unit not in _WALL_UNITS_MS or not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise CalendarError(f"warn_before must be {{minutes|hours|days: n >= 0}}, got {dict(rule)!r}")
+        raise CalendarError(
+            f"warn_before must be {{minutes|hours|days: n >= 0}}, got {dict(rule)!r}"
+        )
     return int(n) * _WALL_UNITS_MS[unit]
 
 
@@ -1627,7 +2525,11 @@ class ReplayReport:
 
 
 def replay_history(
-    spec: AgentSpec, snapshot: SessionSnapshot, results: Mapping[tuple[int, int], ResultEntry], *, calendars: Any = None
+    spec: AgentSpec,
+    snapshot: SessionSnapshot,
+    results: Mapping[tuple[int, int], ResultEntry],
+    *,
+    calendars: Any = None,
 ) -> ReplayReport:
     """Replay a run's whole history in its last era without extending it (audit, tests,
     golden journals). Any call the history cannot answer is a divergence, never performed."""
@@ -1640,6 +2542,12 @@ def replay_history(
     rt._begin(snapshot.updated_ms)
     rt._launch()
     out = rt._out
-    divergence = rt._error.message if rt._status is RunStatus.QUARANTINED and rt._error is not None else None
-    output = json.loads(rt._output_json) if rt._status is RunStatus.COMPLETED and rt._output_json is not None else None
+    divergence = (
+        rt._error.message if rt._status is RunStatus.QUARANTINED and rt._error is not None else None
+    )
+    output = (
+        json.loads(rt._output_json)
+        if rt._status is RunStatus.COMPLETED and rt._output_json is not None
+        else None
+    )
     return ReplayReport(rt._status, output, out.replayed, len(out.live), divergence)
