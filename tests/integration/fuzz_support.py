@@ -47,9 +47,11 @@ class FuzzRun:
         return Counter(e.status for e in self.exchanges)
 
     def summary(self) -> str:
-        """The CLI's closing summary (phases, failures, test case count, seed)."""
+        """The CLI's closing summary (phases, failures, test case count, seed) and the
+        statuses the API answered, by count."""
         _, sep, tail = self.output.partition("SUMMARY")
-        return (sep + tail) if sep else self.output[-4000:]
+        text = (sep + tail) if sep else self.output[-4000:]
+        return f"{text.rstrip()}\nstatuses: {sorted(self.statuses.items())}"
 
     def explain(self) -> str:
         return f"exit {self.returncode}; statuses {sorted(self.statuses.items())}\n{self.output}"
