@@ -57,7 +57,6 @@ gets a new id (``…/operator/<n>``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -433,11 +432,16 @@ class Step:
     # Why, as a typed code for metrics, when it is not just "does not apply": "signals_full".
     rejected_kind: str | None = None
 
-    @functools.cached_property
+    @property
     def snapshot(self) -> SessionSnapshot:
         """The run's snapshot after this step (what the executor writes to ``sessions``);
         built once, on first read, from the state captured when the step was flushed."""
-        return self._state.build()
+        # Cached by hand: functools.cached_property takes a lock on every first read (3.11).
+        built: SessionSnapshot | None = self.__dict__.get("_built")
+        if built is None:
+            built = self._state.build()
+            object.__setattr__(self, "_built", built)
+        return built
 
     @property
     def announce_first(self) -> bool:
