@@ -4,7 +4,9 @@ Pure: no I/O, no clock. The service, ``runplane journal verify`` and ``GET /runs
 all run this same fold, so they cannot disagree about a chain.
 
 State per session is a :class:`Tip` — the next expected seq, the hash the next record must
-link to, and the first break if there was one. Each record is checked in three steps:
+link to, and the first break if there was one. Each record is checked in three steps, the
+first two by the core's ``check_link`` and the third by its ``check_entry`` (the very checks
+``runplane.core.verify_chain`` makes, so this fold cannot hold a chain to less):
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
    older record, a higher one is a gap: records are missing).
@@ -12,9 +14,10 @@ link to, and the first break if there was one. Each record is checked in three s
    core's recomputation (``runplane.core``: SHA-256 over prev_hash ‖ canonical record).
 3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
    from the ResultEntry's body (never its stored ``body_digest`` field, which a tamperer would
-   rewrite with the value) must equal the chain's digest. An erased (tombstoned) or absent
-   body is *BODY_MISSING* — not a break: bodies may be erased on purpose, and the chain still
-   proves what was there.
+   rewrite with the value) must equal the chain's digest, and the entry's family, name,
+   request witness, stamp and label must be the ones the record states (replay trusts them).
+   An erased (tombstoned) or absent body is *BODY_MISSING* — not a break: bodies may be
+   erased on purpose, and the chain still proves what was there.
 
 The first break wins: once a chain is broken at seq N, every later record of the session is
 reported BROKEN with ``broken_at_seq = N`` (nothing after a break can be trusted), and the run
@@ -35,14 +38,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from runplane.core.chain import ChainFault, entry_body_digest, record_hash
+from runplane.core.chain import ChainFault, check_entry, check_link, fault_seq
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
 GENESIS_HASH = "0" * 64
-
-HashOf = Callable[[JournalRecord], str]
-DigestOf = Callable[[ResultEntry], str]
-
 
 # Every break reason is ``<fault>: <detail>`` with the core's fault names (ChainFault), so
 # the audit stream, the CLI and ``runplane.core.verify_chain`` speak of a break alike; records
@@ -112,51 +111,45 @@ def _broken(seq: int, kind: str, detail: str) -> Finding:
     return Finding(Verdict.BROKEN, seq, f"{kind}: {detail}")
 
 
-def check_links(tip: Tip, rec: JournalRecord, hash_of: HashOf = record_hash) -> Finding:
-    """Position, link and hash of ``rec`` against ``tip`` (no body).
+def check_links(tip: Tip, rec: JournalRecord) -> Finding:
+    """Position, link and hash of ``rec`` against ``tip`` (no body): the core's
+    ``check_link``, positioned by the core's ``fault_seq``.
 
-    Positions follow ``runplane.core.verify_chain``: a gap or a reorder is broken at the seq
-    that was expected there; any other fault at the offending record's seq.
+    The session is checked first, also for a session's first record (the tip knows whose
+    chain it is; the core's ``check_next`` only knows a predecessor's).
     """
     if tip.broken_at is not None:
         return _broken(tip.broken_at, EARLIER_BREAK, f"chain broken at seq {tip.broken_at} ({tip.reason})")
     if rec.session_id != tip.session_id:
         return _broken(rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}")
-    if rec.seq > tip.next_seq:
-        return _broken(tip.next_seq, ChainFault.GAP, f"expected seq {tip.next_seq}, got {rec.seq}")
-    if rec.seq < tip.next_seq:
-        return _broken(tip.next_seq, ChainFault.REORDER, f"expected seq {tip.next_seq}, got {rec.seq}")
-    if rec.prev_hash != tip.last_hash:
-        return _broken(rec.seq, ChainFault.BAD_LINK, "prev_hash is not the previous record's hash")
-    if hash_of(rec) != rec.hash:
-        return _broken(rec.seq, ChainFault.BAD_HASH, "hash does not match the record's content")
-    return VERIFIED
+    fault = check_link(rec, tip.next_seq, tip.last_hash)
+    if fault is None:
+        return VERIFIED
+    return _broken(fault_seq(fault[0], tip.next_seq, rec), *fault)
 
 
-def check_body(rec: JournalRecord, body: Body, digest_of: DigestOf = entry_body_digest) -> Finding:
-    """The record's body against its digest in the chain (for records that need one)."""
+def check_body(rec: JournalRecord, body: Body) -> Finding:
+    """The record's body against the chain (for records that need one): the core's
+    ``check_entry`` — the digest recomputed from the body, and the family, name, witness,
+    stamp and label the record committed to. An erased or absent body is BODY_MISSING here,
+    not a break (see the module docstring)."""
     if not needs_body(rec):
         return VERIFIED
     if body is None or isinstance(body, Erased):
         why = "erased" if isinstance(body, Erased) else "no entry in results"
         return Finding(Verdict.BODY_MISSING, None, f"body_missing: call {rec.era}/{rec.call_seq} {why}")
-    if body.body_digest != rec.body_digest or digest_of(body) != rec.body_digest:
-        return _broken(
-            rec.seq,
-            ChainFault.BODY_DIGEST_MISMATCH,
-            f"body of call {rec.era}/{rec.call_seq} does not match the chain's digest",
-        )
-    return VERIFIED
+    fault = check_entry(rec, body)
+    if fault is None:
+        return VERIFIED
+    return _broken(rec.seq, *fault)
 
 
-def check(
-    tip: Tip, rec: JournalRecord, body: Body, hash_of: HashOf = record_hash, digest_of: DigestOf = entry_body_digest
-) -> Finding:
+def check(tip: Tip, rec: JournalRecord, body: Body) -> Finding:
     """The verdict on ``rec``: links first (a broken link makes the body irrelevant)."""
-    finding = check_links(tip, rec, hash_of)
+    finding = check_links(tip, rec)
     if finding.breaks:
         return finding
-    return check_body(rec, body, digest_of)
+    return check_body(rec, body)
 
 
 def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
@@ -199,8 +192,6 @@ def verify_records(
     session_id: str,
     records: Iterable[JournalRecord],
     bodies: Mapping[tuple[int, int], Body],
-    hash_of: HashOf = record_hash,
-    digest_of: DigestOf = entry_body_digest,
 ) -> ChainReport:
     """Fold the checker over a whole chain in journal order (records as they are on the topic).
 
@@ -211,7 +202,7 @@ def verify_records(
     findings: list[tuple[int, Finding]] = []
     for rec in records:
         body = bodies.get((rec.era, rec.call_seq)) if needs_body(rec) and rec.call_seq is not None else None
-        finding = check(tip, rec, body, hash_of, digest_of)
+        finding = check(tip, rec, body)
         findings.append((rec.seq, finding))
         tip = advance(tip, rec, finding)
     missing = tuple(seq for seq, f in findings if f.verdict is Verdict.BODY_MISSING)

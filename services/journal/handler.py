@@ -35,16 +35,12 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from runplane.core.chain import entry_body_digest, record_hash
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
-
 from services.journal.chain import (
     ERASED,
     Body,
-    DigestOf,
     Erased,
     Finding,
-    HashOf,
     Tip,
     advance,
     body_key,
@@ -116,8 +112,6 @@ class PartitionState:
 
     partition: int
     body_grace_ms: int = 5_000
-    hash_of: HashOf = record_hash
-    digest_of: DigestOf = entry_body_digest
     tips: dict[str, Tip] = field(default_factory=dict)
     held: dict[str, deque[_Held]] = field(default_factory=dict)
     bodies: dict[BodyKey, _Cached] = field(default_factory=dict)
@@ -209,13 +203,13 @@ def _drain(state: PartitionState, sid: str, now_ms: int) -> Iterator[Output]:
         head = queue[0]
         rec = head.msg.record
         tip = state.tips.get(sid) or Tip(sid)
-        finding = check_links(tip, rec, state.hash_of)
+        finding = check_links(tip, rec)
         if not finding.breaks and needs_body(rec):
             cached = state.bodies.get(body_key(rec))
             if cached is None and not _body_overdue(state, head, now_ms):
                 return  # wait for the body; later records of the session wait behind it
             body: Body = None if cached is None else cached.body
-            finding = check_body(rec, body, state.digest_of)
+            finding = check_body(rec, body)
         if needs_body(rec):
             state.bodies.pop(body_key(rec), None)
         queue.popleft()

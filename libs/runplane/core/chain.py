@@ -49,8 +49,11 @@ __all__ = [
     "Draft",
     "Verdict",
     "body_digest",
+    "check_entry",
+    "check_link",
     "check_next",
     "entry_body_digest",
+    "fault_seq",
     "record_canonical_bytes",
     "record_hash",
     "request_witness",
@@ -244,10 +247,17 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
 
     The incremental form of ``verify_chain`` for consumers that see one record at a time.
     """
-    expected_seq = 0 if prev is None else prev.seq + 1
-    expected_prev = ZERO_HASH if prev is None else prev.hash
     if prev is not None and record.session_id != prev.session_id:
         return ChainFault.WRONG_SESSION, f"session {record.session_id!r} in chain of {prev.session_id!r}"
+    if prev is None:
+        return check_link(record, 0, ZERO_HASH)
+    return check_link(record, prev.seq + 1, prev.hash)
+
+
+def check_link(record: JournalRecord, expected_seq: int, expected_prev: str) -> tuple[ChainFault, str] | None:
+    """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
+    linking to ``expected_prev``. For consumers that keep only that much of a chain (the
+    journal service keeps a session's next seq and last hash, restored from ``audit``)."""
     if record.seq > expected_seq:
         return ChainFault.GAP, f"expected seq {expected_seq}, got {record.seq}"
     if record.seq < expected_seq:
@@ -258,6 +268,12 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
     if actual != record.hash:
         return ChainFault.BAD_HASH, f"content hashes to {actual[:12]}…, record says {record.hash[:12]}…"
     return None
+
+
+def fault_seq(fault: ChainFault, expected_seq: int, record: JournalRecord) -> int:
+    """The position a fault is reported at: for a gap or a reorder the seq that was expected
+    there (the record found is not the one that is wrong), otherwise the record's own seq."""
+    return expected_seq if fault in (ChainFault.GAP, ChainFault.REORDER) else record.seq
 
 
 def _check_body(
@@ -271,6 +287,14 @@ def _check_body(
     entry = results[key]
     if entry is None:  # erased on purpose (tombstone): the chain still stands
         return None
+    return check_entry(record, entry)
+
+
+def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, str] | None:
+    """A present ResultEntry against the chain record that recorded it (one with a
+    ``body_digest``): its body, and every other field replay trusts. Whether an absent or
+    erased body is a fault is the caller's rule (here BODY_MISSING / not one; the journal
+    service reports both as a BODY_MISSING verdict)."""
     if entry.body_digest != record.body_digest:
         return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body_digest differs from the chain's"
     if entry_body_digest(entry) != record.body_digest:
@@ -305,8 +329,7 @@ def verify_chain(
         if fault is None and results is not None:
             fault = _check_body(record, results)
         if fault is not None:
-            expected = 0 if prev is None else prev.seq + 1
-            position = expected if fault[0] in (ChainFault.GAP, ChainFault.REORDER) else record.seq
+            position = fault_seq(fault[0], 0 if prev is None else prev.seq + 1, record)
             return Verdict(ok=False, checked=count, bad_seq=position, fault=fault[0], detail=fault[1])
         prev = record
         count += 1
