@@ -32,8 +32,9 @@ from runplane.auth import Principal
 from runplane.config import Settings
 from runplane.kafka.processor import State
 from runplane.wire import DecisionOutcome, ExpiryPolicy, OpenTask, TaskKind, TaskRecord, TaskStatus
-from services.worklist.actions import Filter, Worklist
+from services.worklist.actions import Filter, HumanCommand, Worklist
 from services.worklist.decide import FINAL, Policy, due_for_expiry, visible_to
+from services.worklist.gateway import Sent
 from services.worklist.handler import WorklistHandler
 from services.worklist.readmodel import Change, TaskStore
 
@@ -41,6 +42,16 @@ ROLES = {"ada": frozenset({"finance"}), "ivan": frozenset({"finance"})}
 POLICY = Policy(lambda n: ROLES.get(n, frozenset()))
 ADA = Principal("ada", "0" * 64, ROLES["ada"])
 NOW = 1_700_000_000_000
+
+
+class _ReadOnly:
+    """The sender of a worklist that only lists: the benchmark sends no commands."""
+
+    def send(self, command: HumanCommand) -> Sent:
+        raise AssertionError("the list benchmark sends no commands")
+
+    def await_applied(self, sent: Sent, done: Callable[[], bool] | None = None) -> None:
+        raise AssertionError("the list benchmark sends no commands")
 
 
 def _task(i: int, status: TaskStatus) -> TaskRecord:
@@ -120,9 +131,11 @@ def run(settings: Settings, decided: int, open_: int, repeat: int) -> dict[str, 
         t0 = time.perf_counter()
         for i in range(0, len(records), 500):
             chunk = records[i : i + 500]
-            store.apply([Change(r.task.task_id, i + j, r) for j, r in enumerate(chunk)], {0: i + 500})
+            store.apply(
+                [Change(r.task.task_id, i + j, r) for j, r in enumerate(chunk)], {0: i + 500}
+            )
         load_s = time.perf_counter() - t0
-        wl = Worklist(store, None, POLICY, clock=lambda: NOW)  # type: ignore[arg-type]
+        wl = Worklist(store, _ReadOnly(), POLICY, clock=lambda: NOW)
         got = wl.list(ADA, Filter(limit=200))
         old = _old_list(store, client, f"{ns}tasks", 200)
         assert [t.task.task_id for t in got] == [t.task.task_id for t in old], "orders differ"

@@ -121,6 +121,7 @@ class DueIndex:
         """These entries' obligations are committed: measure their wait from ``now_ms`` again."""
         mapping: dict[str | bytes, int] = {e.member: now_ms for e in entries}
         if mapping:
+            # redis-py types the mapping with an invariant union key no plain dict matches.
             self._r.hset(self._sent(p), mapping=mapping)  # type: ignore[arg-type]
 
     def size(self, p: int) -> int:
