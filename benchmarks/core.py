@@ -41,22 +41,47 @@ def _spec(n: int) -> AgentSpec:
 
     registry = AgentRegistry()
     return registry.register(
-        AgentSpec("bench", many_calls, effects={"add": EffectDecl("add", mutating=False, recovery=Recovery.RETRY)}), lint=False
+        AgentSpec(
+            "bench",
+            many_calls,
+            effects={"add": EffectDecl("add", mutating=False, recovery=Recovery.RETRY)},
+        ),
+        lint=False,
     )
 
 
-def _history(spec: AgentSpec, n: int) -> tuple[SessionSnapshot, dict[tuple[int, int], ResultEntry], float]:
+def _history(
+    spec: AgentSpec, n: int
+) -> tuple[SessionSnapshot, dict[tuple[int, int], ResultEntry], float]:
     """Run live; return the snapshot, results and the mean live step cost (seconds)."""
-    admitted = run_admitted("bench-1", capability="bench", admission_key="k", tenant="t", initiator="i", input_json="{}", now_ms=0)
-    start = StartRun(session_id="bench-1", capability="bench", input_json="{}", admission_key="k", tenant="t", initiator="i",
-                     admitted_hash=admitted.hash, admitted_ms=0)
+    admitted = run_admitted(
+        "bench-1",
+        capability="bench",
+        admission_key="k",
+        tenant="t",
+        initiator="i",
+        input_json="{}",
+        now_ms=0,
+    )
+    start = StartRun(
+        session_id="bench-1",
+        capability="bench",
+        input_json="{}",
+        admission_key="k",
+        tenant="t",
+        initiator="i",
+        admitted_hash=admitted.hash,
+        admitted_ms=0,
+    )
     results: dict[tuple[int, int], ResultEntry] = {}
     t0 = time.perf_counter()
     runtime, step = Runtime.start(spec, start, now_ms=1)
     now = 2
     while step.live_calls:
         call = step.live_calls[0]
-        step = runtime.complete(call.call_seq, Outcome.success(call.request["args"]["i"] % 7), now_ms=now)
+        step = runtime.complete(
+            call.call_seq, Outcome.success(call.request["args"]["i"] % 7), now_ms=now
+        )
         now += 1
         for entry in step.results:
             results[(entry.era, entry.call_seq)] = entry
@@ -64,14 +89,21 @@ def _history(spec: AgentSpec, n: int) -> tuple[SessionSnapshot, dict[tuple[int, 
     return step.snapshot, results, live_s
 
 
-def _time_replay(spec: AgentSpec, snapshot: SessionSnapshot, results: dict[tuple[int, int], ResultEntry], repeats: int) -> float:
+def _time_replay(
+    spec: AgentSpec,
+    snapshot: SessionSnapshot,
+    results: dict[tuple[int, int], ResultEntry],
+    repeats: int,
+) -> float:
     best = float("inf")
     for _ in range(repeats):
         gc.collect()
         t0 = time.perf_counter()
         _, step = Runtime.restore(spec, snapshot, results, now_ms=10**9)
         elapsed = time.perf_counter() - t0
-        assert step.replayed == len(results) and not step.live_calls, "replay must not perform live calls"
+        assert step.replayed == len(results) and not step.live_calls, (
+            "replay must not perform live calls"
+        )
         best = min(best, elapsed)
     return best
 
@@ -99,7 +131,9 @@ def main() -> None:
     r1000 = result["replay"].get(1_000)
     if r1000 is not None:
         verdict = "meets" if r1000["total_ms"] < result["goal_1000_ms"] else "misses"
-        print(f"replaying 1,000 calls: {r1000['total_ms']:.2f} ms ({verdict} the {result['goal_1000_ms']:.0f} ms goal)")
+        print(
+            f"replaying 1,000 calls: {r1000['total_ms']:.2f} ms ({verdict} the {result['goal_1000_ms']:.0f} ms goal)"
+        )
     print(json.dumps(result, default=str))
 
 

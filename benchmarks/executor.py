@@ -185,7 +185,9 @@ def _executor_phase(
 def _profile_phase(settings: Settings, own: ExecutorSettings) -> list[str]:
     """Where the time goes: a burst on fresh topics under cProfile (kept out of the figures,
     since the profiler slows pure Python down)."""
-    tools = {"instant": FunctionTool("instant", _instant, decl=REGISTRY["bench5"].effects["instant"])}
+    tools = {
+        "instant": FunctionTool("instant", _instant, decl=REGISTRY["bench5"].effects["instant"])
+    }
     producer = plain_producer(settings)
     watch = CompletionWatch(settings)
     profile = cProfile.Profile()

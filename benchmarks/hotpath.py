@@ -48,12 +48,23 @@ async def _hot5(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
 
 def _start_run(session_id: str) -> StartRun:
     admitted = run_admitted(
-        session_id, capability="hot5", admission_key=f"k-{session_id}", tenant="t", initiator="i",
-        input_json='{"n":1}', now_ms=1,
+        session_id,
+        capability="hot5",
+        admission_key=f"k-{session_id}",
+        tenant="t",
+        initiator="i",
+        input_json='{"n":1}',
+        now_ms=1,
     )
     return StartRun(
-        session_id=session_id, capability="hot5", input_json='{"n":1}', admission_key=f"k-{session_id}",
-        tenant="t", initiator="i", admitted_hash=admitted.hash, admitted_ms=1,
+        session_id=session_id,
+        capability="hot5",
+        input_json='{"n":1}',
+        admission_key=f"k-{session_id}",
+        tenant="t",
+        initiator="i",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
     )
 
 
@@ -71,18 +82,36 @@ def _whole_run(start: StartRun) -> int:
 
 def _sample_record() -> JournalRecord:
     draft = Draft(
-        session_id="r-0123456789abcdef0123456789abcdef", seq=7, era=0, kind=JournalKind.EFFECT_RECORDED,
-        stamp_ms=1_700_000_000_000, call_seq=3, family="tool", name="tool://billing/charge",
-        request_witness="ab" * 32, body_digest="cd" * 32, label=default_label(["agent/hot5", "tool://billing/charge"]),
+        session_id="r-0123456789abcdef0123456789abcdef",
+        seq=7,
+        era=0,
+        kind=JournalKind.EFFECT_RECORDED,
+        stamp_ms=1_700_000_000_000,
+        call_seq=3,
+        family="tool",
+        name="tool://billing/charge",
+        request_witness="ab" * 32,
+        body_digest="cd" * 32,
+        label=default_label(["agent/hot5", "tool://billing/charge"]),
     )
     return seal(draft, "ef" * 32)
 
 
 def _sample_entry() -> ResultEntry:
     return ResultEntry(
-        session_id="r-0123456789abcdef0123456789abcdef", era=0, call_seq=3, family="tool", name="tool://billing/charge",
-        request_witness="ab" * 32, ok=True, value_json='{"i":3,"n":17}', error=None, stamp_ms=1_700_000_000_000,
-        attempts=1, body_digest="cd" * 32, label=default_label(["agent/hot5"]),
+        session_id="r-0123456789abcdef0123456789abcdef",
+        era=0,
+        call_seq=3,
+        family="tool",
+        name="tool://billing/charge",
+        request_witness="ab" * 32,
+        ok=True,
+        value_json='{"i":3,"n":17}',
+        error=None,
+        stamp_ms=1_700_000_000_000,
+        attempts=1,
+        body_digest="cd" * 32,
+        label=default_label(["agent/hot5"]),
     )
 
 
@@ -102,19 +131,46 @@ def run(scale: float = 1.0) -> dict[str, float]:
     record = _sample_record()
     entry = _sample_entry()
     draft = Draft(
-        session_id=record.session_id, seq=record.seq, era=record.era, kind=record.kind, stamp_ms=record.stamp_ms,
-        call_seq=record.call_seq, family=record.family, name=record.name, request_witness=record.request_witness,
-        body_digest=record.body_digest, label=record.label,
+        session_id=record.session_id,
+        seq=record.seq,
+        era=record.era,
+        kind=record.kind,
+        stamp_ms=record.stamp_ms,
+        call_seq=record.call_seq,
+        family=record.family,
+        name=record.name,
+        request_witness=record.request_witness,
+        body_digest=record.body_digest,
+        label=record.label,
     )
-    request = {"args": {"i": 3, "n": 17}, "tool": "instant", "note": "naïve — ünïcode", "amount": 12.5}
+    request = {
+        "args": {"i": 3, "n": 17},
+        "tool": "instant",
+        "note": "naïve — ünïcode",
+        "amount": 12.5,
+    }
     body = to_dict(record)
     encoded = encode(record)
     entry_bytes = encode(entry)
     starts = iter([_start_run(f"r-{i:032x}") for i in range(int(2_000 * scale) * 6)])
     fields = {
-        name: getattr(record, name) for name in (
-            "session_id", "seq", "era", "kind", "call_seq", "family", "name", "request_witness", "body_digest",
-            "stamp_ms", "label", "cost", "attrs", "prev_hash", "hash",
+        name: getattr(record, name)
+        for name in (
+            "session_id",
+            "seq",
+            "era",
+            "kind",
+            "call_seq",
+            "family",
+            "name",
+            "request_witness",
+            "body_digest",
+            "stamp_ms",
+            "label",
+            "cost",
+            "attrs",
+            "prev_hash",
+            "hash",
         )
     }
 
@@ -136,7 +192,9 @@ def run(scale: float = 1.0) -> dict[str, float]:
             lambda: _whole_run(next(starts)), n(2_000)
         ),
     }
-    rows["per effect step (whole run / steps)"] = rows[f"whole {STEPS}-step run (start + {STEPS} complete)"] / STEPS
+    rows["per effect step (whole run / steps)"] = (
+        rows[f"whole {STEPS}-step run (start + {STEPS} complete)"] / STEPS
+    )
     return rows
 
 

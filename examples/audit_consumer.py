@@ -61,14 +61,18 @@ class Decoder:
         if data[:2] != b"\xc3\x01" or len(data) < 10:
             raise ValueError("not Avro single-object encoding")
         if data[2:10] != self.fp:
-            raise ValueError(f"unknown schema fingerprint {data[2:10].hex()} (not an AuditRecord v1)")
+            raise ValueError(
+                f"unknown schema fingerprint {data[2:10].hex()} (not an AuditRecord v1)"
+            )
         return self._read(data[10:], self.reader)
 
     def _writer(self, schema_id: int) -> Any:
         if schema_id not in self._by_id:
             assert self.registry is not None
             schema = self.registry.get_schema(schema_id)
-            self._by_id[schema_id] = parse_schema(json.loads(schema.schema_str or "null"), _write_hint=False)
+            self._by_id[schema_id] = parse_schema(
+                json.loads(schema.schema_str or "null"), _write_hint=False
+            )
         return self._by_id[schema_id]
 
     def _read(self, body: bytes, writer: Any) -> dict[str, Any]:
@@ -79,7 +83,10 @@ class Decoder:
 
 def line(rec: dict[str, Any]) -> str:
     """One readable line: when, run, seq, kind, effect, cost, verdict."""
-    when = datetime.fromtimestamp(rec["stamp_ms"] / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    when = (
+        datetime.fromtimestamp(rec["stamp_ms"] / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        + "Z"
+    )
     effect = " ".join(x for x in (rec.get("family"), rec.get("name")) if x)
     call = f" call {rec['era']}/{rec['call_seq']}" if rec.get("call_seq") is not None else ""
     cost = rec.get("cost")
@@ -102,17 +109,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topic", default="runplane.audit")
     ap.add_argument("--group", default=None, help="consumer group (default: a fresh one)")
     ap.add_argument("--from-beginning", action="store_true")
-    ap.add_argument("--schema-registry", default=None, metavar="URL", help="read the Confluent wire format")
+    ap.add_argument(
+        "--schema-registry", default=None, metavar="URL", help="read the Confluent wire format"
+    )
     ap.add_argument("--schemas", type=Path, default=SCHEMAS, help="folder with the .avsc files")
     ap.add_argument("--max", type=int, default=0, help="stop after this many records (0: never)")
-    ap.add_argument("--idle-exit", type=float, default=0.0, help="stop after this many idle seconds (0: never)")
+    ap.add_argument(
+        "--idle-exit", type=float, default=0.0, help="stop after this many idle seconds (0: never)"
+    )
     args = ap.parse_args(argv)
 
     decoder = Decoder(args.schemas, args.schema_registry)
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
-            "group.id": args.group or f"audit-reader-{uuid.uuid4().hex[:8]}",  # runplane: allow RPL004 (not agent code)
+            "group.id": args.group
+            or f"audit-reader-{uuid.uuid4().hex[:8]}",  # runplane: allow RPL004 (not agent code)
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest" if args.from_beginning else "latest",
             "enable.auto.commit": True,
@@ -136,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 print(line(decoder.decode(msg.value() or b"")), flush=True)
             except Exception as exc:  # one bad record must not stop an audit tail
-                print(f"# {msg.topic()}[{msg.partition()}]@{msg.offset()}: undecodable: {exc}", file=sys.stderr)
+                print(
+                    f"# {msg.topic()}[{msg.partition()}]@{msg.offset()}: undecodable: {exc}",
+                    file=sys.stderr,
+                )
             printed += 1
     except KeyboardInterrupt:
         pass

@@ -45,11 +45,19 @@ async def refund(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     amount = int(invoice["amount_cents"])
     decision = await ctx.approval(
         f"Refund {amount} cents on invoice {input['invoice_id']}?",
-        {"invoice_id": input["invoice_id"], "amount_cents": amount, "reason": input.get("reason", "")},
+        {
+            "invoice_id": input["invoice_id"],
+            "amount_cents": amount,
+            "reason": input.get("reason", ""),
+        },
         role="finance",
     )
     if not decision.approved:
-        return {"status": "rejected", "invoice_id": input["invoice_id"], "comment": decision.comment}
+        return {
+            "status": "rejected",
+            "invoice_id": input["invoice_id"],
+            "comment": decision.comment,
+        }
     refunded_at = ctx.now()
     charge = await ctx.tool(
         "charge_card",

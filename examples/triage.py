@@ -51,7 +51,10 @@ async def triage(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
         "openai",
         input.get("model", "gpt-4o-mini"),
         [
-            {"role": "system", "content": f"Classify the ticket as one of: {', '.join(_LABELS)}. Answer with the label."},
+            {
+                "role": "system",
+                "content": f"Classify the ticket as one of: {', '.join(_LABELS)}. Answer with the label.",
+            },
             {"role": "user", "content": input["ticket"]},
         ],
         temperature=0,
@@ -80,7 +83,11 @@ async def escalate(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
         # Admission put the run on another case than the breach names: writing there would
         # escalate the wrong customer's case.
         raise ValueError(f"run is on case {ctx.case_id!r}, the breach is on {input['case_id']!r}")
-    breach = {"obligation": input["obligation"], "due_ms": input["due_ms"], "sweep_run_id": input["sweep_run_id"]}
+    breach = {
+        "obligation": input["obligation"],
+        "due_ms": input["due_ms"],
+        "sweep_run_id": input["sweep_run_id"],
+    }
     for _ in range(2):
         current = await ctx.case_state()
         state = dict(current.state or {})
@@ -90,5 +97,9 @@ async def escalate(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
             version = int(await ctx.put_case_state(current.version, state))
         except CaseConflict:
             continue  # the case moved between our read and write: read again
-        return {"case_id": input["case_id"], "escalated": input["obligation"], "case_version": version}
+        return {
+            "case_id": input["case_id"],
+            "escalated": input["obligation"],
+            "case_version": version,
+        }
     raise CaseConflict(-1, "case kept moving; giving up after two attempts")

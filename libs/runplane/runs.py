@@ -33,7 +33,14 @@ from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
 
-__all__ = ["RunHistory", "parse_result_key", "read_audit", "read_run", "result_key", "session_partition"]
+__all__ = [
+    "RunHistory",
+    "parse_result_key",
+    "read_audit",
+    "read_run",
+    "result_key",
+    "session_partition",
+]
 
 BodyKey = tuple[int, int]  # (era, call_seq)
 
@@ -74,7 +81,9 @@ def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> int:
     return len(t.partitions)
 
 
-def session_partition(settings: Settings, consumer: Consumer, run_id: str, timeout_s: float = 10.0) -> int:
+def session_partition(
+    settings: Settings, consumer: Consumer, run_id: str, timeout_s: float = 10.0
+) -> int:
     """The partition holding ``run_id`` on every session-keyed topic."""
     return partition_for(run_id, _partitions(consumer, settings.topic("journal"), timeout_s))
 
@@ -84,7 +93,9 @@ def _read_to_end(
 ) -> Iterator[Message]:
     start = OFFSET_BEGINNING
     if since_ms is not None:
-        found = consumer.offsets_for_times([TopicPartition(topic, partition, since_ms)], timeout=timeout_s)
+        found = consumer.offsets_for_times(
+            [TopicPartition(topic, partition, since_ms)], timeout=timeout_s
+        )
         if found and found[0].offset >= 0:
             start = found[0].offset
     consumer.assign([TopicPartition(topic, partition, start)])
@@ -92,7 +103,9 @@ def _read_to_end(
     try:
         while True:
             if time.monotonic() > deadline:
-                raise RetryableError(f"{topic}[{partition}] did not reach its end in {timeout_s}s", retry_after=1.0)
+                raise RetryableError(
+                    f"{topic}[{partition}] did not reach its end in {timeout_s}s", retry_after=1.0
+                )
             for msg in consumer.consume(num_messages=500, timeout=0.2):
                 err = msg.error()
                 if err is None:
@@ -162,7 +175,9 @@ def read_run(
         partition = session_partition(settings, consumer, run_id, timeout_s)
         records: list[JournalRecord] = []
         undecodable = 0
-        for msg in _read_to_end(consumer, settings.topic("journal"), partition, since_ms, timeout_s):
+        for msg in _read_to_end(
+            consumer, settings.topic("journal"), partition, since_ms, timeout_s
+        ):
             if _key(msg) != run_id:
                 continue
             rec = _decoded(msg, JournalRecord, serde, "journal")
@@ -174,7 +189,9 @@ def read_run(
         if bodies:
             # Compaction keeps each record's timestamp and offset, and a run's results are all
             # written after it started: the same lower bound holds for ``results``.
-            for msg in _read_to_end(consumer, settings.topic("results"), partition, since_ms, timeout_s):
+            for msg in _read_to_end(
+                consumer, settings.topic("results"), partition, since_ms, timeout_s
+            ):
                 parsed = parse_result_key(_key(msg) or "")
                 if parsed is None or parsed[0] != run_id:
                     continue

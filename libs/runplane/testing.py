@@ -82,17 +82,28 @@ class ScriptedProvider:
     """A ``ModelProvider`` answering from a script: a list of replies (cycled) or a function
     of (model, prompt, params). ``calls`` counts generations actually performed."""
 
-    def __init__(self, replies: Iterable[str] | Callable[[str, Any, Mapping[str, Any]], str] = ("ok",), *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        replies: Iterable[str] | Callable[[str, Any, Mapping[str, Any]], str] = ("ok",),
+        *,
+        name: str = "scripted",
+    ) -> None:
         self.name = name
         self._fn = replies if callable(replies) else None
         self._replies = [] if callable(replies) else list(replies)
         self.calls = 0
 
     def reply(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
-        text = self._fn(model, prompt, params) if self._fn is not None else self._replies[self.calls % len(self._replies)]
+        text = (
+            self._fn(model, prompt, params)
+            if self._fn is not None
+            else self._replies[self.calls % len(self._replies)]
+        )
         self.calls += 1
         prompt_text = prompt if isinstance(prompt, str) else canonical_json(prompt)
-        return Generation(text=text, tokens_in=len(prompt_text.split()), tokens_out=len(text.split()))
+        return Generation(
+            text=text, tokens_in=len(prompt_text.split()), tokens_out=len(text.split())
+        )
 
     async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
         return self.reply(model, prompt, params)
@@ -166,9 +177,13 @@ class Driver:
         self.calendars = calendars
         self.cases: dict[str, tuple[Any, int]] = {k: (v, 1) for k, v in (cases or {}).items()}
         self.obligations: dict[tuple[str, str], dict[str, Any]] = {}
-        self.closed_cases: set[str] = set()  # a test adds a case id: its deadline commands are refused
+        self.closed_cases: set[str] = (
+            set()
+        )  # a test adds a case id: its deadline commands are refused
         self.closed_tasks: list[str] = []  # task ids the runs withdrew (CloseTask)
-        self.tasks_opened: list[str] = []  # every OpenTask sent, in order (a person asked once → once)
+        self.tasks_opened: list[
+            str
+        ] = []  # every OpenTask sent, in order (a person asked once → once)
         self.approve = approve
         self.crash_hook = crash_hook
         self.sessions: dict[str, _Session] = {}
@@ -180,21 +195,47 @@ class Driver:
         self._counter = 0
 
     # ------------------------------------------------------------------ the test's verbs
-    def run(self, capability: str, input: Any, *, session_id: str | None = None, case_id: str | None = None) -> RunView:
+    def run(
+        self,
+        capability: str,
+        input: Any,
+        *,
+        session_id: str | None = None,
+        case_id: str | None = None,
+    ) -> RunView:
         """Admit and start a run; process everything that follows until the platform is idle."""
         self._counter += 1
         sid = session_id or f"run-{self._counter}"
         input_json = canonical_json(input)
         now = self.clock.now_ms()
-        admitted = run_admitted(sid, capability=capability, admission_key=f"key-{sid}", tenant="test", initiator="tester",
-                                input_json=input_json, now_ms=now, case_id=case_id)
+        admitted = run_admitted(
+            sid,
+            capability=capability,
+            admission_key=f"key-{sid}",
+            tenant="test",
+            initiator="tester",
+            input_json=input_json,
+            now_ms=now,
+            case_id=case_id,
+        )
         session = self.sessions.setdefault(sid, _Session())
         session.journal.append(admitted)
-        start = StartRun(session_id=sid, capability=capability, input_json=input_json, case_id=case_id, admission_key=f"key-{sid}",
-                         tenant="test", initiator="tester", admitted_hash=admitted.hash, admitted_ms=now)
+        start = StartRun(
+            session_id=sid,
+            capability=capability,
+            input_json=input_json,
+            case_id=case_id,
+            admission_key=f"key-{sid}",
+            tenant="test",
+            initiator="tester",
+            admitted_hash=admitted.hash,
+            admitted_ms=now,
+        )
         spec = self.agents.spec(capability)
         try:
-            runtime, step = Runtime.start(spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars)
+            runtime, step = Runtime.start(
+                spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars
+            )
             session.runtime = runtime
             self._handle(session, runtime, step)
         except Crash:
@@ -207,7 +248,14 @@ class Driver:
         self._drain()
         return self.view(sid)
 
-    def decide(self, session_id: str, outcome: str = "APPROVED", *, comment: str = "", by: tuple[str, ...] = ("reviewer",)) -> RunView:
+    def decide(
+        self,
+        session_id: str,
+        outcome: str = "APPROVED",
+        *,
+        comment: str = "",
+        by: tuple[str, ...] = ("reviewer",),
+    ) -> RunView:
         """Decide the run's open task (approval or operator verdict)."""
         session = self.sessions[session_id]
         if not session.open_tasks:
@@ -218,7 +266,14 @@ class Driver:
         return self.view(session_id)
 
     def signal(self, session_id: str, name: str, payload: Any = None) -> RunView:
-        self._inbox.append(Signal(session_id=session_id, name=name, payload_json=canonical_json(payload), sent_ms=self.clock.now_ms()))
+        self._inbox.append(
+            Signal(
+                session_id=session_id,
+                name=name,
+                payload_json=canonical_json(payload),
+                sent_ms=self.clock.now_ms(),
+            )
+        )
         self._drain()
         return self.view(session_id)
 
@@ -239,8 +294,16 @@ class Driver:
             raise AssertionError(f"run {session_id} has no committed snapshot")
         output = json.loads(snap.output_json) if snap.output_json is not None else None
         error = None if snap.error is None else f"{snap.error.type}: {snap.error.message}"
-        return RunView(session_id, snap.status, output, error, tuple(session.journal), dict(session.results), snap,
-                       tuple(session.open_tasks.values()))
+        return RunView(
+            session_id,
+            snap.status,
+            output,
+            error,
+            tuple(session.journal),
+            dict(session.results),
+            snap,
+            tuple(session.open_tasks.values()),
+        )
 
     def verify(self, session_id: str) -> Verdict:
         session = self.sessions[session_id]
@@ -250,7 +313,12 @@ class Driver:
     def _restart(self, sid: str, start: StartRun) -> RunView:
         session = self.sessions[sid]
         try:
-            runtime, step = Runtime.start(self.agents.spec(start.capability), start, now_ms=self.clock.now_ms(), calendars=self.calendars)
+            runtime, step = Runtime.start(
+                self.agents.spec(start.capability),
+                start,
+                now_ms=self.clock.now_ms(),
+                calendars=self.calendars,
+            )
             session.runtime = runtime
             self._handle(session, runtime, step)
         except Crash:
@@ -276,10 +344,20 @@ class Driver:
             try:
                 runtime = session.runtime
                 if runtime is None:
-                    if session.snapshot.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED):
+                    if session.snapshot.status in (
+                        RunStatus.COMPLETED,
+                        RunStatus.FAILED,
+                        RunStatus.QUARANTINED,
+                    ):
                         continue
                     spec = self.agents.spec(session.snapshot.capability)
-                    runtime, step = Runtime.restore(spec, session.snapshot, session.results, now_ms=self.clock.now_ms(), calendars=self.calendars)
+                    runtime, step = Runtime.restore(
+                        spec,
+                        session.snapshot,
+                        session.results,
+                        now_ms=self.clock.now_ms(),
+                        calendars=self.calendars,
+                    )
                     session.runtime = runtime
                     self._handle(session, runtime, step)
                 if isinstance(event, Wake) and event.reason in ("restart", "wake"):
@@ -324,7 +402,9 @@ class Driver:
         self.live_calls += 1
         if call.family == "generation":
             provider = self.providers[call.target]
-            generation = provider.reply(str(call.request["model"]), call.request["prompt"], call.request["params"])
+            generation = provider.reply(
+                str(call.request["model"]), call.request["prompt"], call.request["params"]
+            )
             return Outcome.success(generation.to_json())
         fn = self.tools.get(call.target)
         if fn is None:
@@ -340,7 +420,9 @@ class Driver:
                 return Outcome.success(value, attempts=attempts)
             except RetryableError as exc:
                 if attempts >= call.retry.max_attempts:
-                    return Outcome.failure(type(exc).__name__, str(exc), retryable=True, attempts=attempts)
+                    return Outcome.failure(
+                        type(exc).__name__, str(exc), retryable=True, attempts=attempts
+                    )
             except Exception as exc:
                 return Outcome.failure(type(exc).__name__, str(exc), attempts=attempts)
 
@@ -353,7 +435,10 @@ class Driver:
             if verdict is not None and command.kind.value == "APPROVAL":
                 # As the worklist would: as many distinct people as the task needs approvals
                 # (the runtime rejects fewer, and the initiator, as four-eyes requires).
-                by = ("auto-reviewer", *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)))
+                by = (
+                    "auto-reviewer",
+                    *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)),
+                )
                 self._inbox.append(self._decision(command, verdict, "", by))
         elif isinstance(command, CloseTask):
             session.open_tasks.pop(command.task_id, None)
@@ -365,13 +450,25 @@ class Driver:
             if command.reply_to is not None:
                 self._inbox.append(reply)
 
-    def _decision(self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]) -> TaskDecision:
+    def _decision(
+        self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]
+    ) -> TaskDecision:
         if outcome != "ESCALATED":  # the worklist reopens an escalated task for another role
             self.sessions[task.session_id].open_tasks.pop(task.task_id, None)
-        return TaskDecision(session_id=task.session_id, task_id=task.task_id, era=task.era, call_seq=task.call_seq,
-                            outcome=DecisionOutcome(outcome), comment=comment, decided_by=by, decided_ms=self.clock.now_ms())
+        return TaskDecision(
+            session_id=task.session_id,
+            task_id=task.task_id,
+            era=task.era,
+            call_seq=task.call_seq,
+            outcome=DecisionOutcome(outcome),
+            comment=comment,
+            decided_by=by,
+            decided_ms=self.clock.now_ms(),
+        )
 
-    def _deadline_reply(self, command: RegisterDeadline | MeetDeadline | CancelDeadline) -> CaseReply:
+    def _deadline_reply(
+        self, command: RegisterDeadline | MeetDeadline | CancelDeadline
+    ) -> CaseReply:
         """The cases service's obligation rules, in small: one open obligation per name (the
         same due again is accepted), meet/cancel only what is open, repeats accepted."""
         key = (command.case_id, command.name)
@@ -380,10 +477,19 @@ class Driver:
         if command.case_id in self.closed_cases:
             reason = "case is closed"
         elif isinstance(command, RegisterDeadline):
-            if found is not None and found["status"] == "OPEN" and found["due_ms"] != command.due_ms:
+            if (
+                found is not None
+                and found["status"] == "OPEN"
+                and found["due_ms"] != command.due_ms
+            ):
                 reason = f"obligation {command.name!r} is already open (due {found['due_ms']})"
             else:
-                self.obligations[key] = {"due_ms": command.due_ms, "warn_ms": command.warn_ms, "status": "OPEN", "on_breach": command.on_breach}
+                self.obligations[key] = {
+                    "due_ms": command.due_ms,
+                    "warn_ms": command.warn_ms,
+                    "status": "OPEN",
+                    "on_breach": command.on_breach,
+                }
         else:
             target = "MET" if isinstance(command, MeetDeadline) else "CANCELLED"
             if found is None:
@@ -392,21 +498,57 @@ class Driver:
                 reason = f"obligation {command.name!r} is already {found['status'].lower()}"
             else:
                 found["status"] = target
-        op = {RegisterDeadline: "register_deadline", MeetDeadline: "meet_deadline", CancelDeadline: "cancel_deadline"}[type(command)]
+        op = {
+            RegisterDeadline: "register_deadline",
+            MeetDeadline: "meet_deadline",
+            CancelDeadline: "cancel_deadline",
+        }[type(command)]
         _, version = self.cases.get(command.case_id, (None, 0))
-        return CaseReply(session_id=command.reply_to or "", request_id=command.request_id, case_id=command.case_id, era=command.era,
-                         call_seq=command.call_seq, op=op, accepted=reason is None, version=version, reason=reason)
+        return CaseReply(
+            session_id=command.reply_to or "",
+            request_id=command.request_id,
+            case_id=command.case_id,
+            era=command.era,
+            call_seq=command.call_seq,
+            op=op,
+            accepted=reason is None,
+            version=version,
+            reason=reason,
+        )
 
     def _case_reply(self, command: GetCaseState | PutCaseState) -> CaseReply:
         state, version = self.cases.get(command.case_id, (None, 0))
-        common: dict[str, Any] = {"session_id": command.reply_to or "", "request_id": command.request_id, "case_id": command.case_id,
-                  "era": command.era, "call_seq": command.call_seq}
+        common: dict[str, Any] = {
+            "session_id": command.reply_to or "",
+            "request_id": command.request_id,
+            "case_id": command.case_id,
+            "era": command.era,
+            "call_seq": command.call_seq,
+        }
         if isinstance(command, GetCaseState):
-            return CaseReply(op="get_state", accepted=True, state_json=canonical_json(state), version=version, **common)
+            return CaseReply(
+                op="get_state",
+                accepted=True,
+                state_json=canonical_json(state),
+                version=version,
+                **common,
+            )
         if command.expected_version != version:
-            return CaseReply(op="put_state", accepted=False, version=version, reason=f"case is at version {version}", **common)
+            return CaseReply(
+                op="put_state",
+                accepted=False,
+                version=version,
+                reason=f"case is at version {version}",
+                **common,
+            )
         self.cases[command.case_id] = (json.loads(command.state_json), version + 1)
-        return CaseReply(op="put_state", accepted=True, state_json=command.state_json, version=version + 1, **common)
+        return CaseReply(
+            op="put_state",
+            accepted=True,
+            state_json=command.state_json,
+            version=version + 1,
+            **common,
+        )
 
 
 async def _await(value: Any) -> Any:

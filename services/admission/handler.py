@@ -191,7 +191,9 @@ def mint_run_id(admission_key: str, position: Position) -> str:
 
 def tenant_tag(tenant: str) -> str:
     """8 hex of a domain-separated SHA-256 of the tenant: the first part of its case ids."""
-    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[
+        :8
+    ]
 
 
 def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:

@@ -620,7 +620,9 @@ class Executor:
             part.end(sid, status)
 
     def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(command, (OpenTask, CloseTask)):  # CloseTask: the core withdraws a task carried across eras
+        if isinstance(
+            command, (OpenTask, CloseTask)
+        ):  # CloseTask: the core withdraws a task carried across eras
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
@@ -706,7 +708,9 @@ class Executor:
             raise TerminalError(f"no tool named {call.target!r}")
         # The core derives the key (the agent's, or one from the call's first announce) so
         # that a probe and a later era use the very same one.
-        return await tool.call(dict(request.get("args") or {}), idempotency_key=call.idempotency_key)
+        return await tool.call(
+            dict(request.get("args") or {}), idempotency_key=call.idempotency_key
+        )
 
     def _drain_completions(self) -> None:
         served = 0
@@ -773,7 +777,9 @@ class Executor:
             part.sessions.pop(sid, None)
             part.forget_results(sid)
             if start is not None:
-                self._fail_unstartable(start, reason, self._wall_ms(), p, error_type="ExecutorError")
+                self._fail_unstartable(
+                    start, reason, self._wall_ms(), p, error_type="ExecutorError"
+                )
             return
         part.ended.pop(sid, None)
         part.sessions[sid] = before

@@ -76,7 +76,9 @@ class CostOut(BaseModel):
 
 class RunOut(BaseModel):
     run_id: str
-    status: str | None = Field(description="ADMITTED, RUNNING, AWAITING_HUMAN, PARKED, COMPLETED, FAILED, QUARANTINED")
+    status: str | None = Field(
+        description="ADMITTED, RUNNING, AWAITING_HUMAN, PARKED, COMPLETED, FAILED, QUARANTINED"
+    )
     capability: str | None
     case_id: str | None
     era: int
@@ -99,7 +101,9 @@ class RunList(BaseModel):
 
 class JournalOut(BaseModel):
     run_id: str
-    records: list[dict[str, Any]] = Field(description="JournalRecords as Avro-mapped dicts, in topic order")
+    records: list[dict[str, Any]] = Field(
+        description="JournalRecords as Avro-mapped dicts, in topic order"
+    )
     bodies: dict[str, dict[str, Any] | None] | None = Field(
         None, description="era/call_seq -> ResultEntry (null: erased); only for auditors"
     )
@@ -112,7 +116,9 @@ class VerifyOut(BaseModel):
     broken_at_seq: int | None
     reason: str | None
     body_missing: list[int]
-    service_verdict: str | None = Field(None, description="What the journal service's audit stream says")
+    service_verdict: str | None = Field(
+        None, description="What the journal service's audit stream says"
+    )
 
 
 def _run_out(s: RunSummary) -> RunOut:
@@ -198,7 +204,9 @@ def build_api(
             raise HTTPException(404, f"no run {run_id!r} (not in the run index)")
         return summary
 
-    @app.get("/runs", response_model=RunList, responses=auth_errors, summary="List runs, newest first")
+    @app.get(
+        "/runs", response_model=RunList, responses=auth_errors, summary="List runs, newest first"
+    )
     def list_runs(
         _: Who,
         status: RunStatus | None = None,
@@ -213,7 +221,11 @@ def build_api(
         f = RunFilter(status, capability, case, since_ms, until_ms, limit)
         return RunList(runs=[_run_out(s) for s in _index().list(f)])
 
-    @app.get("/runs/{run_id}", response_model=RunOut, responses={**auth_errors, 404: {"description": "unknown run"}})
+    @app.get(
+        "/runs/{run_id}",
+        response_model=RunOut,
+        responses={**auth_errors, 404: {"description": "unknown run"}},
+    )
     def get_run(run_id: RunId, _: Who) -> RunOut:
         return _run_out(_known(run_id))
 
@@ -235,7 +247,9 @@ def build_api(
             history = reader.history(run_id, bodies=bodies, since_ms=scan_since(summary))
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")
-        out = JournalOut(run_id=run_id, records=[_jsonable(to_dict(r)) for r in history.records], bodies=None)
+        out = JournalOut(
+            run_id=run_id, records=[_jsonable(to_dict(r)) for r in history.records], bodies=None
+        )
         if bodies:
             out.bodies = {
                 f"{era}/{call}": None if e is None else _jsonable(to_dict(e))
@@ -270,5 +284,7 @@ def build_api(
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     # bytes and enums out of to_dict become JSON-safe text
-    result: dict[str, Any] = json.loads(json.dumps(d, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)))
+    result: dict[str, Any] = json.loads(
+        json.dumps(d, default=lambda v: v.hex() if isinstance(v, bytes) else str(v))
+    )
     return result

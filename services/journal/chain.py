@@ -119,9 +119,13 @@ def check_links(tip: Tip, rec: JournalRecord) -> Finding:
     chain it is; the core's ``check_next`` only knows a predecessor's).
     """
     if tip.broken_at is not None:
-        return _broken(tip.broken_at, EARLIER_BREAK, f"chain broken at seq {tip.broken_at} ({tip.reason})")
+        return _broken(
+            tip.broken_at, EARLIER_BREAK, f"chain broken at seq {tip.broken_at} ({tip.reason})"
+        )
     if rec.session_id != tip.session_id:
-        return _broken(rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}")
+        return _broken(
+            rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
+        )
     fault = check_link(rec, tip.next_seq, tip.last_hash)
     if fault is None:
         return VERIFIED
@@ -137,7 +141,9 @@ def check_body(rec: JournalRecord, body: Body) -> Finding:
         return VERIFIED
     if body is None or isinstance(body, Erased):
         why = "erased" if isinstance(body, Erased) else "no entry in results"
-        return Finding(Verdict.BODY_MISSING, None, f"body_missing: call {rec.era}/{rec.call_seq} {why}")
+        return Finding(
+            Verdict.BODY_MISSING, None, f"body_missing: call {rec.era}/{rec.call_seq} {why}"
+        )
     fault = check_entry(rec, body)
     if fault is None:
         return VERIFIED
@@ -201,7 +207,11 @@ def verify_records(
     tip = Tip(session_id)
     findings: list[tuple[int, Finding]] = []
     for rec in records:
-        body = bodies.get((rec.era, rec.call_seq)) if needs_body(rec) and rec.call_seq is not None else None
+        body = (
+            bodies.get((rec.era, rec.call_seq))
+            if needs_body(rec) and rec.call_seq is not None
+            else None
+        )
         finding = check(tip, rec, body)
         findings.append((rec.seq, finding))
         tip = advance(tip, rec, finding)
@@ -209,7 +219,13 @@ def verify_records(
     if not findings:
         return ChainReport(session_id, 0, False, 0, "gap: no records", (), ())
     return ChainReport(
-        session_id, len(findings), not tip.broken, tip.broken_at, tip.reason, missing, tuple(findings)
+        session_id,
+        len(findings),
+        not tip.broken,
+        tip.broken_at,
+        tip.reason,
+        missing,
+        tuple(findings),
     )
 
 

@@ -45,7 +45,11 @@ def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
         era=int(data.get("era", 0)),
         last_seq=int(data.get("last_seq", -1)),
         records=int(data.get("records", 0)),
-        cost=CostTotals(int(cost.get("tokens_in", 0)), int(cost.get("tokens_out", 0)), float(cost.get("units", 0.0))),
+        cost=CostTotals(
+            int(cost.get("tokens_in", 0)),
+            int(cost.get("tokens_out", 0)),
+            float(cost.get("units", 0.0)),
+        ),
         started_ms=data.get("started_ms"),
         updated_ms=data.get("updated_ms"),
         ended_ms=data.get("ended_ms"),
@@ -100,7 +104,10 @@ class RunIndex:
         by_run: dict[str, list[AuditRecord]] = {}
         for a in audits:
             by_run.setdefault(a.session_id, []).append(a)
-        return sum(self._apply_run(run_id, sorted(recs, key=lambda a: a.seq)) for run_id, recs in by_run.items())
+        return sum(
+            self._apply_run(run_id, sorted(recs, key=lambda a: a.seq))
+            for run_id, recs in by_run.items()
+        )
 
     def _apply_run(self, run_id: str, audits: list[AuditRecord]) -> int:
         key = self.key("run", run_id)
@@ -192,7 +199,11 @@ class RunIndex:
     def cost(self, scope: str, name: str) -> CostTotals:
         raw = self._r.hgetall(self.key("cost", scope, name))
         get = {k.decode() if isinstance(k, bytes) else str(k): v for k, v in raw.items()}
-        return CostTotals(int(get.get("tokens_in", 0)), int(get.get("tokens_out", 0)), float(get.get("units", 0.0)))
+        return CostTotals(
+            int(get.get("tokens_in", 0)),
+            int(get.get("tokens_out", 0)),
+            float(get.get("units", 0.0)),
+        )
 
     def clear(self, keys: Iterable[str] = ()) -> None:
         """Delete this prefix's index (tests; an operator forcing a rebuild)."""

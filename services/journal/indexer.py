@@ -17,12 +17,12 @@ import threading
 import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
 from runplane.config import Settings
 from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config
 from runplane.service import Probe
 from runplane.wire import AuditRecord, Serde
-
 from services.journal import metrics as m
 from services.journal.index import RunIndex
 
@@ -102,9 +102,13 @@ class Indexer:
             if value is None:
                 continue
             try:
-                rec = self._serde.decode("audit", value if isinstance(value, bytes) else value.encode())
+                rec = self._serde.decode(
+                    "audit", value if isinstance(value, bytes) else value.encode()
+                )
             except WireError as exc:
-                log.warning("skipping undecodable audit record", extra={"partition": p, "reason": str(exc)})
+                log.warning(
+                    "skipping undecodable audit record", extra={"partition": p, "reason": str(exc)}
+                )
                 continue
             if isinstance(rec, AuditRecord):
                 audits.append(rec)

@@ -130,7 +130,9 @@ class AuditLoop:
         s = self._s
         self._producer = TransactionalProducer(
             transactional_producer_config(
-                self._base, s.transactional_id, **{"transaction.timeout.ms": s.transaction_timeout_ms}
+                self._base,
+                s.transactional_id,
+                **{"transaction.timeout.ms": s.transaction_timeout_ms},
             )
         )
         self._producer.init()
@@ -187,7 +189,9 @@ class AuditLoop:
     def _restore(self, numbers: list[int], deadline: float) -> None:
         assert self._restorer is not None
         audit_topic = self._base.topic(topo.AUDIT)
-        restored = self._restorer.restore(audit_topic, numbers, self._decode_audit, deadline=deadline)
+        restored = self._restorer.restore(
+            audit_topic, numbers, self._decode_audit, deadline=deadline
+        )
         for p in numbers:
             state = PartitionState(p, body_grace_ms=self._s.body_grace_ms)
             restore(state, restored.partitions.get(p, {}))
@@ -300,14 +304,21 @@ class AuditLoop:
         if isinstance(out, AuditOut):
             value = self._serde.encode(topo.AUDIT, out.record)
             self._producer.produce(
-                self._base.topic(topo.AUDIT), out.record.session_id.encode(), value, partition=out.partition
+                self._base.topic(topo.AUDIT),
+                out.record.session_id.encode(),
+                value,
+                partition=out.partition,
             )
             self._txn.audits.append(out.record)
         elif isinstance(out, QuarantineOut):
-            wake = Wake(session_id=out.session_id, reason=quarantine_reason(out), sent_ms=self._now())
+            wake = Wake(
+                session_id=out.session_id, reason=quarantine_reason(out), sent_ms=self._now()
+            )
             # Keyed by session with murmur2: lands on the run's inbox partition, i.e. its executor.
             self._producer.produce(
-                self._base.topic(topo.INBOX), out.session_id.encode(), self._serde.encode(topo.INBOX, wake)
+                self._base.topic(topo.INBOX),
+                out.session_id.encode(),
+                self._serde.encode(topo.INBOX, wake),
             )
             self._txn.quarantines += 1
 
@@ -316,7 +327,9 @@ class AuditLoop:
         dl = dead_letter(msg, reason, topo.SERVICE, at_ms=now)
         raw_key = msg.key()
         key = raw_key if isinstance(raw_key, bytes) or raw_key is None else raw_key.encode()
-        self._producer.produce(self._base.topic(topo.DEADLETTER), key, self._serde.encode(topo.DEADLETTER, dl))
+        self._producer.produce(
+            self._base.topic(topo.DEADLETTER), key, self._serde.encode(topo.DEADLETTER, dl)
+        )
         self._txn.deadletters[topic] = self._txn.deadletters.get(topic, 0) + 1
 
     def _held(self) -> int:

@@ -13,7 +13,9 @@ from runplane.core.chain import Draft, body_digest, default_label, seal
 from runplane.wire import ZERO_HASH, Cost, JournalKind, JournalRecord, ResultEntry
 
 
-def sample_entry(session_id: str, call_seq: int, value: object, *, era: int = 0, stamp_ms: int = 1) -> ResultEntry:
+def sample_entry(
+    session_id: str, call_seq: int, value: object, *, era: int = 0, stamp_ms: int = 1
+) -> ResultEntry:
     """The ResultEntry of one successful call returning ``value``."""
     return ResultEntry(
         session_id=session_id,
@@ -52,7 +54,15 @@ def sample_run(
         e = sample_entry(session_id, c, {"n": c}, stamp_ms=stamp)
         results[(0, c)] = e
         drafts.append(
-            Draft(session_id, len(drafts), 0, JournalKind.EFFECT_ANNOUNCED, stamp, call_seq=c, family="generation")
+            Draft(
+                session_id,
+                len(drafts),
+                0,
+                JournalKind.EFFECT_ANNOUNCED,
+                stamp,
+                call_seq=c,
+                family="generation",
+            )
         )
         drafts.append(
             Draft(

@@ -24,7 +24,6 @@ from runplane.config import Settings
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.service import Health, health_routes, run_http
 from runplane.wire import AuditRecord
-
 from services.journal.api import build_api
 from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
@@ -51,13 +50,18 @@ class KafkaRunReader:
         return read_audit(self.settings, run_id)
 
 
-def serve(settings: Settings, stop: threading.Event, *, journal: JournalSettings | None = None) -> None:
+def serve(
+    settings: Settings, stop: threading.Event, *, journal: JournalSettings | None = None
+) -> None:
     """Run the journal service until ``stop`` is set."""
     js = journal or JournalSettings.from_env(base=settings)
     health = Health()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix) if js.index else None
     app = build_api(
-        lambda: index, KafkaRunReader(settings), PrincipalsFile(js.readers_file), max_scans=js.max_scans
+        lambda: index,
+        KafkaRunReader(settings),
+        PrincipalsFile(js.readers_file),
+        max_scans=js.max_scans,
     )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))
@@ -81,7 +85,9 @@ def serve(settings: Settings, stop: threading.Event, *, journal: JournalSettings
         log.info("journal service listening", extra={"port": server.port})
         threads.append(guarded("audit", loop))
         if index is not None:
-            threads.append(guarded("indexer", Indexer(settings, index, probe=health.probe("indexer"))))
+            threads.append(
+                guarded("indexer", Indexer(settings, index, probe=health.probe("indexer")))
+            )
         stop.wait()
         for t in threads:
             t.join(30)

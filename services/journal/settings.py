@@ -43,11 +43,15 @@ class JournalSettings:
         if self.body_grace_ms < 0:
             raise ConfigError("RUNPLANE_JOURNAL_BODY_GRACE_MS must not be negative")
         if self.batch_max < 1 or self.batch_ms < 0:
-            raise ConfigError("RUNPLANE_JOURNAL_BATCH_MAX must be >= 1 and RUNPLANE_JOURNAL_BATCH_MS >= 0")
+            raise ConfigError(
+                "RUNPLANE_JOURNAL_BATCH_MAX must be >= 1 and RUNPLANE_JOURNAL_BATCH_MS >= 0"
+            )
         if self.max_hold_ms < self.body_grace_ms:
             raise ConfigError("RUNPLANE_JOURNAL_MAX_HOLD_MS must be at least the body grace")
         if self.max_hold_ms * 2 > self.transaction_timeout_ms:
-            raise ConfigError("RUNPLANE_JOURNAL_MAX_HOLD_MS must be under half the transaction timeout")
+            raise ConfigError(
+                "RUNPLANE_JOURNAL_MAX_HOLD_MS must be under half the transaction timeout"
+            )
 
     @property
     def transactional_id(self) -> str:
@@ -58,7 +62,9 @@ class JournalSettings:
         return f"{self.base.topic_prefix}journal-{self.base.instance_id}"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, base: Settings | None = None) -> JournalSettings:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, base: Settings | None = None
+    ) -> JournalSettings:
         e = os.environ if env is None else env
         readers = env_str(e, "RUNPLANE_JOURNAL_READERS_FILE") or env_str(
             e, "RUNPLANE_WORKLIST_PRINCIPALS_FILE"

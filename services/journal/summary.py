@@ -42,7 +42,9 @@ class CostTotals:
         if cost is None:
             return self
         return CostTotals(
-            self.tokens_in + cost.tokens_in, self.tokens_out + cost.tokens_out, self.units + cost.units
+            self.tokens_in + cost.tokens_in,
+            self.tokens_out + cost.tokens_out,
+            self.units + cost.units,
         )
 
     @property
@@ -134,11 +136,15 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         cost=summary.cost.plus(audit.cost),
         started_ms=audit.stamp_ms if summary.started_ms is None else summary.started_ms,
         updated_ms=audit.stamp_ms,
-        ended_ms=audit.stamp_ms if status in TERMINAL and summary.ended_ms is None else summary.ended_ms,
+        ended_ms=audit.stamp_ms
+        if status in TERMINAL and summary.ended_ms is None
+        else summary.ended_ms,
         parked_on=parked,
         verdict=summary.verdict if broken else _worse(summary.verdict, audit.verdict),
         broken_at_seq=summary.broken_at_seq if broken else audit.broken_at_seq,
-        reason=summary.reason if broken else (audit.reason if audit.verdict is Verdict.BROKEN else summary.reason),
+        reason=summary.reason
+        if broken
+        else (audit.reason if audit.verdict is Verdict.BROKEN else summary.reason),
         body_missing=summary.body_missing + (audit.verdict is Verdict.BODY_MISSING),
     )
 

@@ -220,9 +220,7 @@ class Worklist:
                             return TaskPage(out, Cursor(seg, m).encode())
         return TaskPage(out, None)
 
-    def _keys(
-        self, who: Principal, statuses: tuple[TaskStatus, ...], f: Filter
-    ) -> Sequence[str]:
+    def _keys(self, who: Principal, statuses: tuple[TaskStatus, ...], f: Filter) -> Sequence[str]:
         roles = self.policy.roles_of(who.name)
 
         def dims(status: TaskStatus) -> Sequence[str]:

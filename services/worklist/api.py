@@ -280,18 +280,14 @@ def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
         case: Text | None = None,
         actionable: bool = Query(False, description="only tasks you may act on now"),
         limit: int = Query(200, ge=1, le=1000),
-        cursor: str | None = Query(
-            None, max_length=2048, description="the previous page's cursor"
-        ),
+        cursor: str | None = Query(None, max_length=2048, description="the previous page's cursor"),
     ) -> TaskList:
         f = Filter(status, role, case, actionable, limit, cursor)
         try:
             page = worklist.page(who, f)
         except ValueError as exc:
             raise ActionError(422, f"cursor: {exc}") from None
-        return TaskList(
-            tasks=[task_out(t, worklist, who) for t in page.tasks], cursor=page.cursor
-        )
+        return TaskList(tasks=[task_out(t, worklist, who) for t in page.tasks], cursor=page.cursor)
 
     # The POST routes come first: a GET for ".../claim" must fall through to the show route.
     @app.post("/api/tasks/{task_id:path}/claim", response_model=TaskOut, responses=_ERRORS)

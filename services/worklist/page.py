@@ -106,6 +106,7 @@ class SecurityHeaders:
 
         await self.app(scope, receive, send_with_headers)
 
+
 _templates: dict[str, Template] = {}
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+
 from runplane.config import Settings
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics, delete_topics, topic_names

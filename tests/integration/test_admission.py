@@ -271,8 +271,12 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
         running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
         Client(settings) as client,
     ):
-        unknown = client.admit("nope", "r-unknown", {"invoice_id": "i"}, tenant="acme", initiator="alice")
-        invalid = client.admit("refund", "r-invalid", {"amount": 3}, tenant="acme", initiator="alice")
+        unknown = client.admit(
+            "nope", "r-unknown", {"invoice_id": "i"}, tenant="acme", initiator="alice"
+        )
+        invalid = client.admit(
+            "refund", "r-invalid", {"amount": 3}, tenant="acme", initiator="alice"
+        )
         wait_for("the raw refusals", lambda: len(committed_replies(settings)) >= 4)
         wait_for("the dead letter", lambda: len(read_all(settings, "deadletter")) >= 1)
     assert unknown.outcome == AdmissionOutcome.REFUSED and "unknown capability 'nope'" in (
@@ -316,7 +320,9 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
             updated_ms=time.time_ns() // 1_000_000,
         )
         produce_all(settings, [("dispute-17", SERDE.encode("admission", update))])
-        again = client.admit("refund", "dispute-17", {"invoice_id": "i"}, tenant="acme", initiator="alice")
+        again = client.admit(
+            "refund", "dispute-17", {"invoice_id": "i"}, tenant="acme", initiator="alice"
+        )
     assert again.outcome == AdmissionOutcome.DUPLICATE
     assert again.run_id == first.run_id and again.case_id == first.case_id
     assert again.status == RunStatus.AWAITING_HUMAN and again.task_id == "task-9"

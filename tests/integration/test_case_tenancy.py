@@ -43,12 +43,24 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
     wall = WallClock()
     due = wall.resolve({"days": 1}, time.time_ns() // 1_000_000)
     register = RegisterDeadline(
-        case_id=case, request_id="r-acme/0/1", reply_to="r-acme", name="first-response",
-        due_ms=due, calendar=wall.name, calendar_digest=wall.digest, rule_json=json.dumps({"days": 1}),
-        on_breach="escalate", tenant="acme",
+        case_id=case,
+        request_id="r-acme/0/1",
+        reply_to="r-acme",
+        name="first-response",
+        due_ms=due,
+        calendar=wall.name,
+        calendar_digest=wall.digest,
+        rule_json=json.dumps({"days": 1}),
+        on_breach="escalate",
+        tenant="acme",
     )
-    breach = BreachDeadline(case_id=case, request_id="sweep/breach", name="first-response", due_ms=due,
-                            sweep_run_id="sweep-t9")
+    breach = BreachDeadline(
+        case_id=case,
+        request_id="sweep/breach",
+        name="first-response",
+        due_ms=due,
+        sweep_run_id="sweep-t9",
+    )
     admission = build(AdmissionSettings(base=settings, batch_ms=5), capabilities=CAPS)
     with cases_service(settings), running(admission), Client(settings) as client:
         assert admission.ready.wait(60)
@@ -57,17 +69,32 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
         send(settings, breach)
 
         def admitted_follow_up() -> AdmissionReply | None:
-            return next((r for _, r in read_all(settings, "admission.replies")
-                         if isinstance(r, AdmissionReply) and r.outcome is AdmissionOutcome.ADMITTED), None)
+            return next(
+                (
+                    r
+                    for _, r in read_all(settings, "admission.replies")
+                    if isinstance(r, AdmissionReply) and r.outcome is AdmissionOutcome.ADMITTED
+                ),
+                None,
+            )
 
         reply = wait_for("the follow-up admitted", admitted_follow_up)
         assert reply.case_id == case
 
-        foreign = client.admit("refund", "globex-1", {}, tenant="globex", initiator="mallory",
-                               correlation={CASE_KEY: case})
+        foreign = client.admit(
+            "refund",
+            "globex-1",
+            {},
+            tenant="globex",
+            initiator="mallory",
+            correlation={CASE_KEY: case},
+        )
 
-    [request] = [r for _, r in read_all(settings, "admission") if isinstance(r, AdmissionRequest)
-                 and r.capability == "escalate"]
+    [request] = [
+        r
+        for _, r in read_all(settings, "admission")
+        if isinstance(r, AdmissionRequest) and r.capability == "escalate"
+    ]
     assert request.tenant == "acme" and request.correlation_keys[CASE_KEY] == case
     [start] = [r for _, r in read_all(settings, "runs.inbox") if isinstance(r, StartRun)]
     assert start.tenant == "acme" and start.case_id == case and start.session_id == reply.run_id

@@ -6,6 +6,9 @@ import json
 import threading
 
 import pytest
+from test_cases_support import cases_service, latest_case, read_all, reply_to, send, wait_for
+from typer.testing import CliRunner
+
 from runplane.cli import app
 from runplane.config import Settings
 from runplane.wire import (
@@ -18,8 +21,6 @@ from runplane.wire import (
     PutCaseState,
     RegisterDeadline,
 )
-from test_cases_support import cases_service, latest_case, read_all, reply_to, send, wait_for
-from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ from typing import TypeVar
 
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import CaseRecord, CaseReply, Record, Serde
-
 from services.cases.serve import build
 from services.cases.settings import CasesSettings
 from services.sweeper.settings import SweeperSettings

@@ -61,7 +61,9 @@ def test_two_deployments_with_the_same_pod_names_both_keep_admitting(
             assert second.ready.wait(60)  # its init_transactions has run
             # The first deployment commits again after the second registered its id: a fenced
             # producer would fail here (and `running` would report the processor's error).
-            after = a.admit("refund", "m6-after", {"invoice_id": "i"}, initiator="alice", timeout=30)
+            after = a.admit(
+                "refund", "m6-after", {"invoice_id": "i"}, initiator="alice", timeout=30
+            )
             other = b.admit("refund", "m6-other", {"invoice_id": "i"}, initiator="bob", timeout=30)
     assert after.outcome is AdmissionOutcome.ADMITTED
     assert other.outcome is AdmissionOutcome.ADMITTED

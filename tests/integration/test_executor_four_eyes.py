@@ -42,32 +42,49 @@ def _status(settings: Settings, run_id: str) -> RunStatus | None:
 
 
 def _decision(task: OpenTask, by: tuple[str, ...]) -> TaskDecision:
-    return TaskDecision(session_id=task.session_id, task_id=task.task_id, era=task.era,
-                        call_seq=task.call_seq, outcome=DecisionOutcome.APPROVED, decided_by=by,
-                        decided_ms=int(time.time() * 1000))
+    return TaskDecision(
+        session_id=task.session_id,
+        task_id=task.task_id,
+        era=task.era,
+        call_seq=task.call_seq,
+        outcome=DecisionOutcome.APPROVED,
+        decided_by=by,
+        decided_ms=int(time.time() * 1000),
+    )
 
 
 def test_a_forged_decision_by_the_initiator_is_dead_lettered_and_the_run_waits(
     settings: Settings, billing: FakeBillingServer
 ) -> None:
-    own = ExecutorSettings(base=settings, billing_url=billing.url, agent_modules=("examples.refund",))
+    own = ExecutorSettings(
+        base=settings, billing_url=billing.url, agent_modules=("examples.refund",)
+    )
     producer = plain_producer(settings)
     with executor_thread(own):
         [run] = admit(producer, settings, "refund", [{"invoice_id": "INV-4E"}], initiator="ivan")
-        wait_for(lambda: _status(settings, run.run_id) is RunStatus.AWAITING_HUMAN,
-                 timeout_s=60, what="approval park")
+        wait_for(
+            lambda: _status(settings, run.run_id) is RunStatus.AWAITING_HUMAN,
+            timeout_s=60,
+            what="approval park",
+        )
         [task] = [r for _, r in read_topic(settings, "tasks.commands") if isinstance(r, OpenTask)]
         assert task.initiator == "ivan"
 
         send(producer, settings, "runs.inbox", run.run_id, _decision(task, ("ivan",)))
-        wait_for(lambda: any(isinstance(r, DeadLetter) for _, r in read_topic(settings, "deadletter")),
-                 timeout_s=60, what="the forged decision's dead letter")
+        wait_for(
+            lambda: any(isinstance(r, DeadLetter) for _, r in read_topic(settings, "deadletter")),
+            timeout_s=60,
+            what="the forged decision's dead letter",
+        )
         [letter] = [r for _, r in read_topic(settings, "deadletter") if isinstance(r, DeadLetter)]
         assert "names the run's initiator 'ivan'" in letter.reason
         assert _status(settings, run.run_id) is RunStatus.AWAITING_HUMAN
         assert billing.counts().charges == {}  # nothing was charged on the forged approval
 
         send(producer, settings, "runs.inbox", run.run_id, _decision(task, ("grace",)))
-        wait_for(lambda: _status(settings, run.run_id) is RunStatus.COMPLETED,
-                 timeout_s=60, what="completion on the genuine decision")
+        wait_for(
+            lambda: _status(settings, run.run_id) is RunStatus.COMPLETED,
+            timeout_s=60,
+            what="completion on the genuine decision",
+        )
     assert billing.counts().charges == {f"refund/{run.run_id}": 1}

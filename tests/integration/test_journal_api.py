@@ -55,9 +55,14 @@ def api(settings: Settings, index: RunIndex) -> Iterator[httpx.Client]:
     app = build_api(lambda: index, KafkaRunReader(settings), readers)
     stop = threading.Event()
     # Every run endpoint needs a principal (any role): the client asks as the clerk.
-    with run_http(app, "127.0.0.1", 0, stop) as server, httpx.Client(
-        base_url=f"http://127.0.0.1:{server.port}", timeout=60, headers={"Authorization": f"Bearer {CLERK_TOKEN}"}
-    ) as c:
+    with (
+        run_http(app, "127.0.0.1", 0, stop) as server,
+        httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            timeout=60,
+            headers={"Authorization": f"Bearer {CLERK_TOKEN}"},
+        ) as c,
+    ):
         wait_for(lambda: _up(c))
         yield c
         stop.set()
@@ -85,17 +90,28 @@ def test_queries_cost_bodies_and_rebuild(
 ) -> None:
     a, b = f"r-api-a-{uuid.uuid4().hex[:6]}", f"r-api-b-{uuid.uuid4().hex[:6]}"
     recs_a, res_a = sample_run(a, calls=3, capability="refund", case_id="c-1", start_ms=10_000)
-    recs_b, res_b = sample_run(b, calls=1, capability="triage", case_id="c-1", start_ms=20_000, tokens=(100, 50), units=2.0)
+    recs_b, res_b = sample_run(
+        b, calls=1, capability="triage", case_id="c-1", start_ms=20_000, tokens=(100, 50), units=2.0
+    )
     produce_run(settings, recs_a, res_a)
     produce_run(settings, recs_b[:3], res_b)  # b is still running (no RunCompleted yet)
     with running(settings):
         wait_audit(settings, a, len(recs_a))
         wait_audit(settings, b, 3)
-    wait_for(lambda: api.get(f"/runs/{b}").status_code == 200 and api.get(f"/runs/{b}").json()["records"] == 3)
+    wait_for(
+        lambda: (
+            api.get(f"/runs/{b}").status_code == 200
+            and api.get(f"/runs/{b}").json()["records"] == 3
+        )
+    )
     wait_for(lambda: api.get(f"/runs/{a}").json().get("records") == len(recs_a))
 
     run_a = api.get(f"/runs/{a}").json()
-    assert run_a["status"] == "COMPLETED" and run_a["capability"] == "refund" and run_a["case_id"] == "c-1"
+    assert (
+        run_a["status"] == "COMPLETED"
+        and run_a["capability"] == "refund"
+        and run_a["case_id"] == "c-1"
+    )
     assert run_a["cost"] == {"tokens_in": 30, "tokens_out": 15, "units": 1.5, "tokens": 45}
     assert run_a["verdict"] == "VERIFIED" and run_a["started_ms"] == 10_000
     assert api.get(f"/runs/{b}").json()["status"] == "RUNNING"
@@ -104,9 +120,15 @@ def test_queries_cost_bodies_and_rebuild(
 
     listed = api.get("/runs").json()["runs"]
     assert [r["run_id"] for r in listed] == [b, a]  # newest first
-    assert [r["run_id"] for r in api.get("/runs", params={"status": "COMPLETED"}).json()["runs"]] == [a]
-    assert [r["run_id"] for r in api.get("/runs", params={"capability": "triage"}).json()["runs"]] == [b]
-    assert [r["run_id"] for r in api.get("/runs", params={"since_ms": 15_000}).json()["runs"]] == [b]
+    assert [
+        r["run_id"] for r in api.get("/runs", params={"status": "COMPLETED"}).json()["runs"]
+    ] == [a]
+    assert [
+        r["run_id"] for r in api.get("/runs", params={"capability": "triage"}).json()["runs"]
+    ] == [b]
+    assert [r["run_id"] for r in api.get("/runs", params={"since_ms": 15_000}).json()["runs"]] == [
+        b
+    ]
     assert len(api.get("/runs", params={"case": "c-1"}).json()["runs"]) == 2
     case_cost = index.cost("case", "c-1")
     assert (case_cost.tokens_in, case_cost.tokens_out, case_cost.units) == (130, 65, 3.5)
@@ -116,12 +138,27 @@ def test_queries_cost_bodies_and_rebuild(
     assert [r["seq"] for r in j["records"]] == list(range(len(recs_a))) and j["bodies"] is None
     for path in ("/runs", f"/runs/{a}", f"/runs/{a}/journal", f"/runs/{a}/verify"):
         assert api.get(path, headers={"Authorization": ""}).status_code == 401
-    assert api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": ""}).status_code == 401
-    bad = api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": "Bearer nope"})
+    assert (
+        api.get(
+            f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": ""}
+        ).status_code
+        == 401
+    )
+    bad = api.get(
+        f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": "Bearer nope"}
+    )
     assert bad.status_code == 401
-    clerk = api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": f"Bearer {CLERK_TOKEN}"})
+    clerk = api.get(
+        f"/runs/{a}/journal",
+        params={"bodies": True},
+        headers={"Authorization": f"Bearer {CLERK_TOKEN}"},
+    )
     assert clerk.status_code == 403 and "auditor" in clerk.json()["detail"]
-    full = api.get(f"/runs/{a}/journal", params={"bodies": True}, headers={"Authorization": f"Bearer {AUDITOR_TOKEN}"})
+    full = api.get(
+        f"/runs/{a}/journal",
+        params={"bodies": True},
+        headers={"Authorization": f"Bearer {AUDITOR_TOKEN}"},
+    )
     assert full.status_code == 200 and full.json()["bodies"]["0/1"]["value_json"] == '{"n": 1}'
 
     v = api.get(f"/runs/{a}/verify").json()

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_journal_service import read_audit, running, wait_audit
+
 from runplane.config import Settings
 from runplane.core.chain import Draft, seal
 from runplane.fakes import FakeBillingServer
@@ -27,8 +29,6 @@ from runplane.wire import (
     Verdict,
     encode,
 )
-from test_journal_service import read_audit, running, wait_audit
-
 from services.executor.harness import (
     admit,
     chain_of,
@@ -57,26 +57,49 @@ def _status(settings: Settings, run_id: str, status: RunStatus) -> bool:
 def test_refund_run_audited_verified_once_then_tamper_quarantines(
     settings: Settings, billing: FakeBillingServer
 ) -> None:
-    own = ExecutorSettings(base=settings, billing_url=billing.url, agent_modules=("examples.refund",))
+    own = ExecutorSettings(
+        base=settings, billing_url=billing.url, agent_modules=("examples.refund",)
+    )
     producer = plain_producer(settings)
     with executor_thread(own):
         run_a, run_b = admit(
-            producer, settings, "refund",
+            producer,
+            settings,
+            "refund",
             [{"invoice_id": "INV-7", "reason": "dup"}, {"invoice_id": "INV-8", "reason": "dup"}],
         )
         a, b = run_a.run_id, run_b.run_id
         for rid in (a, b):
-            wait_for(lambda rid=rid: _status(settings, rid, RunStatus.AWAITING_HUMAN), timeout_s=60, what="park")
+            wait_for(
+                lambda rid=rid: _status(settings, rid, RunStatus.AWAITING_HUMAN),
+                timeout_s=60,
+                what="park",
+            )
         parked_records, _ = chain_of(settings, a)
         with running(settings):
             audits = wait_audit(settings, a, len(parked_records))
         assert summarize(a, audits).status is RunStatus.AWAITING_HUMAN
 
-        [task] = [r for _, r in read_topic(settings, "tasks.commands") if isinstance(r, OpenTask) and r.session_id == a]
-        send(producer, settings, "runs.inbox", a, TaskDecision(
-            session_id=a, task_id=task.task_id, era=task.era, call_seq=task.call_seq,
-            outcome=DecisionOutcome.APPROVED, decided_by=("alice",), decided_ms=int(time.time() * 1000),
-        ))
+        [task] = [
+            r
+            for _, r in read_topic(settings, "tasks.commands")
+            if isinstance(r, OpenTask) and r.session_id == a
+        ]
+        send(
+            producer,
+            settings,
+            "runs.inbox",
+            a,
+            TaskDecision(
+                session_id=a,
+                task_id=task.task_id,
+                era=task.era,
+                call_seq=task.call_seq,
+                outcome=DecisionOutcome.APPROVED,
+                decided_by=("alice",),
+                decided_ms=int(time.time() * 1000),
+            ),
+        )
         wait_for(lambda: _status(settings, a, RunStatus.COMPLETED), timeout_s=60, what="completion")
         records, _ = chain_of(settings, a)
 
@@ -92,13 +115,24 @@ def test_refund_run_audited_verified_once_then_tamper_quarantines(
             chain_b, _ = chain_of(settings, b)
             wait_audit(settings, b, len(chain_b))
             n = len(chain_b)
-            forged = seal(Draft(b, n, 0, JournalKind.SIGNAL_RECEIVED, int(time.time() * 1000),
-                                attrs={"forged": "yes"}), "e" * 64)
+            forged = seal(
+                Draft(
+                    b,
+                    n,
+                    0,
+                    JournalKind.SIGNAL_RECEIVED,
+                    int(time.time() * 1000),
+                    attrs={"forged": "yes"},
+                ),
+                "e" * 64,
+            )
             producer.produce(settings.topic("journal"), key=b.encode(), value=encode(forged))
             producer.flush(10)
             bad = wait_audit(settings, b, n + 1)[n]
             assert bad.verdict is Verdict.BROKEN and bad.broken_at_seq == n
             assert (bad.reason or "").startswith("bad_link")
             # the executor received the quarantine wake and quarantined the live run
-            wait_for(lambda: _status(settings, b, RunStatus.QUARANTINED), timeout_s=60, what="quarantine")
+            wait_for(
+                lambda: _status(settings, b, RunStatus.QUARANTINED), timeout_s=60, what="quarantine"
+            )
     assert json.loads(sessions(settings)[a].output_json or "null")["status"] == "refunded"

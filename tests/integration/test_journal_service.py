@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, transactional_producer_config
@@ -27,7 +28,6 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs import read_audit, read_run, result_key
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
-
 from services.journal import metrics as m
 from services.journal.chain import bodies_of, verify_records
 from services.journal.loop import AuditLoop
@@ -50,7 +50,10 @@ def produce_run(
     for e in results.values():
         p = partition_for(e.session_id, settings.partitions)
         producer.produce(
-            settings.topic("results"), result_key(e.session_id, e.era, e.call_seq).encode(), encode(e), partition=p
+            settings.topic("results"),
+            result_key(e.session_id, e.era, e.call_seq).encode(),
+            encode(e),
+            partition=p,
         )
     for r in records:
         producer.produce(settings.topic("journal"), r.session_id.encode(), encode(r))
@@ -60,7 +63,9 @@ def produce_run(
 
 @contextmanager
 def running(settings: Settings, grace_ms: int = 1500) -> Iterator[AuditLoop]:
-    js = JournalSettings(base=settings, body_grace_ms=grace_ms, max_hold_ms=grace_ms * 3, index=False)
+    js = JournalSettings(
+        base=settings, body_grace_ms=grace_ms, max_hold_ms=grace_ms * 3, index=False
+    )
     loop = AuditLoop(js)
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -114,7 +119,9 @@ def inbox_wakes(settings: Settings) -> list[Wake]:
     return out
 
 
-def test_a_completed_run_is_audited_verified_in_order_once_across_a_restart(settings: Settings) -> None:
+def test_a_completed_run_is_audited_verified_in_order_once_across_a_restart(
+    settings: Settings,
+) -> None:
     run = f"r-good-{uuid.uuid4().hex[:6]}"
     records, results = sample_run(run, calls=3)
     half = 4  # admitted, announce 0, record 0, announce 1
@@ -159,7 +166,9 @@ def _tampered(settings: Settings) -> dict[str, tuple[int, str, list[JournalRecor
     return out
 
 
-def test_tampered_chains_are_broken_at_the_right_seq_counted_and_quarantined(settings: Settings) -> None:
+def test_tampered_chains_are_broken_at_the_right_seq_counted_and_quarantined(
+    settings: Settings,
+) -> None:
     cases = _tampered(settings)
     good = f"r-fine-{uuid.uuid4().hex[:6]}"
     good_recs, good_res = sample_run(good, calls=2)
@@ -176,7 +185,9 @@ def test_tampered_chains_are_broken_at_the_right_seq_counted_and_quarantined(set
     for rid, (seq, fault, recs, res) in cases.items():
         audits = read_audit(settings, rid)
         first_bad = next(a for a in audits if a.verdict is Verdict.BROKEN)
-        assert first_bad.broken_at_seq == seq and (first_bad.reason or "").startswith(fault), first_bad
+        assert first_bad.broken_at_seq == seq and (first_bad.reason or "").startswith(fault), (
+            first_bad
+        )
         assert all(a.verdict is Verdict.VERIFIED for a in audits if a.seq < seq)
         # quarantined: exactly one wake naming the break
         assert wakes[rid].reason.startswith(f"quarantine:{fault} at seq {seq}")
@@ -231,9 +242,21 @@ def test_example_audit_consumer_prints_a_line_per_record(settings: Settings) -> 
         wait_audit(settings, run, len(records))
     example = Path(__file__).resolve().parents[2] / "examples" / "audit_consumer.py"
     done = subprocess.run(
-        [sys.executable, str(example), "--bootstrap", settings.bootstrap_servers, "--topic",
-         settings.topic("audit"), "--from-beginning", "--idle-exit", "8"],
-        capture_output=True, text=True, timeout=90, check=True,
+        [
+            sys.executable,
+            str(example),
+            "--bootstrap",
+            settings.bootstrap_servers,
+            "--topic",
+            settings.topic("audit"),
+            "--from-beginning",
+            "--idle-exit",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
     )
     lines = done.stdout.splitlines()
     assert len(lines) == len(records), done.stdout + done.stderr

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.topics import FAST_COMPACTION, create_topics, topic_name

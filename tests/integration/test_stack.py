@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from typer.testing import CliRunner
+
 from runplane.cli import app
 from runplane.config import Settings
 from runplane.kafka.topics import COMPACTED, TOPICS, create_topics, describe_topics
 from runplane.stack import LocalStack, StackError, down, kafka_answers, redis_answers, status, up
 from runplane.stack._process import is_alive, port_bindable
-from typer.testing import CliRunner
 
 
 def _free_port() -> int:

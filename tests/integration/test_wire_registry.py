@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
 from runplane.config import Settings
 from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config, producer_config
@@ -22,7 +23,9 @@ from runplane.wire._confluent import ConfluentSerde
 pytestmark = pytest.mark.integration
 
 
-def _read_all(settings: Settings, topic: str, expected: int, timeout: float = 30.0) -> list[Message]:
+def _read_all(
+    settings: Settings, topic: str, expected: int, timeout: float = 30.0
+) -> list[Message]:
     consumer = Consumer(
         consumer_config(settings, f"{settings.topic_prefix}wire-{uuid.uuid4().hex[:6]}")
     )
@@ -59,7 +62,9 @@ def test_records_survive_the_broker_and_foreign_bytes_are_refused(
     serde: Serde = (
         SingleObjectSerde()
         if fmt == "single-object"
-        else ConfluentSerde.from_url(f"mock://{uuid.uuid4().hex}", topic_prefix=settings.topic_prefix)
+        else ConfluentSerde.from_url(
+            f"mock://{uuid.uuid4().hex}", topic_prefix=settings.topic_prefix
+        )
     )
     inbox = topics["runs.inbox"]
     sent: list[Record] = [

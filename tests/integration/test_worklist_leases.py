@@ -36,7 +36,10 @@ def test_a_lapsed_claim_returns_to_open_and_the_record_says_so(
     with worklist_service(settings, write_principals(tmp_path), claim_ttl_s=1) as wl:
         c = wl.client
         send(settings, task)
-        wait_for("the task", lambda: c.get(f"/api/tasks/{task.task_id}", headers=auth("ada")).status_code == 200)
+        wait_for(
+            "the task",
+            lambda: c.get(f"/api/tasks/{task.task_id}", headers=auth("ada")).status_code == 200,
+        )
         held = c.post(f"/api/tasks/{task.task_id}/claim", headers=auth("ada"))
         assert held.status_code == 200 and held.json()["claimed_by"] == "ada"
         assert held.json()["claim_expires_ms"] == held.json()["updated_ms"] + 1_000
@@ -48,7 +51,10 @@ def test_a_lapsed_claim_returns_to_open_and_the_record_says_so(
         shown = wait_for("the lease to lapse", lapsed, 30)
         assert shown["claimed_by"] is None and "ada" in shown["claim_note"]
         # Someone else can take it now.
-        assert c.post(f"/api/tasks/{task.task_id}/claim", headers=auth("bob")).json()["claimed_by"] == "bob"
+        assert (
+            c.post(f"/api/tasks/{task.task_id}/claim", headers=auth("bob")).json()["claimed_by"]
+            == "bob"
+        )
     history = _records(settings, task.task_id)
     assert [r.status for r in history] == [
         TaskStatus.OPEN,

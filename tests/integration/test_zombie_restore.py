@@ -250,20 +250,42 @@ async def _waits_for_go(ctx: StepCtx, input: Any) -> Any:
     return await ctx.wait_signal("go")
 
 
-def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(settings: Settings) -> None:
+def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(
+    settings: Settings,
+) -> None:
     """B delivered the signal that completed the run and sent its offsets, then stalled. A
     must restore the *completed* run: restoring the parked one, it would serve the next signal
     to it and write a second continuation of the chain after B's (two writers of one chain)."""
     registry = AgentRegistry()
-    spec = registry.register(AgentSpec("waits", _waits_for_go, Durability.REPLAYABLE, None, {}), lint=False)
+    spec = registry.register(
+        AgentSpec("waits", _waits_for_go, Durability.REPLAYABLE, None, {}), lint=False
+    )
     sid = f"r-ez-{uuid.uuid4().hex[:6]}"
-    admitted = run_admitted(sid, capability="waits", admission_key=f"k-{sid}", tenant="default", initiator="u",
-                            input_json="{}", now_ms=1)
-    start = StartRun(session_id=sid, capability="waits", input_json="{}", case_id=None, admission_key=f"k-{sid}",
-                     tenant="default", initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+    admitted = run_admitted(
+        sid,
+        capability="waits",
+        admission_key=f"k-{sid}",
+        tenant="default",
+        initiator="u",
+        input_json="{}",
+        now_ms=1,
+    )
+    start = StartRun(
+        session_id=sid,
+        capability="waits",
+        input_json="{}",
+        case_id=None,
+        admission_key=f"k-{sid}",
+        tenant="default",
+        initiator="u",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
     rt, parked = Runtime.start(spec, start, now_ms=2)
     p = partition_for(sid, settings.partitions)
-    setup = TransactionalProducer(transactional_producer_config(settings, f"setup-{settings.instance_id}"))
+    setup = TransactionalProducer(
+        transactional_producer_config(settings, f"setup-{settings.instance_id}")
+    )
     setup.init()
     setup.begin()
     for rec in (admitted, *parked.records):
@@ -276,7 +298,9 @@ def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(setti
     plain.flush(10)
 
     # B: the signal completes the run; records and snapshot produced, offsets sent, B stalls.
-    consumer = Consumer(consumer_config(settings, executor_group(settings), **{"session.timeout.ms": 6000}))
+    consumer = Consumer(
+        consumer_config(settings, executor_group(settings), **{"session.timeout.ms": 6000})
+    )
     consumer.subscribe([settings.topic("runs.inbox")])
     topic, partition, offset, _ = _take_one(consumer)
     done = rt.deliver(signal, now_ms=4)
@@ -286,7 +310,9 @@ def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(setti
     zombie.begin_transaction()
     for rec in done.records:
         zombie.produce(settings.topic("journal"), key=sid.encode(), value=encode(rec), partition=p)
-    zombie.produce(settings.topic("sessions"), key=sid.encode(), value=encode(done.snapshot), partition=p)
+    zombie.produce(
+        settings.topic("sessions"), key=sid.encode(), value=encode(done.snapshot), partition=p
+    )
     zombie.send_offsets_to_transaction(
         [TopicPartition(topic, partition, offset + 1)], consumer.consumer_group_metadata(), 30
     )
@@ -306,7 +332,9 @@ def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(setti
 
     committer = threading.Thread(target=late_commit, daemon=True)
     committer.start()
-    executor = Executor(ExecutorSettings(base=settings), registry=registry, tools={}, providers={}, probe=probe)
+    executor = Executor(
+        ExecutorSettings(base=settings), registry=registry, tools={}, providers={}, probe=probe
+    )
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -338,7 +366,9 @@ def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(setti
         stop.set()
         t.join(30)
     assert not errors, errors
-    seqs = [r.seq for k, r in read_all(settings, "journal") if k == sid and isinstance(r, JournalRecord)]
+    seqs = [
+        r.seq for k, r in read_all(settings, "journal") if k == sid and isinstance(r, JournalRecord)
+    ]
     assert seqs == list(range(len(seqs)))  # one writer: no seq written twice
     (letter,) = [r for _, r in read_all(settings, "deadletter") if isinstance(r, DeadLetter)]
     assert "already ended" in letter.reason

@@ -24,22 +24,41 @@ GOLDEN = Path(__file__).parent / "golden"
 
 def _billing() -> dict[str, Any]:
     return {
-        "fetch_invoice": lambda args, key: {"invoice_id": args["invoice_id"], "amount_cents": 1250, "currency": "EUR"},
-        "charge_card": lambda args, key: {"charge_id": "ch-golden", "idempotency_key": key, "amount_cents": args["amount_cents"]},
+        "fetch_invoice": lambda args, key: {
+            "invoice_id": args["invoice_id"],
+            "amount_cents": 1250,
+            "currency": "EUR",
+        },
+        "charge_card": lambda args, key: {
+            "charge_id": "ch-golden",
+            "idempotency_key": key,
+            "amount_cents": args["amount_cents"],
+        },
         "get_charge": lambda args, key: None,
     }
 
 
 def record_refund() -> RunView:
     driver = Driver(REGISTRY, tools=_billing(), clock=FakeClock(1_700_000_000_000, step_ms=7))
-    run = driver.run("refund", {"invoice_id": "inv-golden", "reason": "duplicate"}, session_id="golden-refund")
+    run = driver.run(
+        "refund", {"invoice_id": "inv-golden", "reason": "duplicate"}, session_id="golden-refund"
+    )
     return driver.decide(run.session_id, "APPROVED", by=("bob",))
 
 
 def record_triage() -> RunView:
-    driver = Driver(REGISTRY, providers={"openai": ScriptedProvider(["outage, clearly"], name="openai")},
-                    clock=FakeClock(1_700_000_000_000, step_ms=7), cases={"case-g": {"customer": "c-1"}})
-    return driver.run("triage", {"ticket": "Nothing loads since 9:00"}, session_id="golden-triage", case_id="case-g")
+    driver = Driver(
+        REGISTRY,
+        providers={"openai": ScriptedProvider(["outage, clearly"], name="openai")},
+        clock=FakeClock(1_700_000_000_000, step_ms=7),
+        cases={"case-g": {"customer": "c-1"}},
+    )
+    return driver.run(
+        "triage",
+        {"ticket": "Nothing loads since 9:00"},
+        session_id="golden-triage",
+        case_id="case-g",
+    )
 
 
 def dump(run: RunView) -> dict[str, Any]:
@@ -52,7 +71,10 @@ def dump(run: RunView) -> dict[str, Any]:
 
 def main() -> None:
     GOLDEN.mkdir(exist_ok=True)
-    for name, run in (("refund_approved", record_refund()), ("triage_case_deadline", record_triage())):
+    for name, run in (
+        ("refund_approved", record_refund()),
+        ("triage_case_deadline", record_triage()),
+    ):
         path = GOLDEN / f"{name}.json"
         path.write_text(json.dumps(dump(run), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {path} ({len(run.journal)} records, {len(run.results)} results)")

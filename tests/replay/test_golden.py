@@ -22,7 +22,9 @@ GOLDEN = Path(__file__).parent / "golden"
 FILES = sorted(GOLDEN.glob("*.json"))
 
 
-def _load(path: Path) -> tuple[SessionSnapshot, list[JournalRecord], dict[tuple[int, int], ResultEntry]]:
+def _load(
+    path: Path,
+) -> tuple[SessionSnapshot, list[JournalRecord], dict[tuple[int, int], ResultEntry]]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     snapshot = from_dict(SessionSnapshot, data["snapshot"])
     journal = [from_dict(JournalRecord, r) for r in data["journal"]]
@@ -49,7 +51,9 @@ def test_golden_journal_verifies_and_replays_without_live_calls(path: Path) -> N
 def test_a_recorded_golden_matches_what_the_code_records_today() -> None:
     # The recorder is deterministic (fake clock, scripted tools): re-recording must give the
     # stored chain byte for byte, or the chain format changed without a version bump.
-    spec = importlib.util.spec_from_file_location("record_golden", Path(__file__).parent / "record_golden.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_golden", Path(__file__).parent / "record_golden.py"
+    )
     assert spec is not None and spec.loader is not None
     recorder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recorder)

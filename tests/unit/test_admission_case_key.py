@@ -27,9 +27,18 @@ NOW = 1_700_000_000_000
 CASE = case_id_for("acme", {"ticket": "T-1"})
 
 
-def _req(keys: dict[str, str], *, tenant: str = "default", capability: str = "free") -> AdmissionRequest:
-    return AdmissionRequest(admission_key="k1", capability=capability, input_json="{}", correlation_keys=keys,
-                            tenant=tenant, initiator="someone", requested_ms=NOW)
+def _req(
+    keys: dict[str, str], *, tenant: str = "default", capability: str = "free"
+) -> AdmissionRequest:
+    return AdmissionRequest(
+        admission_key="k1",
+        capability=capability,
+        input_json="{}",
+        correlation_keys=keys,
+        tenant=tenant,
+        initiator="someone",
+        requested_ms=NOW,
+    )
 
 
 def test_the_case_key_names_the_case_of_the_same_tenant_whatever_the_other_keys() -> None:
@@ -75,7 +84,9 @@ def test_minted_case_ids_keep_the_format_and_start_with_the_tenant_tag() -> None
         ({"runplane.tenant": "x"}, "is reserved"),
     ],
 )
-def test_a_misused_reserved_key_is_refused_with_the_reason(keys: dict[str, str], fragment: str) -> None:
+def test_a_misused_reserved_key_is_refused_with_the_reason(
+    keys: dict[str, str], fragment: str
+) -> None:
     d = decide(None, "k1", POS, _req(keys), CAPS, NOW)
     assert isinstance(d, Refused) and d.code is Refusal.BAD_CORRELATION
     assert d.reply.reason is not None and fragment in d.reply.reason
@@ -86,15 +97,33 @@ def _breached(case_id: str, tenant: str | None) -> tuple[CaseRecord, Obligation,
     the cases service's pure core."""
     from services.cases.decide import evaluate
 
-    register = RegisterDeadline(case_id=case_id, request_id="r-1/0/3", reply_to="r-1", name="first-response",
-                                due_ms=NOW, calendar="wall", calendar_digest="d" * 64, rule_json='{"days":1}',
-                                on_breach="triage.escalate", tenant=tenant)
+    register = RegisterDeadline(
+        case_id=case_id,
+        request_id="r-1/0/3",
+        reply_to="r-1",
+        name="first-response",
+        due_ms=NOW,
+        calendar="wall",
+        calendar_digest="d" * 64,
+        rule_json='{"days":1}',
+        on_breach="triage.escalate",
+        tenant=tenant,
+    )
     registered = evaluate(None, register, NOW - 10)
     assert registered.reply.accepted and registered.case is not None
-    breach = BreachDeadline(case_id=case_id, request_id="sweep-1/breach", name="first-response", due_ms=NOW,
-                            sweep_run_id="sweep-1")
+    breach = BreachDeadline(
+        case_id=case_id,
+        request_id="sweep-1/breach",
+        name="first-response",
+        due_ms=NOW,
+        sweep_run_id="sweep-1",
+    )
     breached = evaluate(registered.case, breach, NOW)
-    assert breached.transition == "breached" and breached.case is not None and breached.obligation is not None
+    assert (
+        breached.transition == "breached"
+        and breached.case is not None
+        and breached.obligation is not None
+    )
     return breached.case, breached.obligation, breach
 
 

@@ -163,7 +163,9 @@ def test_status_updates_for_unknown_or_other_runs_or_stale_are_ignored() -> None
     )
     # Stale by journal seq, not by wall clock (tests/unit/test_admission_status_order.py).
     stale = dataclasses.replace(update(first.claim.run_id, NOW + 1), seq=3)
-    assert isinstance(decide(dataclasses.replace(first.claim, status_seq=4), "k1", POS, stale, CAPS, NOW), Ignored)
+    assert isinstance(
+        decide(dataclasses.replace(first.claim, status_seq=4), "k1", POS, stale, CAPS, NOW), Ignored
+    )
     done = decide(first.claim, "k1", POS, update(first.claim.run_id, NOW + 1), CAPS, NOW)
     assert isinstance(done, StatusUpdated) and done.claim.status == RunStatus.COMPLETED
 

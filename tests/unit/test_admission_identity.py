@@ -23,14 +23,20 @@ from services.admission.handler import (
 CAPS = {
     "free": CapabilitySpec(None),
     "refund": CapabilitySpec(
-        {"type": "object", "properties": {"invoice_id": {"type": "string"}}, "required": ["invoice_id"]}
+        {
+            "type": "object",
+            "properties": {"invoice_id": {"type": "string"}},
+            "required": ["invoice_id"],
+        }
     ),
 }
 POS = Position("admission", 0, 3)
 NOW = 1_700_000_000_000
 
 
-def _req(*, initiator: str = "alice", input_json: str = "{}", capability: str = "free") -> AdmissionRequest:
+def _req(
+    *, initiator: str = "alice", input_json: str = "{}", capability: str = "free"
+) -> AdmissionRequest:
     return AdmissionRequest(
         admission_key="k1",
         capability=capability,
@@ -100,8 +106,9 @@ def test_the_client_never_defaults_the_initiator_to_the_os_user() -> None:
     from runplane.errors import ConfigError
 
     # Nothing is sent: the refusal comes before any I/O (the clients connect lazily).
-    with Client(Settings(bootstrap_servers="127.0.0.1:1")) as client, pytest.raises(
-        ConfigError, match="RUNPLANE_INITIATOR"
+    with (
+        Client(Settings(bootstrap_servers="127.0.0.1:1")) as client,
+        pytest.raises(ConfigError, match="RUNPLANE_INITIATOR"),
     ):
         client.admit("free", "k1", {})
     with Client(Settings(bootstrap_servers="127.0.0.1:1")) as client, pytest.raises(ConfigError):
@@ -119,5 +126,7 @@ def test_emit_requires_an_initiator_and_says_what_it_means(monkeypatch: pytest.M
     result = runner.invoke(app, ["emit", "refund", "--key", "k1"])
     assert result.exit_code == 2
     assert "no initiator" in result.output and "RUNPLANE_INITIATOR" in result.output
-    helptext = " ".join(runner.invoke(app, ["emit", "--help"], env={"COLUMNS": "200"}).output.split())
+    helptext = " ".join(
+        runner.invoke(app, ["emit", "--help"], env={"COLUMNS": "200"}).output.split()
+    )
     assert "on whose behalf the run acts" in helptext and "Four-eyes refuses" in helptext

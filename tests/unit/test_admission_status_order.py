@@ -25,27 +25,62 @@ def _update(run_id: str, status: RunStatus, at: int, seq: int | None) -> RunStat
 
 def test_a_completion_stamped_by_a_slower_clock_still_wins() -> None:
     first = _admitted()
-    running = decide(first.claim, "k1", POS, _update(first.claim.run_id, RunStatus.RUNNING, NOW + 5_000, 3), CAPS, NOW)
+    running = decide(
+        first.claim,
+        "k1",
+        POS,
+        _update(first.claim.run_id, RunStatus.RUNNING, NOW + 5_000, 3),
+        CAPS,
+        NOW,
+    )
     assert isinstance(running, StatusUpdated)
     # the new owner's clock is 4 s behind
-    done = decide(running.claim, "k1", POS, _update(first.claim.run_id, RunStatus.COMPLETED, NOW + 1_000, 9), CAPS, NOW)
+    done = decide(
+        running.claim,
+        "k1",
+        POS,
+        _update(first.claim.run_id, RunStatus.COMPLETED, NOW + 1_000, 9),
+        CAPS,
+        NOW,
+    )
     assert isinstance(done, StatusUpdated) and done.claim.status is RunStatus.COMPLETED
     assert done.claim.status_seq == 9 and done.claim.updated_ms == NOW + 5_000
 
 
 def test_an_update_from_earlier_in_the_chain_is_stale_whatever_its_clock() -> None:
     first = _admitted()
-    done = decide(first.claim, "k1", POS, _update(first.claim.run_id, RunStatus.COMPLETED, NOW, 9), CAPS, NOW)
+    done = decide(
+        first.claim, "k1", POS, _update(first.claim.run_id, RunStatus.COMPLETED, NOW, 9), CAPS, NOW
+    )
     assert isinstance(done, StatusUpdated)
-    late = decide(done.claim, "k1", POS, _update(first.claim.run_id, RunStatus.RUNNING, NOW + 60_000, 3), CAPS, NOW)
+    late = decide(
+        done.claim,
+        "k1",
+        POS,
+        _update(first.claim.run_id, RunStatus.RUNNING, NOW + 60_000, 3),
+        CAPS,
+        NOW,
+    )
     assert isinstance(late, Ignored)
 
 
 def test_updates_without_a_seq_apply_in_arrival_order() -> None:
     first = _admitted()
-    a = decide(first.claim, "k1", POS, _update(first.claim.run_id, RunStatus.RUNNING, NOW + 5_000, None), CAPS, NOW)
+    a = decide(
+        first.claim,
+        "k1",
+        POS,
+        _update(first.claim.run_id, RunStatus.RUNNING, NOW + 5_000, None),
+        CAPS,
+        NOW,
+    )
     assert isinstance(a, StatusUpdated)
-    b = decide(a.claim, "k1", POS, _update(first.claim.run_id, RunStatus.COMPLETED, NOW + 1, None), CAPS, NOW)
+    b = decide(
+        a.claim,
+        "k1",
+        POS,
+        _update(first.claim.run_id, RunStatus.COMPLETED, NOW + 1, None),
+        CAPS,
+        NOW,
+    )
     assert isinstance(b, StatusUpdated) and b.claim.status is RunStatus.COMPLETED
-
-

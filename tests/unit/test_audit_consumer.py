@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
+
 from runplane.core.chain import default_label
 from runplane.wire import AuditRecord, Cost, JournalKind, Verdict, encode
 from runplane.wire._confluent import ConfluentSerde
@@ -31,10 +32,21 @@ def load_example() -> ModuleType:
 
 def audit(verdict: Verdict = Verdict.VERIFIED, **kw: object) -> AuditRecord:
     base: dict[str, object] = dict(
-        session_id="r-42", seq=3, era=0, kind=JournalKind.EFFECT_RECORDED, call_seq=1,
-        family="generation", name="model:openai/gpt-4o", stamp_ms=1_700_000_000_000,
-        label=default_label(), cost=Cost(tokens_in=12, tokens_out=7, units=0.25),
-        hash="ab" * 32, verdict=verdict, capability="refund", case_id="c-9", verified_ms=1,
+        session_id="r-42",
+        seq=3,
+        era=0,
+        kind=JournalKind.EFFECT_RECORDED,
+        call_seq=1,
+        family="generation",
+        name="model:openai/gpt-4o",
+        stamp_ms=1_700_000_000_000,
+        label=default_label(),
+        cost=Cost(tokens_in=12, tokens_out=7, units=0.25),
+        hash="ab" * 32,
+        verdict=verdict,
+        capability="refund",
+        case_id="c-9",
+        verified_ms=1,
     )
     base.update(kw)
     return AuditRecord(**base)  # type: ignore[arg-type]
@@ -54,7 +66,9 @@ def test_broken_line_names_the_seq_and_reason() -> None:
     ex = load_example()
     d = ex.Decoder(ex.SCHEMAS, None)
     rec = audit(Verdict.BROKEN, broken_at_seq=2, reason="gap: expected seq 2, got 3", cost=None)
-    assert ex.line(d.decode(encode(rec))).endswith("[refund/c-9] BROKEN at seq 2 (gap: expected seq 2, got 3)")
+    assert ex.line(d.decode(encode(rec))).endswith(
+        "[refund/c-9] BROKEN at seq 2 (gap: expected seq 2, got 3)"
+    )
 
 
 def test_other_records_are_refused() -> None:

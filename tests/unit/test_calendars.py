@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from runplane.core.calendars import (
     Calendar,
     CalendarRegistry,

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+
 from runplane.core.agents import AgentRegistry
 from runplane.core.calendars import CalendarRegistry, WorkingDays
 from runplane.core.ctx import StepCtx

@@ -49,7 +49,22 @@ _TEXT = st.text(
         st.characters(min_codepoint=0, max_codepoint=0x7F),
         st.characters(min_codepoint=0x80, max_codepoint=0x9F),
         st.characters(),
-        st.sampled_from(['"', "\\", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\u2028", "\ufeff", "\U0001f600"]),
+        st.sampled_from(
+            [
+                '"',
+                "\\",
+                "\b",
+                "\f",
+                "\n",
+                "\r",
+                "\t",
+                "\x00",
+                "\x1f",
+                "\u2028",
+                "\ufeff",
+                "\U0001f600",
+            ]
+        ),
     ),
     max_size=12,
 )
@@ -60,7 +75,22 @@ _INTS = st.one_of(
 )
 _FLOATS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e-7, 1e15 + 0.5, 1e16, 1e21, 2.0, 0.1, 1e-5, 5e-324]),
+    st.sampled_from(
+        [
+            0.0,
+            -0.0,
+            1e-4,
+            9.999999999999999e-05,
+            1e-7,
+            1e15 + 0.5,
+            1e16,
+            1e21,
+            2.0,
+            0.1,
+            1e-5,
+            5e-324,
+        ]
+    ),
 )
 _LEAF = st.one_of(st.none(), st.booleans(), _INTS, _FLOATS, _TEXT)
 
@@ -118,7 +148,10 @@ def test_plain_values_are_common_enough_to_exercise_the_fast_path(value: Any) ->
     # Floats aside, these are plain: the fast path is really taken in the comparisons above.
     has_bad_float = any(
         (isinstance(x, float) and not _repr_is_canonical(x))
-        or (isinstance(x, dict) and any(isinstance(y, float) and not _repr_is_canonical(y) for y in x.values()))
+        or (
+            isinstance(x, dict)
+            and any(isinstance(y, float) and not _repr_is_canonical(y) for y in x.values())
+        )
         for x in value
     )
     assert _plain(value, 0) is not has_bad_float
@@ -227,7 +260,9 @@ def test_compiled_record_encoders_equal_the_reference_of_to_dict(record: Record)
     def compiled(r: Record) -> str:
         return canonical_encoder(type(r), encode_str=encode_str, encode_float=format_float)(r)
 
-    assert _outcome(compiled, record) == _outcome(lambda r: _reference_record_text(r, frozenset()), record)
+    assert _outcome(compiled, record) == _outcome(
+        lambda r: _reference_record_text(r, frozenset()), record
+    )
 
 
 @settings(max_examples=600, deadline=None)
@@ -235,26 +270,47 @@ def test_compiled_record_encoders_equal_the_reference_of_to_dict(record: Record)
 def test_record_hash_covers_the_reference_canonical_bytes(record: JournalRecord) -> None:
     expected = _reference_record_text(record, frozenset({"hash"})).encode("utf-8")
     assert record_canonical_bytes(record) == expected
-    assert record_hash(record) == hashlib.sha256(bytes.fromhex(record.prev_hash) + expected).hexdigest()
+    assert (
+        record_hash(record)
+        == hashlib.sha256(bytes.fromhex(record.prev_hash) + expected).hexdigest()
+    )
 
 
 def test_a_record_with_a_cost_and_odd_strings_hashes_as_the_reference_says() -> None:
     record = JournalRecord(
-        session_id="s-é\x00\u2028", seq=3, era=1, kind=JournalKind.EFFECT_RECORDED, call_seq=2,
-        family="generation", name="model:x", request_witness="ab" * 32, body_digest=None,
-        stamp_ms=-(2**63), label=Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.SECRET, provenance=("a", "b\n")),
-        cost=Cost(tokens_in=2**63 - 1, tokens_out=0, units=1e21), attrs={"z": "1", "a": '"q"', "é": ""},
-        prev_hash="cd" * 32, hash="ef" * 32,
+        session_id="s-é\x00\u2028",
+        seq=3,
+        era=1,
+        kind=JournalKind.EFFECT_RECORDED,
+        call_seq=2,
+        family="generation",
+        name="model:x",
+        request_witness="ab" * 32,
+        body_digest=None,
+        stamp_ms=-(2**63),
+        label=Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.SECRET, provenance=("a", "b\n")),
+        cost=Cost(tokens_in=2**63 - 1, tokens_out=0, units=1e21),
+        attrs={"z": "1", "a": '"q"', "é": ""},
+        prev_hash="cd" * 32,
+        hash="ef" * 32,
     )
-    assert record_canonical_bytes(record) == _reference_record_text(record, frozenset({"hash"})).encode()
+    assert (
+        record_canonical_bytes(record)
+        == _reference_record_text(record, frozenset({"hash"})).encode()
+    )
     assert b'"units":1e+21' in record_canonical_bytes(record)
 
 
 def test_a_lone_surrogate_is_refused_when_hashing_as_canonical_bytes_refuses_it() -> None:
     record = JournalRecord(
-        session_id="s-1", seq=0, era=0, kind=JournalKind.RUN_ADMITTED, stamp_ms=0,
+        session_id="s-1",
+        seq=0,
+        era=0,
+        kind=JournalKind.RUN_ADMITTED,
+        stamp_ms=0,
         label=Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=()),
-        prev_hash="00" * 32, hash="00" * 32,
+        prev_hash="00" * 32,
+        hash="00" * 32,
     )
     object.__setattr__(record, "attrs", {"k": "\ud800"})  # bypassing validation on purpose
     with pytest.raises(UnicodeEncodeError):

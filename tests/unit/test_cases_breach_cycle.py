@@ -50,6 +50,8 @@ def test_keys_tell_cycles_apart_and_stay_unchanged_without_one() -> None:
     base = keys.sweep_run_id(CASE, "aperak", DAY)
     assert keys.sweep_run_id(CASE, "aperak", DAY, cycle=None) == base
     assert keys.sweep_run_id(CASE, "aperak", DAY, cycle=1) != base
-    assert keys.sweep_run_id(CASE, "aperak", DAY, cycle=1) != keys.sweep_run_id(CASE, "aperak", DAY, cycle=2)
+    assert keys.sweep_run_id(CASE, "aperak", DAY, cycle=1) != keys.sweep_run_id(
+        CASE, "aperak", DAY, cycle=2
+    )
     for fn in (keys.followup_admission_key, keys.warn_request_id, keys.breach_request_id):
         assert fn(CASE, "aperak", DAY, cycle=7) != fn(CASE, "aperak", DAY)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from runplane.wire import (
     BreachDeadline,
     CancelDeadline,
@@ -22,7 +23,6 @@ from runplane.wire import (
     decode,
     encode,
 )
-
 from services.cases.decide import APPLIED_WINDOW, CaseCommand, decide, evaluate
 
 pytestmark = pytest.mark.unit

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from runplane.core.chain import verify_chain
 from runplane.errors import WireError
 from runplane.kafka.processor import Incoming, State
@@ -19,7 +20,6 @@ from runplane.wire import (
     WarnDeadline,
     encode,
 )
-
 from services.cases.handler import CasesHandler, emits_for
 from services.sweeper.keys import breach_request_id, followup_admission_key, sweep_run_id
 

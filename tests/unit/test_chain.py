@@ -62,8 +62,11 @@ def test_floats_are_written_as_ecmascript_does(value: float, text: str) -> None:
 
 
 def test_canonical_json_sorts_keys_escapes_minimally_and_keeps_big_integers() -> None:
-    value = {"b": [1, True, None], "a": "é\n\"\\\x01", "c": 2**70, "\u00e9": {"z": 1, "y": 2.5}}
-    assert canonical_json(value) == '{"a":"é\\n\\"\\\\\\u0001","b":[1,true,null],"c":1180591620717411303424,"é":{"y":2.5,"z":1}}'
+    value = {"b": [1, True, None], "a": 'é\n"\\\x01', "c": 2**70, "\u00e9": {"z": 1, "y": 2.5}}
+    assert (
+        canonical_json(value)
+        == '{"a":"é\\n\\"\\\\\\u0001","b":[1,true,null],"c":1180591620717411303424,"é":{"y":2.5,"z":1}}'
+    )
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, {1: "x"}, b"bytes", {"s": {1, 2}}])
@@ -73,8 +76,14 @@ def test_canonical_json_refuses_what_has_no_canonical_form(bad: object) -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -91,7 +100,15 @@ def test_canonical_json_round_trips_and_is_a_fixed_point(value: object) -> None:
 
 # ---------------------------------------------------------------- sealing
 def test_seq0_is_recomputable_from_the_documented_rule() -> None:
-    record = run_admitted("run-x", capability="refund", admission_key="k", tenant="t", initiator="i", input_json='{"b":1,"a":2}', now_ms=5)
+    record = run_admitted(
+        "run-x",
+        capability="refund",
+        admission_key="k",
+        tenant="t",
+        initiator="i",
+        input_json='{"b":1,"a":2}',
+        now_ms=5,
+    )
     body = to_dict(record)
     del body["hash"]
     expected = hashlib.sha256(bytes.fromhex(ZERO_HASH) + canonical_json(body).encode()).hexdigest()
@@ -102,7 +119,10 @@ def test_seq0_is_recomputable_from_the_documented_rule() -> None:
 
 
 def test_body_digest_is_over_ok_value_and_error() -> None:
-    assert body_digest(True, {"x": 1}, None) == hashlib.sha256(b'{"error":null,"ok":true,"value":{"x":1}}').hexdigest()
+    assert (
+        body_digest(True, {"x": 1}, None)
+        == hashlib.sha256(b'{"error":null,"ok":true,"value":{"x":1}}').hexdigest()
+    )
     assert body_digest(True, 1, None) != body_digest(True, 2, None)
 
 
@@ -151,7 +171,9 @@ def test_a_dropped_record_is_named() -> None:
 def test_a_tampered_body_is_named_at_its_recording_record() -> None:
     records, results = _completed_refund()
     key = (0, 0)
-    results[key] = dataclasses.replace(results[key], value_json='{"amount_cents":99999,"invoice_id":"inv-42"}')
+    results[key] = dataclasses.replace(
+        results[key], value_json='{"amount_cents":99999,"invoice_id":"inv-42"}'
+    )
     verdict = verify_chain(records, results)
     recording = next(r for r in records if r.body_digest is not None and (r.era, r.call_seq) == key)
     assert verdict.fault is ChainFault.BODY_DIGEST_MISMATCH and verdict.bad_seq == recording.seq
@@ -164,14 +186,24 @@ def test_a_missing_body_is_named_but_an_erased_one_is_allowed() -> None:
     assert verify_chain(records, erased).ok
     missing = {k: v for k, v in results.items() if k != (0, 2)}
     verdict = verify_chain(records, missing)
-    recording = next(r for r in records if r.body_digest is not None and (r.era, r.call_seq) == (0, 2))
+    recording = next(
+        r for r in records if r.body_digest is not None and (r.era, r.call_seq) == (0, 2)
+    )
     assert verdict.fault is ChainFault.BODY_MISSING and verdict.bad_seq == recording.seq
 
 
 def test_an_empty_or_foreign_chain_does_not_verify() -> None:
     assert verify_chain([]).fault is ChainFault.EMPTY
     records, _ = _completed_refund()
-    other = run_admitted("other", capability="refund", admission_key="k", tenant="t", initiator="i", input_json="{}", now_ms=1)
+    other = run_admitted(
+        "other",
+        capability="refund",
+        admission_key="k",
+        tenant="t",
+        initiator="i",
+        input_json="{}",
+        now_ms=1,
+    )
     forged = seal(dataclasses.replace(other, seq=1), records[0].hash)
     verdict = verify_chain([records[0], forged])
     assert verdict.fault is ChainFault.WRONG_SESSION and verdict.bad_seq == 1

@@ -22,8 +22,12 @@ def _run() -> tuple[Any, dict[tuple[int, int], ResultEntry]]:
     async def agent(ctx: StepCtx, input: Any) -> Any:
         return await ctx.tool("echo", {"n": 1})
 
-    spec = AgentRegistry().register(AgentSpec("t", agent, Durability.REPLAYABLE, None, {"echo": EffectDecl("echo", mutating=False)}),
-                                    lint=False)
+    spec = AgentRegistry().register(
+        AgentSpec(
+            "t", agent, Durability.REPLAYABLE, None, {"echo": EffectDecl("echo", mutating=False)}
+        ),
+        lint=False,
+    )
     run = Driver(spec, tools={"echo": lambda args, key: args["n"]}).run("t", {})
     return run, dict(run.results)
 

@@ -41,12 +41,19 @@ class Peer:
         self.probe_down = False
 
     def tools(self) -> dict[str, Any]:
-        return {"charge": self.charge, "get_charge": self.get_charge, "notify": self.notify, "get_note": self.get_note}
+        return {
+            "charge": self.charge,
+            "get_charge": self.get_charge,
+            "notify": self.notify,
+            "get_note": self.get_note,
+        }
 
     def charge(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
         assert key is not None
         self.invocations[f"charge:{key}"] += 1
-        return self.applied.setdefault(f"charge:{key}", {"charged": int(args["amount"]), "key": key})
+        return self.applied.setdefault(
+            f"charge:{key}", {"charged": int(args["amount"]), "key": key}
+        )
 
     def notify(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
         assert key is not None
@@ -69,8 +76,12 @@ RECONCILED = (
 )
 
 
-def _spec(fn: Any, durability: Durability, effects: tuple[EffectDecl, ...] = RECONCILED) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False)
+def _spec(
+    fn: Any, durability: Durability, effects: tuple[EffectDecl, ...] = RECONCILED
+) -> AgentSpec:
+    return AgentRegistry().register(
+        AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False
+    )
 
 
 async def drafted_charge(ctx: StepCtx, input: Any) -> Any:
@@ -109,8 +120,12 @@ def test_a_doubt_survives_a_second_crash_before_the_new_era_reaches_the_call() -
     peer = Peer()
     hook, fired = _crash_at(("after_act", "charge", 0), ("before_act", "notify", 1))
     provider = ScriptedProvider(["draft A", "draft B"])  # era 0: A, era 1: B, era 2: A again
-    driver = Driver(_spec(drafted_charge, Durability.CHECKPOINTED), tools=peer.tools(), providers={"scripted": provider},
-                    crash_hook=hook)
+    driver = Driver(
+        _spec(drafted_charge, Durability.CHECKPOINTED),
+        tools=peer.tools(),
+        providers={"scripted": provider},
+        crash_hook=hook,
+    )
     run = driver.run("t", {}, session_id="run-d")
 
     assert fired == [("after_act", "charge", 0), ("before_act", "notify", 1)]
@@ -120,7 +135,11 @@ def test_a_doubt_survives_a_second_crash_before_the_new_era_reaches_the_call() -
     assert run.output == {"charged": 5, "key": "charge-1"}
     assert peer.probes == 1  # the third era reconciled instead of charging
     # The doubt was journaled as a fact when the crash was found, naming the announce's slot.
-    doubts = [r for r in run.journal if r.kind is JournalKind.EFFECT_IN_DOUBT and r.name == "tool://charge"]
+    doubts = [
+        r
+        for r in run.journal
+        if r.kind is JournalKind.EFFECT_IN_DOUBT and r.name == "tool://charge"
+    ]
     assert (doubts[0].era, doubts[0].call_seq) == (0, 2)
     reconciled = [e for e in run.results.values() if e.name == "tool://charge"]
     assert len(reconciled) == 1 and reconciled[0].era == 2
@@ -145,7 +164,11 @@ def test_a_retry_verdict_is_announced_before_the_call_is_performed_again() -> No
         hook, _ = _crash_at(("after_act", "charge", 0))
         driver = Driver(_operator_spec(durability), tools=peer.tools(), crash_hook=hook)
         run = driver.run("t", {}, session_id="run-r")
-        assert run.status is RunStatus.AWAITING_HUMAN and run.task is not None and run.task.kind is TaskKind.OPERATOR
+        assert (
+            run.status is RunStatus.AWAITING_HUMAN
+            and run.task is not None
+            and run.task.kind is TaskKind.OPERATOR
+        )
         first_task = run.task.task_id
         retried_era = run.snapshot.era
         driver.crash_hook, fired = _crash_at(("after_act", "charge", retried_era))
@@ -153,10 +176,18 @@ def test_a_retry_verdict_is_announced_before_the_call_is_performed_again() -> No
         assert fired, durability
         assert _charges(peer) == 2  # the original and the operator's retry; not a third
         assert run.status is RunStatus.AWAITING_HUMAN, (durability, run.error)
-        assert run.task is not None and run.task.task_id != first_task  # a new question, not the decided one
-        announces = [r for r in run.journal if r.kind is JournalKind.EFFECT_ANNOUNCED and r.attrs.get("verdict") == "retry"]
+        assert (
+            run.task is not None and run.task.task_id != first_task
+        )  # a new question, not the decided one
+        announces = [
+            r
+            for r in run.journal
+            if r.kind is JournalKind.EFFECT_ANNOUNCED and r.attrs.get("verdict") == "retry"
+        ]
         assert len(announces) == 1, durability
-        run = driver.decide("run-r", "APPROVED", comment=json.dumps({"charged": 7, "key": "charge-1"}))
+        run = driver.decide(
+            "run-r", "APPROVED", comment=json.dumps({"charged": 7, "key": "charge-1"})
+        )
         assert run.status is RunStatus.COMPLETED and _charges(peer) == 2
         assert driver.verify("run-r").ok
 
@@ -177,7 +208,9 @@ def test_a_retry_verdict_lost_before_its_commit_is_decided_again_without_a_call(
     assert driver.verify("run-l").ok
 
 
-def test_a_checkpointed_run_restored_while_parked_on_an_operator_task_asks_again_and_withdraws_the_old_task() -> None:
+def test_a_checkpointed_run_restored_while_parked_on_an_operator_task_asks_again_and_withdraws_the_old_task() -> (
+    None
+):
     peer = Peer()
     hook, _ = _crash_at(("after_act", "charge", 0))
     driver = Driver(_operator_spec(Durability.CHECKPOINTED), tools=peer.tools(), crash_hook=hook)
@@ -202,12 +235,18 @@ def test_a_crash_during_the_probe_probes_again_and_never_charges_twice() -> None
         # Nothing of the restore is committed before the probe answers, so a checkpointed run
         # comes back in the same new era (1) each time; a replayable one stays in era 0.
         era = 1 if durability is Durability.CHECKPOINTED else 0
-        hook, fired = _crash_at(("after_act", "charge", 0), ("before_act", "get_charge", era), ("after_act", "get_charge", era))
+        hook, fired = _crash_at(
+            ("after_act", "charge", 0),
+            ("before_act", "get_charge", era),
+            ("after_act", "get_charge", era),
+        )
         driver = Driver(_spec(one_charge, durability), tools=peer.tools(), crash_hook=hook)
         run = driver.run("t", {}, session_id="run-p")
         assert len(fired) == 3, (durability, fired)
         assert run.status is RunStatus.COMPLETED and _charges(peer) == 1, durability
-        assert peer.probes == 2  # the first probe never ran (crash before it); the second was lost; the third answered
+        assert (
+            peer.probes == 2
+        )  # the first probe never ran (crash before it); the second was lost; the third answered
         assert driver.verify("run-p").ok
 
 
@@ -259,7 +298,7 @@ def test_the_committed_snapshot_alone_carries_the_doubt_to_any_later_restore() -
 
     driver = Driver(spec, tools=peer.tools(), providers={"scripted": provider}, crash_hook=hook)
     driver.run("t", {}, session_id="run-x")
-    (snapshot, results), = seen
+    ((snapshot, results),) = seen
     assert snapshot.era == 1 and snapshot.doubts_json is not None
     carried = json.loads(snapshot.doubts_json)
     assert [(d["era"], d["call_seq"], d["name"]) for d in carried] == [(0, 2, "tool://charge")]
@@ -267,16 +306,23 @@ def test_the_committed_snapshot_alone_carries_the_doubt_to_any_later_restore() -
         runtime, step = Runtime.restore(spec, snapshot, results, now_ms=1)
         while step.live_calls and step.live_calls[0].family == "generation":
             call = step.live_calls[0]
-            step = runtime.complete(call.call_seq, Outcome.success({"text": "draft A", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0}), now_ms=2)
+            step = runtime.complete(
+                call.call_seq,
+                Outcome.success(
+                    {"text": "draft A", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0}
+                ),
+                now_ms=2,
+            )
         # Era 2 sends the era-0 note again (served from the log) and reaches the charge: a probe.
         assert [(c.family, c.target) for c in step.live_calls] == [("probe", "get_charge")]
         assert runtime.era == 2
 
 
-
 async def draft_then_charge(ctx: StepCtx, input: Any) -> Any:
     draft = await ctx.generate("scripted", "m", "how much?")
-    return await ctx.tool("charge", {"amount": len(draft.text)}, idempotency_key=f"charge:{draft.text}")
+    return await ctx.tool(
+        "charge", {"amount": len(draft.text)}, idempotency_key=f"charge:{draft.text}"
+    )
 
 
 def test_a_doubt_the_run_never_reaches_again_is_named_when_the_run_ends() -> None:
@@ -285,11 +331,17 @@ def test_a_doubt_the_run_never_reaches_again_is_named_when_the_run_ends() -> Non
     operator, and the terminal snapshot keeps it."""
     peer = Peer()
     hook, _ = _crash_at(("after_act", "charge", 0))
-    driver = Driver(_spec(draft_then_charge, Durability.CHECKPOINTED), tools=peer.tools(),
-                    providers={"scripted": ScriptedProvider(["one", "three"])}, crash_hook=hook)
+    driver = Driver(
+        _spec(draft_then_charge, Durability.CHECKPOINTED),
+        tools=peer.tools(),
+        providers={"scripted": ScriptedProvider(["one", "three"])},
+        crash_hook=hook,
+    )
     run = driver.run("t", {}, session_id="run-n")
     assert run.status is RunStatus.COMPLETED
     assert peer.invocations == Counter({"charge:charge:one": 1, "charge:charge:three": 1})
     end = run.journal[-1]
     assert end.kind is JournalKind.RUN_COMPLETED and end.attrs["in_doubt"] == "0/1"
-    assert run.snapshot.doubts_json is not None and [(d["era"], d["call_seq"]) for d in json.loads(run.snapshot.doubts_json)] == [(0, 1)]
+    assert run.snapshot.doubts_json is not None and [
+        (d["era"], d["call_seq"]) for d in json.loads(run.snapshot.doubts_json)
+    ] == [(0, 1)]

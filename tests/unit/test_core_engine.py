@@ -26,8 +26,12 @@ from runplane.testing import Driver, FakeClock, ScriptedProvider
 from runplane.wire import JournalKind, ParkKind, RunStatus, TaskKind
 
 
-def _spec(fn: Any, durability: Durability = Durability.REPLAYABLE, effects: tuple[EffectDecl, ...] = ()) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False)
+def _spec(
+    fn: Any, durability: Durability = Durability.REPLAYABLE, effects: tuple[EffectDecl, ...] = ()
+) -> AgentSpec:
+    return AgentRegistry().register(
+        AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False
+    )
 
 
 def test_clock_is_logical_and_random_is_derived_identically_on_replay() -> None:
@@ -39,7 +43,9 @@ def test_clock_is_logical_and_random_is_derived_identically_on_replay() -> None:
         return {"a": a, "b": b, "c": c, "r": r, "echoed": echoed, "n": ctx.randint(1, 6)}
 
     spec = _spec(agent, effects=(EffectDecl("echo", mutating=False),))
-    driver = Driver(spec, tools={"echo": lambda args, key: args["r"]}, clock=FakeClock(1_000, step_ms=10))
+    driver = Driver(
+        spec, tools={"echo": lambda args, key: args["r"]}, clock=FakeClock(1_000, step_ms=10)
+    )
     run = driver.run("t", {}, session_id="s-1")
     out = run.output
     assert out["a"] == out["b"] == run.snapshot.started_ms  # no call between: same value
@@ -127,7 +133,11 @@ def test_requires_operator_parks_on_an_operator_task() -> None:
     run = driver.view(sid)
     assert calls["n"] == 1
     assert run.status is RunStatus.AWAITING_HUMAN
-    assert run.task is not None and run.task.kind is TaskKind.OPERATOR and run.task.task_id.endswith("/operator")
+    assert (
+        run.task is not None
+        and run.task.kind is TaskKind.OPERATOR
+        and run.task.task_id.endswith("/operator")
+    )
     assert JournalKind.EFFECT_IN_DOUBT in [r.kind for r in run.journal]
 
 
@@ -139,7 +149,9 @@ def test_requires_operator_parks_on_an_operator_task() -> None:
         ("ABANDON", "charged by phone", {"failed": "EffectAbandoned"}, 1),
     ],
 )
-def test_operator_verdicts_resume_the_run(verdict: str, comment: str, output: Any, performed: int) -> None:
+def test_operator_verdicts_resume_the_run(
+    verdict: str, comment: str, output: Any, performed: int
+) -> None:
     driver, calls, sid = _operator_setup()
     run = driver.decide(sid, verdict, comment=comment)
     assert run.status is RunStatus.COMPLETED and run.output == output
@@ -184,7 +196,9 @@ def test_awaiting_anything_but_an_effect_fails_the_run() -> None:
         await _Foreign()
 
     run = Driver(_spec(agent)).run("t", {})
-    assert run.status is RunStatus.FAILED and run.error is not None and "StepCtx effects" in run.error
+    assert (
+        run.status is RunStatus.FAILED and run.error is not None and "StepCtx effects" in run.error
+    )
 
 
 def test_an_agent_error_fails_the_run_with_its_reason() -> None:
@@ -222,11 +236,16 @@ def test_checkpointed_restore_starts_a_new_era_from_the_checkpoint() -> None:
 def test_triage_generation_versioned_case_write_and_deadline() -> None:
     clock = FakeClock(1_700_000_000_000)
     provider = ScriptedProvider(["billing"], name="openai")
-    driver = Driver(REGISTRY, providers={"openai": provider}, clock=clock, cases={"case-1": {"customer": "c-9"}})
+    driver = Driver(
+        REGISTRY, providers={"openai": provider}, clock=clock, cases={"case-1": {"customer": "c-9"}}
+    )
     run = driver.run("triage", {"ticket": "I was charged twice"}, case_id="case-1")
     assert run.status is RunStatus.COMPLETED
     assert run.output["label"] == "billing" and run.output["case_version"] == 2
-    assert driver.cases["case-1"] == ({"customer": "c-9", "triage": {"label": "billing", "by": run.session_id}}, 2)
+    assert driver.cases["case-1"] == (
+        {"customer": "c-9", "triage": {"label": "billing", "by": run.session_id}},
+        2,
+    )
     due = run.output["first_response_due_ms"]
     # Resolved against the logical clock: the stamp of the step before it (the case write).
     put_entry = next(e for e in run.results.values() if e.name == "case:put_state")
@@ -266,7 +285,10 @@ def test_retry_recovery_lets_the_announce_ride_with_the_outcome() -> None:
         await ctx.tool("write", {}, idempotency_key="w")
         return None
 
-    decls = (EffectDecl("read", mutating=False), EffectDecl("write", recovery=Recovery.RECONCILE, probe="p"))
+    decls = (
+        EffectDecl("read", mutating=False),
+        EffectDecl("write", recovery=Recovery.RECONCILE, probe="p"),
+    )
     seen: list[tuple[str, bool]] = []
 
     def hook(phase: str, call: Any) -> bool:
@@ -274,5 +296,9 @@ def test_retry_recovery_lets_the_announce_ride_with_the_outcome() -> None:
             seen.append((call.target, call.announce_first))
         return False
 
-    Driver(_spec(agent, effects=decls), tools={"read": lambda a, k: 1, "write": lambda a, k: 2}, crash_hook=hook).run("t", {})
+    Driver(
+        _spec(agent, effects=decls),
+        tools={"read": lambda a, k: 1, "write": lambda a, k: 2},
+        crash_hook=hook,
+    ).run("t", {})
     assert seen == [("read", False), ("write", True)]

@@ -14,7 +14,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from runplane.core import AgentRegistry, AgentSpec, Durability, EffectDecl, LiveCall, Outcome, Recovery, Runtime, StepCtx
+from runplane.core import (
+    AgentRegistry,
+    AgentSpec,
+    Durability,
+    EffectDecl,
+    LiveCall,
+    Outcome,
+    Recovery,
+    Runtime,
+    StepCtx,
+)
 from runplane.core.chain import run_admitted, verify_chain
 from runplane.core.engine import MAX_BUFFERED_SIGNALS
 from runplane.testing import Driver, ScriptedProvider
@@ -46,7 +56,9 @@ class Billing:
 
 
 def _spec(fn: Any, durability: Durability) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, durability, None, {"charge": CHARGE}), lint=False)
+    return AgentRegistry().register(
+        AgentSpec("t", fn, durability, None, {"charge": CHARGE}), lint=False
+    )
 
 
 def _crash_after_first_charge() -> Any:
@@ -66,7 +78,11 @@ def test_the_probe_of_a_keyless_charge_looks_it_up_under_the_key_it_was_made_wit
         return await ctx.tool("charge", {"amount": 5})
 
     billing = Billing()
-    driver = Driver(_spec(agent, Durability.REPLAYABLE), tools=billing.tools(), crash_hook=_crash_after_first_charge())
+    driver = Driver(
+        _spec(agent, Durability.REPLAYABLE),
+        tools=billing.tools(),
+        crash_hook=_crash_after_first_charge(),
+    )
     run = driver.run("t", {}, session_id="s-1")
     assert run.status is RunStatus.COMPLETED, run.error
     assert list(billing.calls) == ["s-1/0/0"]  # derived from the call's position
@@ -83,8 +99,12 @@ def test_a_doubt_carried_into_a_new_era_keeps_its_key() -> None:
 
     billing = Billing()
     provider = ScriptedProvider(["one", "two", "three"])
-    driver = Driver(_spec(agent, Durability.CHECKPOINTED), tools=billing.tools(), providers={"scripted": provider},
-                    crash_hook=_crash_after_first_charge())
+    driver = Driver(
+        _spec(agent, Durability.CHECKPOINTED),
+        tools=billing.tools(),
+        providers={"scripted": provider},
+        crash_hook=_crash_after_first_charge(),
+    )
     run = driver.run("t", {}, session_id="s-2")
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.snapshot.era == 1  # restored from the checkpoint in a new era ...
@@ -94,9 +114,26 @@ def test_a_doubt_carried_into_a_new_era_keeps_its_key() -> None:
 
 
 def _start(fn: Any, durability: Durability) -> tuple[Runtime, Any]:
-    admitted = run_admitted("r-9", capability="t", admission_key="k9", tenant="default", initiator="u", input_json="{}", now_ms=1)
-    start = StartRun(session_id="r-9", capability="t", input_json="{}", case_id=None, admission_key="k9", tenant="default",
-                     initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+    admitted = run_admitted(
+        "r-9",
+        capability="t",
+        admission_key="k9",
+        tenant="default",
+        initiator="u",
+        input_json="{}",
+        now_ms=1,
+    )
+    start = StartRun(
+        session_id="r-9",
+        capability="t",
+        input_json="{}",
+        case_id=None,
+        admission_key="k9",
+        tenant="default",
+        initiator="u",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
     rt, step = Runtime.start(_spec(fn, durability), start, now_ms=2)
     return rt, (admitted, step)
 
@@ -110,13 +147,20 @@ def test_a_live_doubt_in_a_checkpointed_run_is_recovered_at_its_slot_without_a_n
     rt, (admitted, step) = _start(agent, Durability.CHECKPOINTED)
     records = [admitted, *step.records]
     (gen,) = step.live_calls
-    step = rt.complete(gen.call_seq, Outcome.success({"text": "t", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0}), now_ms=3)
+    step = rt.complete(
+        gen.call_seq,
+        Outcome.success({"text": "t", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0}),
+        now_ms=3,
+    )
     records += step.records
     (charge,) = step.live_calls
     assert charge.announce_first and charge.idempotency_key == "r-9/0/2"
     step = rt.in_doubt(charge.call_seq, now_ms=4)
     records += step.records
-    assert [r.kind for r in step.records] == [JournalKind.EFFECT_IN_DOUBT, JournalKind.EFFECT_ANNOUNCED]
+    assert [r.kind for r in step.records] == [
+        JournalKind.EFFECT_IN_DOUBT,
+        JournalKind.EFFECT_ANNOUNCED,
+    ]
     (probe,) = step.live_calls
     assert (probe.family, probe.era, probe.call_seq) == ("probe", 0, charge.call_seq)
     assert probe.idempotency_key == charge.idempotency_key
@@ -142,8 +186,12 @@ def test_buffered_signals_are_bounded() -> None:
 
     rt, _ = _start(agent, Durability.REPLAYABLE)
     for i in range(MAX_BUFFERED_SIGNALS):
-        step = rt.deliver(Signal(session_id="r-9", name="noise", payload_json=str(i), sent_ms=10), now_ms=10 + i)
+        step = rt.deliver(
+            Signal(session_id="r-9", name="noise", payload_json=str(i), sent_ms=10), now_ms=10 + i
+        )
         assert step.rejected is None
-    step = rt.deliver(Signal(session_id="r-9", name="noise", payload_json="x", sent_ms=10), now_ms=999)
+    step = rt.deliver(
+        Signal(session_id="r-9", name="noise", payload_json="x", sent_ms=10), now_ms=999
+    )
     assert step.rejected is not None and step.rejected_kind == "signals_full" and not step.records
     assert len(rt.snapshot().pending_signals) == MAX_BUFFERED_SIGNALS

@@ -16,14 +16,22 @@ labels = st.builds(
     Label,
     trust=st.sampled_from(list(Trust)),
     sensitivity=st.sampled_from(list(Sensitivity)),
-    provenance=st.lists(st.sampled_from(["tool://a", "tool://b", "model:p/m", "agent/x"]), unique=True).map(lambda p: tuple(sorted(p))),
+    provenance=st.lists(
+        st.sampled_from(["tool://a", "tool://b", "model:p/m", "agent/x"]), unique=True
+    ).map(lambda p: tuple(sorted(p))),
 )
 
 
 def test_join_takes_the_worse_trust_the_higher_sensitivity_and_both_origins() -> None:
     a = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.SECRET, provenance=("tool://vault",))
-    b = Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=("model:openai/gpt-4o",))
-    assert join(a, b) == Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.SECRET, provenance=("model:openai/gpt-4o", "tool://vault"))
+    b = Label(
+        trust=Trust.UNTRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=("model:openai/gpt-4o",)
+    )
+    assert join(a, b) == Label(
+        trust=Trust.UNTRUSTED,
+        sensitivity=Sensitivity.SECRET,
+        provenance=("model:openai/gpt-4o", "tool://vault"),
+    )
 
 
 @given(labels, labels, labels)
@@ -51,12 +59,24 @@ def test_each_effect_labels_its_result_at_the_source() -> None:
         await ctx.generate("scripted", "m1", "hello")
         return await ctx.wait_signal("go")
 
-    driver = Driver(_spec(agent), tools={"lookup": lambda a, k: {"hit": True}}, providers={"scripted": ScriptedProvider()})
+    driver = Driver(
+        _spec(agent),
+        tools={"lookup": lambda a, k: {"hit": True}},
+        providers={"scripted": ScriptedProvider()},
+    )
     run = driver.run("t", {})
     run = driver.signal(run.session_id, "go", "payload")
     tool, gen, signal = (run.results[(0, i)].label for i in range(3))
-    assert tool == Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=("agent/t", "tool://lookup"))
-    assert gen is not None and gen.trust is Trust.UNTRUSTED and gen.provenance == ("agent/t", "model:scripted/m1")
+    assert tool == Label(
+        trust=Trust.TRUSTED,
+        sensitivity=Sensitivity.INTERNAL,
+        provenance=("agent/t", "tool://lookup"),
+    )
+    assert (
+        gen is not None
+        and gen.trust is Trust.UNTRUSTED
+        and gen.provenance == ("agent/t", "model:scripted/m1")
+    )
     assert signal is not None and signal.trust is Trust.UNTRUSTED
     # The chain record carries the same label as the body.
     by_seq = {r.call_seq: r.label for r in run.journal if r.body_digest is not None}
@@ -67,12 +87,30 @@ def test_a_label_the_performer_supplies_is_joined_with_the_source_label_not_repl
     async def agent(ctx: StepCtx, input: Any) -> Any:
         return await ctx.tool("vault", {}, mutating=False)
 
-    admitted = run_admitted("s", capability="t", admission_key="k", tenant="x", initiator="i", input_json="{}", now_ms=1)
-    start = StartRun(session_id="s", capability="t", input_json="{}", admission_key="k", tenant="x", initiator="i",
-                     admitted_hash=admitted.hash, admitted_ms=1)
+    admitted = run_admitted(
+        "s", capability="t", admission_key="k", tenant="x", initiator="i", input_json="{}", now_ms=1
+    )
+    start = StartRun(
+        session_id="s",
+        capability="t",
+        input_json="{}",
+        admission_key="k",
+        tenant="x",
+        initiator="i",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
     rt, step = Runtime.start(_spec(agent), start, now_ms=2)
-    supplied = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.SECRET, provenance=("https://vault.example",))
-    done = rt.complete(step.live_calls[0].call_seq, Outcome.success("s3cr3t", label=supplied), now_ms=3)
+    supplied = Label(
+        trust=Trust.TRUSTED, sensitivity=Sensitivity.SECRET, provenance=("https://vault.example",)
+    )
+    done = rt.complete(
+        step.live_calls[0].call_seq, Outcome.success("s3cr3t", label=supplied), now_ms=3
+    )
     (entry,) = done.results
     assert entry.label == join(at_source("tool", "tool://vault", "t"), supplied)
-    assert entry.label is not None and entry.label.sensitivity is Sensitivity.SECRET and "tool://vault" in entry.label.provenance
+    assert (
+        entry.label is not None
+        and entry.label.sensitivity is Sensitivity.SECRET
+        and "tool://vault" in entry.label.provenance
+    )

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from runplane.core import AgentRegistry, AgentSpec, Durability, EffectDecl, EffectError, Runtime, StepCtx, replay_history
+from runplane.core import (
+    AgentRegistry,
+    AgentSpec,
+    Durability,
+    EffectDecl,
+    EffectError,
+    Runtime,
+    StepCtx,
+    replay_history,
+)
 from runplane.core.chain import run_admitted
 from runplane.testing import Driver
 from runplane.wire import JournalKind, RunStatus, StartRun
@@ -19,14 +28,33 @@ CASE = "c-" + "0" * 24
 
 
 def _spec(fn: Any, effects: tuple[EffectDecl, ...] = ()) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, Durability.REPLAYABLE, None, {e.name: e for e in effects}), lint=False)
+    return AgentRegistry().register(
+        AgentSpec("t", fn, Durability.REPLAYABLE, None, {e.name: e for e in effects}), lint=False
+    )
 
 
 def _start(fn: Any) -> tuple[Runtime, Any]:
-    admitted = run_admitted("r-1", capability="t", admission_key="k1", tenant="default", initiator="u", input_json="{}", now_ms=1,
-                            case_id=CASE)
-    start = StartRun(session_id="r-1", capability="t", input_json="{}", case_id=CASE, admission_key="k1", tenant="default",
-                     initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+    admitted = run_admitted(
+        "r-1",
+        capability="t",
+        admission_key="k1",
+        tenant="default",
+        initiator="u",
+        input_json="{}",
+        now_ms=1,
+        case_id=CASE,
+    )
+    start = StartRun(
+        session_id="r-1",
+        capability="t",
+        input_json="{}",
+        case_id=CASE,
+        admission_key="k1",
+        tenant="default",
+        initiator="u",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
     return Runtime.start(_spec(fn), start, now_ms=2)
 
 
@@ -37,7 +65,9 @@ def test_an_unusable_argument_fails_the_run_instead_of_escaping_the_engine() -> 
     rt, step = _start(bad_version)
     assert rt.status is RunStatus.FAILED
     assert [r.kind for r in step.records] == [JournalKind.EFFECT_RECORDED, JournalKind.RUN_FAILED]
-    assert step.commands and not any(type(c).__name__ == "PutCaseState" for c in step.commands)  # nothing half-sent
+    assert step.commands and not any(
+        type(c).__name__ == "PutCaseState" for c in step.commands
+    )  # nothing half-sent
     (entry,) = step.results
     assert entry.ok is False and entry.error is not None and entry.error.type == "InvalidRequest"
     assert "expected_version" in entry.error.message or "int" in entry.error.message
@@ -79,7 +109,9 @@ def test_a_bad_declaration_is_recorded_too_so_a_rebuild_does_not_quarantine() ->
         return first
 
     spec = _spec(agent, effects=(EffectDecl("echo", mutating=False),))
-    driver = Driver(spec, tools={"charge": lambda args, key: 1, "echo": lambda args, key: args["n"]})
+    driver = Driver(
+        spec, tools={"charge": lambda args, key: 1, "echo": lambda args, key: args["n"]}
+    )
     run = driver.run("t", {})
     driver.crash(run.session_id)
     run = driver.signal(run.session_id, "go")

@@ -43,27 +43,69 @@ from runplane.wire import (
 T0 = 1_700_000_000_000
 
 
-def _spec(fn: Any, durability: Durability = Durability.REPLAYABLE, effects: tuple[EffectDecl, ...] = ()) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False)
+def _spec(
+    fn: Any, durability: Durability = Durability.REPLAYABLE, effects: tuple[EffectDecl, ...] = ()
+) -> AgentSpec:
+    return AgentRegistry().register(
+        AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False
+    )
 
 
-def _start(spec: AgentSpec, sid: str = "s-1", case_id: str | None = "case-1", **kw: Any) -> tuple[Runtime, Any, list[JournalRecord]]:
-    admitted = run_admitted(sid, capability="t", admission_key=f"k-{sid}", tenant="test", initiator="alice", input_json="{}",
-                            now_ms=T0, case_id=case_id)
-    start = StartRun(session_id=sid, capability="t", input_json="{}", case_id=case_id, admission_key=f"k-{sid}", tenant="test",
-                     initiator="alice", admitted_hash=admitted.hash, admitted_ms=T0)
+def _start(
+    spec: AgentSpec, sid: str = "s-1", case_id: str | None = "case-1", **kw: Any
+) -> tuple[Runtime, Any, list[JournalRecord]]:
+    admitted = run_admitted(
+        sid,
+        capability="t",
+        admission_key=f"k-{sid}",
+        tenant="test",
+        initiator="alice",
+        input_json="{}",
+        now_ms=T0,
+        case_id=case_id,
+    )
+    start = StartRun(
+        session_id=sid,
+        capability="t",
+        input_json="{}",
+        case_id=case_id,
+        admission_key=f"k-{sid}",
+        tenant="test",
+        initiator="alice",
+        admitted_hash=admitted.hash,
+        admitted_ms=T0,
+    )
     rt, step = Runtime.start(spec, start, now_ms=T0 + 1, **kw)
     return rt, step, [admitted, *step.records]
 
 
-def _reply(command: Any, *, accepted: bool, reason: str | None = None, op: str = "register_deadline") -> CaseReply:
-    return CaseReply(session_id=command.reply_to, request_id=command.request_id, case_id=command.case_id, era=command.era,
-                     call_seq=command.call_seq, op=op, accepted=accepted, version=0, reason=reason)
+def _reply(
+    command: Any, *, accepted: bool, reason: str | None = None, op: str = "register_deadline"
+) -> CaseReply:
+    return CaseReply(
+        session_id=command.reply_to,
+        request_id=command.request_id,
+        case_id=command.case_id,
+        era=command.era,
+        call_seq=command.call_seq,
+        op=op,
+        accepted=accepted,
+        version=0,
+        reason=reason,
+    )
 
 
 def _decision(task: OpenTask, outcome: str, comment: str = "") -> TaskDecision:
-    return TaskDecision(session_id=task.session_id, task_id=task.task_id, era=task.era, call_seq=task.call_seq,
-                        outcome=DecisionOutcome(outcome), comment=comment, decided_by=("bob",), decided_ms=T0 + 50)
+    return TaskDecision(
+        session_id=task.session_id,
+        task_id=task.task_id,
+        era=task.era,
+        call_seq=task.call_seq,
+        outcome=DecisionOutcome(outcome),
+        comment=comment,
+        decided_by=("bob",),
+        decided_ms=T0 + 50,
+    )
 
 
 # --- 1. deadline commands ask and wait -----------------------------------------------------
@@ -82,7 +124,11 @@ def test_register_deadline_asks_the_cases_service_and_waits_for_its_reply() -> N
     (command,) = step.commands[:1]
     assert isinstance(command, RegisterDeadline)
     assert command.reply_to == "s-1" and command.request_id == "s-1/0/0"
-    assert step.parked_on is not None and step.parked_on.kind is ParkKind.CASE_REPLY and step.parked_on.ref == "s-1/0/0"
+    assert (
+        step.parked_on is not None
+        and step.parked_on.kind is ParkKind.CASE_REPLY
+        and step.parked_on.ref == "s-1/0/0"
+    )
     assert rt.status is RunStatus.PARKED and not step.results  # nothing recorded before the answer
 
     done = rt.deliver(_reply(command, accepted=True), now_ms=T0 + 9)
@@ -91,7 +137,9 @@ def test_register_deadline_asks_the_cases_service_and_waits_for_its_reply() -> N
     assert [r.kind for r in done.records][:1] == [JournalKind.DEADLINE_REGISTERED]
 
 
-def test_a_refused_deadline_raises_case_refused_with_the_reason_and_replays_without_asking() -> None:
+def test_a_refused_deadline_raises_case_refused_with_the_reason_and_replays_without_asking() -> (
+    None
+):
     spec = _spec(_deadline_agent)
     rt, step, journal = _start(spec)
     command = step.commands[0]
@@ -165,18 +213,35 @@ def test_a_reply_to_a_meet_names_its_slot_and_a_stray_reply_is_rejected() -> Non
     rt, step, _ = _start(_spec(agent))
     meet = step.commands[0]
     assert isinstance(meet, MeetDeadline) and meet.reply_to == "s-1"
-    stray = CaseReply(session_id="s-1", request_id="s-1/0/7", case_id="case-1", era=0, call_seq=7, op="meet_deadline",
-                      accepted=True, version=0)
+    stray = CaseReply(
+        session_id="s-1",
+        request_id="s-1/0/7",
+        case_id="case-1",
+        era=0,
+        call_seq=7,
+        op="meet_deadline",
+        accepted=True,
+        version=0,
+    )
     assert rt.deliver(stray, now_ms=T0 + 3).rejected is not None
-    assert rt.deliver(_reply(meet, accepted=True, op="meet_deadline"), now_ms=T0 + 4).end is RunStatus.COMPLETED
+    assert (
+        rt.deliver(_reply(meet, accepted=True, op="meet_deadline"), now_ms=T0 + 4).end
+        is RunStatus.COMPLETED
+    )
 
 
 # --- 2. an escalation is journaled and the run keeps waiting -------------------------------
 
 
 async def _approve_agent(ctx: StepCtx, input: Any) -> Any:
-    decision = await ctx.approval("ok?", {"amount": 5}, role="finance", expires_in=60_000, on_expiry="escalate",
-                                  escalate_to="supervisor")
+    decision = await ctx.approval(
+        "ok?",
+        {"amount": 5},
+        role="finance",
+        expires_in=60_000,
+        on_expiry="escalate",
+        escalate_to="supervisor",
+    )
     return {"approved": decision.approved, "by": list(decision.decided_by)}
 
 
@@ -185,7 +250,12 @@ def test_an_escalated_task_is_journaled_and_the_same_task_still_resumes_the_run(
     run = driver.run("t", {})
     assert run.task is not None and run.task.escalate_to == "supervisor"
     task_id = run.task.task_id
-    run = driver.decide(run.session_id, "ESCALATED", comment="expired; escalated from role 'finance' to 'supervisor'", by=())
+    run = driver.decide(
+        run.session_id,
+        "ESCALATED",
+        comment="expired; escalated from role 'finance' to 'supervisor'",
+        by=(),
+    )
     assert run.status is RunStatus.AWAITING_HUMAN
     decided, parked = run.journal[-2:]
     assert decided.kind is JournalKind.TASK_DECIDED
@@ -208,8 +278,15 @@ def test_an_approval_that_names_no_escalation_role_keeps_its_old_witness() -> No
         return (await ctx.approval("q", 1, role="r")).approved
 
     _rt, step, _ = _start(_spec(agent))
-    legacy = {"question": "q", "answer": 1, "role": "r", "approvals": 1, "expires_in": None, "on_expiry": "fail",
-              "allow_unattended": False}
+    legacy = {
+        "question": "q",
+        "answer": 1,
+        "role": "r",
+        "approvals": 1,
+        "expires_in": None,
+        "on_expiry": "fail",
+        "allow_unattended": False,
+    }
     assert step.records[-1].request_witness == request_witness(legacy)
     assert isinstance(step.commands[0], OpenTask) and step.commands[0].escalate_to is None
 
@@ -232,13 +309,21 @@ def _checkpointed_approval(generations: ScriptedProvider | None = None) -> Agent
 def test_a_checkpointed_run_restored_while_awaiting_a_human_keeps_its_task() -> None:
     driver = Driver(_checkpointed_approval())
     run = driver.run("t", {})
-    assert run.status is RunStatus.AWAITING_HUMAN and driver.tasks_opened == [f"{run.session_id}/0/1"]
+    assert run.status is RunStatus.AWAITING_HUMAN and driver.tasks_opened == [
+        f"{run.session_id}/0/1"
+    ]
     driver.crash(run.session_id)  # the restore starts era 1 from the checkpoint
     run = driver.decide(run.session_id, "APPROVED")  # decided on the era-0 task
     assert run.output == {"approved": True, "era": 1}
     assert driver.tasks_opened == [f"{run.session_id}/0/1"]  # never asked twice
-    carried = [r for r in run.journal if r.kind is JournalKind.RUN_PARKED and r.attrs.get("carried_from")]
-    assert len(carried) == 1 and carried[0].era == 1 and carried[0].attrs["task_id"] == f"{run.session_id}/0/1"
+    carried = [
+        r for r in run.journal if r.kind is JournalKind.RUN_PARKED and r.attrs.get("carried_from")
+    ]
+    assert (
+        len(carried) == 1
+        and carried[0].era == 1
+        and carried[0].attrs["task_id"] == f"{run.session_id}/0/1"
+    )
     assert driver.verify(run.session_id).ok and driver.closed_tasks == []
 
 
@@ -252,8 +337,12 @@ def test_a_decision_arriving_before_the_new_era_asks_again_is_served_from_its_sl
         journal.extend(s.records)
         results.update({(e.era, e.call_seq): e for e in s.results})
 
-    results.update({(e.era, e.call_seq): e for e in step.results})  # its records are in the journal already
-    gen = rt.complete(step.live_calls[0].call_seq, Outcome.success({"text": "draft text"}), now_ms=T0 + 2)
+    results.update(
+        {(e.era, e.call_seq): e for e in step.results}
+    )  # its records are in the journal already
+    gen = rt.complete(
+        step.live_calls[0].call_seq, Outcome.success({"text": "draft text"}), now_ms=T0 + 2
+    )
     commit(gen)
     task = gen.commands[0]
     assert isinstance(task, OpenTask) and task.task_id == "s-1/0/2"
@@ -261,15 +350,25 @@ def test_a_decision_arriving_before_the_new_era_asks_again_is_served_from_its_sl
 
     restored, step = Runtime.restore(spec, gen.snapshot, results, now_ms=T0 + 10)
     commit(step)
-    assert step.live_calls and step.live_calls[0].family == "generation" and step.live_calls[0].era == 1
+    assert (
+        step.live_calls
+        and step.live_calls[0].family == "generation"
+        and step.live_calls[0].era == 1
+    )
     early = restored.deliver(_decision(task, "APPROVED"), now_ms=T0 + 11)
     assert early.rejected is None
     commit(early)
     (entry,) = early.results
-    assert (entry.era, entry.call_seq) == (0, 2) and early.records[0].era == 0  # at the task's own slot
-    done = restored.complete(step.live_calls[0].call_seq, Outcome.success({"text": "draft text"}), now_ms=T0 + 12)
+    assert (entry.era, entry.call_seq) == (0, 2) and early.records[
+        0
+    ].era == 0  # at the task's own slot
+    done = restored.complete(
+        step.live_calls[0].call_seq, Outcome.success({"text": "draft text"}), now_ms=T0 + 12
+    )
     commit(done)
-    assert done.end is RunStatus.COMPLETED and not any(isinstance(c, OpenTask) for c in done.commands)
+    assert done.end is RunStatus.COMPLETED and not any(
+        isinstance(c, OpenTask) for c in done.commands
+    )
     assert restored.snapshot().output_json == '{"approved":true,"era":1}'
     assert verify_chain(journal, results).ok
 
@@ -291,7 +390,11 @@ def test_a_carried_task_the_new_era_does_not_ask_again_is_withdrawn() -> None:
     driver.crash(run.session_id)
     run = driver.wake(run.session_id)
     assert driver.closed_tasks == [old_task]  # the question changed: the old one is withdrawn
-    assert len(driver.tasks_opened) == 2 and run.task is not None and run.task.task_id.startswith(f"{run.session_id}/1/")
+    assert (
+        len(driver.tasks_opened) == 2
+        and run.task is not None
+        and run.task.task_id.startswith(f"{run.session_id}/1/")
+    )
     assert run.task.answer_json == '"second draft"'
     assert driver.decide(run.session_id, "APPROVED").output is True
 
@@ -311,7 +414,11 @@ def test_a_checkpointed_run_restored_while_waiting_on_a_case_write_does_not_writ
     restored, again = Runtime.restore(spec, step.snapshot, results, now_ms=T0 + 10)
     journal += again.records
     assert not any(isinstance(c, PutCaseState) for c in again.commands)  # adopted, not re-sent
-    assert again.parked_on is not None and again.parked_on.ref == put.request_id and again.parked_on.era == 1
+    assert (
+        again.parked_on is not None
+        and again.parked_on.ref == put.request_id
+        and again.parked_on.era == 1
+    )
     done = restored.deliver(_reply(put, accepted=True, op="put_state"), now_ms=T0 + 11)
     journal += done.records
     results.update({(e.era, e.call_seq): e for e in done.results})
@@ -326,11 +433,16 @@ def test_a_carried_task_decided_while_the_run_is_down_resumes_it(outcome: str) -
     task = step.commands[0]
     assert isinstance(task, OpenTask)
     rt.close()
-    restored, again = Runtime.restore(spec, step.snapshot, {(e.era, e.call_seq): e for e in step.results}, now_ms=T0 + 10)
+    restored, again = Runtime.restore(
+        spec, step.snapshot, {(e.era, e.call_seq): e for e in step.results}, now_ms=T0 + 10
+    )
     assert not any(isinstance(c, (OpenTask, CloseTask)) for c in again.commands)
     done = restored.deliver(_decision(task, outcome), now_ms=T0 + 11)
     assert done.rejected is None and done.end is RunStatus.COMPLETED
-    assert restored.snapshot().output_json == f'{{"approved":{str(outcome == "APPROVED").lower()},"era":1}}'
+    assert (
+        restored.snapshot().output_json
+        == f'{{"approved":{str(outcome == "APPROVED").lower()},"era":1}}'
+    )
 
 
 def test_restoring_twice_does_not_serve_a_stale_copy_of_an_earlier_read() -> None:
@@ -351,8 +463,12 @@ def test_restoring_twice_does_not_serve_a_stale_copy_of_an_earlier_read() -> Non
         acts["n"] += 1
         return acts["n"] in (2, 3)
 
-    driver = Driver(_spec(agent, Durability.CHECKPOINTED), tools={"tick": lambda a, k: a["i"]}, cases={"case-1": {}},
-                    crash_hook=crash_on_second_and_third_act)
+    driver = Driver(
+        _spec(agent, Durability.CHECKPOINTED),
+        tools={"tick": lambda a, k: a["i"]},
+        cases={"case-1": {}},
+        crash_hook=crash_on_second_and_third_act,
+    )
     run = driver.run("t", {}, case_id="case-1")
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.output == 3 and driver.cases["case-1"] == ({"k0": 0, "k1": 1}, 3)

@@ -75,7 +75,9 @@ class StubRestorer:
     def __init__(self, log: Log) -> None:
         self.log = log
 
-    def restore(self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None) -> Restored[Any]:
+    def restore(
+        self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None
+    ) -> Restored[Any]:
         self.log.calls.append(f"restore {topic}")
         assert deadline is not None  # one deadline for the whole assignment
         return Restored({p: {} for p in partitions})
@@ -85,7 +87,11 @@ def test_on_assign_waits_for_the_previous_owner_before_reading_any_table() -> No
     ex, log = _executor(), Log()
     ex._restorer = StubRestorer(log)  # type: ignore[assignment]
     ex._on_assign(StubConsumer(log), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
-    assert log.calls == ["committed", f"restore {BASE.topic('sessions')}", f"restore {BASE.topic('results')}"]
+    assert log.calls == [
+        "committed",
+        f"restore {BASE.topic('sessions')}",
+        f"restore {BASE.topic('results')}",
+    ]
     assert ex.owned_partitions == {0}
 
 
@@ -118,10 +124,26 @@ class Msg:
 
 
 def _parked_run(ex: Executor) -> SessionSnapshot:
-    admitted = run_admitted("r-p", capability="waits", admission_key="k-p", tenant="default", initiator="u", input_json="{}",
-                            now_ms=1)
-    start = StartRun(session_id="r-p", capability="waits", input_json="{}", case_id=None, admission_key="k-p", tenant="default",
-                     initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+    admitted = run_admitted(
+        "r-p",
+        capability="waits",
+        admission_key="k-p",
+        tenant="default",
+        initiator="u",
+        input_json="{}",
+        now_ms=1,
+    )
+    start = StartRun(
+        session_id="r-p",
+        capability="waits",
+        input_json="{}",
+        case_id=None,
+        admission_key="k-p",
+        tenant="default",
+        initiator="u",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
     _, step = Runtime.start(ex._registry.spec("waits"), start, now_ms=2)
     ex._parts[0] = PartitionState(sessions={"r-p": step.snapshot})
     return step.snapshot
@@ -135,7 +157,9 @@ def _batch(ex: Executor) -> list[Any]:
     return out
 
 
-def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ex = _executor()
     snap = _parked_run(ex)
 
@@ -146,9 +170,17 @@ def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(monk
     ex._on_message(Msg(Signal(session_id="r-p", name="go", payload_json="1", sent_ms=3), "r-p"))  # type: ignore[arg-type]
     out = _batch(ex)
     (failed,) = [r for r in out if isinstance(r, JournalRecord)]
-    assert failed.kind is JournalKind.RUN_FAILED and failed.seq == snap.next_seq and failed.prev_hash == snap.last_hash
+    assert (
+        failed.kind is JournalKind.RUN_FAILED
+        and failed.seq == snap.next_seq
+        and failed.prev_hash == snap.last_hash
+    )
     (row,) = [r for r in out if isinstance(r, SessionSnapshot)]
-    assert row.status is RunStatus.FAILED and row.last_hash == failed.hash and row.next_seq == snap.next_seq + 1
+    assert (
+        row.status is RunStatus.FAILED
+        and row.last_hash == failed.hash
+        and row.next_seq == snap.next_seq + 1
+    )
     assert [r.status for r in out if isinstance(r, RunStatusUpdate)] == [RunStatus.FAILED]
     (letter,) = [r for r in out if isinstance(r, DeadLetter)]
     assert "ValueError" in letter.reason and letter.offset == 7
@@ -156,7 +188,9 @@ def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(monk
     assert "r-p" not in ex.resident_sessions
 
 
-def test_a_run_that_ends_during_its_rebuild_is_not_called_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_ends_during_its_rebuild_is_not_called_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ex = _executor()
     snap = _parked_run(ex)
     original = Runtime.restore
@@ -182,15 +216,34 @@ def _snapshots() -> tuple[SessionSnapshot, SessionSnapshot, list[Any]]:
     registry.register(AgentSpec("gen", generates, Durability.REPLAYABLE, None, {}), lint=False)
     out = []
     for sid in ("r-run", "r-done"):
-        admitted = run_admitted(sid, capability="gen", admission_key=f"k-{sid}", tenant="default", initiator="u", input_json="{}",
-                                now_ms=1)
-        start = StartRun(session_id=sid, capability="gen", input_json="{}", case_id=None, admission_key=f"k-{sid}",
-                         tenant="default", initiator="u", admitted_hash=admitted.hash, admitted_ms=1)
+        admitted = run_admitted(
+            sid,
+            capability="gen",
+            admission_key=f"k-{sid}",
+            tenant="default",
+            initiator="u",
+            input_json="{}",
+            now_ms=1,
+        )
+        start = StartRun(
+            session_id=sid,
+            capability="gen",
+            input_json="{}",
+            case_id=None,
+            admission_key=f"k-{sid}",
+            tenant="default",
+            initiator="u",
+            admitted_hash=admitted.hash,
+            admitted_ms=1,
+        )
         rt, step = Runtime.start(registry.spec("gen"), start, now_ms=2)
         out.append((rt, step))
     (_, running), (rt_done, _) = out
     done = rt_done.quarantine("ended for the test", now_ms=3)
-    assert running.snapshot.status is RunStatus.RUNNING and done.snapshot.status is RunStatus.QUARANTINED
+    assert (
+        running.snapshot.status is RunStatus.RUNNING
+        and done.snapshot.status is RunStatus.QUARANTINED
+    )
     return running.snapshot, done.snapshot, [sample_entry("r-done", 0, {"n": 0})]
 
 
@@ -198,11 +251,15 @@ class TableRestorer:
     def __init__(self, sessions: dict[str, SessionSnapshot], results: dict[str, Any]) -> None:
         self.rows = {BASE.topic("sessions"): sessions, BASE.topic("results"): results}
 
-    def restore(self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None) -> Restored[Any]:
+    def restore(
+        self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None
+    ) -> Restored[Any]:
         return Restored({0: dict(self.rows[topic])})
 
 
-def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_the_callback() -> None:
+def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_the_callback() -> (
+    None
+):
     import asyncio
 
     running, done, results = _snapshots()
@@ -227,6 +284,8 @@ def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_th
 
     assert asyncio.run(loop_turn()) == {"r-run"}
     # a second StartRun or a message for the ended run is answered, not served
-    ex._on_message(Msg(Signal(session_id="r-done", name="go", payload_json="1", sent_ms=3), "r-done"))  # type: ignore[arg-type]
+    ex._on_message(
+        Msg(Signal(session_id="r-done", name="go", payload_json="1", sent_ms=3), "r-done")
+    )  # type: ignore[arg-type]
     (letter,) = [r for r in _batch(ex) if isinstance(r, DeadLetter)]
     assert "already ended" in letter.reason

@@ -36,7 +36,11 @@ def test_all_is_pinned() -> None:
 def test_every_exported_name_resolves_to_the_same_object_as_its_home() -> None:
     from runplane.config import Settings
 
-    homes = {**{n: getattr(runplane.errors, n) for n in dir(runplane.errors)}, **vars(runplane.core), "Settings": Settings}
+    homes = {
+        **{n: getattr(runplane.errors, n) for n in dir(runplane.errors)},
+        **vars(runplane.core),
+        "Settings": Settings,
+    }
     for name in runplane.__all__:
         assert getattr(runplane, name) is homes[name], name
 
@@ -51,7 +55,11 @@ def test_no_public_name_leaks_outside_all() -> None:
 def test_an_agent_can_be_written_from_the_front_door_alone() -> None:
     registry = runplane.AgentRegistry()
 
-    @registry.agent("hello", durability=runplane.Durability.CHECKPOINTED, effects=[runplane.EffectDecl("greet", mutating=False)])
+    @registry.agent(
+        "hello",
+        durability=runplane.Durability.CHECKPOINTED,
+        effects=[runplane.EffectDecl("greet", mutating=False)],
+    )
     async def hello(ctx: runplane.StepCtx, input: dict[str, str]) -> str:
         return str(await ctx.tool("greet", {"name": input["name"]}))
 

@@ -44,8 +44,15 @@ class World:
         self.fail_notify = False
 
     def tools(self) -> dict[str, Any]:
-        return {"reserve": self.reserve, "charge": self.charge, "release": self.release, "released": self.released,
-                "refund": self.refund, "notify": self.notify, "check": self.check}
+        return {
+            "reserve": self.reserve,
+            "charge": self.charge,
+            "release": self.release,
+            "released": self.released,
+            "refund": self.refund,
+            "notify": self.notify,
+            "check": self.check,
+        }
 
     def check(self, args: dict[str, Any], key: str | None) -> bool:
         self.log.append(("check", args))
@@ -86,7 +93,9 @@ class World:
 
 
 def _spec(fn: Any, durability: Durability = Durability.REPLAYABLE) -> AgentSpec:
-    return AgentRegistry().register(AgentSpec("t", fn, durability, None, {d.name: d for d in DECLS}), lint=False)
+    return AgentRegistry().register(
+        AgentSpec("t", fn, durability, None, {d.name: d for d in DECLS}), lint=False
+    )
 
 
 def _release(out: Any) -> tuple[str, dict[str, Any]]:
@@ -100,10 +109,14 @@ def _group_records(run: Any) -> list[dict[str, Any]]:
 
 async def checkout(ctx: StepCtx, input: Any) -> Any:
     async with ctx.group("checkout", ["inventory", "notify"]) as g:
-        hold = await g.reversible("inventory", "reserve", {"sku": input["sku"], "qty": input["qty"]}, undo=_release)
+        hold = await g.reversible(
+            "inventory", "reserve", {"sku": input["sku"], "qty": input["qty"]}, undo=_release
+        )
         g.deferred("notify", "notify", {"text": "order confirmed"})
         await ctx.tool("check", {"hold": hold["hold"]})
-        sent = await g.commit(invariants=[("the hold covers the order", hold["qty"] >= input["want"])])
+        sent = await g.commit(
+            invariants=[("the hold covers the order", hold["qty"] >= input["want"])]
+        )
     return {"hold": hold["hold"], "sent": sent}
 
 
@@ -120,7 +133,9 @@ def test_commit_runs_deferred_members_only_after_the_invariants_hold() -> None:
     events = _group_records(run)
     assert [e["event"] for e in events] == ["open", "commit"]
     assert events[0]["members"] == ["inventory", "notify"]
-    assert events[1]["invariants"] == {"the hold covers the order": True} and events[1]["deferred"] == ["notify"]
+    assert events[1]["invariants"] == {"the hold covers the order": True} and events[1][
+        "deferred"
+    ] == ["notify"]
     assert driver.verify(run.session_id).ok
     report = replay_history(spec, run.snapshot, dict(run.results))
     assert report.output == run.output and report.live_calls == 0
@@ -131,7 +146,11 @@ def test_a_failed_invariant_reverses_and_never_runs_the_deferred_member() -> Non
     driver = Driver(_spec(checkout), tools=world.tools())
     run = driver.run("t", {"sku": "a", "qty": 1, "want": 3})
     assert run.status is RunStatus.FAILED
-    assert run.error is not None and run.error.startswith("InvariantFailed: ") and "the hold covers the order" in run.error
+    assert (
+        run.error is not None
+        and run.error.startswith("InvariantFailed: ")
+        and "the hold covers the order" in run.error
+    )
     assert world.holds == {"h-a": 1} and world.mails == []
     events = _group_records(run)
     assert [e["event"] for e in events] == ["open", "abandon", "abandoned"]
@@ -149,7 +168,11 @@ def test_the_agent_can_catch_the_abandonment_and_read_what_was_reversed() -> Non
                 g.deferred("mail", "notify", {"text": "x"})
                 await g.commit([Invariant("enough", False)])
         except InvariantFailed as exc:
-            return {"reversed": list(exc.reversed), "not_run": list(exc.not_run), "failed": list(exc.invariants)}
+            return {
+                "reversed": list(exc.reversed),
+                "not_run": list(exc.not_run),
+                "failed": list(exc.invariants),
+            }
         return None
 
     world = World()
@@ -174,7 +197,11 @@ def test_an_exception_reverses_newest_first_and_keeps_its_own_error() -> None:
     assert [h for op, h in world.log if op == "release"] == ["h-c", "h-b", "h-a"]
     assert world.mails == []
     events = _group_records(run)
-    assert events[1]["reason"] == "ValueError: the price changed" and events[1]["reverse"] == ["c", "b", "a"]
+    assert events[1]["reason"] == "ValueError: the price changed" and events[1]["reverse"] == [
+        "c",
+        "b",
+        "a",
+    ]
 
 
 def test_leaving_the_block_without_commit_abandons_and_says_so() -> None:
@@ -186,11 +213,17 @@ def test_leaving_the_block_without_commit_abandons_and_says_so() -> None:
     world = World()
     run = Driver(_spec(agent), tools=world.tools()).run("t", {})
     assert run.status is RunStatus.FAILED
-    assert run.error is not None and run.error.startswith("GroupAbandoned: ") and "without commit" in run.error
+    assert (
+        run.error is not None
+        and run.error.startswith("GroupAbandoned: ")
+        and "without commit" in run.error
+    )
     assert world.holds == {"h-a": 1}
 
 
-@pytest.mark.parametrize("misuse", ["undeclared", "twice", "after_commit", "outside_block", "bad_invariant", "bad_undo"])
+@pytest.mark.parametrize(
+    "misuse", ["undeclared", "twice", "after_commit", "outside_block", "bad_invariant", "bad_undo"]
+)
 def test_misuse_is_refused_and_abandons_what_stands(misuse: str) -> None:
     async def agent(ctx: StepCtx, input: Any) -> Any:
         g = ctx.group("g", ["a", "b"])
@@ -205,7 +238,12 @@ def test_misuse_is_refused_and_abandons_what_stands(misuse: str) -> None:
             elif misuse == "bad_invariant":
                 await g.commit([("truthy", [1])])  # type: ignore[list-item]
             elif misuse == "bad_undo":
-                await g.reversible("b", "reserve", {"sku": "b", "qty": 1}, undo=lambda out: ("release", out["nope"]))
+                await g.reversible(
+                    "b",
+                    "reserve",
+                    {"sku": "b", "qty": 1},
+                    undo=lambda out: ("release", out["nope"]),
+                )
             else:
                 await g.commit()
         if misuse == "after_commit":
@@ -214,7 +252,11 @@ def test_misuse_is_refused_and_abandons_what_stands(misuse: str) -> None:
 
     world = World()
     run = Driver(_spec(agent), tools=world.tools()).run("t", {})
-    assert run.status is RunStatus.FAILED and run.error is not None and run.error.startswith("GroupRefused: "), run.error
+    assert (
+        run.status is RunStatus.FAILED
+        and run.error is not None
+        and run.error.startswith("GroupRefused: ")
+    ), run.error
     assert world.mails == []
     if misuse == "outside_block":
         assert world.log == []
@@ -244,7 +286,11 @@ def test_after_commit_a_deferred_failure_does_not_unwind() -> None:
     world = World()
     world.fail_notify = True
     run = Driver(_spec(checkout), tools=world.tools()).run("t", {"sku": "a", "qty": 2, "want": 1})
-    assert run.status is RunStatus.FAILED and run.error is not None and "mail server said no" in run.error
+    assert (
+        run.status is RunStatus.FAILED
+        and run.error is not None
+        and "mail server said no" in run.error
+    )
     assert world.holds == {"h-a": 0}
     assert [e["event"] for e in _group_records(run)] == ["open", "commit"]
 
@@ -252,7 +298,9 @@ def test_after_commit_a_deferred_failure_does_not_unwind() -> None:
 @pytest.mark.parametrize("durability", [Durability.REPLAYABLE, Durability.CHECKPOINTED])
 @pytest.mark.parametrize("phase", ["before_act", "after_act"])
 @pytest.mark.parametrize("at", [0, 1, 2])
-def test_a_crash_mid_reversal_continues_where_it_was_each_undo_once(durability: Durability, phase: str, at: int) -> None:
+def test_a_crash_mid_reversal_continues_where_it_was_each_undo_once(
+    durability: Durability, phase: str, at: int
+) -> None:
     world = World()
     seen = {"release": 0}
     crashed: list[bool] = []
@@ -277,14 +325,23 @@ def test_a_crash_mid_reversal_continues_where_it_was_each_undo_once(durability: 
     assert driver.verify(run.session_id).ok
     if durability is Durability.REPLAYABLE:
         report = replay_history(spec, run.snapshot, dict(run.results))
-        assert report.live_calls == 0 and report.status is RunStatus.FAILED and report.divergence is None
+        assert (
+            report.live_calls == 0
+            and report.status is RunStatus.FAILED
+            and report.divergence is None
+        )
 
 
 def test_doubt_reverses_nothing_and_is_recorded() -> None:
     async def agent(ctx: StepCtx, input: Any) -> Any:
         async with ctx.group("pay", ["hold", "payment"]) as g:
             await g.reversible("hold", "reserve", {"sku": "a", "qty": 1}, undo=_release)
-            await g.reversible("payment", "charge", {"amount": 5}, undo=lambda out: ("refund", {"charge_id": out["charge_id"]}))
+            await g.reversible(
+                "payment",
+                "charge",
+                {"amount": 5},
+                undo=lambda out: ("refund", {"charge_id": out["charge_id"]}),
+            )
             await g.commit()
         return "paid"
 
@@ -300,13 +357,25 @@ def test_doubt_reverses_nothing_and_is_recorded() -> None:
     driver = Driver(_spec(agent), tools=world.tools(), crash_hook=hook)
     run = driver.run("t", {})
     # The charge was applied but not recorded: in doubt, an operator is asked.
-    assert run.status is RunStatus.AWAITING_HUMAN and run.task is not None and run.task.task_id.endswith("/operator")
+    assert (
+        run.status is RunStatus.AWAITING_HUMAN
+        and run.task is not None
+        and run.task.task_id.endswith("/operator")
+    )
     run = driver.decide(run.session_id, "ABANDON", comment="cannot tell")
-    assert run.status is RunStatus.FAILED and run.error is not None and run.error.startswith("EffectAbandoned")
+    assert (
+        run.status is RunStatus.FAILED
+        and run.error is not None
+        and run.error.startswith("EffectAbandoned")
+    )
     assert world.holds == {"h-a": 1}  # what stood is reversed
     assert world.charges == {"c-5": 0}  # what is in doubt is not
     abandon = _group_records(run)[1]
-    assert abandon["event"] == "abandon" and abandon["in_doubt"] == ["payment"] and abandon["reverse"] == ["hold"]
+    assert (
+        abandon["event"] == "abandon"
+        and abandon["in_doubt"] == ["payment"]
+        and abandon["reverse"] == ["hold"]
+    )
 
 
 def test_a_crash_inside_the_block_is_not_an_abandonment() -> None:
@@ -324,7 +393,11 @@ def test_a_crash_inside_the_block_is_not_an_abandonment() -> None:
     driver.crash(run.session_id)  # GeneratorExit through the block: nothing is reversed
     assert world.holds == {"h-a": 0}
     run = driver.decide(run.session_id, "APPROVED")
-    assert run.status is RunStatus.COMPLETED and world.holds == {"h-a": 0} and world.log == [("reserve", "h-a")]
+    assert (
+        run.status is RunStatus.COMPLETED
+        and world.holds == {"h-a": 0}
+        and world.log == [("reserve", "h-a")]
+    )
 
 
 def test_a_failed_undo_is_recorded_and_the_rest_are_still_reversed() -> None:
@@ -332,7 +405,12 @@ def test_a_failed_undo_is_recorded_and_the_rest_are_still_reversed() -> None:
         try:
             async with ctx.group("g", ["a", "b"]) as g:
                 await g.reversible("a", "reserve", {"sku": "a", "qty": 1}, undo=_release)
-                await g.reversible("b", "reserve", {"sku": "b", "qty": 1}, undo=lambda out: ("refund", {"charge_id": "none"}))
+                await g.reversible(
+                    "b",
+                    "reserve",
+                    {"sku": "b", "qty": 1},
+                    undo=lambda out: ("refund", {"charge_id": "none"}),
+                )
                 await g.commit([("no", False)])
         except GroupAbandoned as exc:
             return {"reversed": list(exc.reversed), "undo_failed": sorted(exc.undo_failed)}
@@ -340,7 +418,10 @@ def test_a_failed_undo_is_recorded_and_the_rest_are_still_reversed() -> None:
 
     world = World()
     run = Driver(_spec(agent), tools=world.tools()).run("t", {})
-    assert run.output == {"reversed": ["a"], "undo_failed": ["b"]}  # refund of an unknown charge: KeyError
+    assert run.output == {
+        "reversed": ["a"],
+        "undo_failed": ["b"],
+    }  # refund of an unknown charge: KeyError
     assert world.holds == {"h-a": 1, "h-b": 0}
 
 
@@ -368,4 +449,8 @@ def test_errors_are_effect_errors_an_agent_may_catch() -> None:
     assert issubclass(InvariantFailed, GroupAbandoned) and issubclass(GroupAbandoned, EffectError)
     assert issubclass(GroupRefused, EffectError)
     exc = InvariantFailed("g", ("x",), reversed_=("a",))
-    assert exc.type == "InvariantFailed" and exc.reversed == ("a",) and "invariant failed: x" in exc.message
+    assert (
+        exc.type == "InvariantFailed"
+        and exc.reversed == ("a",)
+        and "invariant failed: x" in exc.message
+    )

@@ -78,9 +78,10 @@ def _serve(reader: FakeReader, max_scans: int = 4) -> Iterator[httpx.Client]:
     index = FakeIndex({"r-1": _summary()})
     app = build_api(lambda: index, reader, READERS, max_scans=max_scans)  # type: ignore[arg-type,return-value]
     stop = threading.Event()
-    with run_http(app, "127.0.0.1", 0, stop) as server, httpx.Client(
-        base_url=f"http://127.0.0.1:{server.port}", timeout=20
-    ) as c:
+    with (
+        run_http(app, "127.0.0.1", 0, stop) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=20) as c,
+    ):
         yield c
     stop.set()
 
@@ -114,7 +115,9 @@ def test_bodies_need_an_auditor(api: httpx.Client) -> None:
     assert api.get(path, headers=BOB).json()["bodies"] is None
 
 
-@pytest.mark.parametrize("path", ["/runs/r-unknown", "/runs/r-unknown/journal", "/runs/r-unknown/verify"])
+@pytest.mark.parametrize(
+    "path", ["/runs/r-unknown", "/runs/r-unknown/journal", "/runs/r-unknown/verify"]
+)
 def test_an_id_the_index_does_not_know_is_404_without_reading_kafka(
     api: httpx.Client, reader: FakeReader, path: str
 ) -> None:

@@ -42,7 +42,9 @@ def test_only_an_auditors_bearer_token_reads_bodies() -> None:
     assert _status("Basic s3cret") == 401
     with pytest.raises(HTTPException) as err:
         body_reader(READERS, "Bearer other")
-    assert err.value.status_code == 403 and AUDITOR in err.value.detail and "bob" in err.value.detail
+    assert (
+        err.value.status_code == 403 and AUDITOR in err.value.detail and "bob" in err.value.detail
+    )
 
 
 def test_no_file_means_nobody_reads_bodies() -> None:
@@ -64,7 +66,10 @@ def test_settings_fall_back_to_the_worklist_principals() -> None:
     s = JournalSettings.from_env({"RUNPLANE_WORKLIST_PRINCIPALS_FILE": "/etc/p.yaml"})
     assert s.readers_file == Path("/etc/p.yaml")
     s = JournalSettings.from_env(
-        {"RUNPLANE_WORKLIST_PRINCIPALS_FILE": "/etc/p.yaml", "RUNPLANE_JOURNAL_READERS_FILE": "/etc/j.yaml"}
+        {
+            "RUNPLANE_WORKLIST_PRINCIPALS_FILE": "/etc/p.yaml",
+            "RUNPLANE_JOURNAL_READERS_FILE": "/etc/j.yaml",
+        }
     )
     assert s.readers_file == Path("/etc/j.yaml")
     with pytest.raises(ConfigError):

@@ -7,9 +7,9 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from runplane.core.chain import seal, verify_chain
 from runplane.wire import JournalRecord, ResultEntry, Verdict
-
 from services.journal.chain import ERASED, Tip, check, verify_records
 from services.journal.sample import sample_run
 

@@ -6,7 +6,6 @@ import dataclasses
 import json
 
 from runplane.wire import Verdict
-
 from services.journal.handler import (
     AuditOut,
     JournalIn,
@@ -28,6 +27,7 @@ SID = "r-handler-1"
 
 def build(n: int = 3):
     return sample_run(SID, n)
+
 
 GRACE = 1000
 

@@ -6,7 +6,6 @@ import dataclasses
 
 from runplane.core.chain import default_label
 from runplane.wire import AuditRecord, Cost, JournalKind, RunStatus, Verdict
-
 from services.journal.summary import RunSummary, apply, summarize
 
 K = JournalKind
@@ -14,8 +13,17 @@ K = JournalKind
 
 def rec(seq: int, kind: JournalKind, **kw: object) -> AuditRecord:
     base: dict[str, object] = dict(
-        session_id="r-s", seq=seq, era=0, kind=kind, stamp_ms=100 + seq, label=default_label(),
-        hash="0" * 64, verdict=Verdict.VERIFIED, capability="refund", case_id="c-1", verified_ms=1,
+        session_id="r-s",
+        seq=seq,
+        era=0,
+        kind=kind,
+        stamp_ms=100 + seq,
+        label=default_label(),
+        hash="0" * 64,
+        verdict=Verdict.VERIFIED,
+        capability="refund",
+        case_id="c-1",
+        verified_ms=1,
     )
     base.update(kw)
     return AuditRecord(**base)  # type: ignore[arg-type]
@@ -40,7 +48,9 @@ def test_approval_wait_then_decision_then_completion() -> None:
 
 
 def test_replayed_or_older_records_change_nothing() -> None:
-    s = summarize("r-s", [rec(0, K.RUN_ADMITTED), rec(1, K.EFFECT_RECORDED, cost=Cost(tokens_in=5))])
+    s = summarize(
+        "r-s", [rec(0, K.RUN_ADMITTED), rec(1, K.EFFECT_RECORDED, cost=Cost(tokens_in=5))]
+    )
     again = apply(s, rec(1, K.EFFECT_RECORDED, cost=Cost(tokens_in=5)))
     assert again is s and again.cost.tokens_in == 5
 
@@ -51,8 +61,16 @@ def test_break_is_sticky_and_body_missing_counted() -> None:
         [
             rec(0, K.RUN_ADMITTED),
             rec(1, K.EFFECT_RECORDED, verdict=Verdict.BODY_MISSING, reason="body_missing: erased"),
-            rec(2, K.EFFECT_RECORDED, verdict=Verdict.BROKEN, broken_at_seq=2, reason="bad_hash: x"),
-            rec(3, K.RUN_COMPLETED, verdict=Verdict.BROKEN, broken_at_seq=2, reason="earlier_break: y"),
+            rec(
+                2, K.EFFECT_RECORDED, verdict=Verdict.BROKEN, broken_at_seq=2, reason="bad_hash: x"
+            ),
+            rec(
+                3,
+                K.RUN_COMPLETED,
+                verdict=Verdict.BROKEN,
+                broken_at_seq=2,
+                reason="earlier_break: y",
+            ),
         ],
     )
     assert s.verdict is Verdict.BROKEN and s.broken_at_seq == 2 and s.reason == "bad_hash: x"

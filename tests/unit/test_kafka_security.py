@@ -92,7 +92,11 @@ def test_mutual_tls_and_a_lab_without_hostname_checks() -> None:
 
 def test_sasl_plaintext_passes_no_tls_settings() -> None:
     settings = Settings.from_env(
-        {**SASL_ENV, "RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "RUNPLANE_KAFKA_SASL_MECHANISM": "PLAIN"}
+        {
+            **SASL_ENV,
+            "RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+            "RUNPLANE_KAFKA_SASL_MECHANISM": "PLAIN",
+        }
     )
     conf = security_config(settings)
     assert conf["security.protocol"] == "sasl_plaintext" and conf["sasl.mechanism"] == "PLAIN"
@@ -103,24 +107,36 @@ def test_sasl_plaintext_passes_no_tls_settings() -> None:
     ("env", "fragment"),
     [
         ({"RUNPLANE_KAFKA_SECURITY_PROTOCOL": "TLS"}, "must be one of"),
-        ({**SASL_ENV, "RUNPLANE_KAFKA_SASL_MECHANISM": ""}, "RUNPLANE_KAFKA_SASL_MECHANISM must be one of"),
-        ({**SASL_ENV, "RUNPLANE_KAFKA_SASL_MECHANISM": "GSSAPI"}, "RUNPLANE_KAFKA_SASL_MECHANISM must be one of"),
-        ({**SASL_ENV, "RUNPLANE_KAFKA_SASL_PASSWORD": ""}, "needs RUNPLANE_KAFKA_SASL_USERNAME and"),
-        ({**SASL_ENV, "RUNPLANE_KAFKA_SASL_USERNAME": ""}, "needs RUNPLANE_KAFKA_SASL_USERNAME and"),
+        (
+            {**SASL_ENV, "RUNPLANE_KAFKA_SASL_MECHANISM": ""},
+            "RUNPLANE_KAFKA_SASL_MECHANISM must be one of",
+        ),
+        (
+            {**SASL_ENV, "RUNPLANE_KAFKA_SASL_MECHANISM": "GSSAPI"},
+            "RUNPLANE_KAFKA_SASL_MECHANISM must be one of",
+        ),
+        (
+            {**SASL_ENV, "RUNPLANE_KAFKA_SASL_PASSWORD": ""},
+            "needs RUNPLANE_KAFKA_SASL_USERNAME and",
+        ),
+        (
+            {**SASL_ENV, "RUNPLANE_KAFKA_SASL_USERNAME": ""},
+            "needs RUNPLANE_KAFKA_SASL_USERNAME and",
+        ),
         # A password with PLAINTEXT would be ignored by librdkafka: nothing would authenticate.
         ({"RUNPLANE_KAFKA_SASL_PASSWORD": "pw"}, "RUNPLANE_KAFKA_SASL_PASSWORD is set but"),
         ({"RUNPLANE_KAFKA_SSL_ENDPOINT_IDENTIFICATION": "maybe"}, "must be true or false"),
     ],
 )
-def test_inconsistent_security_settings_are_refused_at_start(env: dict[str, str], fragment: str) -> None:
+def test_inconsistent_security_settings_are_refused_at_start(
+    env: dict[str, str], fragment: str
+) -> None:
     with pytest.raises(ConfigError, match=fragment):
         Settings.from_env(env)
 
 
 def test_secrets_stay_out_of_repr() -> None:
-    settings = Settings.from_env(
-        {**SASL_ENV, "RUNPLANE_KAFKA_SSL_KEY_PASSWORD": "key-pw-9"}
-    )
+    settings = Settings.from_env({**SASL_ENV, "RUNPLANE_KAFKA_SSL_KEY_PASSWORD": "key-pw-9"})
     text = repr(settings)
     assert "runplane-executor" in text  # the user name is not a secret
     assert "s3cret-pw" not in text and "key-pw-9" not in text
@@ -137,13 +153,20 @@ def test_faust_gets_the_same_credentials() -> None:
     assert sasl.ssl_context is not None
     plain = faust_credentials(
         Settings.from_env(
-            {**SASL_ENV, "RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "RUNPLANE_KAFKA_SASL_MECHANISM": "PLAIN"}
+            {
+                **SASL_ENV,
+                "RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "RUNPLANE_KAFKA_SASL_MECHANISM": "PLAIN",
+            }
         )
     )
     assert isinstance(plain, faust.SASLCredentials) and plain.protocol.value == "SASL_PLAINTEXT"
     tls = faust_credentials(
         Settings.from_env(
-            {"RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SSL", "RUNPLANE_KAFKA_SSL_CA_LOCATION": certifi.where()}
+            {
+                "RUNPLANE_KAFKA_SECURITY_PROTOCOL": "SSL",
+                "RUNPLANE_KAFKA_SSL_CA_LOCATION": certifi.where(),
+            }
         )
     )
     assert isinstance(tls, faust.SSLCredentials)
@@ -177,7 +200,14 @@ def test_the_initiator_setting_is_optional_but_never_blank() -> None:
         Settings(initiator="  ")
 
 
-_CLIENTS = {"Producer", "Consumer", "AdminClient", "TransactionalProducer", "AIOProducer", "AIOConsumer"}
+_CLIENTS = {
+    "Producer",
+    "Consumer",
+    "AdminClient",
+    "TransactionalProducer",
+    "AIOProducer",
+    "AIOConsumer",
+}
 # The local stack's readiness probe talks to the plaintext broker `runplane up` started itself.
 _EXEMPT = {ROOT / "libs" / "runplane" / "stack" / "_kafka.py"}
 
@@ -194,14 +224,20 @@ def _hand_built_clients(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def test_no_client_is_built_from_a_hand_written_config() -> None:
-    sources = [p for top in ("libs", "services") for p in (ROOT / top).rglob("*.py") if p not in _EXEMPT]
+    sources = [
+        p for top in ("libs", "services") for p in (ROOT / top).rglob("*.py") if p not in _EXEMPT
+    ]
     offenders = [where for path in sources for where in _hand_built_clients(path)]
-    assert offenders == [], "build clients with runplane.kafka.clients' factories: " + ", ".join(offenders)
+    assert offenders == [], "build clients with runplane.kafka.clients' factories: " + ", ".join(
+        offenders
+    )
 
 
 def test_the_guard_finds_a_hand_built_client(tmp_path: Path) -> None:
     bad = tmp_path / "probe.py"
-    bad.write_text('from confluent_kafka import Consumer\nc = Consumer({"bootstrap.servers": "x"})\n')
+    bad.write_text(
+        'from confluent_kafka import Consumer\nc = Consumer({"bootstrap.servers": "x"})\n'
+    )
     assert _hand_built_clients(bad, tmp_path) == ["probe.py:2"]
 
 
@@ -216,7 +252,9 @@ def test_every_transactional_id_starts_with_the_topic_prefix() -> None:
     for prefix in ("acme.", "globex."):
         base = Settings(topic_prefix=prefix, instance_id="pod-0")
         ids[prefix] = (
-            ProcessorConfig(service="cases", group_id="g", inputs=("cases.commands",)).transactional_id(base),
+            ProcessorConfig(
+                service="cases", group_id="g", inputs=("cases.commands",)
+            ).transactional_id(base),
             ExecutorSettings(base=base).transactional_id,
             JournalSettings(base=base).transactional_id,
         )
@@ -230,7 +268,11 @@ def test_librdkafka_accepts_the_generated_configs(protocol: str) -> None:
     # unsupported mechanism or a missing CA file raises here), before any connection.
     from confluent_kafka import Consumer, KafkaException, Producer
 
-    env = {**SASL_ENV, "RUNPLANE_KAFKA_SECURITY_PROTOCOL": protocol, "RUNPLANE_KAFKA_SSL_CA_LOCATION": certifi.where()}
+    env = {
+        **SASL_ENV,
+        "RUNPLANE_KAFKA_SECURITY_PROTOCOL": protocol,
+        "RUNPLANE_KAFKA_SSL_CA_LOCATION": certifi.where(),
+    }
     if protocol == "SSL":
         env = {k: v for k, v in env.items() if "SASL" not in k}
     settings = Settings.from_env({**env, "RUNPLANE_BOOTSTRAP_SERVERS": "127.0.0.1:1"})

@@ -90,7 +90,9 @@ def test_cli_passes_on_the_examples_and_fails_with_the_fix(tmp_path: Path) -> No
     ok = runner.invoke(app, ["lint", str(EXAMPLES)])
     assert ok.exit_code == 0, ok.output
     bad = tmp_path / "agent.py"
-    bad.write_text("import time\n\nasync def agent(ctx, input):\n    return time.time()\n", encoding="utf-8")
+    bad.write_text(
+        "import time\n\nasync def agent(ctx, input):\n    return time.time()\n", encoding="utf-8"
+    )
     result = runner.invoke(app, ["lint", str(bad)])
     assert result.exit_code == 1
     assert f"{bad}:4:12: RPL001" in result.output and "use ctx.now()" in result.output

@@ -34,7 +34,11 @@ Program = list[tuple[str, int]]
 OPS = ("read", "write", "gen", "rand", "observe", "approve", "checkpoint", "case")
 programs = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3)), min_size=1, max_size=10)
 # One call_seq per op (``case`` takes two), so a program position is a call_seq.
-single_call_programs = st.lists(st.tuples(st.sampled_from([op for op in OPS if op != "case"]), st.integers(0, 3)), min_size=1, max_size=10)
+single_call_programs = st.lists(
+    st.tuples(st.sampled_from([op for op in OPS if op != "case"]), st.integers(0, 3)),
+    min_size=1,
+    max_size=10,
+)
 
 
 def _seven_times(n: int) -> Callable[[], int]:
@@ -48,7 +52,9 @@ def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
             if op == "read":
                 acc = int((await ctx.tool("read", {"x": acc, "n": n}))["y"])
             elif op == "write":
-                reply = await ctx.tool("write", {"x": acc, "n": n}, idempotency_key=f"{ctx.session_id}/{i}")
+                reply = await ctx.tool(
+                    "write", {"x": acc, "n": n}, idempotency_key=f"{ctx.session_id}/{i}"
+                )
                 acc = int(reply["y"])
             elif op == "gen":
                 generation = await ctx.generate("scripted", "m", f"p{acc}:{n}")
@@ -88,7 +94,9 @@ class World:
     def write(self, args: dict[str, Any], key: str | None) -> dict[str, int]:
         assert key is not None
         self.invocations[f"write:{key}"] += 1
-        return self.applied.setdefault(key, {"y": (int(args["x"]) * 17 + int(args["n"]) + 1) % 1000})
+        return self.applied.setdefault(
+            key, {"y": (int(args["x"]) * 17 + int(args["n"]) + 1) % 1000}
+        )
 
     def probe(self, args: dict[str, Any], key: str | None) -> dict[str, int] | None:
         return self.applied.get(key or "")
@@ -102,7 +110,10 @@ EFFECTS = [
 
 def spec_for(program: Program, durability: Durability = Durability.REPLAYABLE) -> AgentSpec:
     registry = AgentRegistry()
-    registry.register(AgentSpec("prog", make_agent(program), durability, None, {d.name: d for d in EFFECTS}), lint=False)
+    registry.register(
+        AgentSpec("prog", make_agent(program), durability, None, {d.name: d for d in EFFECTS}),
+        lint=False,
+    )
     return registry.spec("prog")
 
 
@@ -110,7 +121,12 @@ def provider() -> ScriptedProvider:
     return ScriptedProvider(lambda model, prompt, params: f"answer to {prompt}")
 
 
-def execute(spec: AgentSpec, salt: int, crash_points: frozenset[tuple[int, str]] = frozenset(), park_crashes: int = 0) -> tuple[Driver, World, str]:
+def execute(
+    spec: AgentSpec,
+    salt: int,
+    crash_points: frozenset[tuple[int, str]] = frozenset(),
+    park_crashes: int = 0,
+) -> tuple[Driver, World, str]:
     world = World()
     acts = {"n": 0}
     pending = set(crash_points)
@@ -124,7 +140,13 @@ def execute(spec: AgentSpec, salt: int, crash_points: frozenset[tuple[int, str]]
             return True
         return False
 
-    driver = Driver(spec, tools=world.tools(), providers={"scripted": provider()}, crash_hook=hook, cases={"case-p": {}})
+    driver = Driver(
+        spec,
+        tools=world.tools(),
+        providers={"scripted": provider()},
+        crash_hook=hook,
+        cases={"case-p": {}},
+    )
     run = driver.run("prog", {"salt": salt}, session_id="run-p", case_id="case-p")
     crashes_left = park_crashes
     while run.status is RunStatus.AWAITING_HUMAN:
@@ -135,15 +157,23 @@ def execute(spec: AgentSpec, salt: int, crash_points: frozenset[tuple[int, str]]
     return driver, world, run.session_id
 
 
-def projection(results: dict[tuple[int, int], ResultEntry]) -> dict[tuple[int, int], tuple[Any, ...]]:
-    return {k: (e.family, e.name, e.request_witness, e.ok, e.value_json) for k, e in results.items()}
+def projection(
+    results: dict[tuple[int, int], ResultEntry],
+) -> dict[tuple[int, int], tuple[Any, ...]]:
+    return {
+        k: (e.family, e.name, e.request_witness, e.ok, e.value_json) for k, e in results.items()
+    }
 
 
-crash_plans = st.frozensets(st.tuples(st.integers(1, 12), st.sampled_from(["before_act", "after_act"])), max_size=4)
+crash_plans = st.frozensets(
+    st.tuples(st.integers(1, 12), st.sampled_from(["before_act", "after_act"])), max_size=4
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs, salt=st.integers(0, 999), crashes=crash_plans, park_crashes=st.integers(0, 2))
+@given(
+    program=programs, salt=st.integers(0, 999), crashes=crash_plans, park_crashes=st.integers(0, 2)
+)
 def test_crashing_anywhere_gives_the_same_history_and_applies_each_mutation_once(
     program: Program, salt: int, crashes: frozenset[tuple[int, str]], park_crashes: int
 ) -> None:
@@ -159,7 +189,11 @@ def test_crashing_anywhere_gives_the_same_history_and_applies_each_mutation_once
     writes = [i for i, (op, _) in enumerate(program) if op == "write"]
     assert world.applied.keys() == clean_world.applied.keys() and len(world.applied) == len(writes)
     assert all(count == 1 for key, count in world.invocations.items() if key.startswith("write:"))
-    recorded = Counter((r.era, r.call_seq) for r in run.journal if r.kind is not JournalKind.RUN_ADMITTED and r.body_digest is not None)
+    recorded = Counter(
+        (r.era, r.call_seq)
+        for r in run.journal
+        if r.kind is not JournalKind.RUN_ADMITTED and r.body_digest is not None
+    )
     assert all(count == 1 for count in recorded.values()) and len(recorded) == len(run.results)
     assert crashed.verify(sid).ok, crashed.verify(sid)
     # And the completed history replays with zero live calls.
@@ -168,7 +202,9 @@ def test_crashing_anywhere_gives_the_same_history_and_applies_each_mutation_once
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs, salt=st.integers(0, 999), crashes=crash_plans, park_crashes=st.integers(0, 2))
+@given(
+    program=programs, salt=st.integers(0, 999), crashes=crash_plans, park_crashes=st.integers(0, 2)
+)
 def test_checkpointed_runs_restart_in_new_eras_without_repeating_mutations(
     program: Program, salt: int, crashes: frozenset[tuple[int, str]], park_crashes: int
 ) -> None:
@@ -181,13 +217,19 @@ def test_checkpointed_runs_restart_in_new_eras_without_repeating_mutations(
     assert all(count == 1 for key, count in world.invocations.items() if key.startswith("write:"))
     assert crashed.verify(sid).ok
     # A person is asked once per approval, however often the run restarted while waiting.
-    assert len(crashed.tasks_opened) == len(clean.tasks_opened) == sum(op == "approve" for op, _ in program)
+    assert (
+        len(crashed.tasks_opened)
+        == len(clean.tasks_opened)
+        == sum(op == "approve" for op, _ in program)
+    )
     assert crashed.cases == clean.cases  # every case write applied once
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=single_call_programs, salt=st.integers(0, 999), data=st.data())
-def test_a_changed_request_at_any_position_is_refused_never_answered(program: Program, salt: int, data: st.DataObject) -> None:
+def test_a_changed_request_at_any_position_is_refused_never_answered(
+    program: Program, salt: int, data: st.DataObject
+) -> None:
     changeable = [i for i, (op, _) in enumerate(program) if op != "rand"]
     if not changeable:
         program = [*program, ("read", 0)]

@@ -23,7 +23,11 @@ class Billing:
         self.fail_next_fetches = 0
 
     def tools(self) -> dict[str, Any]:
-        return {"fetch_invoice": self.fetch_invoice, "charge_card": self.charge_card, "get_charge": self.get_charge}
+        return {
+            "fetch_invoice": self.fetch_invoice,
+            "charge_card": self.charge_card,
+            "get_charge": self.get_charge,
+        }
 
     def fetch_invoice(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
         self.invocations["fetch_invoice"] += 1
@@ -35,7 +39,9 @@ class Billing:
     def charge_card(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
         assert key is not None
         self.invocations["charge_card"] += 1
-        self.charges.setdefault(key, {"charge_id": f"ch-{len(self.charges) + 1}", "amount_cents": args["amount_cents"]})
+        self.charges.setdefault(
+            key, {"charge_id": f"ch-{len(self.charges) + 1}", "amount_cents": args["amount_cents"]}
+        )
         return self.charges[key]
 
     def get_charge(self, args: dict[str, Any], key: str | None) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.stack import StackConfig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.kafka.clients import (

@@ -10,6 +10,7 @@ import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from runplane import Settings
 from runplane.errors import SchemaError, WireError
 from runplane.wire import (
@@ -50,16 +51,27 @@ LABEL = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=
 
 def journal(**overrides: Any) -> JournalRecord:
     base: dict[str, Any] = dict(
-        session_id="s-1", seq=0, era=0, kind=JournalKind.RUN_ADMITTED, stamp_ms=1_700_000_000_000,
-        label=LABEL, prev_hash=ZERO_HASH, hash="ab" * 32,
+        session_id="s-1",
+        seq=0,
+        era=0,
+        kind=JournalKind.RUN_ADMITTED,
+        stamp_ms=1_700_000_000_000,
+        label=LABEL,
+        prev_hash=ZERO_HASH,
+        hash="ab" * 32,
     )
     return JournalRecord(**{**base, **overrides})
 
 
 def admission(**overrides: Any) -> AdmissionRequest:
     base: dict[str, Any] = dict(
-        admission_key="order-17", capability="refund", input_json='{"amount": 12}',
-        correlation_keys={"dispute": "D-17"}, tenant="acme", initiator="alice", requested_ms=5,
+        admission_key="order-17",
+        capability="refund",
+        input_json='{"amount": 12}',
+        correlation_keys={"dispute": "D-17"},
+        tenant="acme",
+        initiator="alice",
+        requested_ms=5,
     )
     return AdmissionRequest(**{**base, **overrides})
 
@@ -136,12 +148,21 @@ def _crc64_avro(data: bytes) -> int:
 
 @pytest.mark.parametrize("cls", [Wake, JournalRecord, AdmissionRequest], ids=lambda c: c.__name__)
 def test_fingerprint_is_the_specs_crc64_little_endian(cls: type[Record]) -> None:
-    pcf = fastavro.schema.to_parsing_canonical_form(fastavro.parse_schema(json.loads(cls.avro_schema_json())))
+    pcf = fastavro.schema.to_parsing_canonical_form(
+        fastavro.parse_schema(json.loads(cls.avro_schema_json()))
+    )
     expected = _crc64_avro(pcf.encode("utf-8")).to_bytes(8, "little")
     assert schema_fingerprint(cls) == expected
-    assert encode(
-        Wake(session_id="x", reason="y", sent_ms=0) if cls is Wake else journal() if cls is JournalRecord else admission()
-    )[2:10] == expected
+    assert (
+        encode(
+            Wake(session_id="x", reason="y", sent_ms=0)
+            if cls is Wake
+            else journal()
+            if cls is JournalRecord
+            else admission()
+        )[2:10]
+        == expected
+    )
 
 
 # ---- bad bytes -------------------------------------------------------------------------------
@@ -193,13 +214,17 @@ def test_a_decodable_but_invalid_record_is_a_wire_error() -> None:
     plain = to_dict(journal())
     plain["hash"] = "not-a-hash"
     buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(JournalRecord.avro_schema_json())), plain)
+    fastavro.schemaless_writer(
+        buf, fastavro.parse_schema(json.loads(JournalRecord.avro_schema_json())), plain
+    )
     with pytest.raises(WireError, match="hash must be 64 lowercase hex"):
         decode(b"\xc3\x01" + schema_fingerprint(JournalRecord) + buf.getvalue())
 
 
 def test_an_enum_index_out_of_range_is_a_wire_error() -> None:
-    data = bytearray(encode(Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.SECRET, provenance=())))
+    data = bytearray(
+        encode(Label(trust=Trust.UNTRUSTED, sensitivity=Sensitivity.SECRET, provenance=()))
+    )
     data[10] = 0x7E  # zig-zag 63: no such Trust symbol
     with pytest.raises(WireError):
         decode(bytes(data))
@@ -228,7 +253,9 @@ def test_journal_record_validation(overrides: dict[str, Any], message: str) -> N
 
 
 def test_symbols_and_lists_are_normalised() -> None:
-    record = journal(kind="RUN_FAILED", label=Label(trust="TRUSTED", sensitivity="PUBLIC", provenance=["a", "b"]))  # type: ignore[arg-type]
+    record = journal(
+        kind="RUN_FAILED", label=Label(trust="TRUSTED", sensitivity="PUBLIC", provenance=["a", "b"])
+    )  # type: ignore[arg-type]
     assert record.kind is JournalKind.RUN_FAILED
     assert record.label.provenance == ("a", "b")
     assert record.label.trust is Trust.TRUSTED
@@ -258,15 +285,27 @@ def test_label_provenance_must_be_sorted_and_unique(provenance: tuple[str, ...])
 
 def _result(**overrides: Any) -> ResultEntry:
     base: dict[str, Any] = dict(
-        session_id="s", era=0, call_seq=0, family="tool", name="tool://x", request_witness="1" * 64,
-        ok=True, value_json="1", stamp_ms=1, body_digest="2" * 64, label=LABEL,
+        session_id="s",
+        era=0,
+        call_seq=0,
+        family="tool",
+        name="tool://x",
+        request_witness="1" * 64,
+        ok=True,
+        value_json="1",
+        stamp_ms=1,
+        body_digest="2" * 64,
+        label=LABEL,
     )
     return ResultEntry(**{**base, **overrides})
 
 
 def test_result_entry_ok_and_error_agree() -> None:
     assert _result().error is None
-    assert _result(ok=False, value_json=None, error=ErrorInfo(type="ToolError", message="m")).ok is False
+    assert (
+        _result(ok=False, value_json=None, error=ErrorInfo(type="ToolError", message="m")).ok
+        is False
+    )
     with pytest.raises(WireError, match="ok result must not carry an error"):
         _result(error=ErrorInfo(type="ToolError", message="m"))
     with pytest.raises(WireError, match="failed result must carry an error"):
@@ -316,13 +355,26 @@ def test_from_dict_reports_unknown_and_missing_fields() -> None:
     with pytest.raises(WireError, match="sent_ms"):
         from_dict(Wake, {"session_id": "s", "reason": "r"})
     with pytest.raises(WireError, match=r"label\.trust"):
-        from_dict(JournalRecord, {**to_dict(journal()), "label": {"trust": "MAYBE", "sensitivity": "PUBLIC", "provenance": []}})
+        from_dict(
+            JournalRecord,
+            {
+                **to_dict(journal()),
+                "label": {"trust": "MAYBE", "sensitivity": "PUBLIC", "provenance": []},
+            },
+        )
 
 
 def test_defaults_come_from_the_schema() -> None:
     record = Wake(session_id="s", reason="r", sent_ms=0)
     assert record == from_dict(Wake, {"session_id": "s", "reason": "r", "sent_ms": 0})
-    request = from_dict(AdmissionRequest, {k: v for k, v in to_dict(admission()).items() if k not in ("requested_ms", "correlation_keys")})
+    request = from_dict(
+        AdmissionRequest,
+        {
+            k: v
+            for k, v in to_dict(admission()).items()
+            if k not in ("requested_ms", "correlation_keys")
+        },
+    )
     assert request.requested_ms == 0 and request.correlation_keys == {}
 
 
@@ -331,19 +383,38 @@ def test_defaults_come_from_the_schema() -> None:
 
 def test_topic_records_match_the_contract() -> None:
     assert set(TOPIC_RECORDS) == {
-        "admission", "admission.claims", "admission.replies", "runs.inbox", "journal", "results",
-        "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "audit", "deadletter",
+        "admission",
+        "admission.claims",
+        "admission.replies",
+        "runs.inbox",
+        "journal",
+        "results",
+        "sessions",
+        "cases.commands",
+        "cases",
+        "tasks.commands",
+        "tasks",
+        "audit",
+        "deadletter",
     }
     placed = [cls for classes in TOPIC_RECORDS.values() for cls in classes]
     assert len(placed) == len(set(placed)), "a record type sits on two topics"
     nested_only = {"Label", "Cost", "ErrorInfo", "Obligation", "ParkedOn"}
-    assert {c.__name__ for c in placed} | nested_only == {c.__name__ for c in record_types().values()}
+    assert {c.__name__ for c in placed} | nested_only == {
+        c.__name__ for c in record_types().values()
+    }
 
 
 @pytest.mark.parametrize(
     ("topic", "logical"),
-    [("journal", "journal"), ("runplane.journal", "journal"), ("t_9f.cases.commands", "cases.commands"),
-     ("runplane.cases", "cases"), ("x.admission.claims", "admission.claims"), ("x.admission", "admission")],
+    [
+        ("journal", "journal"),
+        ("runplane.journal", "journal"),
+        ("t_9f.cases.commands", "cases.commands"),
+        ("runplane.cases", "cases"),
+        ("x.admission.claims", "admission.claims"),
+        ("x.admission", "admission"),
+    ],
 )
 def test_logical_topic(topic: str, logical: str) -> None:
     assert logical_topic(topic) == logical
@@ -379,7 +450,9 @@ def _without_field(cls: type[Record], field: str) -> str:
 
 def _single_object(schema_json: str, plain: dict[str, Any]) -> bytes:
     parsed = fastavro.parse_schema(json.loads(schema_json))
-    fp = fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(parsed), "CRC-64-AVRO")
+    fp = fastavro.schema.fingerprint(
+        fastavro.schema.to_parsing_canonical_form(parsed), "CRC-64-AVRO"
+    )
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, parsed, plain)
     return b"\xc3\x01" + bytes.fromhex(fp) + buf.getvalue()

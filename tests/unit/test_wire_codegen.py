@@ -8,6 +8,7 @@ from pathlib import Path
 
 import fastavro
 import pytest
+
 from runplane.errors import SchemaError
 from runplane.wire import codegen
 from runplane.wire._records import ENUM_TYPES, RECORD_TYPES, SCHEMAS
@@ -59,8 +60,14 @@ def test_fields_mirror_the_schema_files() -> None:
 
 def test_unresolvable_reference_is_a_schema_error(tmp_path: Path) -> None:
     (tmp_path / "x.avsc").write_text(
-        json.dumps({"type": "record", "name": "X", "namespace": "t", "fields": [
-            {"name": "y", "type": "t.Missing"}]}),
+        json.dumps(
+            {
+                "type": "record",
+                "name": "X",
+                "namespace": "t",
+                "fields": [{"name": "y", "type": "t.Missing"}],
+            }
+        ),
         encoding="utf-8",
     )
     with pytest.raises(SchemaError, match="unresolvable"):
@@ -69,11 +76,20 @@ def test_unresolvable_reference_is_a_schema_error(tmp_path: Path) -> None:
 
 def test_dependency_order_puts_references_first(tmp_path: Path) -> None:
     (tmp_path / "a.avsc").write_text(
-        json.dumps({"type": "record", "name": "A", "namespace": "t",
-                    "fields": [{"name": "b", "type": "t.B"}]}), encoding="utf-8")
+        json.dumps(
+            {
+                "type": "record",
+                "name": "A",
+                "namespace": "t",
+                "fields": [{"name": "b", "type": "t.B"}],
+            }
+        ),
+        encoding="utf-8",
+    )
     (tmp_path / "b.avsc").write_text(
         json.dumps({"type": "enum", "name": "B", "namespace": "t", "symbols": ["X"]}),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     files = codegen.load_files(tmp_path)
     assert codegen.parse_in_dependency_order(files) == ["t.B", "t.A"]
 
@@ -82,6 +98,7 @@ def test_fingerprints_match_fastavros_own_loading_of_the_files() -> None:
     # What an outside emitter computes from the .avsc files (fastavro's load_schema resolves
     # cross-file references itself) must equal what we put on the wire.
     from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
+
     from runplane.wire import schema_fingerprint
 
     for cls in RECORD_TYPES:

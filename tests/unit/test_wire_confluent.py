@@ -16,6 +16,7 @@ import uuid
 import fastavro
 import pytest
 from hypothesis import given, settings
+
 from runplane import Settings
 from runplane.errors import WireError
 from runplane.wire import (
@@ -98,8 +99,14 @@ def test_wrong_topic_is_refused_both_ways() -> None:
 def test_bad_input_is_a_wire_error() -> None:
     serde = fresh()
     data = serde.encode("runs.inbox", Wake(session_id="s", reason="r", sent_ms=1))
-    for bad in (b"", data[:4], b"\x01" + data[1:], data[:-1], data + b"\x00",
-                b"\x00" + struct.pack(">I", 4242) + data[5:]):
+    for bad in (
+        b"",
+        data[:4],
+        b"\x01" + data[1:],
+        data[:-1],
+        data + b"\x00",
+        b"\x00" + struct.pack(">I", 4242) + data[5:],
+    ):
         with pytest.raises(WireError):
             serde.decode("runs.inbox", bad)
 
@@ -122,9 +129,14 @@ def test_an_older_writer_schema_resolves_against_ours() -> None:
     old = json.dumps(schema)
     sid = serde._client.register_schema("rp.journal-runplane.v1.JournalRecord", Schema(old, "AVRO"))
     record = JournalRecord(
-        session_id="s", seq=0, era=0, kind=JournalKind.RUN_ADMITTED, stamp_ms=1,
+        session_id="s",
+        seq=0,
+        era=0,
+        kind=JournalKind.RUN_ADMITTED,
+        stamp_ms=1,
         label=Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=()),
-        prev_hash=ZERO_HASH, hash="c" * 64,
+        prev_hash=ZERO_HASH,
+        hash="c" * 64,
     )
     plain = {k: v for k, v in to_dict(record).items() if k != "attrs"}
     buf = io.BytesIO()

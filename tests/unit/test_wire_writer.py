@@ -60,9 +60,15 @@ def test_zigzag_varints_match_the_specification(n: int) -> None:
 
 def test_a_record_broken_past_validation_still_fails_as_fastavro_fails_it() -> None:
     record = JournalRecord(
-        session_id="s-1", seq=0, era=0, kind=JournalKind.RUN_ADMITTED, stamp_ms=0,
+        session_id="s-1",
+        seq=0,
+        era=0,
+        kind=JournalKind.RUN_ADMITTED,
+        stamp_ms=0,
         label=Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=()),
-        cost=Cost(), prev_hash="00" * 32, hash="00" * 32,
+        cost=Cost(),
+        prev_hash="00" * 32,
+        hash="00" * 32,
     )
     object.__setattr__(record, "seq", "not a number")  # bypassing validation on purpose
     with pytest.raises(SchemaError):

@@ -616,9 +616,7 @@ def test_a_deeply_nested_result_is_422_on_the_api_and_the_page(
     url = "/api/tasks/run-ops/0/1/operator/decide"
     deep = "[" * 5_000 + "]" * 5_000
     body = '{"decision": "happened", "result": ' + deep + "}"
-    r = client.post(
-        url, headers={**auth("olga"), "Content-Type": "application/json"}, content=body
-    )
+    r = client.post(url, headers={**auth("olga"), "Content-Type": "application/json"}, content=body)
     assert 400 <= r.status_code < 500, r.text
     client.post("/signin", data={"token": "olga-token"})
     page = client.post(

@@ -120,7 +120,9 @@ def test_the_next_due_instant_is_the_earlier_of_expiry_and_lease() -> None:
     assert c is not None and next_due_ms(c, POLICY) == 10_000  # expiry first
     c2 = dataclasses.replace(c, task=dataclasses.replace(c.task, expires_ms=10**9))
     assert next_due_ms(c2, POLICY) == 2_000 + TTL
-    done = decide(c, DecideTask(task_id="run-1/0/1", principal="ada", at_ms=1, approve=True), 3_000, POLICY)
+    done = decide(
+        c, DecideTask(task_id="run-1/0/1", principal="ada", at_ms=1, approve=True), 3_000, POLICY
+    )
     assert done.task is not None and next_due_ms(done.task, POLICY) is None  # final: nothing due
 
 
@@ -197,8 +199,20 @@ def test_memberships_name_role_escalation_and_people() -> None:
     assert keys == {
         f"ix:CLAIMED:{d}" for d in ("all", "role:finance", "esc:", "who:ivan", "who:ada", "who:bob")
     }
-    assert "all" in dimensions("sue", {"supervisor"}, TaskStatus.CLAIMED, escalation_role="supervisor", supervisor_role="supervisor")
-    assert "esc:" in dimensions("sue", {"supervisor"}, TaskStatus.OPEN, escalation_role="supervisor", supervisor_role="supervisor")
+    assert "all" in dimensions(
+        "sue",
+        {"supervisor"},
+        TaskStatus.CLAIMED,
+        escalation_role="supervisor",
+        supervisor_role="supervisor",
+    )
+    assert "esc:" in dimensions(
+        "sue",
+        {"supervisor"},
+        TaskStatus.OPEN,
+        escalation_role="supervisor",
+        supervisor_role="supervisor",
+    )
 
 
 def test_merged_reads_every_member_once_in_order_whatever_the_batch() -> None:
@@ -244,7 +258,12 @@ def test_pages_walk_open_oldest_first_then_done_newest_first_without_repeats() -
         tasks.tasks[t.task.task_id] = t
     for i in range(6):  # decided at 3000+i
         t = record(task_id=f"d{i}/0/1", opened_ms=500)
-        v = decide(t, DecideTask(task_id=f"d{i}/0/1", principal="bob", at_ms=1, approve=True), 3_000 + i, POLICY)
+        v = decide(
+            t,
+            DecideTask(task_id=f"d{i}/0/1", principal="bob", at_ms=1, approve=True),
+            3_000 + i,
+            POLICY,
+        )
         assert v.task is not None
         tasks.tasks[f"d{i}/0/1"] = v.task
     other = record(task_id="x/0/1", role="support", initiator="cy")  # ada may not see it
@@ -321,7 +340,9 @@ def test_the_tick_lapses_claims_and_watches_only_what_can_come_due() -> None:
     # A decided task leaves the index too.
     _deliver(handler, state, opened("c/0/1", expires_ms=10**9), 70_000)
     assert handler.due_count() == 1
-    _deliver(handler, state, DecideTask(task_id="c/0/1", principal="ada", at_ms=1, approve=True), 70_001)
+    _deliver(
+        handler, state, DecideTask(task_id="c/0/1", principal="ada", at_ms=1, approve=True), 70_001
+    )
     assert handler.due_count() == 0
 
 
@@ -330,7 +351,12 @@ def test_after_a_rebalance_the_index_is_rebuilt_from_the_table() -> None:
     state = State(handler.tables)
     # Rows that arrive by restore never pass through handle().
     rows = {f"r{i}/0/1": record(task_id=f"r{i}/0/1", expires_ms=9_000) for i in range(3)}
-    done = decide(rows["r0/0/1"], DecideTask(task_id="r0/0/1", principal="ada", at_ms=1, approve=True), 2_000, POLICY)
+    done = decide(
+        rows["r0/0/1"],
+        DecideTask(task_id="r0/0/1", principal="ada", at_ms=1, approve=True),
+        2_000,
+        POLICY,
+    )
     assert done.task is not None
     rows["r0/0/1"] = done.task
     state._load("tasks", 0, rows)
@@ -352,7 +378,10 @@ def test_public_origin_is_normalised_and_validated() -> None:
         with pytest.raises(ConfigError):
             public_origin(bad)
     ws = WorklistSettings.from_env(
-        {"RUNPLANE_WORKLIST_PUBLIC_ORIGIN": "https://w.example", "RUNPLANE_WORKLIST_CLAIM_TTL_S": "0"}
+        {
+            "RUNPLANE_WORKLIST_PUBLIC_ORIGIN": "https://w.example",
+            "RUNPLANE_WORKLIST_CLAIM_TTL_S": "0",
+        }
     )
     assert ws.public_origin == "https://w.example" and ws.claim_ttl_ms is None
     assert WorklistSettings.from_env({}).claim_ttl_ms == 1_800_000
@@ -372,9 +401,10 @@ def proxied() -> Iterator[httpx.Client]:
     tasks = MemoryTasks({"run-1/0/1": record()})
     app = build_app(_worklist(tasks), principals, public_origin="https://worklist.example.com")
     stop = threading.Event()
-    with run_http(app, "127.0.0.1", 0, stop) as server, httpx.Client(
-        base_url=f"http://127.0.0.1:{server.port}", timeout=10
-    ) as c:
+    with (
+        run_http(app, "127.0.0.1", 0, stop) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as c,
+    ):
         yield c
     stop.set()
 
@@ -384,7 +414,9 @@ def test_behind_a_proxy_origin_is_the_public_one_and_the_cookie_is_secure(
 ) -> None:
     # The browser is on https://worklist.example.com; the app sees plain http on loopback.
     inner = proxied.post(
-        "/signin", data={"token": "ada-token"}, headers={"Origin": str(proxied.base_url).rstrip("/")}
+        "/signin",
+        data={"token": "ada-token"},
+        headers={"Origin": str(proxied.base_url).rstrip("/")},
     )
     assert inner.status_code == 403  # the inner address is not where people are
     ok = proxied.post(

@@ -23,8 +23,12 @@ from runplane.config import Settings
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.wire import RunStatus, Verdict, to_dict
 
-runs_app = typer.Typer(help="Runs: list and inspect them (from the run index).", no_args_is_help=True)
-journal_app = typer.Typer(help="A run's hash-chained journal: show and verify it.", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Runs: list and inspect them (from the run index).", no_args_is_help=True
+)
+journal_app = typer.Typer(
+    help="A run's hash-chained journal: show and verify it.", no_args_is_help=True
+)
 
 EXIT_BROKEN = 1
 EXIT_BODIES_MISSING = 2
@@ -63,12 +67,29 @@ def runs_list(
         _print_json([r.to_json() for r in runs])
         return
     table = Table(title=f"runs ({len(runs)})", title_justify="left")
-    for col in ("run", "status", "capability", "case", "era", "tokens", "units", "started", "verdict"):
+    for col in (
+        "run",
+        "status",
+        "capability",
+        "case",
+        "era",
+        "tokens",
+        "units",
+        "started",
+        "verdict",
+    ):
         table.add_column(col, min_width=3 if col == "era" else None, overflow="fold")
     for r in runs:
         table.add_row(
-            r.run_id, str(r.status or ""), r.capability or "", r.case_id or "", str(r.era),
-            str(r.cost.tokens), f"{r.cost.units:g}", _ts(r.started_ms), _verdict_cell(r.verdict),
+            r.run_id,
+            str(r.status or ""),
+            r.capability or "",
+            r.case_id or "",
+            str(r.era),
+            str(r.cost.tokens),
+            f"{r.cost.units:g}",
+            _ts(r.started_ms),
+            _verdict_cell(r.verdict),
         )
     Console().print(table)
 
@@ -99,7 +120,17 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
-    for k in ("status", "capability", "case_id", "era", "records", "parked_on", "verdict", "broken_at_seq", "reason"):
+    for k in (
+        "status",
+        "capability",
+        "case_id",
+        "era",
+        "records",
+        "parked_on",
+        "verdict",
+        "broken_at_seq",
+        "reason",
+    ):
         table.add_row(k, "" if data[k] is None else str(data[k]))
     c = summary.cost
     table.add_row("cost", f"{c.tokens_in} in + {c.tokens_out} out tokens, {c.units:g} units")
@@ -131,26 +162,51 @@ def journal_show(
             ],
         }
         if bodies:
-            out["bodies"] = {f"{e}/{c}": None if v is None else to_dict(v) for (e, c), v in history.bodies.items()}
+            out["bodies"] = {
+                f"{e}/{c}": None if v is None else to_dict(v)
+                for (e, c), v in history.bodies.items()
+            }
         _print_json(out)
         return
-    table = Table(title=f"journal of {run_id} (partition {history.partition})", title_justify="left")
+    table = Table(
+        title=f"journal of {run_id} (partition {history.partition})", title_justify="left"
+    )
     for col in ("seq", "era", "kind", "call", "family/name", "cost", "stamp", "hash", "verdict"):
         # small numbers must stay readable when a narrow terminal squeezes the table
-        table.add_column(col, min_width=3 if col in ("seq", "era", "call") else None, overflow="fold")
+        table.add_column(
+            col, min_width=3 if col in ("seq", "era", "call") else None, overflow="fold"
+        )
     for r, (_, f) in zip(history.records, report.findings, strict=True):
-        cost = "" if r.cost is None else f"{r.cost.tokens_in}+{r.cost.tokens_out} tok {r.cost.units:g}u"
+        cost = (
+            ""
+            if r.cost is None
+            else f"{r.cost.tokens_in}+{r.cost.tokens_out} tok {r.cost.units:g}u"
+        )
         table.add_row(
-            str(r.seq), str(r.era), str(r.kind), "" if r.call_seq is None else str(r.call_seq),
-            " ".join(x for x in (r.family, r.name) if x), cost, _ts(r.stamp_ms), r.hash[:12],
+            str(r.seq),
+            str(r.era),
+            str(r.kind),
+            "" if r.call_seq is None else str(r.call_seq),
+            " ".join(x for x in (r.family, r.name) if x),
+            cost,
+            _ts(r.stamp_ms),
+            r.hash[:12],
             _verdict_cell(f.verdict) + (f" {f.reason}" if f.reason else ""),
         )
     console = Console()
     console.print(table)
     if bodies:
         for (era, call), entry in sorted(history.bodies.items()):
-            console.print(f"[bold]{era}/{call}[/bold]: " + ("[dim]erased[/dim]" if entry is None else
-                          (entry.value_json or "") if entry.ok else f"error {entry.error}"))
+            console.print(
+                f"[bold]{era}/{call}[/bold]: "
+                + (
+                    "[dim]erased[/dim]"
+                    if entry is None
+                    else (entry.value_json or "")
+                    if entry.ok
+                    else f"error {entry.error}"
+                )
+            )
 
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
@@ -159,7 +215,8 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 
     report = verify_records(history.run_id, history.records, bodies_of(history.bodies))
     absent = [
-        seq for seq, rec in ((r.seq, r) for r in history.records)
+        seq
+        for seq, rec in ((r.seq, r) for r in history.records)
         if seq in report.body_missing and (rec.era, rec.call_seq) not in history.bodies
     ]
     data = {
@@ -184,8 +241,10 @@ def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -
     if as_json:
         _print_json(data)
     elif code == 0:
-        typer.echo(f"{run_id}: verified {data['records']} records" +
-                   (f" ({len(data['body_missing'])} bodies erased)" if data["body_missing"] else ""))
+        typer.echo(
+            f"{run_id}: verified {data['records']} records"
+            + (f" ({len(data['body_missing'])} bodies erased)" if data["body_missing"] else "")
+        )
     elif code == EXIT_BROKEN:
         typer.echo(f"{run_id}: BROKEN at seq {data['broken_at_seq']}: {data['reason']}")
     else:

@@ -78,12 +78,18 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_backoff_s < 0 or self.max_backoff_s < self.initial_backoff_s or self.multiplier < 1:
+        if (
+            self.initial_backoff_s < 0
+            or self.max_backoff_s < self.initial_backoff_s
+            or self.multiplier < 1
+        ):
             raise ValueError("backoff must satisfy 0 <= initial <= max and multiplier >= 1")
 
     def backoff_s(self, attempt: int) -> float:
         """Delay before attempt ``attempt`` (2, 3, …)."""
-        return min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, attempt - 2))
+        return min(
+            self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, attempt - 2)
+        )
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,12 @@ class Generation:
     cost_units: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost_units": self.cost_units}
+        return {
+            "text": self.text,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_units": self.cost_units,
+        }
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Generation:
@@ -216,7 +227,9 @@ class AgentRegistry(Mapping[str, AgentSpec]):
                 raise LintFailed(findings)
         existing = self._specs.get(spec.capability)
         if existing is not None and _qualname(existing.fn) != _qualname(spec.fn):
-            raise ValueError(f"capability {spec.capability!r} is already registered by {_qualname(existing.fn)}")
+            raise ValueError(
+                f"capability {spec.capability!r} is already registered by {_qualname(existing.fn)}"
+            )
         self._specs[spec.capability] = spec  # same function re-imported: replace
         return spec
 
@@ -278,10 +291,14 @@ def agent(
 ) -> Callable[[AgentFn], AgentFn]:
     """Register an agent in ``registry`` (default: ``REGISTRY``)."""
     target = REGISTRY if registry is None else registry
-    return target.agent(capability, durability=durability, input_schema=input_schema, effects=effects)
+    return target.agent(
+        capability, durability=durability, input_schema=input_schema, effects=effects
+    )
 
 
-def evictable(durability: Durability | str, idle_for_s: float, grace_s: float, outstanding: bool) -> bool:
+def evictable(
+    durability: Durability | str, idle_for_s: float, grace_s: float, outstanding: bool
+) -> bool:
     """Whether a resident runtime may be evicted (DESIGN.md, Durability levels).
 
     Replayable, silent for at least the idle grace, with nothing outstanding on its behalf →
@@ -294,7 +311,9 @@ def evictable(durability: Durability | str, idle_for_s: float, grace_s: float, o
     return idle_for_s >= grace_s
 
 
-def import_agent_modules(modules: Iterable[str], registry: AgentRegistry | None = None) -> AgentRegistry:
+def import_agent_modules(
+    modules: Iterable[str], registry: AgentRegistry | None = None
+) -> AgentRegistry:
     """Import the agent modules (``Settings.agent_modules``, ``RUNPLANE_AGENT_MODULES``) and
     return the registry they register into (default: ``REGISTRY``).
 

@@ -136,7 +136,9 @@ def _make_c_encoder() -> Callable[[Any, int], Any] | None:
     # allow_nan): no circular-reference markers (a plain value of bounded depth is a tree),
     # the same string encoder as the reference, no indent, "," and ":", sorted keys.
     try:
-        encoder: Callable[[Any, int], Any] = make(None, _refuse, _encode_str, None, ":", ",", True, False, False)
+        encoder: Callable[[Any, int], Any] = make(
+            None, _refuse, _encode_str, None, ":", ",", True, False, False
+        )
     except TypeError:  # a private signature another Python version changed: the reference only
         return None
     return encoder

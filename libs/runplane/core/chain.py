@@ -195,7 +195,12 @@ def run_admitted(
     Its ``request_witness`` is the witness of the decoded input, so the chain commits to what
     the run was asked to do without carrying the input itself.
     """
-    facts = {"capability": capability, "admission_key": admission_key, "tenant": tenant, "initiator": initiator}
+    facts = {
+        "capability": capability,
+        "admission_key": admission_key,
+        "tenant": tenant,
+        "initiator": initiator,
+    }
     if case_id is not None:
         facts["case_id"] = case_id
     facts.update(attrs or {})
@@ -248,13 +253,18 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
     The incremental form of ``verify_chain`` for consumers that see one record at a time.
     """
     if prev is not None and record.session_id != prev.session_id:
-        return ChainFault.WRONG_SESSION, f"session {record.session_id!r} in chain of {prev.session_id!r}"
+        return (
+            ChainFault.WRONG_SESSION,
+            f"session {record.session_id!r} in chain of {prev.session_id!r}",
+        )
     if prev is None:
         return check_link(record, 0, ZERO_HASH)
     return check_link(record, prev.seq + 1, prev.hash)
 
 
-def check_link(record: JournalRecord, expected_seq: int, expected_prev: str) -> tuple[ChainFault, str] | None:
+def check_link(
+    record: JournalRecord, expected_seq: int, expected_prev: str
+) -> tuple[ChainFault, str] | None:
     """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
     linking to ``expected_prev``. For consumers that keep only that much of a chain (the
     journal service keeps a session's next seq and last hash, restored from ``audit``)."""
@@ -263,10 +273,16 @@ def check_link(record: JournalRecord, expected_seq: int, expected_prev: str) -> 
     if record.seq < expected_seq:
         return ChainFault.REORDER, f"expected seq {expected_seq}, got {record.seq}"
     if record.prev_hash != expected_prev:
-        return ChainFault.BAD_LINK, f"prev_hash {record.prev_hash[:12]}… does not match {expected_prev[:12]}…"
+        return (
+            ChainFault.BAD_LINK,
+            f"prev_hash {record.prev_hash[:12]}… does not match {expected_prev[:12]}…",
+        )
     actual = record_hash(record)
     if actual != record.hash:
-        return ChainFault.BAD_HASH, f"content hashes to {actual[:12]}…, record says {record.hash[:12]}…"
+        return (
+            ChainFault.BAD_HASH,
+            f"content hashes to {actual[:12]}…, record says {record.hash[:12]}…",
+        )
     return None
 
 
@@ -283,7 +299,10 @@ def _check_body(
         return None
     key = (record.era, record.call_seq)
     if key not in results:
-        return ChainFault.BODY_MISSING, f"no result entry for era {record.era} call_seq {record.call_seq}"
+        return (
+            ChainFault.BODY_MISSING,
+            f"no result entry for era {record.era} call_seq {record.call_seq}",
+        )
     entry = results[key]
     if entry is None:  # erased on purpose (tombstone): the chain still stands
         return None
@@ -296,16 +315,26 @@ def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, 
     erased body is a fault is the caller's rule (here BODY_MISSING / not one; the journal
     service reports both as a BODY_MISSING verdict)."""
     if entry.body_digest != record.body_digest:
-        return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body_digest differs from the chain's"
+        return (
+            ChainFault.BODY_DIGEST_MISMATCH,
+            "result entry's body_digest differs from the chain's",
+        )
     if entry_body_digest(entry) != record.body_digest:
         return ChainFault.BODY_DIGEST_MISMATCH, "result entry's body does not hash to its digest"
     # Not only the body: replay trusts the entry's other fields too (its stamp becomes
     # ctx.now(), its witness is what a re-issued call is compared with), so each must be the
     # one the chain committed to. Optional fields are compared where the record states them.
-    stated = {"family": record.family, "name": record.name, "request_witness": record.request_witness}
+    stated = {
+        "family": record.family,
+        "name": record.name,
+        "request_witness": record.request_witness,
+    }
     for name, expected in stated.items():
         if expected is not None and getattr(entry, name) != expected:
-            return ChainFault.BODY_DIGEST_MISMATCH, f"result entry's {name} differs from the chain's"
+            return (
+                ChainFault.BODY_DIGEST_MISMATCH,
+                f"result entry's {name} differs from the chain's",
+            )
     if entry.stamp_ms != record.stamp_ms:
         return ChainFault.BODY_DIGEST_MISMATCH, "result entry's stamp_ms differs from the chain's"
     if entry.label != record.label:
@@ -330,7 +359,9 @@ def verify_chain(
             fault = _check_body(record, results)
         if fault is not None:
             position = fault_seq(fault[0], 0 if prev is None else prev.seq + 1, record)
-            return Verdict(ok=False, checked=count, bad_seq=position, fault=fault[0], detail=fault[1])
+            return Verdict(
+                ok=False, checked=count, bad_seq=position, fault=fault[0], detail=fault[1]
+            )
         prev = record
         count += 1
     if count == 0:

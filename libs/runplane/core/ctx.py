@@ -194,7 +194,13 @@ class StepCtx:
         re-execute it after a restore.
         """
         request = {"provider": provider, "model": model, "prompt": prompt, "params": params}
-        return Effect("generation", f"model:{provider}/{model}", request, "live", {"decode": Generation.from_json})
+        return Effect(
+            "generation",
+            f"model:{provider}/{model}",
+            request,
+            "live",
+            {"decode": Generation.from_json},
+        )
 
     def tool(
         self,
@@ -213,7 +219,11 @@ class StepCtx:
         is recognised across eras and by the peer.
         """
         request = {"tool": name, "args": dict(args), "idempotency_key": idempotency_key}
-        options = {"tool": name, "mutating": mutating, "recovery": None if recovery is None else Recovery(recovery)}
+        options = {
+            "tool": name,
+            "mutating": mutating,
+            "recovery": None if recovery is None else Recovery(recovery),
+        }
         return Effect("tool", f"tool://{name}", request, "live", options)
 
     def group(self, name: str, members: Iterable[str]) -> Group:
@@ -278,12 +288,19 @@ class StepCtx:
 
     def case_state(self) -> Effect:
         """Read the run's case → CaseState(state, version)."""
-        return Effect("case", "case:get_state", {"op": "get_state", "case_id": self.case_id}, "case_get")
+        return Effect(
+            "case", "case:get_state", {"op": "get_state", "case_id": self.case_id}, "case_get"
+        )
 
     def put_case_state(self, version: int, state: Any) -> Effect:
         """Write the case if it is still at ``version`` → the new version; ``CaseConflict``
         (with the current version) if the case moved. A blind overwrite cannot be spelled."""
-        request = {"op": "put_state", "case_id": self.case_id, "expected_version": version, "state": state}
+        request = {
+            "op": "put_state",
+            "case_id": self.case_id,
+            "expected_version": version,
+            "state": state,
+        }
         return Effect("case", "case:put_state", request, "case_put")
 
     def deadline(
@@ -315,9 +332,19 @@ class StepCtx:
     def meet_deadline(self, name: str) -> Effect:
         """Discharge the obligation ``name`` of the case (waits for the cases service;
         ``CaseRefused`` if there is no such obligation or it already breached)."""
-        return Effect("deadline", f"deadline:{name}", {"op": "meet_deadline", "case_id": self.case_id, "name": name}, "deadline_meet")
+        return Effect(
+            "deadline",
+            f"deadline:{name}",
+            {"op": "meet_deadline", "case_id": self.case_id, "name": name},
+            "deadline_meet",
+        )
 
     def cancel_deadline(self, name: str) -> Effect:
         """The obligation ``name`` no longer applies (waits for the cases service;
         ``CaseRefused`` if it cannot be cancelled)."""
-        return Effect("deadline", f"deadline:{name}", {"op": "cancel_deadline", "case_id": self.case_id, "name": name}, "deadline_cancel")
+        return Effect(
+            "deadline",
+            f"deadline:{name}",
+            {"op": "cancel_deadline", "case_id": self.case_id, "name": name},
+            "deadline_cancel",
+        )

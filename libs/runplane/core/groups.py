@@ -114,8 +114,13 @@ class GroupAbandoned(GroupError):
         self.left_standing = left_standing
         self.undo_failed = dict(undo_failed or {})
         parts = [f"group {group!r} abandoned: {reason}", f"reversed {list(reversed_)}"]
-        for label, names in (("in doubt (not reversed)", in_doubt), ("failed", failed), ("never ran", not_run),
-                             ("left standing", left_standing), ("undo failed", tuple(self.undo_failed))):
+        for label, names in (
+            ("in doubt (not reversed)", in_doubt),
+            ("failed", failed),
+            ("never ran", not_run),
+            ("left standing", left_standing),
+            ("undo failed", tuple(self.undo_failed)),
+        ):
             if names:
                 parts.append(f"{label} {list(names)}")
         super().__init__(type_, "; ".join(parts))
@@ -127,7 +132,9 @@ class InvariantFailed(GroupAbandoned):
 
     def __init__(self, group: str, invariants: tuple[str, ...], **summary: Any) -> None:
         self.invariants = invariants
-        super().__init__(group, f"invariant failed: {', '.join(invariants)}", type_="InvariantFailed", **summary)
+        super().__init__(
+            group, f"invariant failed: {', '.join(invariants)}", type_="InvariantFailed", **summary
+        )
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,9 @@ class Invariant:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("an invariant needs a name")
         if not isinstance(self.holds, bool):
-            raise ValueError(f"invariant {self.name!r}: holds must be a bool, got {type(self.holds).__name__}")
+            raise ValueError(
+                f"invariant {self.name!r}: holds must be a bool, got {type(self.holds).__name__}"
+            )
 
 
 @dataclass(frozen=True)
@@ -206,7 +215,12 @@ class Group:
         await self._mark("open", {"members": list(self.members)})
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
         if self._settled is not None:
             return False
         if exc is not None and not isinstance(exc, Exception):
@@ -238,7 +252,9 @@ class Group:
         output. A failed call registers nothing and is recorded in doubt or failed."""
         self._claim(member)
         try:
-            out = await self._ctx.tool(tool, args, mutating=mutating, recovery=recovery, idempotency_key=idempotency_key)
+            out = await self._ctx.tool(
+                tool, args, mutating=mutating, recovery=recovery, idempotency_key=idempotency_key
+            )
         except EffectError as exc:
             (self._in_doubt if _in_doubt(exc) else self._failed).append(member)
             raise
@@ -247,7 +263,10 @@ class Group:
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             # It happened and nobody can say how to reverse it: leave it standing, on record.
             self._no_undo.append(member)
-            raise GroupRefused(self.name, f"member {member!r}: cannot build its undo from the output: {type(exc).__name__}: {exc}") from exc
+            raise GroupRefused(
+                self.name,
+                f"member {member!r}: cannot build its undo from the output: {type(exc).__name__}: {exc}",
+            ) from exc
         return out
 
     def deferred(
@@ -264,26 +283,44 @@ class Group:
         self._claim(member)
         if not isinstance(tool, str) or not tool:
             raise GroupRefused(self.name, f"member {member!r}: a tool name is required")
-        self._deferred.append(_Deferred(member, tool, dict(args), idempotency_key, mutating, recovery))
+        self._deferred.append(
+            _Deferred(member, tool, dict(args), idempotency_key, mutating, recovery)
+        )
 
-    async def commit(self, invariants: Iterable[Invariant | tuple[str, bool]] = ()) -> dict[str, Any]:
+    async def commit(
+        self, invariants: Iterable[Invariant | tuple[str, bool]] = ()
+    ) -> dict[str, Any]:
         """Check ``invariants``; all hold → journal the commit, run the deferred members (in
         declaration order) and return their outputs by member name. One fails → abandon and
         raise ``InvariantFailed``. After commit the group is gone: a failure does not unwind."""
         self._open_or_refuse("commit")
-        checks = [inv if isinstance(inv, Invariant) else _invariant(self.name, inv) for inv in invariants]
+        checks = [
+            inv if isinstance(inv, Invariant) else _invariant(self.name, inv) for inv in invariants
+        ]
         failed = tuple(inv.name for inv in checks if not inv.holds)
         if failed:
-            summary = await self._abandon_summary(f"invariant failed: {', '.join(failed)}",
-                                                  {"invariants": {inv.name: inv.holds for inv in checks}})
+            summary = await self._abandon_summary(
+                f"invariant failed: {', '.join(failed)}",
+                {"invariants": {inv.name: inv.holds for inv in checks}},
+            )
             raise InvariantFailed(self.name, failed, **summary)
-        await self._mark("commit", {"invariants": {inv.name: inv.holds for inv in checks},
-                                    "deferred": [d.member for d in self._deferred]})
+        await self._mark(
+            "commit",
+            {
+                "invariants": {inv.name: inv.holds for inv in checks},
+                "deferred": [d.member for d in self._deferred],
+            },
+        )
         self._settled = "committed"
         outputs: dict[str, Any] = {}
         for held in self._deferred:
-            outputs[held.member] = await self._ctx.tool(held.tool, held.args, mutating=held.mutating,
-                                                        recovery=held.recovery, idempotency_key=held.idempotency_key)
+            outputs[held.member] = await self._ctx.tool(
+                held.tool,
+                held.args,
+                mutating=held.mutating,
+                recovery=held.recovery,
+                idempotency_key=held.idempotency_key,
+            )
         return outputs
 
     async def abandon(self, reason: str = "abandoned by the agent") -> GroupAbandoned:
@@ -296,14 +333,18 @@ class Group:
     def _claim(self, member: str) -> None:
         self._open_or_refuse(f"member {member!r}")
         if member not in self.members:
-            raise GroupRefused(self.name, f"member {member!r} was not declared (declared: {list(self.members)})")
+            raise GroupRefused(
+                self.name, f"member {member!r} was not declared (declared: {list(self.members)})"
+            )
         if member in self._used:
             raise GroupRefused(self.name, f"member {member!r} was already used")
         self._used.add(member)
 
     def _open_or_refuse(self, what: str) -> None:
         if not self._entered:
-            raise GroupRefused(self.name, f"{what}: use the group as `async with ctx.group(...) as g`")
+            raise GroupRefused(
+                self.name, f"{what}: use the group as `async with ctx.group(...) as g`"
+            )
         if self._settled is not None:
             raise GroupRefused(self.name, f"{what}: the group is already {self._settled}")
 
@@ -316,9 +357,18 @@ class Group:
         self._settled = "abandoned"
         to_reverse = [u.member for u in reversed(self._standing)]
         not_run = [d.member for d in self._deferred]
-        await self._mark("abandon", {"reason": reason, "reverse": to_reverse, "in_doubt": list(self._in_doubt),
-                                     "failed": list(self._failed), "not_run": not_run,
-                                     "left_standing": list(self._no_undo), **extra})
+        await self._mark(
+            "abandon",
+            {
+                "reason": reason,
+                "reverse": to_reverse,
+                "in_doubt": list(self._in_doubt),
+                "failed": list(self._failed),
+                "not_run": not_run,
+                "left_standing": list(self._no_undo),
+                **extra,
+            },
+        )
         done: list[str] = []
         undo_failed: dict[str, str] = {}
         for step in reversed(self._standing):
@@ -329,8 +379,14 @@ class Group:
             else:
                 done.append(step.member)
         await self._mark("abandoned", {"reversed": done, "undo_failed": undo_failed})
-        return {"reversed_": tuple(done), "in_doubt": tuple(self._in_doubt), "failed": tuple(self._failed),
-                "not_run": tuple(not_run), "left_standing": tuple(self._no_undo), "undo_failed": undo_failed}
+        return {
+            "reversed_": tuple(done),
+            "in_doubt": tuple(self._in_doubt),
+            "failed": tuple(self._failed),
+            "not_run": tuple(not_run),
+            "left_standing": tuple(self._no_undo),
+            "undo_failed": undo_failed,
+        }
 
     def _mark(self, event: str, detail: Mapping[str, Any]) -> Effect:
         # The decision is the request (so the witness covers it) and its recorded value.
@@ -350,7 +406,9 @@ def _invariant(group: str, item: Any) -> Invariant:
 def _build_undo(member: str, undo: UndoFn, out: Any) -> _Undo:
     spec = undo(out)
     if not isinstance(spec, tuple) or len(spec) not in (2, 3):
-        raise TypeError(f"undo must return (tool, args) or (tool, args, idempotency_key), got {spec!r}")
+        raise TypeError(
+            f"undo must return (tool, args) or (tool, args, idempotency_key), got {spec!r}"
+        )
     tool, args = spec[0], spec[1]
     key = spec[2] if len(spec) == 3 else None
     if not isinstance(tool, str) or not tool:

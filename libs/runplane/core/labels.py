@@ -30,7 +30,12 @@ __all__ = ["BOTTOM", "UNTRUSTED_FAMILIES", "at_source", "join", "join_all"]
 
 # Worst last: the join takes the later of the two in each order.
 _TRUST: Final = (Trust.TRUSTED, Trust.UNTRUSTED)
-_SENSITIVITY: Final = (Sensitivity.PUBLIC, Sensitivity.INTERNAL, Sensitivity.CONFIDENTIAL, Sensitivity.SECRET)
+_SENSITIVITY: Final = (
+    Sensitivity.PUBLIC,
+    Sensitivity.INTERNAL,
+    Sensitivity.CONFIDENTIAL,
+    Sensitivity.SECRET,
+)
 # Families whose results originate outside the platform's trust boundary.
 UNTRUSTED_FAMILIES: Final = frozenset({"generation", "signal"})
 
@@ -59,4 +64,8 @@ def at_source(family: str, name: str, capability: str) -> Label:
     effect's journaled name: ``tool://…``, ``model:…/…``, …) within ``agent/<capability>``;
     untrusted for model output and signals."""
     trust = Trust.UNTRUSTED if family in UNTRUSTED_FAMILIES else Trust.TRUSTED
-    return Label(trust=trust, sensitivity=Sensitivity.INTERNAL, provenance=tuple(sorted({f"agent/{capability}", name})))
+    return Label(
+        trust=trust,
+        sensitivity=Sensitivity.INTERNAL,
+        provenance=tuple(sorted({f"agent/{capability}", name})),
+    )

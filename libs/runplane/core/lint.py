@@ -79,7 +79,9 @@ class Finding:
     alternative: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} — {self.alternative}"
+        return (
+            f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} — {self.alternative}"
+        )
 
 
 class LintFailed(TerminalError):
@@ -210,8 +212,11 @@ def _iter_python_files(paths: Iterable[Path]) -> Iterator[Path]:
 
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if (p.suffix == ".py" and "__pycache__" not in p.parts)
-                              or is_manifest_file(p))
+            yield from sorted(
+                p
+                for p in path.rglob("*")
+                if (p.suffix == ".py" and "__pycache__" not in p.parts) or is_manifest_file(p)
+            )
         else:
             yield path
 

@@ -189,7 +189,9 @@ class _Checker:
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def fields(self, value: Any, path: str, required: Iterable[str], optional: Iterable[str] = ()) -> dict[str, Any] | None:
+    def fields(
+        self, value: Any, path: str, required: Iterable[str], optional: Iterable[str] = ()
+    ) -> dict[str, Any] | None:
         """``value`` as a mapping with only the allowed keys (unknown and missing ones reported)."""
         if not isinstance(value, Mapping):
             self.add(path, f"must be a mapping, got {_type(value)}")
@@ -198,13 +200,18 @@ class _Checker:
         allowed = (*required, *optional)
         for key in value:
             if key not in allowed:
-                self.add(_join(path, str(key)), f"unknown field {str(key)!r} (expected one of: {', '.join(allowed)})")
+                self.add(
+                    _join(path, str(key)),
+                    f"unknown field {str(key)!r} (expected one of: {', '.join(allowed)})",
+                )
         for key in required:
             if key not in value:
                 self.add(path, f"missing required field {key!r}")
         return {str(k): v for k, v in value.items() if k in allowed}
 
-    def string(self, value: Any, path: str, pattern: re.Pattern[str] | None = None, what: str = "") -> str | None:
+    def string(
+        self, value: Any, path: str, pattern: re.Pattern[str] | None = None, what: str = ""
+    ) -> str | None:
         if not isinstance(value, str) or not value.strip():
             self.add(path, f"must be a non-empty string, got {_type(value)}")
             return None
@@ -288,21 +295,54 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
     if "kind" in top and top["kind"] != "Agent":
         c.add("kind", f"must be 'Agent', got {top['kind']!r}")
     # A missing section is reported once, above; its own fields are not reported missing again.
-    meta = c.fields(top["metadata"], "metadata", ("name",), ("description", "labels")) if "metadata" in top else None
-    name = c.string(meta.get("name"), "metadata.name", _NAME, "capability name") if meta and "name" in meta else None
+    meta = (
+        c.fields(top["metadata"], "metadata", ("name",), ("description", "labels"))
+        if "metadata" in top
+        else None
+    )
+    name = (
+        c.string(meta.get("name"), "metadata.name", _NAME, "capability name")
+        if meta and "name" in meta
+        else None
+    )
     if meta and "description" in meta and not isinstance(meta["description"], str):
         c.add("metadata.description", f"must be a string, got {_type(meta['description'])}")
-    if meta and "labels" in meta and not (isinstance(meta["labels"], Mapping) and all(isinstance(v, str) for v in meta["labels"].values())):
+    if (
+        meta
+        and "labels" in meta
+        and not (
+            isinstance(meta["labels"], Mapping)
+            and all(isinstance(v, str) for v in meta["labels"].values())
+        )
+    ):
         c.add("metadata.labels", "must be a mapping of strings")
-    spec = c.fields(top["spec"], "spec", ("durability", "execution"), ("input", "model", "tools", "oversight")) if "spec" in top else None
+    spec = (
+        c.fields(
+            top["spec"],
+            "spec",
+            ("durability", "execution"),
+            ("input", "model", "tools", "oversight"),
+        )
+        if "spec" in top
+        else None
+    )
     if spec is None:
         return None, c.problems
-    durability = c.choice(spec.get("durability"), "spec.durability", [d.value for d in Durability]) if "durability" in spec else None
+    durability = (
+        c.choice(spec.get("durability"), "spec.durability", [d.value for d in Durability])
+        if "durability" in spec
+        else None
+    )
     input_schema = _input_schema(c, spec.get("input"))
     tools = _tools(c, spec.get("tools", []))
     approval = _approval(c, spec.get("oversight"))
-    execution = (c.fields(spec["execution"], "spec.execution", ("kind",), ("prompt", "then", "steps", "output"))
-                 if "execution" in spec else None)
+    execution = (
+        c.fields(
+            spec["execution"], "spec.execution", ("kind",), ("prompt", "then", "steps", "output")
+        )
+        if "execution" in spec
+        else None
+    )
     kind = None
     model = None
     prompt = None
@@ -312,35 +352,74 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
     if execution is not None and "kind" in execution:
         kind = c.choice(execution["kind"], "spec.execution.kind", KINDS)
     if kind is not None and execution is not None:
-        allowed = {"generate": {"kind", "prompt"}, "generate-then-approve": {"kind", "prompt", "then"},
-                   "tool-sequence": {"kind", "steps", "output"}}[kind]
+        allowed = {
+            "generate": {"kind", "prompt"},
+            "generate-then-approve": {"kind", "prompt", "then"},
+            "tool-sequence": {"kind", "steps", "output"},
+        }[kind]
         for key in execution:
             if key not in allowed:
-                c.add(f"spec.execution.{key}", f"not a field of kind {kind!r} (allowed: {', '.join(sorted(allowed))})")
+                c.add(
+                    f"spec.execution.{key}",
+                    f"not a field of kind {kind!r} (allowed: {', '.join(sorted(allowed))})",
+                )
         tool_names = {d.name for d in tools}
         if kind in ("generate", "generate-then-approve"):
             model = _model(c, spec.get("model"))
             prompt = _template(c, execution.get("prompt"), "spec.execution.prompt", input_schema)
-            steps = _steps(c, execution.get("then", []), "spec.execution.then", tool_names, ("input", "generation"), input_schema, [])
+            steps = _steps(
+                c,
+                execution.get("then", []),
+                "spec.execution.then",
+                tool_names,
+                ("input", "generation"),
+                input_schema,
+                [],
+            )
             if kind == "generate" and approval is not None:
-                c.add("spec.oversight.approval.required", "kind 'generate' takes no approval: use kind 'generate-then-approve'")
+                c.add(
+                    "spec.oversight.approval.required",
+                    "kind 'generate' takes no approval: use kind 'generate-then-approve'",
+                )
             if kind == "generate-then-approve" and approval is None and not _approval_problems(c):
-                c.add("spec.oversight.approval.required", "kind 'generate-then-approve' needs an approval with required: true")
+                c.add(
+                    "spec.oversight.approval.required",
+                    "kind 'generate-then-approve' needs an approval with required: true",
+                )
         else:
             if "model" in spec:
                 c.add("spec.model", "kind 'tool-sequence' makes no model call: remove the model")
             if "steps" not in execution:
                 c.add("spec.execution", "missing required field 'steps' for kind 'tool-sequence'")
             else:
-                steps = _steps(c, execution["steps"], "spec.execution.steps", tool_names, ("input",), input_schema, step_ids)
+                steps = _steps(
+                    c,
+                    execution["steps"],
+                    "spec.execution.steps",
+                    tool_names,
+                    ("input",),
+                    input_schema,
+                    step_ids,
+                )
                 if not steps and isinstance(execution["steps"], list) and not execution["steps"]:
                     c.add("spec.execution.steps", "needs at least one step")
             output = _output(c, execution.get("output"), set(step_ids), input_schema)
     if c.problems or name is None or durability is None or kind is None:
         return None, c.problems
-    manifest = Manifest(name=name, durability=Durability(durability), kind=kind, digest=digest, doc=doc,
-                        input_schema=input_schema, tools=tools, model=model, prompt=prompt, steps=steps,
-                        output=output, approval=approval)
+    manifest = Manifest(
+        name=name,
+        durability=Durability(durability),
+        kind=kind,
+        digest=digest,
+        doc=doc,
+        input_schema=input_schema,
+        tools=tools,
+        model=model,
+        prompt=prompt,
+        steps=steps,
+        output=output,
+        approval=approval,
+    )
     return manifest, []
 
 
@@ -365,7 +444,10 @@ def _input_schema(c: _Checker, value: Any) -> Mapping[str, Any] | None:
         jsonschema.validators.validator_for(schema).check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
-        c.add("spec.input.schema" + (f" ({where})" if where else ""), f"is not a valid JSON Schema: {exc.message}")
+        c.add(
+            "spec.input.schema" + (f" ({where})" if where else ""),
+            f"is not a valid JSON Schema: {exc.message}",
+        )
         return None
     return schema
 
@@ -378,28 +460,48 @@ def _tools(c: _Checker, value: Any) -> tuple[EffectDecl, ...]:
     probes: list[tuple[str, str]] = []
     for i, item in enumerate(value):
         path = f"spec.tools[{i}]"
-        t = c.fields(item, path, ("name", "mutating"), ("recovery", "probe", "timeout_s", "max_attempts"))
+        t = c.fields(
+            item, path, ("name", "mutating"), ("recovery", "probe", "timeout_s", "max_attempts")
+        )
         if t is None:
             continue
         # mutating is required: a tool that forgets to describe itself would otherwise get a
         # default nobody reviewed (the engine's is the conservative one, but say it here).
         name = c.string(t.get("name"), f"{path}.name") if "name" in t else None
         mutating = c.boolean(t.get("mutating"), f"{path}.mutating") if "mutating" in t else None
-        recovery = c.choice(t["recovery"], f"{path}.recovery", [r.value for r in Recovery]) if "recovery" in t else None
+        recovery = (
+            c.choice(t["recovery"], f"{path}.recovery", [r.value for r in Recovery])
+            if "recovery" in t
+            else None
+        )
         probe = c.string(t["probe"], f"{path}.probe") if "probe" in t else None
         timeout = t.get("timeout_s", 30.0)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             c.add(f"{path}.timeout_s", f"must be a number > 0, got {timeout!r}")
             timeout = None
-        attempts = c.integer(t["max_attempts"], f"{path}.max_attempts", 1) if "max_attempts" in t else 3
-        if name is None or mutating is None or timeout is None or attempts is None or (("recovery" in t) and recovery is None):
+        attempts = (
+            c.integer(t["max_attempts"], f"{path}.max_attempts", 1) if "max_attempts" in t else 3
+        )
+        if (
+            name is None
+            or mutating is None
+            or timeout is None
+            or attempts is None
+            or (("recovery" in t) and recovery is None)
+        ):
             continue
         if name in {d.name for d in decls}:
             c.add(f"{path}.name", f"tool {name!r} is declared twice")
             continue
         try:
-            decl = EffectDecl(name, mutating=mutating, recovery=None if recovery is None else Recovery(recovery),
-                              retry=RetryPolicy(max_attempts=attempts), timeout_s=float(timeout), probe=probe)
+            decl = EffectDecl(
+                name,
+                mutating=mutating,
+                recovery=None if recovery is None else Recovery(recovery),
+                retry=RetryPolicy(max_attempts=attempts),
+                timeout_s=float(timeout),
+                probe=probe,
+            )
         except ValueError as exc:
             c.add(path, str(exc))
             continue
@@ -410,7 +512,10 @@ def _tools(c: _Checker, value: Any) -> tuple[EffectDecl, ...]:
     for path, probe in probes:
         target = by_name.get(probe)
         if target is None:
-            c.add(path, f"probe {probe!r} is not a declared tool (declared: {', '.join(sorted(by_name)) or 'none'})")
+            c.add(
+                path,
+                f"probe {probe!r} is not a declared tool (declared: {', '.join(sorted(by_name)) or 'none'})",
+            )
         elif target.mutating:
             c.add(path, f"probe {probe!r} must be declared mutating: false (it only asks)")
     return tuple(decls)
@@ -420,7 +525,10 @@ def _duration_ms(c: _Checker, value: Any, path: str) -> int | None:
     if isinstance(value, Mapping) and any(unit not in _DURATION_MS for unit in value):
         for unit in value:
             if unit not in _DURATION_MS:
-                c.add(_join(path, str(unit)), f"unknown unit {str(unit)!r} (expected one of: {', '.join(_DURATION_MS)})")
+                c.add(
+                    _join(path, str(unit)),
+                    f"unknown unit {str(unit)!r} (expected one of: {', '.join(_DURATION_MS)})",
+                )
         return None
     if isinstance(value, Mapping) and len(value) == 1:
         ((unit, n),) = value.items()
@@ -438,8 +546,20 @@ def _approval(c: _Checker, value: Any) -> Approval | None:
     if oversight is None or "approval" not in oversight:
         return None
     path = "spec.oversight.approval"
-    a = c.fields(oversight["approval"], path, ("required",),
-                 ("role", "approvals", "expires_in", "on_expiry", "allow_unattended", "escalate_to", "question"))
+    a = c.fields(
+        oversight["approval"],
+        path,
+        ("required",),
+        (
+            "role",
+            "approvals",
+            "expires_in",
+            "on_expiry",
+            "allow_unattended",
+            "escalate_to",
+            "question",
+        ),
+    )
     if a is None or "required" not in a:
         return None
     required = c.boolean(a["required"], f"{path}.required")
@@ -452,15 +572,31 @@ def _approval(c: _Checker, value: Any) -> Approval | None:
     if "role" not in a:
         c.add(path, "missing required field 'role' (who decides)")
     approvals = c.integer(a.get("approvals", 1), f"{path}.approvals", 1)
-    expires = _duration_ms(c, a["expires_in"], f"{path}.expires_in") if a.get("expires_in") is not None else None
-    on_expiry = c.choice(a.get("on_expiry", "fail"), f"{path}.on_expiry", ("fail", "proceed", "escalate"))
+    expires = (
+        _duration_ms(c, a["expires_in"], f"{path}.expires_in")
+        if a.get("expires_in") is not None
+        else None
+    )
+    on_expiry = c.choice(
+        a.get("on_expiry", "fail"), f"{path}.on_expiry", ("fail", "proceed", "escalate")
+    )
     unattended = c.boolean(a.get("allow_unattended", False), f"{path}.allow_unattended")
-    escalate_to = c.string(a["escalate_to"], f"{path}.escalate_to") if a.get("escalate_to") is not None else None
+    escalate_to = (
+        c.string(a["escalate_to"], f"{path}.escalate_to")
+        if a.get("escalate_to") is not None
+        else None
+    )
     question = _template(c, a["question"], f"{path}.question", None) if "question" in a else None
     if on_expiry in ("fail", "proceed") and escalate_to is not None:
-        c.add(f"{path}.escalate_to", f"only applies with on_expiry: escalate (on_expiry is {on_expiry})")
+        c.add(
+            f"{path}.escalate_to",
+            f"only applies with on_expiry: escalate (on_expiry is {on_expiry})",
+        )
     if unattended and on_expiry != "proceed":
-        c.add(f"{path}.allow_unattended", "only applies with on_expiry: proceed (both opt-ins are needed)")
+        c.add(
+            f"{path}.allow_unattended",
+            "only applies with on_expiry: proceed (both opt-ins are needed)",
+        )
     if role is None or approvals is None or on_expiry is None or unattended is None:
         return None
     return Approval(role, approvals, expires, on_expiry, unattended, escalate_to, question)
@@ -477,9 +613,15 @@ def _model(c: _Checker, value: Any) -> Model | None:
     name = c.string(m.get("name"), "spec.model.name") if "name" in m else None
     params = c.fields(m.get("params", {}), "spec.model.params", (), sorted(_MODEL_PARAMS))
     if params is not None:
-        if "temperature" in params and (isinstance(params["temperature"], bool) or not isinstance(params["temperature"], (int, float))
-                                        or not 0 <= params["temperature"] <= 2):
-            c.add("spec.model.params.temperature", f"must be a number in [0, 2], got {params['temperature']!r}")
+        if "temperature" in params and (
+            isinstance(params["temperature"], bool)
+            or not isinstance(params["temperature"], (int, float))
+            or not 0 <= params["temperature"] <= 2
+        ):
+            c.add(
+                "spec.model.params.temperature",
+                f"must be a number in [0, 2], got {params['temperature']!r}",
+            )
         if "max_tokens" in params:
             c.integer(params["max_tokens"], "spec.model.params.max_tokens", 1)
     if provider is None or name is None:
@@ -487,13 +629,18 @@ def _model(c: _Checker, value: Any) -> Model | None:
     return Model(provider, name, dict(params or {}))
 
 
-def _check_input_path(c: _Checker, path: str, parts: tuple[str | int, ...], schema: Mapping[str, Any] | None) -> None:
+def _check_input_path(
+    c: _Checker, path: str, parts: tuple[str | int, ...], schema: Mapping[str, Any] | None
+) -> None:
     """A path into the input names a declared property when the schema closes the object."""
     if not parts or schema is None or schema.get("additionalProperties") is not False:
         return
     props = schema.get("properties")
     if isinstance(props, Mapping) and parts[0] not in props:
-        c.add(path, f"input has no property {parts[0]!r} (declared: {', '.join(sorted(props)) or 'none'})")
+        c.add(
+            path,
+            f"input has no property {parts[0]!r} (declared: {', '.join(sorted(props)) or 'none'})",
+        )
 
 
 def _template(c: _Checker, value: Any, path: str, schema: Mapping[str, Any] | None) -> str | None:
@@ -502,9 +649,16 @@ def _template(c: _Checker, value: Any, path: str, schema: Mapping[str, Any] | No
         return None
     for match in _PLACEHOLDER.finditer(text):
         expr = match.group(1)
-        parts = parse_path("$" + expr[len("input"):]) if expr == "input" or expr.startswith(("input.", "input[")) else None
+        parts = (
+            parse_path("$" + expr[len("input") :])
+            if expr == "input" or expr.startswith(("input.", "input["))
+            else None
+        )
         if parts is None:
-            c.add(path, f"placeholder {match.group(0)!r}: only {{{{ input }}}} and {{{{ input.a.b[0] }}}} are allowed")
+            c.add(
+                path,
+                f"placeholder {match.group(0)!r}: only {{{{ input }}}} and {{{{ input.a.b[0] }}}} are allowed",
+            )
         else:
             _check_input_path(c, path, parts, schema)
     if "{{" in _PLACEHOLDER.sub("", text) or "}}" in _PLACEHOLDER.sub("", text):
@@ -512,12 +666,17 @@ def _template(c: _Checker, value: Any, path: str, schema: Mapping[str, Any] | No
     return text
 
 
-def _source(c: _Checker, value: Any, path: str, known: Sequence[str], schema: Mapping[str, Any] | None) -> Source | None:
+def _source(
+    c: _Checker, value: Any, path: str, known: Sequence[str], schema: Mapping[str, Any] | None
+) -> Source | None:
     if isinstance(value, Mapping) and "const" in value:
         if len(value) != 1:
             for key in value:
                 if key != "const":
-                    c.add(_join(path, str(key)), f"unknown field {str(key)!r} beside const (a constant is {{const: value}} alone)")
+                    c.add(
+                        _join(path, str(key)),
+                        f"unknown field {str(key)!r} beside const (a constant is {{const: value}} alone)",
+                    )
             return None
         return Source("const", (), value["const"])
     s = c.fields(value, path, ("from",), ("path",))
@@ -540,8 +699,15 @@ def _source(c: _Checker, value: Any, path: str, known: Sequence[str], schema: Ma
     return Source(str(root), parts)
 
 
-def _steps(c: _Checker, value: Any, path: str, tools: set[str], roots: tuple[str, ...],
-           schema: Mapping[str, Any] | None, ids: list[str]) -> tuple[ToolStep, ...]:
+def _steps(
+    c: _Checker,
+    value: Any,
+    path: str,
+    tools: set[str],
+    roots: tuple[str, ...],
+    schema: Mapping[str, Any] | None,
+    ids: list[str],
+) -> tuple[ToolStep, ...]:
     if not isinstance(value, list):
         c.add(path, f"must be a list, got {_type(value)}")
         return ()
@@ -554,16 +720,24 @@ def _steps(c: _Checker, value: Any, path: str, tools: set[str], roots: tuple[str
             continue
         step_id = c.string(s.get("id"), f"{at}.id", _STEP_ID, "step id") if "id" in s else None
         if step_id is not None and (step_id in RESERVED_SOURCES or step_id in known):
-            c.add(f"{at}.id", f"{step_id!r} is {'reserved' if step_id in RESERVED_SOURCES else 'already used by an earlier step'}")
+            c.add(
+                f"{at}.id",
+                f"{step_id!r} is {'reserved' if step_id in RESERVED_SOURCES else 'already used by an earlier step'}",
+            )
             step_id = None
         tool = c.string(s.get("tool"), f"{at}.tool") if "tool" in s else None
         if tool is not None and tool not in tools:
-            c.add(f"{at}.tool", f"tool {tool!r} is not declared in spec.tools (declared: {', '.join(sorted(tools)) or 'none'})")
+            c.add(
+                f"{at}.tool",
+                f"tool {tool!r} is not declared in spec.tools (declared: {', '.join(sorted(tools)) or 'none'})",
+            )
             tool = None
         args: dict[str, Source] = {}
         raw_args = s.get("args", {})
         if not isinstance(raw_args, Mapping):
-            c.add(f"{at}.args", f"must be a mapping of argument name to source, got {_type(raw_args)}")
+            c.add(
+                f"{at}.args", f"must be a mapping of argument name to source, got {_type(raw_args)}"
+            )
         else:
             for arg, src in raw_args.items():
                 parsed = _source(c, src, f"{at}.args.{arg}", known, schema)
@@ -574,15 +748,20 @@ def _steps(c: _Checker, value: Any, path: str, tools: set[str], roots: tuple[str
             if tool is not None:
                 steps.append(ToolStep(step_id, tool, args))
     # A step refused for its tool still names a source (no second, cascading refusal).
-    ids.extend(known[len(roots):])
+    ids.extend(known[len(roots) :])
     return tuple(steps)
 
 
-def _output(c: _Checker, value: Any, steps: set[str], schema: Mapping[str, Any] | None) -> Mapping[str, Source] | None:
+def _output(
+    c: _Checker, value: Any, steps: set[str], schema: Mapping[str, Any] | None
+) -> Mapping[str, Source] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or not value:
-        c.add("spec.execution.output", f"must be a non-empty mapping of name to source, got {_type(value)}")
+        c.add(
+            "spec.execution.output",
+            f"must be a non-empty mapping of name to source, got {_type(value)}",
+        )
         return None
     known = ["input", *sorted(steps)]
     out: dict[str, Source] = {}
@@ -601,9 +780,14 @@ def _output(c: _Checker, value: Any, steps: set[str], schema: Mapping[str, Any] 
 def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:
     """An ``AgentSpec`` running the manifest; ``ManifestError`` if it does not validate."""
     manifest = parse_manifest(doc, origin)
-    return AgentSpec(capability=manifest.name, fn=_agent_fn(manifest), durability=manifest.durability,
-                     input_schema=manifest.input_schema, effects={d.name: d for d in manifest.tools},
-                     digest=manifest.digest)
+    return AgentSpec(
+        capability=manifest.name,
+        fn=_agent_fn(manifest),
+        durability=manifest.durability,
+        input_schema=manifest.input_schema,
+        effects={d.name: d for d in manifest.tools},
+        digest=manifest.digest,
+    )
 
 
 def _agent_fn(m: Manifest) -> AgentFn:
@@ -626,7 +810,9 @@ def _agent_fn(m: Manifest) -> AgentFn:
 
 async def _generate(ctx: StepCtx, m: Manifest, input: Any) -> str:
     assert m.model is not None and m.prompt is not None  # guaranteed by validation for these kinds
-    generation = await ctx.generate(m.model.provider, m.model.name, render(m.prompt, input), **dict(m.model.params))
+    generation = await ctx.generate(
+        m.model.provider, m.model.name, render(m.prompt, input), **dict(m.model.params)
+    )
     return str(generation.text)
 
 
@@ -634,8 +820,16 @@ async def _approve(ctx: StepCtx, m: Manifest, input: Any, answer: Any) -> Decisi
     a = m.approval
     assert a is not None
     question = render(a.question, input) if a.question else f"Approve the answer of {m.name}?"
-    decision: Decision = await ctx.approval(question, answer, role=a.role, approvals=a.approvals, expires_in=a.expires_in_ms,
-                                            on_expiry=a.on_expiry, allow_unattended=a.allow_unattended, escalate_to=a.escalate_to)
+    decision: Decision = await ctx.approval(
+        question,
+        answer,
+        role=a.role,
+        approvals=a.approvals,
+        expires_in=a.expires_in_ms,
+        on_expiry=a.on_expiry,
+        allow_unattended=a.allow_unattended,
+        escalate_to=a.escalate_to,
+    )
     return decision
 
 
@@ -647,8 +841,12 @@ async def _generate_then_approve(ctx: StepCtx, m: Manifest, input: Any) -> dict[
     scope: dict[str, Any] = {"input": input, "generation": {"text": text}}
     for step in m.steps:
         scope[step.id] = await _call(ctx, m, step, scope)
-    return {"status": "approved", "text": text, "decided_by": list(decision.decided_by),
-            "steps": {s.id: scope[s.id] for s in m.steps}}
+    return {
+        "status": "approved",
+        "text": text,
+        "decided_by": list(decision.decided_by),
+        "steps": {s.id: scope[s.id] for s in m.steps},
+    }
 
 
 async def _tool_sequence(ctx: StepCtx, m: Manifest, input: Any) -> Any:
@@ -656,11 +854,17 @@ async def _tool_sequence(ctx: StepCtx, m: Manifest, input: Any) -> Any:
     ask_at = m.approve_before if m.approval is not None else None
     for i, step in enumerate(m.steps):
         if i == ask_at:
-            decision = await _approve(ctx, m, input, {"steps": _done(m, scope), "next": [s.id for s in m.steps[i:]]})
+            decision = await _approve(
+                ctx, m, input, {"steps": _done(m, scope), "next": [s.id for s in m.steps[i:]]}
+            )
             if not decision.approved:
                 return {"status": "rejected", "comment": decision.comment, "steps": _done(m, scope)}
         scope[step.id] = await _call(ctx, m, step, scope)
-    output = _done(m, scope) if m.output is None else {k: resolve(src, scope, f"output.{k}") for k, src in m.output.items()}
+    output = (
+        _done(m, scope)
+        if m.output is None
+        else {k: resolve(src, scope, f"output.{k}") for k, src in m.output.items()}
+    )
     if ask_at == len(m.steps):
         decision = await _approve(ctx, m, input, output)
         if not decision.approved:
@@ -693,7 +897,9 @@ def resolve(source: Source, scope: Mapping[str, Any], where: str = "argument") -
         elif isinstance(part, str) and isinstance(value, Mapping) and part in value:
             value = value[part]
         else:
-            raise EffectError("SourceMissing", f"{where}: {source.describe()} does not exist in the value")
+            raise EffectError(
+                "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
+            )
     return value
 
 
@@ -702,7 +908,7 @@ def render(template: str, input: Any) -> str:
 
     def fill(match: re.Match[str]) -> str:
         expr = match.group(1)
-        parts = parse_path("$" + expr[len("input"):])
+        parts = parse_path("$" + expr[len("input") :])
         assert parts is not None  # validated
         value = resolve(Source("input", parts), {"input": input}, f"placeholder {match.group(0)}")
         return value if isinstance(value, str) else canonical_json(value)
@@ -798,11 +1004,22 @@ def _problem_position(root: Any, path: str) -> tuple[int, int]:
     for match in _PROBLEM_PART.finditer(path):
         key, index = match.group(1), match.group(2)
         if isinstance(node, yaml.MappingNode) and key is not None:
-            entry = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+            entry = next(
+                (
+                    (k, v)
+                    for k, v in node.value
+                    if isinstance(k, yaml.ScalarNode) and k.value == key
+                ),
+                None,
+            )
             if entry is None:
                 break
             where, node = entry[0].start_mark, entry[1]
-        elif isinstance(node, yaml.SequenceNode) and index is not None and int(index) < len(node.value):
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and index is not None
+            and int(index) < len(node.value)
+        ):
             node = node.value[int(index)]
             where = node.start_mark
         else:

@@ -231,16 +231,26 @@ def _fast_float(v: str, src: _Source) -> str:
 
 # check stores float(v), an exact float: the reference formats it with its float rule.
 _FLOAT = Codec(
-    _check_float, _identity, _from_identity, _fast_float,
+    _check_float,
+    _identity,
+    _from_identity,
+    _fast_float,
     canon=lambda v, src: f"{src.leaves['float']}({v})",
 )
 
 _PRIMITIVES: dict[str, Codec] = {
     "null": Codec(
-        _check_null, _identity, _from_identity, lambda v, src: f"{v} is None", canon=lambda v, src: "'null'"
+        _check_null,
+        _identity,
+        _from_identity,
+        lambda v, src: f"{v} is None",
+        canon=lambda v, src: "'null'",
     ),
     "boolean": Codec(
-        _check_bool, _identity, _from_identity, lambda v, src: f"({v} is True or {v} is False)",
+        _check_bool,
+        _identity,
+        _from_identity,
+        lambda v, src: f"({v} is True or {v} is False)",
         canon=lambda v, src: f"('true' if {v} else 'false')",
     ),
     "int": _int_codec(_INT32, "int"),
@@ -248,12 +258,18 @@ _PRIMITIVES: dict[str, Codec] = {
     "float": _FLOAT,
     "double": _FLOAT,
     "bytes": Codec(
-        _check_bytes, _identity, _from_identity, lambda v, src: f"{v}.__class__ is bytes",
+        _check_bytes,
+        _identity,
+        _from_identity,
+        lambda v, src: f"{v}.__class__ is bytes",
         canon=lambda v, src: f"{src.ref(_no_canonical_form)}({v})",
     ),
     # A non-ASCII string takes the check (it must prove it encodes as UTF-8).
     "string": Codec(
-        _check_str, _identity, _from_identity, lambda v, src: f"({v}.__class__ is str and {v}.isascii())",
+        _check_str,
+        _identity,
+        _from_identity,
+        lambda v, src: f"({v}.__class__ is str and {v}.isascii())",
         canon=_canon_str,
     ),
 }
@@ -288,6 +304,7 @@ def _optional(inner: Codec) -> Codec:
     inner_unplain = inner.unplain
     unplain = None
     if inner_unplain is not None:
+
         def unplain(v: str, src: _Source) -> tuple[str, str]:
             test, value = inner_unplain(v, src)
             return f"({v} is None or {test})", f"(None if {v} is None else {value})"
@@ -375,7 +392,11 @@ def _map(inner: Codec) -> Codec:
         k, x = src.fresh(), src.fresh()
         inner_plain = inner.plain(x, src)
         # The stored value is always check's exact dict, so dict(v) is the comprehension.
-        return f"dict({v})" if inner_plain == x else f"{{{k}: {inner_plain} for {k}, {x} in {v}.items()}}"
+        return (
+            f"dict({v})"
+            if inner_plain == x
+            else f"{{{k}: {inner_plain} for {k}, {x} in {v}.items()}}"
+        )
 
     # As the reference does: keys (str, by check) sorted, each with its value.
     def canon(v: str, src: _Source) -> str:
@@ -496,9 +517,7 @@ def _plan(cls: type[Record]) -> Plan:
         schema = json.loads(cls.avro_schema_json())
         namespace = cls.avro_name.rsplit(".", 1)[0]
         types = _types_by_name()
-        fields = tuple(
-            (f["name"], _codec(f["type"], namespace, types)) for f in schema["fields"]
-        )
+        fields = tuple((f["name"], _codec(f["type"], namespace, types)) for f in schema["fields"])
         plan = Plan(fields, frozenset(name for name, _ in fields))
         _PLANS[cls] = plan
     return plan
@@ -535,7 +554,11 @@ def _compile_check(cls: type[Record]) -> Callable[[Record], None]:
         if value == "v":
             lines.append(f"    if not {test}:")
         else:
-            lines += [f"    if {test}:", f"        {setattr_}(self, {name!r}, {value})", "    else:"]
+            lines += [
+                f"    if {test}:",
+                f"        {setattr_}(self, {name!r}, {value})",
+                "    else:",
+            ]
         lines += [f"        {ln}" for ln in slow]
     hook = VALIDATORS.get(cls.avro_name)
     lines.append(f"    {src.ref(hook)}(self)" if hook is not None else "    return None")
@@ -598,7 +621,9 @@ def canonical_encoder(
     return fn
 
 
-def _canonical_source(cls: type[Record], exclude: frozenset[str], src: _Source) -> Callable[[Record], str]:
+def _canonical_source(
+    cls: type[Record], exclude: frozenset[str], src: _Source
+) -> Callable[[Record], str]:
     encode_str = src.namespace[src.leaves["str"]]
     fields = sorted((name, codec) for name, codec in _plan(cls).fields if name not in exclude)
     parts: list[str] = []

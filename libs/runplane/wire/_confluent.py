@@ -98,7 +98,9 @@ class ConfluentSerde(Serde):
                     raise SchemaError(f"registry refused {subject}: {exc}") from exc
                 raise RetryableError(f"schema registry: {exc}", retry_after=1.0) from exc
             except Exception as exc:  # transport errors (httpx) mean the registry is away
-                raise RetryableError(f"schema registry unreachable: {exc}", retry_after=1.0) from exc
+                raise RetryableError(
+                    f"schema registry unreachable: {exc}", retry_after=1.0
+                ) from exc
             self._ids[subject] = sid
         return sid
 

@@ -155,7 +155,9 @@ def read_body(body: bytes, writer: Any, cls: type[Record]) -> Record:
     except Exception as exc:
         # fastavro signals bad input with EOFError, IndexError, UnicodeDecodeError,
         # ValueError, SchemaResolutionError, ... : every one means "undecodable".
-        raise WireError(f"{cls.__name__}: body is not valid Avro ({type(exc).__name__}: {exc})") from exc
+        raise WireError(
+            f"{cls.__name__}: body is not valid Avro ({type(exc).__name__}: {exc})"
+        ) from exc
     if buf.tell() != len(body):
         raise WireError(f"{cls.__name__}: {len(body) - buf.tell()} trailing bytes after the record")
     if not isinstance(data, dict):

@@ -205,7 +205,9 @@ def _default(node: Json, value: Json, namespace: str, named: Mapping[str, NamedT
                 raise SchemaError("non-empty map defaults are not supported")
             return "field(default_factory=dict)"
         if kind == "enum":
-            return f"{named[_qualify(node['name'], node.get('namespace', namespace))].short}.{value}"
+            return (
+                f"{named[_qualify(node['name'], node.get('namespace', namespace))].short}.{value}"
+            )
         if kind == "record":
             raise SchemaError("record-typed defaults are not supported")
         return _default(kind, value, namespace, named)

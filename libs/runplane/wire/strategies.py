@@ -23,7 +23,9 @@ from runplane.wire import Record, record_types
 from runplane.wire._records import ENUM_TYPES
 
 HEX64 = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
-TENANT = st.text(alphabet=st.characters(categories=("L", "N"), include_characters="_-"), min_size=1, max_size=20)
+TENANT = st.text(
+    alphabet=st.characters(categories=("L", "N"), include_characters="_-"), min_size=1, max_size=20
+)
 ADMISSION_KEY = st.text(min_size=1, max_size=64)
 
 FIELD_OVERRIDES: dict[tuple[str, str], st.SearchStrategy[Any]] = {
@@ -102,4 +104,6 @@ def records(cls: type[Record]) -> st.SearchStrategy[Record]:
 
 
 def any_record() -> st.SearchStrategy[Record]:
-    return st.sampled_from(sorted(record_types().values(), key=lambda c: c.__name__)).flatmap(records)
+    return st.sampled_from(sorted(record_types().values(), key=lambda c: c.__name__)).flatmap(
+        records
+    )
