@@ -30,16 +30,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Message
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.kafka.clients import consumer_config
+from runplane.kafka.feed import TopicFeed
 from runplane.service import Probe
 from runplane.wire import Serde, TaskRecord, decode, encode
 from services.worklist.index import memberships
@@ -188,119 +187,55 @@ class TaskStore:
             self._apply(keys=keys, args=[n, *args])
 
 
-class Indexer:
-    """Reads ``tasks`` (read_committed, every partition, no group) into a :class:`TaskStore`.
+class Indexer(TopicFeed):
+    """Reads ``tasks`` (read_committed, every partition, no group) into a :class:`TaskStore`
+    (the loop is ``runplane.kafka.feed.TopicFeed``, the journal's run index's too).
 
     Delivery: at least once into Redis, exactly once in effect (the per-task offset guard).
     ``positions`` (partition → next offset consumed) and ``changed`` (a Condition notified
-    after every applied batch) let the API wait for the version its command produced.
+    after every applied batch) let the API wait for the version its command produced. Redis
+    away: the consumer stays where it is and tries again shortly; the API answers 503
+    meanwhile.
     """
 
     def __init__(self, settings: Settings, store: TaskStore, *, probe: Probe | None = None) -> None:
-        self._settings = settings
+        super().__init__(
+            settings,
+            TABLE,
+            reader="runplane-worklist-reader",
+            probe=probe,
+            retry_on=(redis.RedisError,),
+        )
         self._store = store
-        self._probe = probe
         self._serde = Serde.from_settings(settings)
-        self._topic = settings.topic(TABLE)
         self._positions: dict[int, int] = {}
         self.changed = threading.Condition()
-        self.caught_up = threading.Event()
 
     def position(self, partition: int) -> int:
         with self.changed:
             return self._positions.get(partition, -1)
 
-    def run(self, stop: threading.Event) -> None:
-        consumer = Consumer(
-            consumer_config(
-                self._settings,
-                f"runplane-worklist-reader-{uuid.uuid4().hex[:12]}",  # never commits
-                **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
-            )
-        )
-        try:
-            partitions = self._assign(consumer)
-            at_end: set[int] = set()
-            while not stop.is_set():
-                try:
-                    if self._store.offsets() is None:
-                        self._rebuild(consumer, partitions)
-                        at_end.clear()
-                    self._step(consumer, at_end, len(partitions))
-                except redis.RedisError as exc:
-                    # Redis away: keep the consumer where it is and try again shortly; the
-                    # API answers 503 meanwhile.
-                    log.warning("read model unavailable: %s", exc)
-                    if self._probe is not None:
-                        self._probe.beat()
-                    stop.wait(1.0)
-        finally:
-            consumer.close()
+    def stored_offsets(self) -> dict[int, int] | None:
+        return self._store.offsets()
 
-    def _assign(self, consumer: Consumer) -> list[int]:
-        meta = consumer.list_topics(self._topic, timeout=30)
-        topic = meta.topics.get(self._topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise WireError(f"topic {self._topic} does not exist")
-        partitions = sorted(topic.partitions)
-        stored = self._store.offsets()
-        if stored is None:
-            log.info("task read model missing (or an older layout): rebuilding from tasks")
-            self._store.reset()
-            self._store.mark_rebuilding()
-            stored = {}
-        consumer.assign(
-            [TopicPartition(self._topic, p, stored.get(p, OFFSET_BEGINNING)) for p in partitions]
-        )
-        if self._probe is not None:
-            self._probe.set_ready(True)
-        return partitions
-
-    def _rebuild(self, consumer: Consumer, partitions: list[int]) -> None:
-        log.info("task read model vanished (Redis flushed?): rebuilding from tasks")
-        self.caught_up.clear()
+    def start_rebuild(self) -> None:
+        # Also when the model was built by an older index layout (offsets() is None then).
         self._store.reset()
         self._store.mark_rebuilding()
         with self.changed:
             self._positions.clear()
-        for p in partitions:
-            consumer.seek(TopicPartition(self._topic, p, OFFSET_BEGINNING))
 
-    def _step(self, consumer: Consumer, at_end: set[int], n_partitions: int) -> None:
-        msgs = consumer.consume(num_messages=500, timeout=0.1)
-        if self._probe is not None:
-            self._probe.beat()
-        changes: list[Change] = []
-        offsets: dict[int, int] = {}
-        for msg in msgs:
-            p = msg.partition() or 0
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(p)
-                    # EOF under read_committed is the last stable offset: everything
-                    # committed before it has been applied.
-                    offsets[p] = max(offsets.get(p, 0), msg.offset() or 0)
-                continue
-            at_end.discard(p)
-            offset = msg.offset() or 0
-            offsets[p] = offset + 1
-            change = self._change(msg.key(), msg.value(), offset, p)
-            if change is not None:
-                changes.append(change)
-        if changes or offsets:
-            self._store.apply(changes, offsets)
+    def apply(self, messages: Sequence[Message], offsets: Mapping[int, int]) -> None:
+        changes = [c for c in map(self._change, messages) if c is not None]
+        self._store.apply(changes, offsets)
         if offsets:
             with self.changed:
                 for p, nxt in offsets.items():
                     self._positions[p] = max(self._positions.get(p, -1), nxt)
                 self.changed.notify_all()
-        if len(at_end) >= n_partitions:
-            self.caught_up.set()
 
-    def _change(
-        self, key: bytes | str | None, value: bytes | str | None, offset: int, p: int
-    ) -> Change | None:
+    def _change(self, msg: Message) -> Change | None:
+        key, value, offset, p = msg.key(), msg.value(), msg.offset() or 0, msg.partition() or 0
         task_id = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
         if not task_id:
             return None
