@@ -35,6 +35,7 @@ from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
 
 __all__ = [
     "RunHistory",
+    "key_text",
     "parse_result_key",
     "read_audit",
     "read_run",
@@ -129,7 +130,8 @@ def _consumer(settings: Settings) -> Consumer:
     )
 
 
-def _key(msg: Message) -> str | None:
+def key_text(msg: Message) -> str | None:
+    """A record's key as text; None when it has none or it is not UTF-8."""
     raw = msg.key()
     if raw is None:
         return None
@@ -178,7 +180,7 @@ def read_run(
         for msg in _read_to_end(
             consumer, settings.topic("journal"), partition, since_ms, timeout_s
         ):
-            if _key(msg) != run_id:
+            if key_text(msg) != run_id:
                 continue
             rec = _decoded(msg, JournalRecord, serde, "journal")
             if isinstance(rec, JournalRecord) and rec.session_id == run_id:
@@ -192,7 +194,7 @@ def read_run(
             for msg in _read_to_end(
                 consumer, settings.topic("results"), partition, since_ms, timeout_s
             ):
-                parsed = parse_result_key(_key(msg) or "")
+                parsed = parse_result_key(key_text(msg) or "")
                 if parsed is None or parsed[0] != run_id:
                     continue
                 entry = _decoded(msg, ResultEntry, serde, "results")
@@ -220,7 +222,7 @@ def read_audit(
         partition = session_partition(settings, consumer, run_id, timeout_s)
         out: list[AuditRecord] = []
         for msg in _read_to_end(consumer, settings.topic("audit"), partition, since_ms, timeout_s):
-            if _key(msg) == run_id:
+            if key_text(msg) == run_id:
                 rec = _decoded(msg, AuditRecord, serde, "audit")
                 if isinstance(rec, AuditRecord):
                     out.append(rec)

@@ -96,7 +96,7 @@ from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verd
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
-from services.executor.topology import INPUT, SERVICE, group_id
+from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
 log = logging.getLogger(__name__)
 
@@ -150,19 +150,8 @@ class Executor:
         self._wall_ms = wall_ms
         self._calendars = calendars
         self._serde = Serde.from_settings(base)
-        self._topic = {
-            name: base.topic(name)
-            for name in (
-                INPUT,
-                "journal",
-                "results",
-                "sessions",
-                "cases.commands",
-                "tasks.commands",
-                "admission",
-                "deadletter",
-            )
-        }
+        # The topology's list, so what the executor writes is what its ACLs are derived from.
+        self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
         self._metrics = executor_metrics()
         self._live_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._runner = LiveCallRunner(settings.max_inflight)

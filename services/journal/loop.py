@@ -46,7 +46,7 @@ from runplane.kafka.clients import consumer_config, transactional_producer_confi
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-from runplane.runs import parse_result_key
+from runplane.runs import key_text, parse_result_key
 from runplane.service import Probe
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
 from services.journal import metrics as m
@@ -263,7 +263,7 @@ class AuditLoop:
             rec = self._decode(msg, "journal", JournalRecord)
             if rec is None:
                 raise WireError("tombstone on journal")
-            key = _key_text(msg)
+            key = key_text(msg)
             if key != rec.session_id:
                 raise WireError(f"key {key!r} is not the record's session {rec.session_id!r}")
         except WireError as exc:
@@ -272,10 +272,10 @@ class AuditLoop:
         return on_journal(state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0), now)
 
     def _handle_result(self, msg: Message, state: PartitionState, now: int) -> list[Output]:
-        key = parse_result_key(_key_text(msg) or "")
+        key = parse_result_key(key_text(msg) or "")
         try:
             if key is None:
-                raise WireError(f"results key {_key_text(msg)!r} is not session/era/call_seq")
+                raise WireError(f"results key {key_text(msg)!r} is not session/era/call_seq")
             entry = self._decode(msg, "results", ResultEntry)
         except WireError as exc:
             self._dead_letter(msg, str(exc), "results", now)
@@ -434,13 +434,3 @@ class AuditLoop:
             self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
         if self._paused:
             self._pause_journal(False)
-
-
-def _key_text(msg: Message) -> str | None:
-    raw = msg.key()
-    if raw is None:
-        return None
-    try:
-        return raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError:
-        return None
