@@ -16,6 +16,7 @@ nothing failed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +26,12 @@ from pathlib import Path
 
 # The venv's console script; `python -m schemathesis` does not exist (no __main__).
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
+
+
+def budget_s(default: int) -> int:
+    """Seconds per fuzz run: ``RUNPLANE_FUZZ_SECONDS`` overrides (a longer hunt by hand)."""
+    raw = os.environ.get("RUNPLANE_FUZZ_SECONDS", "")
+    return int(raw) if raw.strip() else default
 
 
 @dataclass(frozen=True)

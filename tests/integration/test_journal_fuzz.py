@@ -30,7 +30,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 from confluent_kafka.admin import AdminClient
-from fuzz_support import run_schemathesis
+from fuzz_support import budget_s, run_schemathesis
 from test_journal_service import produce_run
 from test_worklist_support import Running, auth, token, wait_for, write_principals
 
@@ -42,7 +42,7 @@ from services.journal.settings import JournalSettings
 
 pytestmark = pytest.mark.integration
 
-BUDGET_S = 30  # per authenticated run; an unauthenticated run gets half
+BUDGET_S = budget_s(30)  # per authenticated run; an unauthenticated run gets half
 
 
 class _Listening(logging.Handler):

@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from fuzz_support import run_schemathesis
+from fuzz_support import budget_s, run_schemathesis
 from test_worklist_support import (
     Running,
     auth,
@@ -48,7 +48,7 @@ from runplane.wire import TaskKind
 
 pytestmark = pytest.mark.integration
 
-BUDGET_S = 30  # per authenticated run; an unauthenticated run gets half
+BUDGET_S = budget_s(30)  # per authenticated run; an unauthenticated run gets half
 TASKS = ("fuzz-run/0/1", "fuzz-two/0/1", "fuzz-op/0/1")
 
 
