@@ -23,9 +23,9 @@ from runplane.core import (
     Recovery,
     Runtime,
     StepCtx,
-    run_admitted,
 )
-from runplane.wire import ResultEntry, SessionSnapshot, StartRun
+from runplane.core.chain import run_start
+from runplane.wire import ResultEntry, SessionSnapshot
 
 SIZES = (10, 1_000, 100_000)
 
@@ -54,7 +54,7 @@ def _history(
     spec: AgentSpec, n: int
 ) -> tuple[SessionSnapshot, dict[tuple[int, int], ResultEntry], float]:
     """Run live; return the snapshot, results and the mean live step cost (seconds)."""
-    admitted = run_admitted(
+    _, start = run_start(
         "bench-1",
         capability="bench",
         admission_key="k",
@@ -62,16 +62,6 @@ def _history(
         initiator="i",
         input_json="{}",
         now_ms=0,
-    )
-    start = StartRun(
-        session_id="bench-1",
-        capability="bench",
-        input_json="{}",
-        admission_key="k",
-        tenant="t",
-        initiator="i",
-        admitted_hash=admitted.hash,
-        admitted_ms=0,
     )
     results: dict[tuple[int, int], ResultEntry] = {}
     t0 = time.perf_counter()

@@ -25,10 +25,9 @@ from runplane.core import (
     Recovery,
     Runtime,
     StepCtx,
-    run_admitted,
 )
 from runplane.core.canonical import canonical_bytes, canonical_json
-from runplane.core.chain import Draft, default_label, record_hash, seal
+from runplane.core.chain import Draft, default_label, record_hash, run_start, seal
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, StartRun, decode, encode, to_dict
 
 STEPS = 5
@@ -47,7 +46,7 @@ async def _hot5(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
 
 
 def _start_run(session_id: str) -> StartRun:
-    admitted = run_admitted(
+    _, start = run_start(
         session_id,
         capability="hot5",
         admission_key=f"k-{session_id}",
@@ -56,16 +55,7 @@ def _start_run(session_id: str) -> StartRun:
         input_json='{"n":1}',
         now_ms=1,
     )
-    return StartRun(
-        session_id=session_id,
-        capability="hot5",
-        input_json='{"n":1}',
-        admission_key=f"k-{session_id}",
-        tenant="t",
-        initiator="i",
-        admitted_hash=admitted.hash,
-        admitted_ms=1,
-    )
+    return start
 
 
 def _whole_run(start: StartRun) -> int:

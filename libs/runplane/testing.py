@@ -34,9 +34,9 @@ from runplane.core import (
     Step,
     Verdict,
     canonical_json,
-    run_admitted,
     verify_chain,
 )
+from runplane.core.chain import run_start
 from runplane.core.engine import Event
 from runplane.errors import RetryableError
 from runplane.wire import (
@@ -208,7 +208,7 @@ class Driver:
         sid = session_id or f"run-{self._counter}"
         input_json = canonical_json(input)
         now = self.clock.now_ms()
-        admitted = run_admitted(
+        admitted, start = run_start(
             sid,
             capability=capability,
             admission_key=f"key-{sid}",
@@ -220,17 +220,6 @@ class Driver:
         )
         session = self.sessions.setdefault(sid, _Session())
         session.journal.append(admitted)
-        start = StartRun(
-            session_id=sid,
-            capability=capability,
-            input_json=input_json,
-            case_id=case_id,
-            admission_key=f"key-{sid}",
-            tenant="test",
-            initiator="tester",
-            admitted_hash=admitted.hash,
-            admitted_ms=now,
-        )
         spec = self.agents.spec(capability)
         try:
             runtime, step = Runtime.start(

@@ -53,7 +53,8 @@ from typing import Any
 
 from fastavro import schemaless_reader
 
-from runplane.core import canonical_bytes, run_admitted
+from runplane.core import canonical_bytes
+from runplane.core.chain import run_start
 from runplane.errors import WireError
 from runplane.kafka.processor import Emit, Incoming, State
 from runplane.wire import (
@@ -322,7 +323,7 @@ def admit(req: AdmissionRequest, position: Position, now_ms: int) -> Admitted:
     """The four records of a new run (the caller has checked the request)."""
     run_id = mint_run_id(req.admission_key, position)
     case_id = case_id_for(req.tenant, req.correlation_keys)
-    seq0 = run_admitted(
+    seq0, start = run_start(
         run_id,
         capability=req.capability,
         admission_key=req.admission_key,
@@ -331,17 +332,6 @@ def admit(req: AdmissionRequest, position: Position, now_ms: int) -> Admitted:
         input_json=req.input_json,
         now_ms=now_ms,
         case_id=case_id,
-    )
-    start = StartRun(
-        session_id=run_id,
-        capability=req.capability,
-        input_json=req.input_json,
-        case_id=case_id,
-        admission_key=req.admission_key,
-        tenant=req.tenant,
-        initiator=req.initiator,
-        admitted_hash=seq0.hash,
-        admitted_ms=now_ms,
     )
     claim = AdmissionClaim(
         admission_key=req.admission_key,

@@ -23,7 +23,8 @@ import httpx
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from runplane.config import Settings
-from runplane.core import AgentRegistry, ModelProvider, Tool, run_admitted
+from runplane.core import AgentRegistry, ModelProvider, Tool
+from runplane.core.chain import run_start
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.restore import restore_table
 from runplane.wire import (
@@ -32,7 +33,6 @@ from runplane.wire import (
     ResultEntry,
     Serde,
     SessionSnapshot,
-    StartRun,
 )
 from services.executor.serve import build
 from services.executor.settings import ExecutorSettings
@@ -62,7 +62,7 @@ def admit(
         key = "k-" + run_id
         now_ms = int(time.time() * 1000)
         input_json = json.dumps(value, sort_keys=True)
-        admitted = run_admitted(
+        admitted, start = run_start(
             run_id,
             capability=capability,
             admission_key=key,
@@ -70,16 +70,6 @@ def admit(
             initiator=initiator,
             input_json=input_json,
             now_ms=now_ms,
-        )
-        start = StartRun(
-            session_id=run_id,
-            capability=capability,
-            input_json=input_json,
-            admission_key=key,
-            tenant=tenant,
-            initiator=initiator,
-            admitted_hash=admitted.hash,
-            admitted_ms=now_ms,
         )
         producer.produce(
             settings.topic("journal"), key=run_id.encode(), value=serde.encode("journal", admitted)

@@ -40,6 +40,7 @@ from runplane.wire import (
     Label,
     ResultEntry,
     Sensitivity,
+    StartRun,
     Trust,
     canonical_encoder,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "record_hash",
     "request_witness",
     "run_admitted",
+    "run_start",
     "seal",
     "verify_chain",
 ]
@@ -215,6 +217,47 @@ def run_admitted(
         attrs=facts,
     )
     return seal(draft, ZERO_HASH)
+
+
+def run_start(
+    session_id: str,
+    *,
+    capability: str,
+    admission_key: str,
+    tenant: str,
+    initiator: str,
+    input_json: str,
+    now_ms: int,
+    case_id: str | None = None,
+) -> tuple[JournalRecord, StartRun]:
+    """Seq 0 of a new run and the StartRun that hands its hash to the executor.
+
+    What admission writes for a run it admits, and what a harness, a test driver or a
+    benchmark writes for a run it starts without admission: one function, so the StartRun
+    always states the facts seq 0 commits to (the executor links seq 1 to ``admitted_hash``).
+    """
+    admitted = run_admitted(
+        session_id,
+        capability=capability,
+        admission_key=admission_key,
+        tenant=tenant,
+        initiator=initiator,
+        input_json=input_json,
+        now_ms=now_ms,
+        case_id=case_id,
+    )
+    start = StartRun(
+        session_id=session_id,
+        capability=capability,
+        input_json=input_json,
+        case_id=case_id,
+        admission_key=admission_key,
+        tenant=tenant,
+        initiator=initiator,
+        admitted_hash=admitted.hash,
+        admitted_ms=now_ms,
+    )
+    return admitted, start
 
 
 class ChainFault(enum.StrEnum):
