@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -95,8 +96,10 @@ class RichReporter:
         table.add_column("era", justify="right", no_wrap=True)
         table.add_column("call", justify="right", no_wrap=True)
         table.add_column("kind", no_wrap=True)
-        table.add_column("effect", overflow="fold")
-        table.add_column("cost", no_wrap=True)
+        # The effect name is what a reader looks for: it keeps a readable width and folds,
+        # while the cost column gives way first on a narrow terminal.
+        table.add_column("effect", overflow="fold", min_width=22)
+        table.add_column("cost", overflow="fold")
         table.add_column("stamp", no_wrap=True)
         table.add_column("hash", no_wrap=True)
         for r in history.records:
@@ -178,7 +181,9 @@ def demo_command(
     timeout: float = typer.Option(150.0, help="Seconds to wait for the services and for each run."),
 ) -> None:
     """Bring the platform up locally and run the example agents end to end."""
-    console = Console()
+    # Output to a pipe or a CI log has no width of its own; rich's 80 columns would crush
+    # the journal table, so give it room there while a real terminal keeps its own width.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     settings = Settings.from_env()
     stack = StackConfig.from_settings(settings)
     settings = dataclasses.replace(
