@@ -164,7 +164,7 @@ class Client:
         # The record's timestamp is the signing time, so admission's replay window compares
         # like with like (a topic with LogAppendTime replaces it with the broker's clock).
         now_ms = time.time_ns() // 1_000_000
-        headers = self._signing_key.headers(key, value, now_ms)
+        headers = list(self._signing_key.headers(key, value, now_ms))
         self._producer.produce(topic, key=key, value=value, headers=headers, timestamp=now_ms)
 
     def _await_reply(self, key: str, timeout: float) -> AdmissionReply:

@@ -51,6 +51,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from runplane.errors import ConfigError
+from runplane.wire import tenant_problem
 
 __all__ = [
     "EMITTER_KEY_ENV",
@@ -62,6 +63,7 @@ __all__ = [
     "Emitter",
     "EmitterKey",
     "Emitters",
+    "Headers",
     "SigningKey",
     "Unsigned",
     "Verification",
@@ -155,7 +157,7 @@ class SigningKey:
     def public_b64(self) -> str:
         return base64.b64encode(self.private.public_key().public_bytes_raw()).decode()
 
-    def headers(self, record_key: bytes, value: bytes, signed_ms: int) -> list[tuple[str, bytes]]:
+    def headers(self, record_key: bytes, value: bytes, signed_ms: int) -> Headers:
         """The Kafka headers that sign this record's key and value."""
         sig = self.private.sign(message(self.key_id, signed_ms, record_key, value))
         return [
@@ -193,10 +195,9 @@ class Emitter:
     initiators: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
-        for value, what in ((self.name, "emitter name"), (self.tenant, "tenant")):
-            problem = _id_problem(value, what)
-            if problem:
-                raise ConfigError(f"emitter {self.name!r}: {problem}")
+        problem = _id_problem(self.name, "emitter name") or tenant_problem(self.tenant)
+        if problem:
+            raise ConfigError(f"emitter {self.name!r}: {problem}")
 
     def may_name(self, initiator: str) -> bool:
         return self.initiators is None or initiator in self.initiators
@@ -289,10 +290,12 @@ class BadSignature:
 
 
 Verification = Verified | Unsigned | BadSignature
+# Kafka record headers as librdkafka takes and gives them (a str value is its UTF-8 bytes).
+Headers = Sequence[tuple[str, str | bytes | None]]
 
 
-def _header(headers: Sequence[tuple[str, bytes | None]], name: str) -> bytes | None:
-    found = [v for k, v in headers if k == name]
+def _header(headers: Headers, name: str) -> bytes | None:
+    found = [v.encode() if isinstance(v, str) else v for k, v in headers if k == name]
     # Two values for one header is ambiguous: which one was signed? Treat it as forged.
     return found[0] if len(found) == 1 else (b"" if found else None)
 
@@ -301,7 +304,7 @@ def verify(
     emitters: Emitters,
     record_key: bytes,
     value: bytes,
-    headers: Sequence[tuple[str, bytes | None]],
+    headers: Headers,
     record_ms: int,
     *,
     window_ms: int = DEFAULT_WINDOW_MS,

@@ -17,6 +17,7 @@ from runplane.signing import (
     Emitter,
     EmitterKey,
     Emitters,
+    Headers,
     SigningKey,
     Unsigned,
     Verified,
@@ -104,7 +105,9 @@ def test_changing_any_signed_byte_breaks_the_signature(extra: bytes, flip: int) 
     assert isinstance(verify(_registry(), b"k1", value, headers, NOW), Verified)
     assert isinstance(verify(_registry(), b"k1", value + extra, headers, NOW), BadSignature)
     assert isinstance(verify(_registry(), b"k1" + extra, value, headers, NOW), BadSignature)
-    sig = bytearray(dict(headers)[SIGNATURE_HEADER])
+    signature = dict(headers)[SIGNATURE_HEADER]
+    assert isinstance(signature, bytes)
+    sig = bytearray(signature)
     sig[flip] ^= 1
     forged = [(k, bytes(sig) if k == SIGNATURE_HEADER else v) for k, v in headers]
     assert isinstance(verify(_registry(), b"k1", value, forged, NOW), BadSignature)
@@ -195,9 +198,10 @@ class _NoClaims(State):
         return None
 
 
-def _incoming(req: AdmissionRequest, headers: list[tuple[str, bytes]]) -> Incoming:
+def _incoming(req: AdmissionRequest, headers: Headers) -> Incoming:
     value = _value(req)
-    return Incoming("admission", 0, 7, "k1", req, NOW, headers=tuple(headers), raw_value=value)
+    raw = tuple((k, v.encode() if isinstance(v, str) else v) for k, v in headers)
+    return Incoming("admission", 0, 7, "k1", req, NOW, headers=raw, raw_value=value)
 
 
 def test_the_handler_answers_and_dead_letters_an_identity_refusal() -> None:

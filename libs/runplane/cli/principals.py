@@ -8,7 +8,7 @@ secret). Nothing is written anywhere: the token exists on this terminal only; ha
 owner over a channel you trust, who keeps it in ``RUNPLANE_WORKLIST_TOKEN`` rather than on
 command lines (where shell history would keep it).
 
-    runplane principals new --name ada --roles finance,auditor
+    runplane principals new --name ada --roles finance,auditor --tenant acme
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from runplane.auth import Principal, token_digest
+from runplane.auth import DEFAULT_TENANT, Principal, token_digest
 from runplane.errors import ConfigError
 from runplane.signing import Emitters, SigningKey
 
@@ -31,14 +31,14 @@ principals_app = typer.Typer(
 )
 
 
-def new_entry(name: str, roles: list[str], token: str) -> str:
+def new_entry(name: str, roles: list[str], token: str, tenant: str = DEFAULT_TENANT) -> str:
     """The principals-file entry (YAML, a one-item list) for ``name`` holding ``token``;
     ConfigError when the name or a role would be refused by the services."""
     if any(not r or r != r.strip() for r in roles):
         raise ConfigError("roles must be non-empty names without surrounding spaces")
     digest = token_digest(token)
-    Principal(name, digest, frozenset(roles))  # the services' own validation
-    entry = [{"name": name, "token_sha256": digest, "roles": roles}]
+    Principal(name, digest, frozenset(roles), tenant)  # the services' own validation
+    entry = [{"name": name, "token_sha256": digest, "roles": roles, "tenant": tenant}]
     return yaml.safe_dump(entry, sort_keys=False, default_flow_style=None)
 
 
@@ -48,12 +48,15 @@ def new(
     roles: Annotated[
         str, typer.Option("--roles", help="Comma-separated roles, e.g. finance,auditor.")
     ] = "",
+    tenant: Annotated[
+        str, typer.Option("--tenant", help="The tenant whose tasks and runs they see.")
+    ] = DEFAULT_TENANT,
 ) -> None:
     """Print a fresh token (once) and the principals-file entry holding its SHA-256."""
     role_list = [r.strip() for r in roles.split(",") if r.strip()]
     token = secrets.token_urlsafe(32)
     try:
-        entry = new_entry(name, role_list, token)
+        entry = new_entry(name, role_list, token, tenant)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
     typer.echo(f"token (shown once; give it to {name}, store it nowhere else):")

@@ -150,6 +150,15 @@ class Incoming:
     raw_value: bytes | None = field(default=None, compare=False, repr=False)
 
 
+def _headers(msg: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed record's headers (librdkafka hands out a list of (name, bytes) pairs)."""
+    raw = msg.headers()
+    if not raw:
+        return ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
+
+
 @dataclass(frozen=True)
 class Emit:
     """One output record. ``value=None`` is a tombstone.
@@ -615,7 +624,7 @@ class Processor:
             key,
             value,
             msg.timestamp()[1],
-            headers=tuple(msg.headers() or ()),
+            headers=_headers(msg),
             raw_value=raw_value if isinstance(raw_value, bytes) else None,
         )
         try:
