@@ -145,6 +145,7 @@ def test_no_or_unknown_token_is_401(client: httpx.Client) -> None:
     assert client.get("/api/me", headers=auth("ada")).json() == {
         "name": "ada",
         "roles": ["finance"],
+        "tenant": "default",
     }
 
 
