@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
-from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
+from services.admission.decide import DEFAULT_MAX_INPUT_BYTES
 
 
 @dataclass(frozen=True)
