@@ -1,7 +1,7 @@
 """Run the admission service: the shared transactional processor around AdmissionHandler.
 
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
-reply and the input offset commit in one transaction (see ``handler.py``); a request handled
+reply and the input offset commit in one transaction (see ``decide.py``); a request handled
 again after a crash is answered from the restored claims table, so a key never gets two runs.
 """
 
@@ -18,7 +18,8 @@ from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorCo
 from runplane.service import Health, make_app, run_http
 from runplane.signing import Emitters
 from services.admission import metrics
-from services.admission.handler import AdmissionHandler, CapabilitySpec
+from services.admission.decide import CapabilitySpec
+from services.admission.handler import AdmissionHandler
 from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id

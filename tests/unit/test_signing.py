@@ -25,8 +25,7 @@ from runplane.signing import (
     verify,
 )
 from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, encode
-from services.admission.handler import (
-    AdmissionHandler,
+from services.admission.decide import (
     Admitted,
     CapabilitySpec,
     Position,
@@ -34,6 +33,7 @@ from services.admission.handler import (
     Refused,
     decide,
 )
+from services.admission.handler import AdmissionHandler
 from services.admission.identity import Authentication
 
 NOW = 1_700_000_000_000
