@@ -28,7 +28,7 @@ from runplane.client import Client
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
 from runplane.fakes._http import LoopbackServer, Request, Response
-from runplane.wire import AdmissionOutcome, ResultEntry, RunStatus
+from runplane.wire import AdmissionOutcome, ResultEntry, RunStatus, Sensitivity
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
 from services.executor.harness import admit, plain_producer, read_topic, sessions, wait_for
@@ -164,6 +164,9 @@ def test_stock_executor_serves_a_users_python_and_http_tools(
         "rate": 1.5,
     }
     assert [r.path for r in seen] == ["/rates/USD"]  # called once, with the token
+    # The label the config declares rides with the result (joined with the source label).
+    assert results["tool://fx_rate"].label.sensitivity is Sensitivity.CONFIDENTIAL
+    assert "tool://fx_rate" in results["tool://fx_rate"].label.provenance
     assert "tool://fetch_invoice" in _results(settings, refund.run_id)
     assert fetches == {"INV-OWN": 1}
 
