@@ -12,17 +12,14 @@ anything runs.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 import yaml
+from test_stock_executor_support import StockExecutor
 
 from runplane.client import Client
 from runplane.config import Settings
@@ -65,38 +62,6 @@ def _config(tmp_path: Path, *, with_fx: bool) -> Path:
     path = tmp_path / ("tools.yaml" if with_fx else "tools-without-fx.yaml")
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-class StockExecutor:
-    """``python -m services.executor`` with nothing but environment variables."""
-
-    def __init__(self, settings: Settings, env: dict[str, str], log: Path) -> None:
-        self._log: IO[bytes] = log.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.executor"],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-                "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
-                "RUNPLANE_PARTITIONS": str(settings.partitions),
-                "RUNPLANE_INSTANCE_ID": settings.instance_id,
-                "RUNPLANE_EXECUTOR_PORT": "0",
-                "RUNPLANE_LOG_LEVEL": "INFO",
-                **env,
-            },
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._log.close()
 
 
 def _results(settings: Settings, run_id: str) -> dict[str, ResultEntry]:

@@ -104,6 +104,8 @@ class McpServerSpec:
     url: str | None = None
     auth: Auth | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # ``{server}/{tool}`` → the schema digest the config pins (refused at start if it moved).
+    pins: Mapping[str, str] = field(default_factory=dict)
 
     def remote_name(self, tool: str) -> str:
         """The server's own name for the tool agents call ``{server}/{tool}``."""
@@ -316,9 +318,12 @@ def _mcp_server(raw: Any, env: Mapping[str, str], where: str) -> McpServerSpec:
     if not isinstance(server_env, dict):
         raise ConfigError(f"{where}.env: a mapping of names to values")
     tools = []
+    pins: dict[str, str] = {}
     for i, t in enumerate(m.get("tools") or []):
-        tm = _mapping(t, f"{where}.tools[{i}]", {"name"} | _DECL_KEYS)
+        tm = _mapping(t, f"{where}.tools[{i}]", {"name", "schema_digest"} | _DECL_KEYS)
         tool = _name(tm.get("name"), f"{where}.tools[{i}]")
+        if tm.get("schema_digest"):
+            pins[f"{name}/{tool}"] = str(tm["schema_digest"])
         # Declared under the name agents call it by, ``{server}/{tool}``: provenance
         # ``tool://{server}/{tool}``, and one namespace per server (two servers may both
         # have a ``search``).
@@ -332,4 +337,5 @@ def _mcp_server(raw: Any, env: Mapping[str, str], where: str) -> McpServerSpec:
         url=None if url is None else _url(url, env, f"{where}.url"),
         auth=_auth(m.get("auth"), where),
         env={str(k): interpolate(str(v), env, f"{where}.env") for k, v in server_env.items()},
+        pins=pins,
     )
