@@ -96,6 +96,7 @@ class Refusal(enum.StrEnum):
     BAD_KEY = "bad_key"
     BAD_TENANT = "bad_tenant"
     UNKNOWN_CAPABILITY = "unknown_capability"
+    UNAVAILABLE = "unavailable"  # the executor does not offer a tool or model it needs
     INVALID_INPUT = "invalid_input"
     BAD_REQUEST = "bad_request"
     BAD_CORRELATION = "bad_correlation"
@@ -110,6 +111,8 @@ class CapabilitySpec:
     """What admission knows of a capability: its input JSON Schema, or None (any JSON)."""
 
     input_schema: Mapping[str, Any] | None = None
+    # Why the executor cannot run it (a tool or model it needs is not offered), or None.
+    unavailable: str | None = None
     _validator: Callable[[Any], str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -298,6 +301,8 @@ def _problem(
     spec = capabilities.get(req.capability)
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
+    if spec.unavailable is not None:
+        return Refusal.UNAVAILABLE, spec.unavailable
     bad_keys = correlation_problem(req.correlation_keys, req.tenant)
     if bad_keys is not None:
         return Refusal.BAD_CORRELATION, bad_keys
