@@ -15,6 +15,9 @@ it may name, and its public keys by key id::
             public_key: …
             revoked: true             # refused from now on, kept to say why
 
+The cases service starts follow-up runs for the tenant of each breached case: register its key
+with ``any_tenant: true`` (and ``initiators: [runplane-sweeper]``) instead of a tenant.
+
 Several keys of one emitter may be active at once: rotation is "register the new key, switch
 the emitter over, revoke the old one". Key ids are unique across the registry.
 
@@ -187,17 +190,26 @@ class EmitterKey:
 @dataclass(frozen=True)
 class Emitter:
     """A registered emitter: the tenant it speaks for and the initiators it may name
-    (None = any)."""
+    (None = any). ``any_tenant`` (``tenant`` then None) is for the platform's own emitter,
+    the cases service, whose breach follow-ups run for each case's tenant."""
 
     name: str
-    tenant: str
+    tenant: str | None
     keys: tuple[EmitterKey, ...]
     initiators: frozenset[str] | None = None
+    any_tenant: bool = False
 
     def __post_init__(self) -> None:
-        problem = _id_problem(self.name, "emitter name") or tenant_problem(self.tenant)
+        problem = _id_problem(self.name, "emitter name")
+        if not problem and self.any_tenant != (self.tenant is None):
+            problem = "give either a tenant or any_tenant: true"
+        if not problem and self.tenant is not None:
+            problem = tenant_problem(self.tenant)
         if problem:
             raise ConfigError(f"emitter {self.name!r}: {problem}")
+
+    def speaks_for(self, tenant: str) -> bool:
+        return self.any_tenant or tenant == self.tenant
 
     def may_name(self, initiator: str) -> bool:
         return self.initiators is None or initiator in self.initiators
@@ -258,11 +270,14 @@ def _emitter(item: Any, where: str) -> Emitter:
         not isinstance(inits, Sequence) or not all(isinstance(i, str) and i for i in inits)
     ):
         raise ConfigError(f"{where}: initiators must be a list of principal names")
+    any_tenant = item.get("any_tenant", False) is True
+    tenant = item.get("tenant")
     return Emitter(
         name=str(item.get("name", "")),
-        tenant=str(item.get("tenant", "")),
+        tenant=None if tenant is None and any_tenant else str(tenant or ""),
         keys=tuple(_key(k, f"{where}.keys[{j}]") for j, k in enumerate(keys)),
         initiators=None if inits is None else frozenset(inits),
+        any_tenant=any_tenant,
     )
 
 

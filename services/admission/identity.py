@@ -64,7 +64,7 @@ def identity_problem(
                 "e.g. RUNPLANE_EMITTER_KEY_FILE for runplane emit and runplane.client)",
             )
         case Verified(emitter, key_id):
-            if req.tenant != emitter.tenant:
+            if not emitter.speaks_for(req.tenant):
                 return (
                     AuthRefusal.FORGED_TENANT,
                     f"emitter {emitter.name} (key {key_id}) speaks for tenant "

@@ -8,19 +8,33 @@ the operator — and start no run.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from test_admission import CAPS, committed_replies, running
+from test_cases_support import cases_service, reply_to, send
+from test_cases_support import wait_for as wait_for_value
 from test_processor import read_all, wait_for
 
 from runplane.client import Client
 from runplane.config import Settings
+from runplane.core.calendars import WallClock
 from runplane.signing import SigningKey
-from runplane.wire import AdmissionOutcome, AdmissionReply, DeadLetter, StartRun
+from runplane.wire import (
+    AdmissionOutcome,
+    AdmissionReply,
+    BreachDeadline,
+    DeadLetter,
+    RegisterDeadline,
+    StartRun,
+)
+from services.admission.handler import CapabilitySpec, case_id_for
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
+from services.cases.breach import SWEEP_INITIATOR
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +108,56 @@ def test_signed_admitted_and_unsigned_wrong_or_forged_refused(
         "order-rotated",
         *refused,
     }
+
+
+def test_the_cases_service_signs_its_breach_follow_ups(settings: Settings, tmp_path: Path) -> None:
+    """Where signatures are required, a breach's follow-up (the cases service's own request,
+    for the case's tenant) is admitted because the cases service signs it with its key,
+    registered for any tenant and the sweeper's initiator only."""
+    cases_key = SigningKey.generate("runplane-cases-1")
+    registry = tmp_path / "emitters.yaml"
+    registry.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "runplane-cases",
+                    "any_tenant": True,
+                    "initiators": [SWEEP_INITIATOR],
+                    "keys": [{"id": cases_key.key_id, "public_key": cases_key.public_b64()}],
+                }
+            ]
+        )
+    )
+    case = case_id_for("acme", {"ticket": "T-9"})
+    assert case is not None
+    wall = WallClock()
+    due = wall.resolve({"days": 1}, time.time_ns() // 1_000_000)
+    register = RegisterDeadline(
+        case_id=case,
+        request_id="r-acme/0/1",
+        reply_to="r-acme",
+        name="first-response",
+        due_ms=due,
+        calendar=wall.name,
+        calendar_digest=wall.digest,
+        rule_json=json.dumps({"days": 1}),
+        on_breach="escalate",
+        tenant="acme",
+    )
+    breach = BreachDeadline(
+        case_id=case, request_id="sweep/breach", name="first-response", due_ms=due, sweep_run_id="s"
+    )
+    caps = {"escalate": CapabilitySpec(None)}
+    admission = build(AdmissionSettings(base=settings, emitters_file=registry), capabilities=caps)
+    with cases_service(settings, emitter_key=cases_key), running(admission):
+        send(settings, register)
+        assert reply_to(settings, "r-acme", register.request_id).accepted
+        send(settings, breach)
+
+        def answered() -> AdmissionReply | None:
+            replies = [r for _, r in read_all(settings, "admission.replies")]
+            return next((r for r in replies if isinstance(r, AdmissionReply)), None)
+
+        reply = wait_for_value("the follow-up answered", answered)
+    assert reply.outcome is AdmissionOutcome.ADMITTED, reply.reason
+    assert reply.case_id == case
