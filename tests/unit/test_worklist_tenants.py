@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from test_decision_identity import _start
 from test_worklist_api import NOW, MemoryWriter
 
 from runplane.auth import Principal, Principals
@@ -142,3 +143,8 @@ def test_the_page_shows_only_the_own_tenants_tasks(client: httpx.Client) -> None
     assert task_href("run-g/0/1") in home.text and task_href("run-a/0/1") not in home.text
     assert client.get(task_href("run-a/0/1")).status_code == 404
     assert client.get(task_href("run-g/0/1")).status_code == 200
+
+
+def test_the_core_opens_a_task_for_its_runs_tenant() -> None:
+    _, task = _start(approvals=1)  # a run of tenant acme asks for an approval
+    assert task.tenant == "acme"
