@@ -57,6 +57,7 @@ from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.errors import WireError
 from runplane.kafka.processor import Emit, Incoming, State
+from runplane.keys import CASE_KEY, RESERVED_PREFIX
 from runplane.signing import Unsigned, Verification
 from runplane.wire import (
     AdmissionClaim,
@@ -88,9 +89,6 @@ DEFAULT_MAX_INPUT_BYTES = 512 * 1024
 # canonical hasher later (in admission or in the executor).
 MAX_INPUT_DEPTH = 64
 
-# The reserved correlation key naming a case id outright (see the module docstring).
-CASE_KEY = "runplane.case"
-RESERVED_PREFIX = "runplane."
 _CASE_ID = re.compile(r"c-[0-9a-f]{24}")
 
 

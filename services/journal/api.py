@@ -41,13 +41,13 @@ from pydantic import BaseModel, Field
 
 from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
 from runplane.errors import RunplaneError
+from runplane.journal.index import RunFilter, RunIndex
+from runplane.journal.summary import RunSummary
+from runplane.journal.verify import bodies_of, verify_records
 from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
-from services.journal.chain import bodies_of, verify_records
-from services.journal.index import RunFilter, RunIndex
-from services.journal.summary import RunSummary
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from test_journal_api_guards import START, FakeIndex, FakeReader
 
 from runplane.auth import Principals, token_digest
 from runplane.core.chain import default_label
+from runplane.journal.summary import RunSummary, apply
 from runplane.service import run_http
 from runplane.wire import AuditRecord, JournalKind, RunStatus, Verdict
 from services.journal.api import build_api
-from services.journal.summary import RunSummary, apply
 
 pytestmark = pytest.mark.unit
 

@@ -90,6 +90,8 @@ def emit_command(
         # An explicit file wins over RUNPLANE_EMITTER_KEY; without one, the environment's key.
         signing = SigningKey.from_env({EMITTER_KEY_FILE_ENV: key_file} if key_file else None)
         with Client(settings, signing_key=signing) as client:
+            # Taken before the request: the wait for a run admitted now never reads back past it.
+            mark = client.mark() if wait else None
             reply = client.admit(
                 capability,
                 key,
@@ -101,7 +103,11 @@ def emit_command(
             )
             final = None
             if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
-                final = client.wait(reply.run_id, timeout=max(timeout, 300.0))
+                final = client.wait(
+                    reply.run_id,
+                    timeout=max(timeout, 300.0),
+                    since=Client.floor_for(reply, mark),
+                )
     except (WireError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -61,12 +61,12 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, TerminalError, WireError
+from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.wire import Record, Serde
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any
 import redis
 
 from runplane.auth import DEFAULT_TENANT
+from runplane.journal.summary import CostTotals, RunSummary, apply
 from runplane.wire import AuditRecord, RunStatus, Verdict
-from services.journal.summary import CostTotals, RunSummary, apply
 
 
 def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:

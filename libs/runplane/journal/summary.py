@@ -2,7 +2,7 @@
 
 Pure. A run's summary is a fold over its records in seq order (:func:`apply`), one rule per
 record kind where the kind matters. The Redis index applies the same rules incrementally (see
-``index.py``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
+``runplane.journal.index``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
 straight from Kafka when no index is at hand.
 
 Cost is summed from every record that carries one (the executor puts a generation's tokens
