@@ -61,6 +61,7 @@ __all__ = [
     "EMITTER_KEY_FILE_ENV",
     "KEY_ID_HEADER",
     "SIGNATURE_HEADER",
+    "SIGNED_JSON_HEADER",
     "SIGNED_MS_HEADER",
     "BadSignature",
     "Emitter",
@@ -71,6 +72,7 @@ __all__ = [
     "Unsigned",
     "Verification",
     "Verified",
+    "header",
     "message",
     "verify",
 ]
@@ -78,6 +80,10 @@ __all__ = [
 KEY_ID_HEADER = "runplane-key-id"
 SIGNED_MS_HEADER = "runplane-signed-ms"
 SIGNATURE_HEADER = "runplane-signature"
+# A request that came over HTTP (services/admission/http.py) is signed over its JSON body, not
+# the Avro record: the body rides along in this header, and admission checks the record says
+# exactly what the signed JSON says.
+SIGNED_JSON_HEADER = "runplane-signed-json"
 EMITTER_KEY_FILE_ENV = "RUNPLANE_EMITTER_KEY_FILE"
 EMITTER_KEY_ENV = "RUNPLANE_EMITTER_KEY"  # "<key id>:<base64 private key>" (a Secret's value)
 _DOMAIN = b"runplane/admission-signature/v1\x00"
@@ -307,6 +313,11 @@ class BadSignature:
 Verification = Verified | Unsigned | BadSignature
 # Kafka record headers as librdkafka takes and gives them (a str value is its UTF-8 bytes).
 Headers = Sequence[tuple[str, str | bytes | None]]
+
+
+def header(headers: Headers, name: str) -> bytes | None:
+    """The value of header ``name``; None when absent, b"" when repeated (ambiguous)."""
+    return _header(headers, name)
 
 
 def _header(headers: Headers, name: str) -> bytes | None:
