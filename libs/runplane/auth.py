@@ -59,6 +59,7 @@ __all__ = [
     "Principals",
     "PrincipalsFile",
     "bearer_token",
+    "load_yaml_secret",
     "require_principal",
     "token_digest",
 ]
@@ -184,11 +185,7 @@ class Principals:
         """From a YAML/JSON file, or a directory (a mounted secret) holding one."""
         if path is None:
             return cls()
-        target = _target(path)
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read principals file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "principals", _SECRET_FILE_NAMES)
         return cls.from_data(data, str(target))
 
     @classmethod
@@ -225,14 +222,24 @@ def _principal(item: Any, where: str) -> Principal:
     return Principal(str(name), digest, frozenset(roles), tenant)
 
 
-def _target(path: Path) -> Path:
-    """The file ``path`` names: itself, or the principals file inside a secret directory."""
+def _target(path: Path, names: Sequence[str] = _SECRET_FILE_NAMES) -> Path:
+    """The file ``path`` names: itself, or the first of ``names`` inside a secret directory."""
     if not path.is_dir():
         return path
-    found = [path / n for n in _SECRET_FILE_NAMES if (path / n).is_file()]
+    found = [path / n for n in names if (path / n).is_file()]
     if not found:
-        raise ConfigError(f"{path} holds none of {', '.join(_SECRET_FILE_NAMES)}")
+        raise ConfigError(f"{path} holds none of {', '.join(names)}")
     return found[0]
+
+
+def load_yaml_secret(path: Path, what: str, names: Sequence[str]) -> tuple[Any, Path]:
+    """The parsed YAML of ``path`` (a file, or a mounted secret directory holding one of
+    ``names``) and the file it came from; ConfigError naming ``what`` when it cannot be read."""
+    target = _target(path, names)
+    try:
+        return yaml.safe_load(target.read_text(encoding="utf-8")), target
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {what} file {target}: {exc}") from exc
 
 
 class PrincipalSource(Protocol):

@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from runplane.auth import load_yaml_secret
 from runplane.errors import ConfigError
 from runplane.wire import tenant_problem
 
@@ -248,11 +248,7 @@ class Emitters:
         """From a YAML file, or a directory (a mounted Secret) holding ``emitters.yaml``."""
         if path is None:
             return cls()
-        target = path / "emitters.yaml" if path.is_dir() else path
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read emitters file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "emitters", ("emitters.yaml", "emitters.yml"))
         return cls.from_data(data, str(target))
 
     @classmethod

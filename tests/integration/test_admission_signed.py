@@ -18,13 +18,13 @@ import httpx
 import pytest
 import yaml
 from test_admission import CAPS, committed_replies, running
+from test_case_tenancy import acme_deadline_breached
 from test_cases_support import cases_service, reply_to, send
 from test_cases_support import wait_for as wait_for_value
 from test_processor import read_all, wait_for
 
 from runplane.client import Client
 from runplane.config import Settings
-from runplane.core.calendars import WallClock
 from runplane.service import Health, make_app, run_http
 from runplane.signing import (
     KEY_ID_HEADER,
@@ -38,9 +38,7 @@ from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
     AdmissionRequest,
-    BreachDeadline,
     DeadLetter,
-    RegisterDeadline,
     StartRun,
 )
 from services.admission.handler import CapabilitySpec, case_id_for
@@ -143,23 +141,7 @@ def test_the_cases_service_signs_its_breach_follow_ups(settings: Settings, tmp_p
     )
     case = case_id_for("acme", {"ticket": "T-9"})
     assert case is not None
-    wall = WallClock()
-    due = wall.resolve({"days": 1}, time.time_ns() // 1_000_000)
-    register = RegisterDeadline(
-        case_id=case,
-        request_id="r-acme/0/1",
-        reply_to="r-acme",
-        name="first-response",
-        due_ms=due,
-        calendar=wall.name,
-        calendar_digest=wall.digest,
-        rule_json=json.dumps({"days": 1}),
-        on_breach="escalate",
-        tenant="acme",
-    )
-    breach = BreachDeadline(
-        case_id=case, request_id="sweep/breach", name="first-response", due_ms=due, sweep_run_id="s"
-    )
+    register, breach = acme_deadline_breached(case)
     caps = {"escalate": CapabilitySpec(None)}
     admission = build(AdmissionSettings(base=settings, emitters_file=registry), capabilities=caps)
     with cases_service(settings, emitter_key=cases_key), running(admission):
