@@ -59,6 +59,7 @@ __all__ = [
     "Principals",
     "PrincipalsFile",
     "bearer_token",
+    "listed",
     "load_yaml_secret",
     "require_principal",
     "token_digest",
@@ -191,11 +192,7 @@ class Principals:
     @classmethod
     def from_data(cls, data: Any, where: str = "principals") -> Principals:
         """From parsed YAML: ``{principals: [...]}`` or a bare list."""
-        items = data.get("principals") if isinstance(data, Mapping) else data
-        if items is None:
-            items = []
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of principals")
+        items = listed(data, "principals", where)
         return cls(tuple(_principal(item, f"{where}[{i}]") for i, item in enumerate(items)))
 
 
@@ -230,6 +227,17 @@ def _target(path: Path, names: Sequence[str] = _SECRET_FILE_NAMES) -> Path:
     if not found:
         raise ConfigError(f"{path} holds none of {', '.join(names)}")
     return found[0]
+
+
+def listed(data: Any, section: str, where: str) -> Sequence[Any]:
+    """The list under ``section`` of a parsed file, or the file itself when it is a bare list
+    (empty when absent); ConfigError when it is not a list."""
+    items = data.get(section) if isinstance(data, Mapping) else data
+    if items is None:
+        return []
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise ConfigError(f"{where}: expected a list of {section}")
+    return items
 
 
 def load_yaml_secret(path: Path, what: str, names: Sequence[str]) -> tuple[Any, Path]:

@@ -52,7 +52,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from runplane.auth import load_yaml_secret
+from runplane.auth import listed, load_yaml_secret
 from runplane.errors import ConfigError
 from runplane.wire import tenant_problem
 
@@ -253,9 +253,7 @@ class Emitters:
 
     @classmethod
     def from_data(cls, data: Any, where: str = "emitters") -> Emitters:
-        items = data.get("emitters") if isinstance(data, Mapping) else data
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of emitters")
+        items = listed(data, "emitters", where)
         return cls(tuple(_emitter(item, f"{where}[{i}]") for i, item in enumerate(items)))
 
 
