@@ -30,9 +30,9 @@ see the cases table: "existing" is the emitter's promise, as for any other key.
 Identity: ``initiator`` names the worklist principal on whose behalf the run acts; four-eyes
 refuses that principal on the run's tasks. An empty or blank initiator is refused
 (``bad_request``): the worklist would refuse the run's first task and the run would wait
-forever on a task that never opened. Which principal an emitter may name is the emitter's
-authentication (Kafka ACLs on ``admission``, docs/security.md), not something admission can
-check.
+forever on a task that never opened. Which tenant and initiators an emitter may name comes
+from its signature (``identity.py``: the emitters registry, ``runplane.signing``); those
+checks come first, and their refusals are also dead-lettered by the adapter.
 
 A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
 with the task id: "already waiting for you"). A request admission will not run gets REFUSED
