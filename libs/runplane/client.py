@@ -26,6 +26,11 @@ found by the first read, one committed after M by the second: no gap, so a run t
 before the wait began is still seen. ``admit(wait=True)`` and ``runplane emit --wait`` take a
 ``Mark`` (every partition's end, one request) before sending, so the backward read of a run
 admitted just now is bounded by that mark even before the run's first snapshot exists.
+
+Signed admission: with a ``SigningKey`` (or ``RUNPLANE_EMITTER_KEY`` /
+``RUNPLANE_EMITTER_KEY_FILE`` in the environment) every request carries an Ed25519 signature
+in its record headers (``runplane.signing``); its tenant must be the one the key's emitter is
+registered for. Without one, requests go unsigned, which only a dev-mode admission accepts.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
+from runplane.signing import SigningKey
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -145,8 +151,12 @@ class Mark:
 class Client:
     """One emitter. Not thread-safe; cheap to create, close it when done."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, signing_key: SigningKey | None = None) -> None:
+        """``signing_key`` signs every request (``runplane.signing``); None reads
+        ``RUNPLANE_EMITTER_KEY`` / ``RUNPLANE_EMITTER_KEY_FILE``, and with neither set the
+        requests go unsigned (admitted only by an admission in dev mode)."""
         self._settings = settings
+        self._signing_key = signing_key if signing_key is not None else SigningKey.from_env()
         self._serde = Serde.from_settings(settings)
         self._producer = Producer(producer_config(settings))
         self._consumer = Consumer(
@@ -226,16 +236,24 @@ class Client:
         high = self._end_offset(tp)
         self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         try:
-            self._producer.produce(
-                self._settings.topic("admission"),
-                key=key.encode("utf-8"),
-                value=self._serde.encode("admission", request),
-            )
+            self._produce_signed(key.encode("utf-8"), self._serde.encode("admission", request))
             if self._producer.flush(timeout) > 0:
                 raise RetryableError(f"request {key!r} not delivered within {timeout}s")
             return self._await_reply(key, timeout)
         finally:
             self._consumer.unassign()
+
+    def _produce_signed(self, key: bytes, value: bytes) -> None:
+        """Produce to ``admission``, signed over these exact bytes when there is a key."""
+        topic = self._settings.topic("admission")
+        if self._signing_key is None:
+            self._producer.produce(topic, key=key, value=value)
+            return
+        # The record's timestamp is the signing time, so admission's replay window compares
+        # like with like (a topic with LogAppendTime replaces it with the broker's clock).
+        now_ms = time.time_ns() // 1_000_000
+        headers = list(self._signing_key.headers(key, value, now_ms))
+        self._producer.produce(topic, key=key, value=value, headers=headers, timestamp=now_ms)
 
     def _await_reply(self, key: str, timeout: float) -> AdmissionReply:
         deadline = time.monotonic() + timeout

@@ -61,12 +61,12 @@ from runplane.core import (
     seal,
 )
 from runplane.errors import TerminalError, WireError
+from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
