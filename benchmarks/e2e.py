@@ -96,7 +96,10 @@ def _topics(settings: Settings) -> Iterator[Settings]:
 @contextlib.contextmanager
 def _admission(settings: Settings) -> Iterator[None]:
     caps = {name: CapabilitySpec({"type": "object"}) for name in WORKLOADS}
-    processor = build_admission(AdmissionSettings(base=settings), capabilities=caps)
+    # Unsigned requests (dev mode): signing is not what this measures.
+    processor = build_admission(
+        AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps
+    )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), name="admission", daemon=True)
     thread.start()
