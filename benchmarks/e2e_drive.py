@@ -48,7 +48,9 @@ class Watcher:
 
     def __init__(self, settings: Settings, topics: Iterable[str], judge: Judge) -> None:
         self._consumer = Consumer(
-            consumer_config(settings, f"bench-e2e-watch-{uuid.uuid4().hex[:8]}", fetch_wait_max_ms=5)
+            consumer_config(
+                settings, f"bench-e2e-watch-{uuid.uuid4().hex[:8]}", fetch_wait_max_ms=5
+            )
         )
         asked = []
         for topic in topics:

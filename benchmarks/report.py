@@ -200,11 +200,11 @@ def _baselines(results: Mapping[str, Any]) -> list[str]:
 
 
 _HOPS = {
-    "emit_to_admission_output": "emit → admission produced StartRun (batch window + handler)",
+    "emit_to_admission_output": "emit → admission produced StartRun (fetch, batch window, handler)",
     "admission_commit": "StartRun produced → readable (admission's commit)",
-    "executor_pickup": "StartRun readable → first snapshot (executor fetch + window)",
-    "executor_run": "first snapshot → COMPLETED produced (the run's steps)",
-    "executor_last_commit": "COMPLETED produced → readable (executor's last commit)",
+    "executor_run": "StartRun readable → COMPLETED produced (executor fetch, window, the steps)",
+    "executor_last_commit": "COMPLETED produced → readable (executor's commit)",
+    "total": "the whole run, emit → COMPLETED readable",
 }
 
 
