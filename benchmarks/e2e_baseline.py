@@ -6,8 +6,8 @@ transactional discipline (read_committed consumer, one transactional producer,
 ``send_offsets_to_transaction`` with the group metadata). Each hop takes whatever input is
 ready and commits at once (``ready_batch``): the best a transactional hop can do when quiet,
 and batches as large as the backlog under load. Threads of this process, like the services.
-Its consumers (and the watcher's) cap a fetch's wait at 5 ms, as the executor's do at 20 ms:
-an idle read_committed fetch is otherwise parked at the broker for up to 500 ms.
+Its consumers (and the watcher's) cap a fetch's wait at 5 ms, as the other benchmarks'
+watchers do (the executor's consumer: 20 ms).
 """
 
 from __future__ import annotations
