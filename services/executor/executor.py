@@ -191,15 +191,16 @@ class Executor:
                 if self._to_rebuild:
                     self._rebuild_some()
                 self._serve_delivery_reports()
+                # Hot: work in hand, or a call launched just now that may finish within one
+                # turn of the event loop (an instant tool does). Not hot: drained.
+                hot = bool(busy or self._completions or self._launched or self._to_rebuild)
                 now = time.monotonic()
-                self._maybe_commit(now)
+                self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
                 if self._probe is not None:
                     self._probe.beat()
-                # Yield to the live calls; sleep a little only when there is nothing to do
-                # (a call launched just now may finish within one turn of the event loop).
-                hot = busy or self._completions or self._launched or self._to_rebuild
+                # Yield to the live calls; sleep a little only when there is nothing to do.
                 self._launched = 0
                 await asyncio.sleep(0 if hot else 0.0005)
             await self._drain_on_stop()
@@ -251,7 +252,7 @@ class Executor:
         while self._tasks and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
             self._drain_completions()
-            self._maybe_commit(time.monotonic())
+            self._maybe_commit(time.monotonic(), drained=True)
         self._settle_commit()
         if not self._batch.empty:
             self._commit()
@@ -833,9 +834,14 @@ class Executor:
         if self._in_commit is not None and self._producer is not None:
             self._producer.poll(0)
 
-    def _maybe_commit(self, now: float) -> None:
-        """Pipelined group commit: seal the batch when due and commit it on the worker while
-        the loop goes on; collect the previous commit's result first."""
+    def _maybe_commit(self, now: float, *, drained: bool = False) -> None:
+        """Pipelined, adaptive group commit: seal the batch and commit it on the worker while
+        the loop goes on; collect the previous commit's result first.
+
+        Due as soon as the loop is ``drained`` (no message, outcome or rebuild in hand, no call
+        just launched): a lone run commits at once instead of waiting out a window. Under load
+        the batch grows by itself while the previous commit is in flight; batch_max and
+        batch_ms only bound one that never drains."""
         if self._in_commit is not None:
             if not self._in_commit[0].done():
                 return
@@ -845,7 +851,11 @@ class Executor:
                 log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
                 self._after_abort()
                 return
-        if not self._batch.due(now, self.settings.batch_max, self.settings.batch_ms / 1000):
+        if self._batch.empty:
+            return
+        if not drained and not self._batch.due(
+            now, self.settings.batch_max, self.settings.batch_ms / 1000
+        ):
             return
         assert self._committer is not None
         batch, self._batch = self._batch, Batch()

@@ -218,7 +218,7 @@ class AuditLoop:
 
     def _step(self) -> None:
         assert self._consumer is not None
-        msgs = self._consumer.consume(num_messages=self._s.batch_max, timeout=0.1)
+        msgs = self._take()
         if self._probe is not None:
             self._probe.beat()
         now = self._now()
@@ -232,11 +232,26 @@ class AuditLoop:
                 self._ensure_txn()
                 for out in outputs:
                     self._produce(out)
-            self._maybe_commit(now)
+            self._maybe_commit(now, drained=not msgs)
         except TxnAbortable as exc:
             log.warning("audit transaction aborted: %s", exc)
             self._abort_and_rewind()
         m.HELD.set(sum(s.held_count() for s in self._states.values()))
+
+    def _take(self) -> list[Message]:
+        """What the consumer holds now; with no transaction open, wait up to 100 ms for it.
+
+        consume(n, t) waits for n records or t, so a lone journal record used to wait out the
+        timeout; poll() returns at the first one, and the rest is taken without waiting."""
+        assert self._consumer is not None
+        if self._txn is not None and not self._held():
+            return self._consumer.consume(num_messages=self._s.batch_max, timeout=0)
+        # Nothing open, or a transaction held open for bodies: wait for the next record
+        # (briefly when held, so the body grace is checked often) instead of spinning.
+        first = self._consumer.poll(0.1 if self._txn is None else 0.01)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(num_messages=self._s.batch_max - 1, timeout=0)]
 
     def _handle(self, msg: Message, now: int) -> list[Output]:
         err = msg.error()
@@ -335,12 +350,15 @@ class AuditLoop:
     def _held(self) -> int:
         return sum(s.held_count() for s in self._states.values())
 
-    def _maybe_commit(self, now: int) -> None:
+    def _maybe_commit(self, now: int, *, drained: bool = False) -> None:
+        """Commit when the input is ``drained`` (the last take came back empty) — at once
+        when quiet, while under load the batch grows as long as records keep coming, bounded
+        by batch_ms and batch_max."""
         txn = self._txn
         if txn is None:
             return
         age_ms = (time.monotonic() - txn.started) * 1000
-        due = age_ms >= self._s.batch_ms or txn.messages >= self._s.batch_max
+        due = drained or age_ms >= self._s.batch_ms or txn.messages >= self._s.batch_max
         if not due:
             return
         if self._held():

@@ -13,7 +13,7 @@ The loop, per instance::
         │                 table's partitions from its compacted topic to the end (EOF = last
         │                 stable offset under read_committed), all under one deadline; serve
         ▼
-    collect a batch (≤ batch_max records or batch_ms) ──► begin
+    collect what is waiting (drained → commit at once; ≤ batch_max, ≤ batch_ms) ──► begin
         for each record: decode → handler.handle(state, msg, now) → Emits
                          (undecodable / WireError → a DeadLetter in the same transaction)
         send_offsets_to_transaction(positions, group metadata) ──► commit
@@ -507,7 +507,15 @@ class Processor:
     # --- the batch ---------------------------------------------------------------------------
 
     def _collect(self, stop: threading.Event) -> list[Message]:
-        """Up to batch_max records, waiting at most poll_ms for the first, batch_ms in all."""
+        """The records waiting now: adaptive batching, with nothing to tune.
+
+        Waits at most poll_ms for the first record, then takes whatever the consumer has
+        already fetched, again and again, and stops the moment it comes back empty: a lone
+        record is committed at once (low latency when quiet), while under load the records
+        that arrived during the previous commit are all waiting and ride in one transaction
+        (large transactions when busy). batch_max and batch_ms only bound a batch that keeps
+        growing because the input never drains.
+        """
         assert self._consumer is not None
         cfg = self._config
         generation = self._generation
@@ -518,13 +526,14 @@ class Processor:
             batch.append(first)
         deadline = time.monotonic() + cfg.batch_ms / 1000
         while batch and len(batch) < cfg.batch_max and not stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            more = self._consumer.consume(num_messages=cfg.batch_max - len(batch), timeout=left)
+            # timeout=0: only what is already here. Waiting for more would add its wait to
+            # every lone record's latency; what arrives meanwhile goes in the next batch.
+            more = self._consumer.consume(num_messages=cfg.batch_max - len(batch), timeout=0)
             if not more:
                 break
             batch.extend(more)
+            if time.monotonic() >= deadline:
+                break
         if self._generation != generation:
             # A rebalance happened while collecting: these records belong to an old
             # assignment. Nothing has been produced for them; they will be fetched again
