@@ -39,7 +39,6 @@ import ipaddress
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -47,7 +46,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import redis
@@ -60,6 +58,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
+from runplane.shutdown import install_signal_handlers
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
@@ -373,19 +372,6 @@ def run_http(
     finally:
         handle.close()
         sock.close()
-
-
-def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set ``stop``; a second signal exits at once (an impatient operator)."""
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if stop.is_set():
-            sys.exit(128 + signum)
-        log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
 
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {

@@ -56,7 +56,7 @@ from fastavro import schemaless_reader
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.errors import WireError
-from runplane.kafka.processor import Emit, Incoming, State
+from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

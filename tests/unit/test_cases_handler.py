@@ -8,7 +8,7 @@ import pytest
 
 from runplane.core.chain import verify_chain
 from runplane.errors import WireError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.wire import (
     AdmissionRequest,
     BreachDeadline,
