@@ -34,7 +34,7 @@ from runplane.kafka.clients import (
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.wire import AdmissionRequest, Serde
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 
@@ -127,7 +127,8 @@ class _Watcher:
 
 def _run_admission(settings: Settings, body: Callable[[threading.Event], None]) -> None:
     processor = build(
-        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20), capabilities=CAPS
+        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20, allow_unsigned=True),
+        capabilities=CAPS,
     )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)

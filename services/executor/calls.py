@@ -14,7 +14,7 @@ from typing import Any
 
 from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
 from runplane.errors import TerminalError
-from runplane.wire import Cost
+from runplane.wire import Cost, Label
 from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
 from services.executor.metrics import executor_metrics
 
@@ -99,7 +99,7 @@ class Performer:
         )
 
 
-def to_outcome(out: LiveOutcome) -> Outcome:
+def to_outcome(out: LiveOutcome, label: Label | None = None) -> Outcome:
     """The core's Outcome for a live call's collapsed result (a model's cost kept apart)."""
     if out.verdict is Verdict.OK:
         value = out.value
@@ -109,7 +109,7 @@ def to_outcome(out: LiveOutcome) -> Outcome:
                 tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
             )
             value = value.to_json()
-        return Outcome.success(value, attempts=out.attempts, cost=cost)
+        return Outcome.success(value, attempts=out.attempts, cost=cost, label=label)
     return Outcome.failure(
         out.error_type or "Error",
         out.error_message or "",

@@ -505,7 +505,10 @@ class Executor(RunEnding):
             step = res.runtime.in_doubt(done.call.call_seq, now_ms=self._wall_ms())
         else:
             step = res.runtime.complete(
-                done.call.call_seq, to_outcome(done.outcome), now_ms=self._wall_ms()
+                done.call.call_seq,
+                # A tool's declared label (trust, sensitivity) rides with its result.
+                to_outcome(done.outcome, getattr(self._tools.get(done.call.target), "label", None)),
+                now_ms=self._wall_ms(),
             )
         if step.rejected is not None:
             log.warning("live call outcome not applied: %s", step.rejected)

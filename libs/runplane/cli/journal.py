@@ -55,7 +55,7 @@ def runs_list(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """List runs, newest first, from the journal service's run index."""
-    from services.journal.index import RunFilter, RunIndex
+    from runplane.journal.index import RunFilter, RunIndex
 
     settings = Settings.from_env()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
@@ -102,8 +102,8 @@ def _verdict_cell(v: Verdict) -> str:
 @runs_app.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
-    from services.journal.index import RunIndex
-    from services.journal.summary import summarize
+    from runplane.journal.index import RunIndex
+    from runplane.journal.summary import summarize
 
     settings = Settings.from_env()
     summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
@@ -146,7 +146,7 @@ def journal_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
     history = read_run(Settings.from_env(), run_id, bodies=True)
     if not history.records:
@@ -211,7 +211,7 @@ def journal_show(
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
     report = verify_records(history.run_id, history.records, bodies_of(history.bodies))
     absent = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from runplane.wire import Record
@@ -38,6 +38,10 @@ class Incoming:
     key: str
     value: Record | None
     timestamp_ms: int
+    # The record as it arrived, for a handler that checks a signature over its exact bytes
+    # (admission). Not part of equality: two deliveries of one record are the same input.
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=(), compare=False)
+    raw_value: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ producer, restore-on-assign, rewind after an abort, adaptive batches, lag, a cle
 
 The shared processor (admission, cases, worklist), the executor and the journal service each
 own a :class:`TxnLoop` and supply two hooks; what they do between a batch's first record
-and its commit is theirs (docs/decisions.md, "One transactional loop").
+and its commit is theirs (docs/decisions.md §9).
 
 ``restore(partitions, deadline)``
     Called on assignment, *after* :func:`await_previous_owner` saw every transaction of the
@@ -36,10 +36,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from runplane.config import Settings
 from runplane.errors import ConfigError
+from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
-from runplane.service import Probe
 
 __all__ = ["LoopConfig", "LoopHooks", "TxnLoop", "lag_behind", "usable"]
 

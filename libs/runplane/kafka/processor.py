@@ -53,6 +53,7 @@ from confluent_kafka import Message, TopicPartition
 
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, TerminalError, WireError
+from runplane.health import Probe
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.handler import Clock, Emit, Handler, Incoming, State, SystemClock, Ticks
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
@@ -71,7 +72,6 @@ from runplane.kafka.metrics import (
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.wire import Record, Serde
 
 __all__ = [
@@ -354,7 +354,14 @@ class Processor:
                     return emits
             return [self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)]
         incoming = Incoming(
-            logical, msg.partition() or 0, msg.offset() or 0, key, value, msg.timestamp()[1]
+            logical,
+            msg.partition() or 0,
+            msg.offset() or 0,
+            key,
+            value,
+            msg.timestamp()[1],
+            headers=_headers(msg),
+            raw_value=raw_value if isinstance(raw_value, bytes) else None,
         )
         try:
             return list(self._handler.handle(self.state, incoming, now_ms))
@@ -468,6 +475,15 @@ class Processor:
             return
         self._last_lag = now
         LAG.labels(self._svc).set(self._loop.lag())
+
+
+def _headers(msg: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed record's headers (librdkafka hands out a list of (name, bytes) pairs)."""
+    raw = msg.headers()
+    if not raw:
+        return ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
 
 
 @dataclass(frozen=True)

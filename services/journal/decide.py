@@ -1,4 +1,4 @@
-"""The journal service's pure handler: journal and results messages in, audit records out.
+"""The journal service's pure logic: journal and results messages in, audit records out.
 
 One :class:`PartitionState` per assigned partition number (``journal``, ``results`` and
 ``audit`` are co-partitioned by session, so partition *p* of each holds the same sessions).
@@ -35,8 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
-from services.journal.chain import (
+from runplane.journal.verify import (
     ERASED,
     Body,
     Erased,
@@ -48,6 +47,7 @@ from services.journal.chain import (
     check_links,
     needs_body,
 )
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
 
 BodyKey = tuple[str, int, int]
 
