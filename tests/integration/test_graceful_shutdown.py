@@ -27,6 +27,7 @@ from test_processor import wait_for
 from runplane.config import Settings
 
 RUNPLANE = Path(sys.executable).with_name("runplane")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GRACE_S = 15.0  # the bound each service is held to (RUNPLANE_SHUTDOWN_GRACE_S)
 CYCLES = 4
 
@@ -43,6 +44,9 @@ class Served:
             "RUNPLANE_INSTANCE_ID": instance,
             "RUNPLANE_AGENT_MODULES": "examples.refund",
             "RUNPLANE_ADMISSION_BATCH_MAX": "50",
+            "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
+            # refund names the billing tools; admission refuses a run whose tools are not offered.
+            "RUNPLANE_TOOLS_CONFIG": str(EXAMPLES / "tools" / "billing.yaml"),
             "RUNPLANE_SHUTDOWN_GRACE_S": str(GRACE_S),
             "RUNPLANE_LOG_LEVEL": "INFO",
             **{f"RUNPLANE_{n.upper()}_PORT": "0" for n in ("admission", "executor", "journal")},
@@ -80,7 +84,7 @@ class Served:
 
 
 def test_admission_stopped_repeatedly_mid_rebalance_during_bursts(settings: Settings) -> None:
-    keys = [f"term-{i}" for i in range(400)]
+    keys = [f"term-{i}" for i in range(300)]
     steady = Served(settings, "admission", "adm-a")
     producer = threading.Thread(
         target=emit_interleaved, args=(settings, keys, 2), kwargs={"pause_every": 40}
@@ -98,7 +102,7 @@ def test_admission_stopped_repeatedly_mid_rebalance_during_bursts(settings: Sett
             code, _, err = joiner.stop()
             assert code == 0, f"cycle {cycle}: exit {code}\n{err}"
         producer.join(120)
-        wait_for("800 replies", lambda: len(committed_replies(settings)) >= 800, timeout=90)
+        wait_for("600 replies", lambda: len(committed_replies(settings)) >= 600, timeout=90)
     finally:
         code, _, err = steady.stop()
     assert code == 0, err
