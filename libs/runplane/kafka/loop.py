@@ -38,7 +38,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, transactional_producer_config
-from runplane.kafka.restore import Restorer, await_previous_owner
+from runplane.kafka.restore import Restorer, Stopping, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
 
 __all__ = ["LoopConfig", "LoopHooks", "TxnLoop", "lag_behind", "usable"]
@@ -235,9 +235,9 @@ class TxnLoop:
                 timeout_s=deadline - time.monotonic(),
                 stop=self.stop,
             )
+        except (TxnFatal, Stopping):
+            raise
         except Exception as exc:
-            if isinstance(exc, TxnFatal):
-                raise
             # A consumer that cannot read its offsets cannot go on: restart from scratch.
             raise TxnFatal(f"cannot read committed offsets to rewind: {exc}") from exc
         for tp in committed:
