@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Emit, Incoming, State
+from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import DeadLetter
 from services.admission.decide import (
     DEFAULT_MAX_INPUT_BYTES,
