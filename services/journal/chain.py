@@ -9,7 +9,8 @@ first two by the core's ``check_link`` and the third by its ``check_entry`` (the
 ``runplane.core.verify_chain`` makes, so this fold cannot hold a chain to less):
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
-   older record, a higher one is a gap: records are missing).
+   older record, a higher one is a gap: records are missing), and the chain must not have
+   ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED is ``after_end``.
 2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
    core's recomputation (``runplane.core``: SHA-256 over prev_hash ‖ canonical record).
 3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
@@ -38,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from runplane.core.chain import ChainFault, check_entry, check_link, fault_seq
+from runplane.core.chain import TERMINAL_KINDS, ChainFault, check_entry, check_link, fault_seq
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
 GENESIS_HASH = "0" * 64
@@ -89,6 +90,7 @@ class Tip:
     reason: str | None = None
     capability: str | None = None
     case_id: str | None = None
+    ended: bool = False  # the last record was terminal: any further record is a break
 
     @property
     def broken(self) -> bool:
@@ -126,7 +128,7 @@ def check_links(tip: Tip, rec: JournalRecord) -> Finding:
         return _broken(
             rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
         )
-    fault = check_link(rec, tip.next_seq, tip.last_hash)
+    fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended)
     if fault is None:
         return VERIFIED
     return _broken(fault_seq(fault[0], tip.next_seq, rec), *fault)
@@ -160,7 +162,12 @@ def check(tip: Tip, rec: JournalRecord, body: Body) -> Finding:
 
 def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
     """The tip after ``rec`` with ``finding``; one function per record kind where it matters."""
-    nxt = replace(tip, next_seq=max(tip.next_seq, rec.seq + 1), last_hash=rec.hash)
+    nxt = replace(
+        tip,
+        next_seq=max(tip.next_seq, rec.seq + 1),
+        last_hash=rec.hash,
+        ended=tip.ended or rec.kind in TERMINAL_KINDS,
+    )
     if finding.breaks and not tip.broken:
         nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)
     apply = _APPLY.get(rec.kind)

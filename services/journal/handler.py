@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from runplane.core.chain import TERMINAL_KINDS
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
 from services.journal.chain import (
     ERASED,
@@ -138,6 +139,7 @@ def restore_tip(audit: AuditRecord) -> Tip:
         reason=audit.reason if broken else None,
         capability=audit.capability,
         case_id=audit.case_id,
+        ended=audit.kind in TERMINAL_KINDS,
     )
 
 

@@ -46,6 +46,7 @@ from runplane.wire import (
 )
 
 __all__ = [
+    "TERMINAL_KINDS",
     "ChainFault",
     "Draft",
     "Verdict",
@@ -271,6 +272,15 @@ class ChainFault(enum.StrEnum):
     BAD_HASH = "bad_hash"  # the record's content does not hash to its hash (tampered)
     BODY_DIGEST_MISMATCH = "body_digest_mismatch"  # results body does not match the chain
     BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
+    AFTER_END = "after_end"  # a record after the run's terminal record (nothing may follow it)
+
+
+# The records that end a run. The engine writes nothing after one (an event for an ended run
+# is rejected, not journaled), so any record that follows one — however well chained — was
+# written by someone other than the run's writer: a break, not an extension.
+TERMINAL_KINDS = frozenset(
+    {JournalKind.RUN_COMPLETED, JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED}
+)
 
 
 @dataclass(frozen=True)
@@ -302,15 +312,25 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
         )
     if prev is None:
         return check_link(record, 0, ZERO_HASH)
-    return check_link(record, prev.seq + 1, prev.hash)
+    return check_link(record, prev.seq + 1, prev.hash, ended=prev.kind in TERMINAL_KINDS)
 
 
 def check_link(
-    record: JournalRecord, expected_seq: int, expected_prev: str
+    record: JournalRecord, expected_seq: int, expected_prev: str, *, ended: bool = False
 ) -> tuple[ChainFault, str] | None:
     """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
-    linking to ``expected_prev``. For consumers that keep only that much of a chain (the
-    journal service keeps a session's next seq and last hash, restored from ``audit``)."""
+    linking to ``expected_prev``; ``ended`` when the chain's last record is terminal. For
+    consumers that keep only that much of a chain (the journal service keeps a session's next
+    seq, last hash and whether it ended, restored from ``audit``).
+
+    An ended chain takes no record at all, checked first: a correct link after the end is
+    still a break (it extends a closed chain), and a re-sent old record after the end is the
+    same fault at the same position, so every reader names one fault for one forgery."""
+    if ended:
+        return (
+            ChainFault.AFTER_END,
+            f"seq {record.seq} ({record.kind}) after the run ended at seq {expected_seq - 1}",
+        )
     if record.seq > expected_seq:
         return ChainFault.GAP, f"expected seq {expected_seq}, got {record.seq}"
     if record.seq < expected_seq:
@@ -330,9 +350,14 @@ def check_link(
 
 
 def fault_seq(fault: ChainFault, expected_seq: int, record: JournalRecord) -> int:
-    """The position a fault is reported at: for a gap or a reorder the seq that was expected
-    there (the record found is not the one that is wrong), otherwise the record's own seq."""
-    return expected_seq if fault in (ChainFault.GAP, ChainFault.REORDER) else record.seq
+    """The position a fault is reported at: for a gap, a reorder or a record after the end the
+    seq that was expected there (the record found is not where it should be), otherwise the
+    record's own seq."""
+    return expected_seq if fault in _POSITIONAL else record.seq
+
+
+# Faults found at a position rather than in a record: the seq expected there is reported.
+_POSITIONAL = frozenset({ChainFault.GAP, ChainFault.REORDER, ChainFault.AFTER_END})
 
 
 def _check_body(
