@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -60,6 +61,7 @@ from runplane.core import (
     UnknownCapability,
     seal,
 )
+from runplane.core.signing import Signer, journal_headers
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
@@ -213,7 +215,8 @@ class Executor:
                 base,
                 self.settings.transactional_id,
                 **{"transaction.timeout.ms": self.settings.transaction_timeout_ms, "linger.ms": 1},
-            )
+            ),
+            headers=journal_headers(Signer.from_env(os.environ), base.topic("journal")),
         )
         self._producer.init()
         self._consumer = Consumer(

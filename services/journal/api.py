@@ -268,7 +268,9 @@ def build_api(
             history = reader.history(run_id, bodies=True, since_ms=scan_since(summary))
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")
-        report = verify_records(run_id, history.records, bodies_of(history.bodies))
+        report = verify_records(
+            run_id, history.records, bodies_of(history.bodies), history.unsigned
+        )
         return VerifyOut(
             run_id=run_id,
             verified=report.verified,

@@ -36,10 +36,17 @@ body is absent, and an erased body reads the same way).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from runplane.core.chain import TERMINAL_KINDS, ChainFault, check_entry, check_link, fault_seq
+from runplane.core.chain import (
+    TERMINAL_KINDS,
+    ChainFault,
+    check_entry,
+    check_link,
+    check_signed,
+    fault_seq,
+)
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
 GENESIS_HASH = "0" * 64
@@ -113,7 +120,7 @@ def _broken(seq: int, kind: str, detail: str) -> Finding:
     return Finding(Verdict.BROKEN, seq, f"{kind}: {detail}")
 
 
-def check_links(tip: Tip, rec: JournalRecord) -> Finding:
+def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Finding:
     """Position, link and hash of ``rec`` against ``tip`` (no body): the core's
     ``check_link``, positioned by the core's ``fault_seq``.
 
@@ -129,6 +136,8 @@ def check_links(tip: Tip, rec: JournalRecord) -> Finding:
             rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
         )
     fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended)
+    if fault is None:
+        fault = check_signed(rec, unsigned)
     if fault is None:
         return VERIFIED
     return _broken(fault_seq(fault[0], tip.next_seq, rec), *fault)
@@ -152,9 +161,9 @@ def check_body(rec: JournalRecord, body: Body) -> Finding:
     return _broken(rec.seq, *fault)
 
 
-def check(tip: Tip, rec: JournalRecord, body: Body) -> Finding:
-    """The verdict on ``rec``: links first (a broken link makes the body irrelevant)."""
-    finding = check_links(tip, rec)
+def check(tip: Tip, rec: JournalRecord, body: Body, unsigned: str | None = None) -> Finding:
+    """The verdict on ``rec``: links and signature first (then the body is irrelevant)."""
+    finding = check_links(tip, rec, unsigned)
     if finding.breaks:
         return finding
     return check_body(rec, body)
@@ -205,21 +214,24 @@ def verify_records(
     session_id: str,
     records: Iterable[JournalRecord],
     bodies: Mapping[tuple[int, int], Body],
+    unsigned: Sequence[str | None] | None = None,
 ) -> ChainReport:
     """Fold the checker over a whole chain in journal order (records as they are on the topic).
 
     ``bodies`` maps (era, call_seq) → the ResultEntry, ``ERASED`` for a tombstone; absent means
-    no entry. An empty chain does not verify (there is nothing to trust).
+    no entry. ``unsigned`` (aligned with ``records``, ``core.signing.unsigned``): why each
+    record is not signed by a chain writer; None when no keyring is configured. An empty chain
+    does not verify (there is nothing to trust).
     """
     tip = Tip(session_id)
     findings: list[tuple[int, Finding]] = []
-    for rec in records:
+    for i, rec in enumerate(records):
         body = (
             bodies.get((rec.era, rec.call_seq))
             if needs_body(rec) and rec.call_seq is not None
             else None
         )
-        finding = check(tip, rec, body)
+        finding = check(tip, rec, body, None if unsigned is None else unsigned[i])
         findings.append((rec.seq, finding))
         tip = advance(tip, rec, finding)
     missing = tuple(seq for seq, f in findings if f.verdict is Verdict.BODY_MISSING)

@@ -62,6 +62,9 @@ class JournalIn:
     record: JournalRecord
     partition: int
     offset: int
+    # Why the message is not signed by a chain writer (core.signing); None when it is, or
+    # when no keyring is configured.
+    unsigned: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +208,7 @@ def _drain(state: PartitionState, sid: str, now_ms: int) -> Iterator[Output]:
         head = queue[0]
         rec = head.msg.record
         tip = state.tips.get(sid) or Tip(sid)
-        finding = check_links(tip, rec)
+        finding = check_links(tip, rec, head.msg.unsigned)
         if not finding.breaks and needs_body(rec):
             cached = state.bodies.get(body_key(rec))
             if cached is None and not _body_overdue(state, head, now_ms):

@@ -41,6 +41,7 @@ from typing import TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+from runplane.core.signing import header_of
 from runplane.errors import WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
@@ -269,7 +270,15 @@ class AuditLoop:
         except WireError as exc:
             self._dead_letter(msg, str(exc), "journal", now)
             return []
-        return on_journal(state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0), now)
+        keyring = self._s.keyring
+        problem = (
+            None
+            if keyring is None
+            else keyring.problem(msg.value() or b"", header_of(msg.headers()))
+        )
+        return on_journal(
+            state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0, problem), now
+        )
 
     def _handle_result(self, msg: Message, state: PartitionState, now: int) -> list[Output]:
         key = parse_result_key(key_text(msg) or "")

@@ -27,14 +27,26 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_audit_consumer import load_example
 
 from runplane.auth import Principals, token_digest
 from runplane.cli.journal import EXIT_BROKEN, verify_exit_code
+from runplane.config import Settings
 from runplane.core.chain import Draft, body_digest, seal, verify_chain
+from runplane.core.signing import Keyring, Signer
+from runplane.core.signing import unsigned as _unsigned
 from runplane.runs import RunHistory
 from runplane.service import run_http
-from runplane.wire import AuditRecord, JournalKind, JournalRecord, ResultEntry, Verdict, encode
+from runplane.wire import (
+    AuditRecord,
+    JournalKind,
+    JournalRecord,
+    ResultEntry,
+    Serde,
+    Verdict,
+    encode,
+)
 from services.journal.api import build_api
 from services.journal.handler import (
     AuditOut,
@@ -135,25 +147,31 @@ FORGERIES: dict[str, tuple[Callable[[list[JournalRecord], Bodies], Topics], str,
 Judgement = tuple[bool, int | None, str | None]  # (verified, broken_at_seq, reason)
 
 
-def _core(records: list[JournalRecord], bodies: Bodies) -> Judgement:
-    v = verify_chain(records, bodies)
+Unsigned = tuple[str | None, ...] | None
+
+
+def _core(records: list[JournalRecord], bodies: Bodies, unsigned: Unsigned) -> Judgement:
+    v = verify_chain(records, bodies, unsigned=unsigned)
     return (True, None, None) if v.ok else (False, v.bad_seq, f"{v.fault}: {v.detail}")
 
 
-def _cli(records: list[JournalRecord], bodies: Bodies) -> Judgement:
-    code, data = verify_exit_code(RunHistory(SID, 0, tuple(records), dict(bodies)))
+def _cli(records: list[JournalRecord], bodies: Bodies, unsigned: Unsigned) -> Judgement:
+    history = RunHistory(SID, 0, tuple(records), dict(bodies), unsigned=unsigned)
+    code, data = verify_exit_code(history)
     assert (code == EXIT_BROKEN) == (not data["verified"])
     return data["verified"], data["broken_at_seq"], data["reason"]
 
 
-def _audit_stream(records: list[JournalRecord], bodies: Bodies) -> list[AuditRecord]:
+def _audit_stream(
+    records: list[JournalRecord], bodies: Bodies, unsigned: Unsigned
+) -> list[AuditRecord]:
     """What the journal service publishes on ``audit``; asserts one quarantine per break."""
     state = PartitionState(0, body_grace_ms=1_000)
     out: list[AuditOut | QuarantineOut] = []
     for i, (key, entry) in enumerate(bodies.items()):
         out += on_result(state, ResultIn((SID, *key), entry, 0, i), 0)
     for i, rec in enumerate(records):
-        out += on_journal(state, JournalIn(rec, 0, i), 0)
+        out += on_journal(state, JournalIn(rec, 0, i, None if unsigned is None else unsigned[i]), 0)
     audits = [o.record for o in out if isinstance(o, AuditOut)]
     assert len(audits) == len(records) and state.held_count() == 0
     quarantines = [o for o in out if isinstance(o, QuarantineOut)]
@@ -249,16 +267,17 @@ def _judge_all(
     records: list[JournalRecord],
     bodies: Bodies,
     http: Callable[[RunHistory, RunSummary], dict[str, Any]],
+    unsigned: Unsigned = None,
 ) -> dict[str, Judgement]:
-    audits = _audit_stream(records, bodies)
+    audits = _audit_stream(records, bodies, unsigned)
     indexed = _index(audits)
-    answers = http(RunHistory(SID, 0, tuple(records), dict(bodies)), indexed)
+    answers = http(RunHistory(SID, 0, tuple(records), dict(bodies), unsigned=unsigned), indexed)
     v, run = answers["verify"], answers["run"]
     run_broken = run["verdict"] == "BROKEN"
     assert (v["service_verdict"] == "BROKEN") == run_broken
     return {
-        "core verify_chain": _core(records, bodies),
-        "cli journal verify": _cli(records, bodies),
+        "core verify_chain": _core(records, bodies, unsigned),
+        "cli journal verify": _cli(records, bodies, unsigned),
         "http /verify": (v["verified"], v["broken_at_seq"], v["reason"]),
         "audit topic": _from_audit(audits),
         "run index": _of_summary(indexed),
@@ -287,5 +306,83 @@ def test_every_reader_judges_a_forgery_alike(kind: str, http: Any) -> None:
     reference = judged["core verify_chain"]
     assert reference[:2] == (False, seq), reference
     assert reference[2] is not None and reference[2].startswith(f"{fault}: "), reference
+    disagree = {reader: j for reader, j in judged.items() if j != reference}
+    assert not disagree, f"{kind}: reference {reference}, but {disagree}"
+
+
+# -- writer signatures (core.signing): a well-chained extension by a foreign writer ----------
+
+SERDE = Serde.from_settings(Settings())
+
+
+def _key_pair() -> tuple[Signer, Keyring]:
+    key = Ed25519PrivateKey.generate()
+    return Signer("writer-1", key), Keyring({"writer-1": key.public_key()})
+
+
+def _signed(records: list[JournalRecord], signer: Signer) -> list[tuple[bytes, bytes | None]]:
+    out = []
+    for r in records:
+        value = SERDE.encode("journal", r)
+        out.append((value, signer.header(value)[1]))
+    return out
+
+
+def _extension(records: list[JournalRecord]) -> list[JournalRecord]:
+    # The run has not ended yet (its RUN_COMPLETED not written): the attacker ends it.
+    last = records[-2]
+    forged = Draft(SID, last.seq + 1, 0, JournalKind.RUN_COMPLETED, last.stamp_ms + 1)
+    return [*records[:-1], seal(forged, last.hash)]
+
+
+def _foreign_key(
+    records: list[JournalRecord], wire: list[tuple[bytes, bytes | None]]
+) -> list[tuple[bytes, bytes | None]]:
+    attacker = Signer("writer-1", Ed25519PrivateKey.generate())  # claims the writer's key id
+    value = SERDE.encode("journal", records[-1])
+    return [*wire[:-1], (value, attacker.header(value)[1])]
+
+
+def _no_signature(
+    records: list[JournalRecord], wire: list[tuple[bytes, bytes | None]]
+) -> list[tuple[bytes, bytes | None]]:
+    return [*wire[:-1], (SERDE.encode("journal", records[-1]), None)]
+
+
+def _replayed_signature(
+    records: list[JournalRecord], wire: list[tuple[bytes, bytes | None]]
+) -> list[tuple[bytes, bytes | None]]:
+    # A genuine signature, copied from the record it was made for.
+    return [*wire[:-1], (SERDE.encode("journal", records[-1]), wire[-2][1])]
+
+
+SIGNED_FORGERIES = {
+    "foreign_key": _foreign_key,
+    "no_signature": _no_signature,
+    "replayed_signature": _replayed_signature,
+}
+
+
+def test_a_signed_run_verifies_for_every_reader(http: Any) -> None:
+    signer, keyring = _key_pair()
+    records, results = sample_run(SID, 3)
+    unsigned = _unsigned(keyring, _signed(records, signer))
+    judged = _judge_all(records, dict(results), http, unsigned)
+    assert set(judged.values()) == {(True, None, None)}, judged
+
+
+@pytest.mark.parametrize("kind", sorted(SIGNED_FORGERIES))
+def test_a_foreign_writers_extension_is_broken_for_every_reader(kind: str, http: Any) -> None:
+    signer, keyring = _key_pair()
+    records, results = sample_run(SID, 3)
+    forged = _extension(records)
+    wire = SIGNED_FORGERIES[kind](forged, _signed(forged, signer))
+    unsigned = _unsigned(keyring, wire)
+    # Without the keyring the extension is a perfect chain: only the signature tells.
+    assert verify_chain(forged, results).ok
+    judged = _judge_all(forged, dict(results), http, unsigned)
+    reference = judged["core verify_chain"]
+    assert reference[:2] == (False, 7), reference
+    assert reference[2] is not None and reference[2].startswith("bad_signature: "), reference
     disagree = {reader: j for reader, j in judged.items() if j != reference}
     assert not disagree, f"{kind}: reference {reference}, but {disagree}"

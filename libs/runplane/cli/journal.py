@@ -11,15 +11,20 @@ no records, 2 intact but some bodies are absent from ``results``.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
+import os
 from typing import Any
 
 import typer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
+from runplane.core.signing import Keyring, Signer
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.wire import RunStatus, Verdict, to_dict
 
@@ -148,11 +153,11 @@ def journal_show(
     """The run's journal records as they are on the topic, with a verdict per record."""
     from services.journal.chain import bodies_of, verify_records
 
-    history = read_run(Settings.from_env(), run_id, bodies=True)
+    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     if not history.records:
         typer.echo(f"no journal records for run {run_id!r}", err=True)
         raise typer.Exit(1)
-    report = verify_records(run_id, history.records, bodies_of(history.bodies))
+    report = verify_records(run_id, history.records, bodies_of(history.bodies), history.unsigned)
     if as_json:
         out: dict[str, Any] = {
             "run_id": run_id,
@@ -213,7 +218,9 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
     from services.journal.chain import bodies_of, verify_records
 
-    report = verify_records(history.run_id, history.records, bodies_of(history.bodies))
+    report = verify_records(
+        history.run_id, history.records, bodies_of(history.bodies), history.unsigned
+    )
     absent = [
         seq
         for seq, rec in ((r.seq, r) for r in history.records)
@@ -236,7 +243,7 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 @journal_app.command("verify")
 def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
-    history = read_run(Settings.from_env(), run_id, bodies=True)
+    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     code, data = verify_exit_code(history)
     if as_json:
         _print_json(data)
@@ -250,6 +257,29 @@ def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -
     else:
         typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
     raise typer.Exit(code)
+
+
+def _keyring() -> Keyring | None:
+    # The chain writers' public keys, as the journal service reads them: with them, an
+    # unsigned record is a break here too (one verdict for every reader).
+    return Keyring.from_env(os.environ)
+
+
+@journal_app.command("keygen")
+def journal_keygen(
+    key_id: str = typer.Argument(..., help="a name for the key, e.g. the date: k2026-11"),
+) -> None:
+    """Print a fresh Ed25519 key pair for signing the journal (docs/security.md).
+
+    The first line goes to the chain writers (admission, executor, cases) as
+    RUNPLANE_JOURNAL_SIGNING_KEY, the second to every reader's RUNPLANE_JOURNAL_PUBLIC_KEYS.
+    """
+    key = Ed25519PrivateKey.generate()
+    seed = base64.b64encode(key.private_bytes_raw()).decode()
+    public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    Signer.parse(f"{key_id}:{seed}")  # the key id must be one a writer accepts
+    typer.echo(f"RUNPLANE_JOURNAL_SIGNING_KEY={key_id}:{seed}")
+    typer.echo(f"RUNPLANE_JOURNAL_PUBLIC_KEYS={key_id}:{public.decode()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ __all__ = [
     "check_entry",
     "check_link",
     "check_next",
+    "check_signed",
     "entry_body_digest",
     "fault_seq",
     "record_canonical_bytes",
@@ -273,6 +274,7 @@ class ChainFault(enum.StrEnum):
     BODY_DIGEST_MISMATCH = "body_digest_mismatch"  # results body does not match the chain
     BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
     AFTER_END = "after_end"  # a record after the run's terminal record (nothing may follow it)
+    BAD_SIGNATURE = "bad_signature"  # not signed by a chain writer's key (core.signing)
 
 
 # The records that end a run. The engine writes nothing after one (an event for an ended run
@@ -410,19 +412,34 @@ def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, 
     return None
 
 
+def check_signed(record: JournalRecord, problem: str | None) -> tuple[ChainFault, str] | None:
+    """The record's writer signature, as a reader found it (``core.signing``: None = signed
+    by a key of the keyring). Checked after position, link and hash, so an edited record is
+    still ``bad_hash`` and only a well-formed record by a foreign writer is ``bad_signature``."""
+    if problem is None:
+        return None
+    return ChainFault.BAD_SIGNATURE, f"seq {record.seq}: {problem}"
+
+
 def verify_chain(
     records: Iterable[JournalRecord],
     results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
+    *,
+    unsigned: Sequence[str | None] | None = None,
 ) -> Verdict:
     """Verify a whole chain from seq 0 in the order given; name the first bad record.
 
     ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
-    purpose); without it, bodies are not checked.
+    purpose); without it, bodies are not checked. ``unsigned`` (aligned with ``records``):
+    why each record is not signed by a chain writer (``core.signing.unsigned``); without it,
+    signatures are not checked.
     """
     prev: JournalRecord | None = None
     count = 0
-    for record in records:
+    for i, record in enumerate(records):
         fault = check_next(prev, record)
+        if fault is None and unsigned is not None:
+            fault = check_signed(record, unsigned[i])
         if fault is None and results is not None:
             fault = _check_body(record, results)
         if fault is not None:

@@ -43,6 +43,7 @@ in the middle of a batch.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,6 +61,7 @@ from confluent_kafka import (
 from prometheus_client import Counter, Gauge, Histogram
 
 from runplane.config import Settings
+from runplane.core.signing import Signer, journal_headers
 from runplane.errors import ConfigError, RetryableError, TerminalError, WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
@@ -363,7 +365,12 @@ class Processor:
         producer_conf = transactional_producer_config(
             self._settings, cfg.transactional_id(self._settings), **dict(cfg.producer_overrides)
         )
-        self._producer = TransactionalProducer(producer_conf)
+        # A chain writer (admission's seq 0, the cases service's sealed sweep runs) signs what
+        # it writes on ``journal`` when RUNPLANE_JOURNAL_SIGNING_KEY is set (core.signing).
+        self._producer = TransactionalProducer(
+            producer_conf,
+            headers=journal_headers(Signer.from_env(os.environ), self._settings.topic("journal")),
+        )
         self._producer.init()
         consumer_conf = consumer_config(
             self._settings,

@@ -8,6 +8,7 @@ reused by ``up`` and never stopped by ``down``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import functools
@@ -350,7 +351,11 @@ def down(
         # Platform processes first: they commit or abort their transactions on SIGTERM, which
         # needs the broker still up.
         platform = _stop_platform(config, progress)
-        kafka = tuple(_stop(config, name, progress) for name in kafka_names(config))
+        # A cluster's nodes stop together: stopped one by one, the last would wait for a
+        # controller quorum that is already gone (its controlled shutdown never completes).
+        names = kafka_names(config)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+            kafka = tuple(pool.map(lambda n: _stop(config, n, progress), names))
         redis_status = _stop(config, REDIS, progress)
         if wipe:
             shutil.rmtree(config.kafka_dir, ignore_errors=True)
