@@ -28,8 +28,8 @@ from confluent_kafka import (
 )
 
 from runplane.config import Settings
-from runplane.core.signing import Keyring, header_of, unsigned
 from runplane.errors import RetryableError, WireError
+from runplane.journal.signing import Keyring, header_of, unsigned
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
@@ -74,7 +74,7 @@ class RunHistory:
     bodies: dict[BodyKey, ResultEntry | None] = field(default_factory=dict)  # None: erased
     undecodable: int = 0
     # Per record (aligned with ``records``): why it is not signed by a chain writer
-    # (``runplane.core.signing``); None when read without a keyring (not checked).
+    # (``runplane.journal.signing``); None when read without a keyring (not checked).
     unsigned: tuple[str | None, ...] | None = None
 
 

@@ -57,11 +57,14 @@ from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.errors import WireError
 from runplane.kafka.processor import Emit, Incoming, State
+from runplane.keys import CASE_KEY, RESERVED_PREFIX
+from runplane.signing import Unsigned, Verification
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
     AdmissionReply,
     AdmissionRequest,
+    DeadLetter,
     JournalRecord,
     Record,
     RunStatus,
@@ -72,6 +75,7 @@ from runplane.wire import (
     schema_fingerprint,
     tenant_problem,
 )
+from services.admission.identity import DEAD_LETTERED, Authentication, identity_problem
 
 # Domain separation: these digests can never collide with any other hash runplane computes.
 _RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
@@ -85,9 +89,6 @@ DEFAULT_MAX_INPUT_BYTES = 512 * 1024
 # canonical hasher later (in admission or in the executor).
 MAX_INPUT_DEPTH = 64
 
-# The reserved correlation key naming a case id outright (see the module docstring).
-CASE_KEY = "runplane.case"
-RESERVED_PREFIX = "runplane."
 _CASE_ID = re.compile(r"c-[0-9a-f]{24}")
 
 
@@ -100,6 +101,10 @@ class Refusal(enum.StrEnum):
     INVALID_INPUT = "invalid_input"
     BAD_REQUEST = "bad_request"
     BAD_CORRELATION = "bad_correlation"
+    # Identity (``identity.py``): answered and dead-lettered.
+    UNAUTHENTICATED = "unauthenticated"
+    FORGED_TENANT = "forged_tenant"
+    FORBIDDEN_INITIATOR = "forbidden_initiator"
 
 
 @dataclass(frozen=True)
@@ -363,10 +368,14 @@ def decide(
     now_ms: int,
     *,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    verification: Verification = Unsigned(),
+    allow_unsigned: bool = True,
 ) -> Decision:
     """What admission does with one record of the ``admission`` topic.
 
     ``claim`` is the current claims-table row for ``key`` (None when the key is new).
+    ``verification`` is what the record's signature headers say (``runplane.signing.verify``);
+    ``allow_unsigned`` is dev mode. The defaults (unsigned, allowed) are the test Driver's.
     """
     if isinstance(record, RunStatusUpdate):
         return apply_status(claim, record)
@@ -375,6 +384,10 @@ def decide(
         return refusal(
             key, Refusal.BAD_REQUEST, f"expected an AdmissionRequest, got {kind}", now_ms
         )
+    # Before the duplicate lookup: an unauthenticated request learns nothing of an existing run.
+    who = identity_problem(record, verification, allow_unsigned=allow_unsigned)
+    if who is not None:
+        return refusal(key, Refusal(who[0].value), who[1], now_ms)
     if isinstance(claim, AdmissionClaim):
         return _duplicate(claim, key, now_ms)
     problem = _problem(key, record, capabilities, max_input_bytes)
@@ -471,6 +484,23 @@ def read_request_leniently(data: bytes) -> Mapping[str, Any] | None:
 Observer = Callable[[Decision, Incoming | None, int], None]
 
 
+def dead_letter_for(decision: Decision, msg: Incoming, now_ms: int) -> Emit | None:
+    """The dead letter of an identity refusal (the reply alone goes only to the emitter)."""
+    if not isinstance(decision, Refused) or decision.code.value not in DEAD_LETTERED:
+        return None
+    record = DeadLetter(
+        source_topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        service="admission",
+        reason=f"{decision.code.value}: {decision.reply.reason}",
+        key=msg.key.encode("utf-8"),
+        value=msg.raw_value,
+        at_ms=now_ms,
+    )
+    return Emit("deadletter", msg.key, record)
+
+
 class AdmissionHandler:
     """The processor's handler: the claims table in, ``decide`` in the middle, emits out."""
 
@@ -482,10 +512,12 @@ class AdmissionHandler:
         *,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         observe: Observer | None = None,
+        auth: Authentication | None = None,
     ) -> None:
         self._capabilities = dict(capabilities)
         self._max_input_bytes = max_input_bytes
         self._observe = observe
+        self._auth = auth if auth is not None else Authentication()
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
         position = Position(msg.topic, msg.partition, msg.offset)
@@ -497,10 +529,14 @@ class AdmissionHandler:
             self._capabilities,
             now_ms,
             max_input_bytes=self._max_input_bytes,
+            verification=self._auth.check(msg),
+            allow_unsigned=self._auth.allow_unsigned,
         )
         if self._observe is not None:
             self._observe(decision, msg, now_ms)
-        return [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        emits = [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        letter = dead_letter_for(decision, msg, now_ms)
+        return emits if letter is None else [*emits, letter]
 
     def on_undecodable(
         self, topic: str, key: str, data: bytes, error: WireError, now_ms: int

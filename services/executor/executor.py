@@ -61,14 +61,14 @@ from runplane.core import (
     UnknownCapability,
     seal,
 )
-from runplane.core.signing import Signer, journal_headers
 from runplane.errors import TerminalError, WireError
+from runplane.health import Probe
+from runplane.journal.signing import Signer, journal_headers
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.wire import (
     CancelDeadline,
     CaseReply,

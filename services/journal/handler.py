@@ -36,8 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from runplane.core.chain import TERMINAL_KINDS
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
-from services.journal.chain import (
+from runplane.journal.verify import (
     ERASED,
     Body,
     Erased,
@@ -49,6 +48,7 @@ from services.journal.chain import (
     check_links,
     needs_body,
 )
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
 
 BodyKey = tuple[str, int, int]
 
@@ -62,7 +62,7 @@ class JournalIn:
     record: JournalRecord
     partition: int
     offset: int
-    # Why the message is not signed by a chain writer (core.signing); None when it is, or
+    # Why the message is not signed by a chain writer (runplane.journal.signing); None when it is, or
     # when no keyring is configured.
     unsigned: str | None = None
 

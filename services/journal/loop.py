@@ -41,14 +41,14 @@ from typing import TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
-from runplane.core.signing import header_of
 from runplane.errors import WireError
+from runplane.health import Probe
+from runplane.journal.signing import header_of
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
 from runplane.runs import key_text, parse_result_key
-from runplane.service import Probe
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
 from services.journal import metrics as m
 from services.journal import topology as topo

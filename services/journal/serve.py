@@ -21,12 +21,12 @@ from typing import Protocol
 
 from runplane.auth import PrincipalsFile
 from runplane.config import Settings
-from runplane.core.signing import Keyring
+from runplane.journal.index import RunIndex
+from runplane.journal.signing import Keyring
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.service import Health, health_routes, run_http
 from runplane.wire import AuditRecord
 from services.journal.api import build_api
-from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
 from services.journal.loop import AuditLoop
 from services.journal.settings import JournalSettings

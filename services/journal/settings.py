@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int, env_str
-from runplane.core.signing import Keyring
 from runplane.errors import ConfigError
+from runplane.journal.signing import Keyring
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class JournalSettings:
     transaction_timeout_ms: int = 60_000
     session_timeout_ms: int = 10_000
     max_scans: int = 4
-    # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, core.signing): with
+    # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.journal.signing): with
     # them, a journal record not signed by one of them is a break (bad_signature).
     keyring: Keyring | None = None
 

@@ -24,7 +24,6 @@ short test in ``tests/chaos/test_chaos.py`` calls :func:`run` with a few dozen r
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -40,12 +39,11 @@ from typing import IO, Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, read_counts
+from runplane.signing import SigningKey
 from runplane.stack import StackConfig, cluster_size
 from runplane.wire import (
     AdmissionClaim,
@@ -199,12 +197,9 @@ def _env(settings: Settings, billing_url: str) -> dict[str, str]:
         env[f"RUNPLANE_{name.upper()}_PORT"] = "0"
     # The chain writers sign what they journal and the journal service checks it: a record
     # a crash or a restart left without a valid signature would be BROKEN on the audit stream.
-    key = Ed25519PrivateKey.generate()
-    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    env["RUNPLANE_JOURNAL_SIGNING_KEY"] = (
-        "chaos:" + base64.b64encode(key.private_bytes_raw()).decode()
-    )
-    env["RUNPLANE_JOURNAL_PUBLIC_KEYS"] = "chaos:" + base64.b64encode(public).decode()
+    key = SigningKey.generate("chaos")
+    env["RUNPLANE_JOURNAL_SIGNING_KEY"] = key.to_text()
+    env["RUNPLANE_JOURNAL_PUBLIC_KEYS"] = f"chaos:{key.public_b64()}"
     return env
 
 

@@ -18,6 +18,7 @@ from test_cases_support import cases_service, read_all, reply_to, send, wait_for
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
+from runplane.keys import CASE_KEY
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -26,7 +27,7 @@ from runplane.wire import (
     RegisterDeadline,
     StartRun,
 )
-from services.admission.handler import CASE_KEY, CapabilitySpec, case_id_for
+from services.admission.handler import CapabilitySpec, case_id_for
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 
@@ -61,7 +62,9 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
         due_ms=due,
         sweep_run_id="sweep-t9",
     )
-    admission = build(AdmissionSettings(base=settings, batch_ms=5), capabilities=CAPS)
+    admission = build(
+        AdmissionSettings(base=settings, batch_ms=5, allow_unsigned=True), capabilities=CAPS
+    )
     with cases_service(settings), running(admission), Client(settings) as client:
         assert admission.ready.wait(60)
         send(settings, register)

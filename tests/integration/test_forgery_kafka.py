@@ -24,13 +24,14 @@ from examples.audit_consumer import SCHEMAS, Decoder, RunVerdicts
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, seal
-from runplane.core.signing import Keyring, Signer, journal_headers
+from runplane.journal.index import RunIndex
+from runplane.journal.signing import Keyring, Signer, journal_headers
 from runplane.kafka.clients import transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs import read_audit, read_run, result_key
+from runplane.signing import SigningKey
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode
-from services.journal.index import RunIndex
 from services.journal.loop import AuditLoop
 from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
@@ -95,7 +96,7 @@ def _extension(run: str, records: list[JournalRecord], kind: JournalKind) -> Jou
 
 def test_every_reader_agrees_on_forgeries_written_to_kafka(settings: Settings) -> None:
     key = Ed25519PrivateKey.generate()
-    writer = Signer("w1", key)
+    writer = Signer(SigningKey("w1", key))
     keyring = Keyring({"w1": key.public_key()})
     cases: dict[str, tuple[int, str, int]] = {}  # run -> (broken seq, fault, records)
 

@@ -34,10 +34,13 @@ from runplane.auth import Principals, token_digest
 from runplane.cli.journal import EXIT_BROKEN, verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, body_digest, seal, verify_chain
-from runplane.core.signing import Keyring, Signer
-from runplane.core.signing import unsigned as _unsigned
+from runplane.journal.index import RunFilter
+from runplane.journal.signing import Keyring, Signer
+from runplane.journal.signing import unsigned as _unsigned
+from runplane.journal.summary import RunSummary, apply, summarize
 from runplane.runs import RunHistory
 from runplane.service import run_http
+from runplane.signing import SigningKey
 from runplane.wire import (
     AuditRecord,
     JournalKind,
@@ -57,9 +60,7 @@ from services.journal.handler import (
     on_journal,
     on_result,
 )
-from services.journal.index import RunFilter
 from services.journal.sample import sample_run
-from services.journal.summary import RunSummary, apply, summarize
 
 pytestmark = pytest.mark.unit
 
@@ -310,14 +311,14 @@ def test_every_reader_judges_a_forgery_alike(kind: str, http: Any) -> None:
     assert not disagree, f"{kind}: reference {reference}, but {disagree}"
 
 
-# -- writer signatures (core.signing): a well-chained extension by a foreign writer ----------
+# -- writer signatures (runplane.journal.signing): a well-chained extension by a foreign writer ----------
 
 SERDE = Serde.from_settings(Settings())
 
 
 def _key_pair() -> tuple[Signer, Keyring]:
     key = Ed25519PrivateKey.generate()
-    return Signer("writer-1", key), Keyring({"writer-1": key.public_key()})
+    return Signer(SigningKey("writer-1", key)), Keyring({"writer-1": key.public_key()})
 
 
 def _signed(records: list[JournalRecord], signer: Signer) -> list[tuple[bytes, bytes | None]]:
@@ -338,7 +339,7 @@ def _extension(records: list[JournalRecord]) -> list[JournalRecord]:
 def _foreign_key(
     records: list[JournalRecord], wire: list[tuple[bytes, bytes | None]]
 ) -> list[tuple[bytes, bytes | None]]:
-    attacker = Signer("writer-1", Ed25519PrivateKey.generate())  # claims the writer's key id
+    attacker = Signer(SigningKey.generate("writer-1"))  # claims the writer's key id
     value = SERDE.encode("journal", records[-1])
     return [*wire[:-1], (value, attacker.header(value)[1])]
 

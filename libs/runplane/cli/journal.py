@@ -11,21 +11,19 @@ no records, 2 intact but some bodies are absent from ``results``.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import os
 from typing import Any
 
 import typer
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
-from runplane.core.signing import Keyring, Signer
+from runplane.journal.signing import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.runs import RunHistory, read_audit, read_run
+from runplane.signing import SigningKey
 from runplane.wire import RunStatus, Verdict, to_dict
 
 runs_app = typer.Typer(
@@ -60,7 +58,7 @@ def runs_list(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """List runs, newest first, from the journal service's run index."""
-    from services.journal.index import RunFilter, RunIndex
+    from runplane.journal.index import RunFilter, RunIndex
 
     settings = Settings.from_env()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
@@ -107,8 +105,8 @@ def _verdict_cell(v: Verdict) -> str:
 @runs_app.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
-    from services.journal.index import RunIndex
-    from services.journal.summary import summarize
+    from runplane.journal.index import RunIndex
+    from runplane.journal.summary import summarize
 
     settings = Settings.from_env()
     summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
@@ -151,7 +149,7 @@ def journal_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
     history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     if not history.records:
@@ -216,7 +214,7 @@ def journal_show(
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
     report = verify_records(
         history.run_id, history.records, bodies_of(history.bodies), history.unsigned
@@ -274,12 +272,9 @@ def journal_keygen(
     The first line goes to the chain writers (admission, executor, cases) as
     RUNPLANE_JOURNAL_SIGNING_KEY, the second to every reader's RUNPLANE_JOURNAL_PUBLIC_KEYS.
     """
-    key = Ed25519PrivateKey.generate()
-    seed = base64.b64encode(key.private_bytes_raw()).decode()
-    public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
-    Signer.parse(f"{key_id}:{seed}")  # the key id must be one a writer accepts
-    typer.echo(f"RUNPLANE_JOURNAL_SIGNING_KEY={key_id}:{seed}")
-    typer.echo(f"RUNPLANE_JOURNAL_PUBLIC_KEYS={key_id}:{public.decode()}")
+    key = SigningKey.generate(key_id)
+    typer.echo(f"{SIGNING_KEY_ENV}={key.to_text()}")
+    typer.echo(f"{PUBLIC_KEYS_ENV}={key_id}:{key.public_b64()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -61,14 +61,14 @@ from confluent_kafka import (
 from prometheus_client import Counter, Gauge, Histogram
 
 from runplane.config import Settings
-from runplane.core.signing import Signer, journal_headers
 from runplane.errors import ConfigError, RetryableError, TerminalError, WireError
+from runplane.health import Probe
+from runplane.journal.signing import Signer, journal_headers
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.wire import Record, Serde
 
 __all__ = [
@@ -146,6 +146,19 @@ class Incoming:
     key: str
     value: Record | None
     timestamp_ms: int
+    # The record as it arrived, for a handler that checks a signature over its exact bytes
+    # (admission). Not part of equality: two deliveries of one record are the same input.
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=(), compare=False)
+    raw_value: bytes | None = field(default=None, compare=False, repr=False)
+
+
+def _headers(msg: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed record's headers (librdkafka hands out a list of (name, bytes) pairs)."""
+    raw = msg.headers()
+    if not raw:
+        return ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
 
 
 @dataclass(frozen=True)
@@ -366,7 +379,7 @@ class Processor:
             self._settings, cfg.transactional_id(self._settings), **dict(cfg.producer_overrides)
         )
         # A chain writer (admission's seq 0, the cases service's sealed sweep runs) signs what
-        # it writes on ``journal`` when RUNPLANE_JOURNAL_SIGNING_KEY is set (core.signing).
+        # it writes on ``journal`` when RUNPLANE_JOURNAL_SIGNING_KEY is set (runplane.journal.signing).
         self._producer = TransactionalProducer(
             producer_conf,
             headers=journal_headers(Signer.from_env(os.environ), self._settings.topic("journal")),
@@ -612,7 +625,14 @@ class Processor:
                     return emits
             return [self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)]
         incoming = Incoming(
-            logical, msg.partition() or 0, msg.offset() or 0, key, value, msg.timestamp()[1]
+            logical,
+            msg.partition() or 0,
+            msg.offset() or 0,
+            key,
+            value,
+            msg.timestamp()[1],
+            headers=_headers(msg),
+            raw_value=raw_value if isinstance(raw_value, bytes) else None,
         )
         try:
             return list(self._handler.handle(self.state, incoming, now_ms))

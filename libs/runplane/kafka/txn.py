@@ -102,7 +102,7 @@ class TransactionalProducer:
     ) -> None:
         self.transactional_id = str(config["transactional.id"])
         # Headers a record gets from its topic and value (the journal's writer signature,
-        # ``runplane.core.signing.journal_headers``); None: no headers.
+        # ``runplane.journal.signing.journal_headers``); None: no headers.
         self._headers = headers
         self._producer = Producer(config)
         self._op_timeout_s = op_timeout_s

@@ -35,12 +35,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from runplane.errors import ConfigError
+from runplane.signing import SigningKey
 
 __all__ = [
     "HEADER",
@@ -74,15 +72,21 @@ def _split(text: str, what: str) -> tuple[str, bytes]:
 
 @dataclass(frozen=True)
 class Signer:
-    """A chain writer's private key; :meth:`header` signs one journal message value."""
+    """A chain writer's private key; :meth:`header` signs one journal message value.
 
-    key_id: str
-    key: Ed25519PrivateKey
+    The key is an admission-style :class:`runplane.signing.SigningKey` (same text form,
+    ``<key-id>:<base64 seed>``, same ``repr`` that never shows it); only what is signed and
+    where it travels differ (one header, over the message value)."""
+
+    key: SigningKey
+
+    @property
+    def key_id(self) -> str:
+        return self.key.key_id
 
     @classmethod
     def parse(cls, text: str) -> Signer:
-        key_id, raw = _split(text, SIGNING_KEY_ENV)
-        return cls(key_id, Ed25519PrivateKey.from_private_bytes(raw))
+        return cls(SigningKey.from_text(text))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Signer | None:
@@ -92,7 +96,7 @@ class Signer:
 
     def header(self, value: bytes) -> tuple[str, bytes]:
         """The ``(name, value)`` Kafka header that signs the message ``value``."""
-        sig = base64.b64encode(self.key.sign(_DOMAIN + value)).decode("ascii")
+        sig = base64.b64encode(self.key.private.sign(_DOMAIN + value)).decode("ascii")
         return HEADER, f"{self.key_id}:{sig}".encode("ascii")
 
 

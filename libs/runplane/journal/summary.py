@@ -2,7 +2,7 @@
 
 Pure. A run's summary is a fold over its audit records in topic order (:func:`apply`), one rule per
 record kind where the kind matters. The Redis index applies the same rules incrementally (see
-``index.py``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
+``runplane.journal.index``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
 straight from Kafka when no index is at hand.
 
 Cost is summed from every record that carries one (the executor puts a generation's tokens
@@ -92,6 +92,9 @@ class RunSummary:
     run_id: str
     status: RunStatus | None = None
     capability: str | None = None
+    # From the run's RunAdmitted (seq 0); None until it is folded in (or in an index entry
+    # older than this field: rebuild the index). The journal API shows a run to its tenant only.
+    tenant: str | None = None
     case_id: str | None = None
     era: int = 0
     last_seq: int = -1
@@ -137,6 +140,7 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         summary,
         status=status,
         capability=summary.capability or audit.capability,
+        tenant=summary.tenant or _tenant_of(audit),
         case_id=summary.case_id or audit.case_id,
         era=max(summary.era, audit.era),
         last_seq=audit.seq,
@@ -166,6 +170,10 @@ def _late_break(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         broken_at_seq=audit.broken_at_seq,
         reason=audit.reason,
     )
+
+
+def _tenant_of(audit: AuditRecord) -> str | None:
+    return audit.attrs.get("tenant") if audit.kind is JournalKind.RUN_ADMITTED else None
 
 
 def _worse(a: Verdict, b: Verdict) -> Verdict:
