@@ -179,7 +179,24 @@ class Figures:
         return f"| figure | value |\n| --- | --- |\n{body}\n"
 
 
-def _env(settings: Settings, billing_url: str) -> dict[str, str]:
+EMITTER = SigningKey.generate("chaos-emitter-1")
+
+
+def _emitters_file(logs: Path) -> Path:
+    """Admission's registry: the suite's emitter speaks for tenant ``acme`` (signed admission)."""
+    path = logs / "emitters.yaml"
+    path.write_text(
+        "emitters:\n"
+        "  - name: chaos-emitter\n"
+        "    tenant: acme\n"
+        "    keys:\n"
+        f"      - id: {EMITTER.key_id}\n"
+        f"        public_key: {EMITTER.public_b64()}\n"
+    )
+    return path
+
+
+def _env(settings: Settings, billing_url: str, logs: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -192,6 +209,7 @@ def _env(settings: Settings, billing_url: str) -> dict[str, str]:
         "RUNPLANE_EXECUTOR_BATCH_MS": "5",
         "RUNPLANE_LOG_LEVEL": "WARNING",
         "RUNPLANE_WORKLIST_PRINCIPALS_FILE": str(ROOT / "examples" / "principals.yaml"),
+        "RUNPLANE_ADMISSION_EMITTERS_FILE": str(_emitters_file(logs)),
     }
     for name in ("admission", "executor", "cases", "sweeper", "worklist", "journal"):
         env[f"RUNPLANE_{name.upper()}_PORT"] = "0"
@@ -212,20 +230,31 @@ def _emit(producer: Producer, settings: Settings, key: str, invoice: str) -> Non
         initiator="emitter",
         requested_ms=int(time.time() * 1000),
     )
-    deliver(producer, settings, "admission", key, request)
+    deliver(producer, settings, "admission", key, request, signer=EMITTER)
 
 
-def deliver(producer: Producer, settings: Settings, topic: str, key: str, record: Any) -> None:
+def deliver(
+    producer: Producer,
+    settings: Settings,
+    topic: str,
+    key: str,
+    record: Any,
+    *,
+    signer: SigningKey | None = None,
+) -> None:
     """Produce until the broker acknowledged it (acks=all): an emitter retries with the same
     key, so a broker fault in the middle costs a duplicate request, never a lost one."""
     value = Serde.from_settings(settings).encode(topic, record)
     errors: list[object] = []
     for _ in range(20):
         errors.clear()
+        now_ms = int(time.time() * 1000)
         producer.produce(
             settings.topic(topic),
             key=key.encode(),
             value=value,
+            timestamp=now_ms,
+            headers=None if signer is None else list(signer.headers(key.encode(), value, now_ms)),
             on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
         )
         if producer.flush(60) == 0 and not errors:
@@ -341,7 +370,7 @@ def run(
     figures = Figures(load=_load())
     logs.mkdir(parents=True, exist_ok=True)
     with FakeBillingServer(counts_path=logs / "billing.json", charge_delay_s=0.2) as billing:
-        env = _env(settings, billing.url)
+        env = _env(settings, billing.url, logs)
         services = [Service(n, f"{n}-0", env, logs) for n in SERVICES]
         services += [Service("executor", f"executor-{i}", env, logs) for i in range(executors)]
         for s in services:
