@@ -135,6 +135,7 @@ class Figures:
     charged_twice: list[str] = field(default_factory=list)
     broken_chains: list[str] = field(default_factory=list)
     in_doubt: int = 0
+    runs_in_doubt: int = 0
     in_doubt_unresolved: list[str] = field(default_factory=list)
     service_kills: dict[str, int] = field(default_factory=dict)
     service_exits: dict[str, list[int]] = field(default_factory=dict)
@@ -168,7 +169,10 @@ class Figures:
             ("effects performed twice", len(self.charged_twice)),
             ("chains verified", f"{verified}/{self.runs} ({pct:.1f}%)"),
             ("runs BROKEN on the audit stream", len(self.audit_broken)),
-            ("in-doubt calls / unresolved", f"{self.in_doubt} / {len(self.in_doubt_unresolved)}"),
+            (
+                "EFFECT_IN_DOUBT records / runs with one / runs left unresolved",
+                f"{self.in_doubt} / {self.runs_in_doubt} / {len(self.in_doubt_unresolved)}",
+            ),
             ("SIGKILLs (service: count)", kills or "none"),
             ("exits on their own, restarted (service: codes)", exits or "none"),
             ("broker faults", "; ".join(self.broker_events) or "none (single broker)"),
@@ -529,6 +533,7 @@ def _check(settings: Settings, keys: list[str], charges: dict[str, int], figures
             figures.audit_broken.append(sid)
         doubts = [r for r in records if r.kind is JournalKind.EFFECT_IN_DOUBT]
         figures.in_doubt += len(doubts)
+        figures.runs_in_doubt += bool(doubts)
         charged = charges.get(f"refund/{sid}", 0)
         if charged > 1:
             figures.charged_twice.append(sid)
@@ -544,6 +549,22 @@ def _check(settings: Settings, keys: list[str], charges: dict[str, int], figures
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.1f} (1 min) / {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
+HEADER = """# Chaos suite (`make chaos`)
+
+Written by `tests/chaos/chaos.py` (the figures of the last `make chaos` run, {runs} keys): the
+refund agent (fetch_invoice, an approval decided by a script, charge_card — mutating, recovery
+`reconcile` with the `get_charge` probe — against the billing fake, which keeps its own ledger
+of charges per idempotency key) through signed admission, three executors, cases, worklist and
+the journal service, on a local three-broker KRaft cluster (RF 3, min.insync.replicas 2). During
+the chaos window every few seconds a random service is SIGKILLed and restarted; the broker that
+leads the most `runs.inbox` partitions is SIGKILLed and restarted; another broker is paused with
+SIGSTOP for 20 s (broker session timeout 9 s). The journal is signed (a fresh Ed25519 key per
+run) and the journal service checks every signature. Afterwards everything is read back from
+Kafka (claims, sessions, journal, results, audit) and from the billing ledger.
+
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -569,10 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     table = figures.markdown()
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        "# Chaos suite (`make chaos`)\n\n"
-        "Written by `tests/chaos/chaos.py`; the figures of the last full run.\n\n" + table
-    )
+    args.out.write_text(HEADER.format(runs=args.runs) + table)
     return 0 if figures.ok else 1
 
 
