@@ -42,13 +42,14 @@ from confluent_kafka.admin import AdminClient
 
 from runplane.config import Settings
 from runplane.core import verify_chain
-from runplane.fakes import FakeBillingServer, read_counts
+from runplane.fakes import FakeBillingServer, FakeOpenAIServer, read_counts
 from runplane.signing import SigningKey
 from runplane.stack import StackConfig, cluster_size
 from runplane.wire import (
     AdmissionClaim,
     AdmissionRequest,
     AuditRecord,
+    CaseRecord,
     DecisionOutcome,
     JournalKind,
     JournalRecord,
@@ -133,9 +134,12 @@ class Figures:
     lost: list[str] = field(default_factory=list)
     double_admissions: list[str] = field(default_factory=list)
     charged_twice: list[str] = field(default_factory=list)
+    triage_runs: int = 0
+    case_written_twice: list[str] = field(default_factory=list)
     broken_chains: list[str] = field(default_factory=list)
     in_doubt: int = 0
     runs_in_doubt: int = 0
+    in_doubt_by_recovery: dict[str, int] = field(default_factory=dict)
     in_doubt_unresolved: list[str] = field(default_factory=list)
     service_kills: dict[str, int] = field(default_factory=dict)
     service_exits: dict[str, list[int]] = field(default_factory=dict)
@@ -150,6 +154,7 @@ class Figures:
             self.lost
             or self.double_admissions
             or self.charged_twice
+            or self.case_written_twice
             or self.broken_chains
             or self.in_doubt_unresolved
             or self.audit_broken
@@ -159,6 +164,7 @@ class Figures:
         verified = self.runs - len(self.broken_chains)
         pct = 100.0 * verified / self.runs if self.runs else 0.0
         kills = ", ".join(f"{k} {v}" for k, v in sorted(self.service_kills.items()))
+        recoveries = ", ".join(f"{k} {v}" for k, v in sorted(self.in_doubt_by_recovery.items()))
         exits = ", ".join(f"{k} {v}" for k, v in sorted(self.service_exits.items()) if v)
         rows = [
             ("runs admitted", self.runs),
@@ -166,13 +172,19 @@ class Figures:
             ("completed / parked for an operator", f"{self.completed} / {self.parked_operator}"),
             ("lost runs", len(self.lost)),
             ("double admissions", len(self.double_admissions)),
-            ("effects performed twice", len(self.charged_twice)),
+            ("refund / triage runs", f"{self.runs - self.triage_runs} / {self.triage_runs}"),
+            ("charges performed twice (billing's ledger)", len(self.charged_twice)),
+            (
+                "case writes or deadlines applied twice (the cases topic)",
+                len(self.case_written_twice),
+            ),
             ("chains verified", f"{verified}/{self.runs} ({pct:.1f}%)"),
             ("runs BROKEN on the audit stream", len(self.audit_broken)),
             (
                 "EFFECT_IN_DOUBT records / runs with one / runs left unresolved",
                 f"{self.in_doubt} / {self.runs_in_doubt} / {len(self.in_doubt_unresolved)}",
             ),
+            ("EFFECT_IN_DOUBT by declared recovery", recoveries or "none"),
             ("SIGKILLs (service: count)", kills or "none"),
             ("exits on their own, restarted (service: codes)", exits or "none"),
             ("broker faults", "; ".join(self.broker_events) or "none (single broker)"),
@@ -200,7 +212,7 @@ def _emitters_file(logs: Path) -> Path:
     return path
 
 
-def _env(settings: Settings, billing_url: str, logs: Path) -> dict[str, str]:
+def _env(settings: Settings, billing_url: str, openai_url: str, logs: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -208,8 +220,9 @@ def _env(settings: Settings, billing_url: str, logs: Path) -> dict[str, str]:
         "RUNPLANE_PARTITIONS": str(settings.partitions),
         "RUNPLANE_REPLICATION_FACTOR": str(settings.replication_factor),
         "RUNPLANE_REDIS_URL": settings.redis_url,
-        "RUNPLANE_AGENT_MODULES": "examples.refund",
+        "RUNPLANE_AGENT_MODULES": "examples.refund,examples.triage",
         "RUNPLANE_BILLING_URL": billing_url,
+        "RUNPLANE_OPENAI_BASE_URL": openai_url,
         "RUNPLANE_EXECUTOR_BATCH_MS": "5",
         "RUNPLANE_LOG_LEVEL": "WARNING",
         "RUNPLANE_WORKLIST_PRINCIPALS_FILE": str(ROOT / "examples" / "principals.yaml"),
@@ -225,11 +238,20 @@ def _env(settings: Settings, billing_url: str, logs: Path) -> dict[str, str]:
     return env
 
 
-def _emit(producer: Producer, settings: Settings, key: str, invoice: str) -> None:
+TRIAGE_EVERY = 3  # every third key is a triage run: a generation, a case write, a deadline
+
+
+def _emit(producer: Producer, settings: Settings, key: str, i: int, tag: str) -> None:
+    triage = i % TRIAGE_EVERY == 1
     request = AdmissionRequest(
         admission_key=key,
-        capability="refund",
-        input_json=json.dumps({"invoice_id": invoice}),
+        capability="triage" if triage else "refund",
+        input_json=json.dumps(
+            {"ticket": f"billing: ticket {tag}-{i}"} if triage else {"invoice_id": f"INV-{tag}-{i}"}
+        ),
+        # One case per ticket: its state is written once and one obligation registered, so a
+        # case at version 2 or with two obligations is an effect performed twice.
+        correlation_keys={"ticket": f"T-{tag}-{i}"} if triage else {},
         tenant="acme",
         initiator="emitter",
         requested_ms=int(time.time() * 1000),
@@ -373,8 +395,11 @@ def run(
     started = time.monotonic()
     figures = Figures(load=_load())
     logs.mkdir(parents=True, exist_ok=True)
-    with FakeBillingServer(counts_path=logs / "billing.json", charge_delay_s=0.2) as billing:
-        env = _env(settings, billing.url, logs)
+    with (
+        FakeBillingServer(counts_path=logs / "billing.json", charge_delay_s=0.2) as billing,
+        FakeOpenAIServer() as openai,
+    ):
+        env = _env(settings, billing.url, openai.url, logs)
         services = [Service(n, f"{n}-0", env, logs) for n in SERVICES]
         services += [Service("executor", f"executor-{i}", env, logs) for i in range(executors)]
         for s in services:
@@ -429,10 +454,10 @@ def _emit_all(
     keys = [f"chaos-{tag}-{i}" for i in range(runs)]
     pause = (spread_s / 2) / max(1, runs)
     for i, key in enumerate(keys):
-        _emit(producer, settings, key, f"INV-{tag}-{i}")
+        _emit(producer, settings, key, i, tag)
         figures.emitted += 1
         if i % 10 == 3:
-            _emit(producer, settings, key, f"INV-{tag}-{i}")
+            _emit(producer, settings, key, i, tag)
             figures.emitted += 1
             figures.duplicates_sent += 1
         time.sleep(pause)
@@ -508,6 +533,7 @@ def _check(settings: Settings, keys: list[str], charges: dict[str, int], figures
         for _, a in read_topic(settings, "audit", timeout_s=300)
         if isinstance(a, AuditRecord) and a.verdict is Verdict.BROKEN
     }
+    cases = {k: v for k, v in _table(settings, "cases").items() if isinstance(v, CaseRecord)}
     admitted: dict[str, set[str]] = {}
     for sid, records in chains.items():
         for r in records:
@@ -534,15 +560,29 @@ def _check(settings: Settings, keys: list[str], charges: dict[str, int], figures
         doubts = [r for r in records if r.kind is JournalKind.EFFECT_IN_DOUBT]
         figures.in_doubt += len(doubts)
         figures.runs_in_doubt += bool(doubts)
+        if claim.case_id is not None:
+            figures.triage_runs += 1
+            case = cases.get(claim.case_id)
+            # Written once at version 0 → 1, one obligation registered: anything else is a
+            # case write or a deadline the cases service applied twice (or lost).
+            if snap.status is RunStatus.COMPLETED and (
+                case is None or case.version != 1 or len(case.obligations) != 1
+            ):
+                figures.case_written_twice.append(sid)
         charged = charges.get(f"refund/{sid}", 0)
         if charged > 1:
             figures.charged_twice.append(sid)
-        # Reconcile resolves a doubt: completed with exactly one charge, or handed to an
-        # operator with the reason; anything else left it unresolved.
-        if doubts and not (
-            (snap.status is RunStatus.COMPLETED and charged == 1)
-            or (snap.parked_on is not None and snap.parked_on.kind is ParkKind.OPERATOR)
-        ):
+        for d in doubts:
+            how = d.attrs.get("recovery", "?")
+            figures.in_doubt_by_recovery[how] = figures.in_doubt_by_recovery.get(how, 0) + 1
+        # Resolved by its declared recovery: handed to an operator with the reason, or the run
+        # went on and completed — a refund (charge_card: reconcile) with exactly one charge at
+        # billing, a triage (generation: retry; case commands idempotent by request id) as is.
+        operator = snap.parked_on is not None and snap.parked_on.kind is ParkKind.OPERATOR
+        completed = snap.status is RunStatus.COMPLETED and (
+            claim.case_id is not None or charged == 1
+        )
+        if doubts and not (operator or completed):
             figures.in_doubt_unresolved.append(sid)
 
 
