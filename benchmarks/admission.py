@@ -127,7 +127,8 @@ class _Watcher:
 
 def _run_admission(settings: Settings, body: Callable[[threading.Event], None]) -> None:
     processor = build(
-        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20), capabilities=CAPS
+        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20, allow_unsigned=True),
+        capabilities=CAPS,
     )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)

@@ -7,13 +7,15 @@ SHA-256 only, so the file reveals no credential::
       - name: ada
         token_sha256: 9f86d081…   # sha256 of the bearer token's UTF-8 bytes
         roles: [finance, auditor]
+        tenant: acme                # optional; default "default"
 
 (a top-level list of principals is accepted too). The path may also be a directory — a
 Kubernetes secret mounted as a volume — holding ``principals.yaml`` (or ``.yml``/``.json``).
 
 ``Principals.authenticate(token)`` hashes the presented token and compares it against every
 entry in constant time, so timing reveals neither which entry matched nor how much of a digest
-did. Generic on purpose: the worklist checks roles like ``finance``, the journal service the
+did. A principal belongs to one tenant: the worklist shows and lets them decide only that
+tenant's tasks, the journal API only that tenant's runs. Generic on purpose: the worklist checks roles like ``finance``, the journal service the
 role ``auditor``; this module knows no role names.
 
 ``token_digest`` is how a deployment produces the stored form::
@@ -47,8 +49,10 @@ import yaml
 from starlette.exceptions import HTTPException
 
 from runplane.errors import ConfigError
+from runplane.wire import tenant_problem
 
 __all__ = [
+    "DEFAULT_TENANT",
     "PRINCIPALS_FILE_ENV",
     "Principal",
     "PrincipalSource",
@@ -62,6 +66,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PRINCIPALS_FILE_ENV = "RUNPLANE_WORKLIST_PRINCIPALS_FILE"
+# The tenant of a principal that names none, and of records written before tenants were
+# carried (a task from an older executor): the emitter's and client's default tenant too.
+DEFAULT_TENANT = "default"
 _SECRET_FILE_NAMES = ("principals.yaml", "principals.yml", "principals.json")
 _HEX = frozenset("0123456789abcdef")
 # A principal's name ends up in wire records (ClaimTask.principal, TaskDecision.decided_by),
@@ -95,16 +102,20 @@ def _name_problem(name: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """A configured identity: its name, the digest of its token, and its roles."""
+    """A configured identity: its name, the digest of its token, its roles and its tenant."""
 
     name: str
     token_sha256: str
     roles: frozenset[str]
+    tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
         problem = _name_problem(self.name)
         if problem:
             raise ConfigError(f"principal {self.name!r}: {problem}")
+        bad_tenant = tenant_problem(self.tenant)
+        if bad_tenant:
+            raise ConfigError(f"principal {self.name}: {bad_tenant}")
         if len(self.token_sha256) != 64 or not set(self.token_sha256) <= _HEX:
             raise ConfigError(f"principal {self.name}: token_sha256 must be 64 lowercase hex")
 
@@ -152,6 +163,11 @@ class Principals:
         p = self.get(name)
         return frozenset() if p is None else p.roles
 
+    def tenant_of(self, name: str) -> str | None:
+        """The tenant of ``name``; None for an unknown name (who belongs to no tenant)."""
+        p = self.get(name)
+        return None if p is None else p.tenant
+
     # --- loading ---------------------------------------------------------------------------
 
     @classmethod
@@ -190,6 +206,9 @@ def _principal(item: Any, where: str) -> Principal:
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where}: expected a mapping")
     name, digest, roles = item.get("name"), item.get("token_sha256"), item.get("roles", [])
+    tenant = item.get("tenant", DEFAULT_TENANT)
+    if not isinstance(tenant, str):
+        raise ConfigError(f"{where} ({name}): tenant must be a string")
     problem = _name_problem(name)
     if problem:
         raise ConfigError(f"{where}: {problem}")
@@ -202,7 +221,8 @@ def _principal(item: Any, where: str) -> Principal:
         raise ConfigError(f"{where} ({name}): roles must be a list")
     if not all(isinstance(r, str) and r for r in roles):
         raise ConfigError(f"{where} ({name}): roles must be non-empty strings")
-    return Principal(str(name), digest.lower() if digest.isascii() else digest, frozenset(roles))
+    digest = digest.lower() if digest.isascii() else digest
+    return Principal(str(name), digest, frozenset(roles), tenant)
 
 
 def _target(path: Path) -> Path:
@@ -221,6 +241,7 @@ class PrincipalSource(Protocol):
 
     def authenticate(self, token: str | None) -> Principal | None: ...
     def roles_of(self, name: str) -> frozenset[str]: ...
+    def tenant_of(self, name: str) -> str | None: ...
 
 
 Signature = tuple[int, int, int, int]  # (device, inode, mtime ns, size) of the resolved file
@@ -307,6 +328,9 @@ class PrincipalsFile:
 
     def roles_of(self, name: str) -> frozenset[str]:
         return self.current().roles_of(name)
+
+    def tenant_of(self, name: str) -> str | None:
+        return self.current().tenant_of(name)
 
     def get(self, name: str) -> Principal | None:
         return self.current().get(name)

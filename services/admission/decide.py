@@ -57,6 +57,7 @@ from fastavro import schemaless_reader
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.keys import CASE_KEY, RESERVED_PREFIX
+from runplane.signing import Unsigned, Verification
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
@@ -72,6 +73,7 @@ from runplane.wire import (
     schema_fingerprint,
     tenant_problem,
 )
+from services.admission.identity import identity_problem
 
 # Domain separation: these digests can never collide with any other hash runplane computes.
 _RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
@@ -97,6 +99,10 @@ class Refusal(enum.StrEnum):
     INVALID_INPUT = "invalid_input"
     BAD_REQUEST = "bad_request"
     BAD_CORRELATION = "bad_correlation"
+    # Identity (``identity.py``): answered and dead-lettered.
+    UNAUTHENTICATED = "unauthenticated"
+    FORGED_TENANT = "forged_tenant"
+    FORBIDDEN_INITIATOR = "forbidden_initiator"
 
 
 @dataclass(frozen=True)
@@ -360,10 +366,14 @@ def decide(
     now_ms: int,
     *,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    verification: Verification = Unsigned(),
+    allow_unsigned: bool = True,
 ) -> Decision:
     """What admission does with one record of the ``admission`` topic.
 
     ``claim`` is the current claims-table row for ``key`` (None when the key is new).
+    ``verification`` is what the record's signature headers say (``runplane.signing.verify``);
+    ``allow_unsigned`` is dev mode. The defaults (unsigned, allowed) are the test Driver's.
     """
     if isinstance(record, RunStatusUpdate):
         return apply_status(claim, record)
@@ -372,6 +382,10 @@ def decide(
         return refusal(
             key, Refusal.BAD_REQUEST, f"expected an AdmissionRequest, got {kind}", now_ms
         )
+    # Before the duplicate lookup: an unauthenticated request learns nothing of an existing run.
+    who = identity_problem(record, verification, allow_unsigned=allow_unsigned)
+    if who is not None:
+        return refusal(key, Refusal(who[0].value), who[1], now_ms)
     if isinstance(claim, AdmissionClaim):
         return _duplicate(claim, key, now_ms)
     problem = _problem(key, record, capabilities, max_input_bytes)

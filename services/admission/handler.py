@@ -1,8 +1,9 @@
 """Admission's processor handler: the claims table in, :func:`decide` in the middle, emits out.
 
 Pure like ``decide.py`` (which holds every rule); this adapts it to the shared transactional
-processor's ``Handler``: it reads the claim from the restored ``claims`` table, hands the
-decision to the metrics observer, and turns ``outputs(decision)`` into ``Emit``s.
+processor's ``Handler``: it reads the claim from the restored ``claims`` table, checks the
+record's signature (``identity.py``), hands the decision to the metrics observer, and turns
+``outputs(decision)`` — plus the dead letter of an identity refusal — into ``Emit``s.
 """
 
 from __future__ import annotations
@@ -11,20 +12,40 @@ from collections.abc import Callable, Mapping, Sequence
 
 from runplane.errors import WireError
 from runplane.kafka.processor import Emit, Incoming, State
+from runplane.wire import DeadLetter
 from services.admission.decide import (
     DEFAULT_MAX_INPUT_BYTES,
     CapabilitySpec,
     Decision,
     Position,
+    Refused,
     decide,
     outputs,
     read_request_leniently,
     refuse_unreadable,
 )
+from services.admission.identity import DEAD_LETTERED, Authentication
 
-__all__ = ["AdmissionHandler", "Observer"]
+__all__ = ["AdmissionHandler", "Observer", "dead_letter_for"]
 
 Observer = Callable[[Decision, Incoming | None, int], None]
+
+
+def dead_letter_for(decision: Decision, msg: Incoming, now_ms: int) -> Emit | None:
+    """The dead letter of an identity refusal (the reply alone goes only to the emitter)."""
+    if not isinstance(decision, Refused) or decision.code.value not in DEAD_LETTERED:
+        return None
+    record = DeadLetter(
+        source_topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        service="admission",
+        reason=f"{decision.code.value}: {decision.reply.reason}",
+        key=msg.key.encode("utf-8"),
+        value=msg.raw_value,
+        at_ms=now_ms,
+    )
+    return Emit("deadletter", msg.key, record)
 
 
 class AdmissionHandler:
@@ -38,10 +59,12 @@ class AdmissionHandler:
         *,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         observe: Observer | None = None,
+        auth: Authentication | None = None,
     ) -> None:
         self._capabilities = dict(capabilities)
         self._max_input_bytes = max_input_bytes
         self._observe = observe
+        self._auth = auth if auth is not None else Authentication()
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
         position = Position(msg.topic, msg.partition, msg.offset)
@@ -53,10 +76,14 @@ class AdmissionHandler:
             self._capabilities,
             now_ms,
             max_input_bytes=self._max_input_bytes,
+            verification=self._auth.check(msg),
+            allow_unsigned=self._auth.allow_unsigned,
         )
         if self._observe is not None:
             self._observe(decision, msg, now_ms)
-        return [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        emits = [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        letter = dead_letter_for(decision, msg, now_ms)
+        return emits if letter is None else [*emits, letter]
 
     def on_undecodable(
         self, topic: str, key: str, data: bytes, error: WireError, now_ms: int

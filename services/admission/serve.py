@@ -16,9 +16,11 @@ from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
 from runplane.service import Health, make_app, run_http
+from runplane.signing import Emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec
 from services.admission.handler import AdmissionHandler
+from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
 
@@ -36,6 +38,19 @@ def load_capabilities(modules: tuple[str, ...]) -> dict[str, CapabilitySpec]:
     if not caps:
         log.warning("no capabilities registered: every request will be refused")
     return caps
+
+
+def authentication(settings: AdmissionSettings) -> Authentication:
+    """The emitters registry (read now: a bad file stops the start) and the dev-mode flag."""
+    emitters = Emitters.from_file(settings.emitters_file)
+    if settings.allow_unsigned:
+        log.warning(
+            "unsigned admission allowed (RUNPLANE_ADMISSION_ALLOW_UNSIGNED, dev mode): any "
+            "principal that may write the admission topic names any tenant and initiator"
+        )
+    elif not emitters.emitters:
+        log.warning("no emitters registered and unsigned admission is off: all is refused")
+    return Authentication(emitters, settings.allow_unsigned, settings.signature_window_ms)
 
 
 def build(
@@ -61,7 +76,10 @@ def build(
         consumer_overrides={"session.timeout.ms": settings.session_timeout_ms},
     )
     handler = AdmissionHandler(
-        caps, max_input_bytes=settings.max_input_bytes, observe=metrics.observe
+        caps,
+        max_input_bytes=settings.max_input_bytes,
+        observe=metrics.observe,
+        auth=authentication(settings),
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(

@@ -185,6 +185,7 @@ def serve_admission(settings: Settings, instance: str) -> subprocess.Popen[bytes
         "RUNPLANE_ADMISSION_PORT": "0",
         "RUNPLANE_AGENT_MODULES": "examples.refund",
         "RUNPLANE_ADMISSION_BATCH_MAX": "50",
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
     }
     return subprocess.Popen(
         [str(RUNPLANE), "serve", "admission"],
@@ -208,7 +209,9 @@ def finish(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> tuple[in
 def test_thousand_keys_five_times_from_two_producers(settings: Settings) -> None:
     keys = [f"order-{i}" for i in range(1000)]
     emit_interleaved(settings, keys, copies=5)
-    with running(build(AdmissionSettings(base=settings), capabilities=CAPS)) as proc:
+    with running(
+        build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)
+    ) as proc:
         wait_for("5000 replies", lambda: len(committed_replies(settings)) >= 5000, timeout=90)
         assert proc.state.size("claims") == 1000
     check_one_run_per_key(settings, keys, requests_per_key=5)
@@ -268,7 +271,7 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
     ]
     produce_all(settings, raw)
     with (
-        running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
+        running(build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)),
         Client(settings) as client,
     ):
         unknown = client.admit(
@@ -299,7 +302,7 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
 
 def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) -> None:
     with (
-        running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
+        running(build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)),
         Client(settings) as client,
     ):
         first = client.admit(

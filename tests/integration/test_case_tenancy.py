@@ -62,7 +62,9 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
         due_ms=due,
         sweep_run_id="sweep-t9",
     )
-    admission = build(AdmissionSettings(base=settings, batch_ms=5), capabilities=CAPS)
+    admission = build(
+        AdmissionSettings(base=settings, batch_ms=5, allow_unsigned=True), capabilities=CAPS
+    )
     with cases_service(settings), running(admission), Client(settings) as client:
         assert admission.ready.wait(60)
         send(settings, register)

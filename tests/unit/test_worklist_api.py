@@ -145,6 +145,7 @@ def test_no_or_unknown_token_is_401(client: httpx.Client) -> None:
     assert client.get("/api/me", headers=auth("ada")).json() == {
         "name": "ada",
         "roles": ["finance"],
+        "tenant": "default",
     }
 
 
@@ -549,7 +550,11 @@ def test_a_rotated_principals_file_takes_effect_without_a_restart(
         assert c.get("/api/me", headers=auth("bob")).status_code == 401
         assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 200
         write({"bob": "finance", "ada": "support"})  # bob added, ada moved to another role
-        assert c.get("/api/me", headers=auth("bob")).json() == {"name": "bob", "roles": ["finance"]}
+        assert c.get("/api/me", headers=auth("bob")).json() == {
+            "name": "bob",
+            "roles": ["finance"],
+            "tenant": "default",
+        }
         assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 404
         r = c.post("/api/tasks/run-1/0/1/decide", headers=auth("bob"), json={"decision": "approve"})
         assert r.status_code == 200 and r.json()["outcome"] == "APPROVED"

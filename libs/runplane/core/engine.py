@@ -1709,6 +1709,7 @@ class Runtime:
                 allow_unattended=False,
                 escalate_to=None,
                 opened_ms=self._now,
+                tenant=self.tenant,  # the worklist shows it to this tenant's principals only
             )
         )
         self._emit(
@@ -1817,6 +1818,7 @@ class Runtime:
                 allow_unattended=bool(req["allow_unattended"]),
                 escalate_to=req.get("escalate_to"),
                 opened_ms=self._now,
+                tenant=self.tenant,  # the worklist shows it to this tenant's principals only
             )
         )
         self._emit(

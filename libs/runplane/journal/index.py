@@ -29,6 +29,7 @@ from typing import Any
 
 import redis
 
+from runplane.auth import DEFAULT_TENANT
 from runplane.journal.summary import CostTotals, RunSummary, apply
 from runplane.wire import AuditRecord, RunStatus, Verdict
 
@@ -41,6 +42,7 @@ def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
         run_id=run_id,
         status=None if status is None else RunStatus(status),
         capability=data.get("capability"),
+        tenant=data.get("tenant"),
         case_id=data.get("case_id"),
         era=int(data.get("era", 0)),
         last_seq=int(data.get("last_seq", -1)),
@@ -71,10 +73,12 @@ class RunFilter:
     since_ms: int | None = None
     until_ms: int | None = None
     limit: int = 100
+    tenant: str | None = None  # the asking principal's; a run without one is DEFAULT_TENANT's
 
     def matches(self, s: RunSummary) -> bool:
         return (
-            (self.status is None or s.status == self.status)
+            (self.tenant is None or (s.tenant or DEFAULT_TENANT) == self.tenant)
+            and (self.status is None or s.status == self.status)
             and (self.capability is None or s.capability == self.capability)
             and (self.case_id is None or s.case_id == self.case_id)
         )

@@ -92,6 +92,9 @@ class RunSummary:
     run_id: str
     status: RunStatus | None = None
     capability: str | None = None
+    # From the run's RunAdmitted (seq 0); None until it is folded in (or in an index entry
+    # older than this field: rebuild the index). The journal API shows a run to its tenant only.
+    tenant: str | None = None
     case_id: str | None = None
     era: int = 0
     last_seq: int = -1
@@ -129,6 +132,7 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         summary,
         status=status,
         capability=summary.capability or audit.capability,
+        tenant=summary.tenant or _tenant_of(audit),
         case_id=summary.case_id or audit.case_id,
         era=max(summary.era, audit.era),
         last_seq=audit.seq,
@@ -147,6 +151,10 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         else (audit.reason if audit.verdict is Verdict.BROKEN else summary.reason),
         body_missing=summary.body_missing + (audit.verdict is Verdict.BODY_MISSING),
     )
+
+
+def _tenant_of(audit: AuditRecord) -> str | None:
+    return audit.attrs.get("tenant") if audit.kind is JournalKind.RUN_ADMITTED else None
 
 
 def _worse(a: Verdict, b: Verdict) -> Verdict:

@@ -144,6 +144,19 @@ class Incoming:
     key: str
     value: Record | None
     timestamp_ms: int
+    # The record as it arrived, for a handler that checks a signature over its exact bytes
+    # (admission). Not part of equality: two deliveries of one record are the same input.
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=(), compare=False)
+    raw_value: bytes | None = field(default=None, compare=False, repr=False)
+
+
+def _headers(msg: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed record's headers (librdkafka hands out a list of (name, bytes) pairs)."""
+    raw = msg.headers()
+    if not raw:
+        return ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
 
 
 @dataclass(frozen=True)
@@ -605,7 +618,14 @@ class Processor:
                     return emits
             return [self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)]
         incoming = Incoming(
-            logical, msg.partition() or 0, msg.offset() or 0, key, value, msg.timestamp()[1]
+            logical,
+            msg.partition() or 0,
+            msg.offset() or 0,
+            key,
+            value,
+            msg.timestamp()[1],
+            headers=_headers(msg),
+            raw_value=raw_value if isinstance(raw_value, bytes) else None,
         )
         try:
             return list(self._handler.handle(self.state, incoming, now_ms))
