@@ -31,9 +31,9 @@ see the cases table: "existing" is the emitter's promise, as for any other key.
 Identity: ``initiator`` names the worklist principal on whose behalf the run acts; four-eyes
 refuses that principal on the run's tasks. An empty or blank initiator is refused
 (``bad_request``): the worklist would refuse the run's first task and the run would wait
-forever on a task that never opened. Which principal an emitter may name is the emitter's
-authentication (Kafka ACLs on ``admission``, docs/security.md), not something admission can
-check.
+forever on a task that never opened. Which tenant and initiators an emitter may name comes
+from its signature (``identity.py``: the emitters registry, ``runplane.signing``); those
+checks come first, and their refusals are also dead-lettered by the adapter.
 
 A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
 with the task id: "already waiting for you"). A request admission will not run gets REFUSED
@@ -96,6 +96,7 @@ class Refusal(enum.StrEnum):
     BAD_KEY = "bad_key"
     BAD_TENANT = "bad_tenant"
     UNKNOWN_CAPABILITY = "unknown_capability"
+    UNAVAILABLE = "unavailable"  # the executor does not offer a tool or model it needs
     INVALID_INPUT = "invalid_input"
     BAD_REQUEST = "bad_request"
     BAD_CORRELATION = "bad_correlation"
@@ -110,6 +111,8 @@ class CapabilitySpec:
     """What admission knows of a capability: its input JSON Schema, or None (any JSON)."""
 
     input_schema: Mapping[str, Any] | None = None
+    # Why the executor cannot run it (a tool or model it needs is not offered), or None.
+    unavailable: str | None = None
     _validator: Callable[[Any], str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -298,6 +301,8 @@ def _problem(
     spec = capabilities.get(req.capability)
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
+    if spec.unavailable is not None:
+        return Refusal.UNAVAILABLE, spec.unavailable
     bad_keys = correlation_problem(req.correlation_keys, req.tenant)
     if bad_keys is not None:
         return Refusal.BAD_CORRELATION, bad_keys
