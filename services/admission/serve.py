@@ -1,7 +1,10 @@
 """Run the admission service: the shared transactional processor around AdmissionHandler.
 
+Its HTTP port serves the health probes and ``POST /admit`` (``http.py``: signed requests of
+emitters that do not speak Kafka, forwarded to the ``admission`` topic).
+
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
-reply and the input offset commit in one transaction (see ``handler.py``); a request handled
+reply and the input offset commit in one transaction (see ``decide.py``); a request handled
 again after a crash is answered from the restored claims table, so a key never gets two runs.
 """
 
@@ -12,6 +15,7 @@ import os
 import threading
 from collections.abc import Mapping
 
+from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
@@ -20,7 +24,9 @@ from runplane.providers import Offer, load_offer
 from runplane.service import Health, make_app, run_http
 from runplane.signing import Emitters
 from services.admission import metrics
-from services.admission.handler import AdmissionHandler, CapabilitySpec
+from services.admission.decide import CapabilitySpec
+from services.admission.handler import AdmissionHandler
+from services.admission.http import HttpAdmission
 from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
@@ -79,6 +85,7 @@ def build(
     health: Health | None = None,
     instance_index: int | None = None,
     before_commit: BeforeCommit | None = None,
+    auth: Authentication | None = None,
 ) -> Processor:
     """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
     caps = (
@@ -101,7 +108,7 @@ def build(
         caps,
         max_input_bytes=settings.max_input_bytes,
         observe=metrics.observe,
-        auth=authentication(settings),
+        auth=auth if auth is not None else authentication(settings),
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(
@@ -113,6 +120,10 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     """Serve until ``stop`` is set (``runplane serve admission``)."""
     own = AdmissionSettings.from_env(base=settings)
     health = Health()
-    processor = build(own, health=health)
-    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
-        processor.run(stop)
+    auth = authentication(own)
+    processor = build(own, health=health, auth=auth)
+    # POST /admit (http.py) forwards signed requests through an emitter client of its own.
+    with Client(settings) as client:
+        app = make_app(health, HttpAdmission(auth, client).routes())
+        with run_http(app, settings.http_host, settings.http_port(SERVICE), stop):
+            processor.run(stop)
