@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ from runplane.wire import (
     SessionSnapshot,
 )
 
-__all__ = ["FINAL_STATUSES", "Client", "Mark", "ready_batch"]
+__all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
 
 _SETTLING = frozenset(
     {
@@ -97,6 +97,40 @@ def ready_batch(consumer: Consumer, max_messages: int, timeout: float) -> list[M
         return ready
     first = consumer.poll(timeout)
     return [] if first is None else [first]
+
+
+def last_stable_offsets(
+    consumer: Consumer, partitions: Sequence[TopicPartition], timeout: float = 10.0
+) -> list[int]:
+    """Each partition's end for ``consumer`` (read_committed: the last stable offset), in one
+    ListOffsets request, riding out a leader move (e.g. a topic created a moment ago).
+
+    ``offsets_for_times`` with the LATEST sentinel (-1) asks for the end; a read_committed
+    consumer gets the last stable offset, not the high watermark, so nothing of a transaction
+    still open lies below it (starting at the high watermark would skip that transaction's
+    records once it commits).
+    """
+    asked = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = consumer.offsets_for_times(asked, timeout=timeout)
+            bad = [tp for tp in got if tp.error is not None or tp.offset < 0]
+            if not bad:
+                return [int(tp.offset) for tp in got]
+            exc: Exception = KafkaException(bad[0].error)
+        except KafkaException as raised:
+            exc = raised
+        if not _settling(exc) or time.monotonic() > deadline:
+            raise RetryableError(f"cannot read the end of {asked[0].topic}: {exc}") from exc
+        time.sleep(0.2)
+
+
+def _settling(exc: Exception) -> bool:
+    # librdkafka does not flag a stale leader as retriable here, but it is: the metadata of a
+    # topic created a moment ago is still settling.
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _SETTLING)
 
 
 @dataclass(frozen=True)
@@ -358,34 +392,9 @@ class Client:
         return None
 
     def _ends(self, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> list[int]:
-        """Each partition's last stable offset, in one ListOffsets request.
-
-        ``offsets_for_times`` with the LATEST sentinel (-1) asks for the end; a read_committed
-        consumer gets the last stable offset, not the high watermark, so nothing of a
-        transaction still open lies below it (starting at the high watermark would skip such
-        a transaction's records once it commits).
-        """
-        asked = [TopicPartition(topic, p, OFFSET_END) for p in partitions]
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                got = self._consumer.offsets_for_times(asked, timeout=timeout)
-                bad = [tp for tp in got if tp.error is not None or tp.offset < 0]
-                if not bad:
-                    return [int(tp.offset) for tp in got]
-                exc: Exception = KafkaException(bad[0].error)
-            except KafkaException as raised:
-                exc = raised
-            if not self._settling(exc) or time.monotonic() > deadline:
-                raise RetryableError(f"cannot read the end of {topic}: {exc}") from exc
-            time.sleep(0.2)
-
-    @staticmethod
-    def _settling(exc: Exception) -> bool:
-        # librdkafka does not flag a stale leader as retriable here, but it is: the metadata
-        # of a topic created a moment ago is still settling.
-        err = exc.args[0] if exc.args else None
-        return isinstance(err, KafkaError) and (err.retriable() or err.code() in _SETTLING)
+        return last_stable_offsets(
+            self._consumer, [TopicPartition(topic, p) for p in partitions], timeout
+        )
 
     def _end_offset(self, tp: TopicPartition, timeout: float = 10.0) -> int:
         """The partition's high watermark, riding out a leader move (e.g. a fresh topic)."""
@@ -395,7 +404,7 @@ class Client:
                 _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
                 return int(high)
             except KafkaException as exc:
-                if not self._settling(exc) or time.monotonic() > deadline:
+                if not _settling(exc) or time.monotonic() > deadline:
                     raise RetryableError(f"cannot read the end of {tp.topic}: {exc}") from exc
                 time.sleep(0.2)
 

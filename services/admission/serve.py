@@ -4,13 +4,14 @@ Its HTTP port serves the health probes and ``POST /admit`` (``http.py``: signed 
 emitters that do not speak Kafka, forwarded to the ``admission`` topic).
 
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
-reply and the input offset commit in one transaction (see ``handler.py``); a request handled
+reply and the input offset commit in one transaction (see ``decide.py``); a request handled
 again after a crash is answered from the restored claims table, so a key never gets two runs.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 
@@ -19,10 +20,12 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
+from runplane.providers import Offer, load_offer
 from runplane.service import Health, make_app, run_http
 from runplane.signing import watch_emitters
 from services.admission import metrics
-from services.admission.handler import AdmissionHandler, CapabilitySpec
+from services.admission.decide import CapabilitySpec
+from services.admission.handler import AdmissionHandler
 from services.admission.http import HttpAdmission
 from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
@@ -31,14 +34,31 @@ from services.admission.topology import INPUT, SERVICE, group_id
 log = logging.getLogger(__name__)
 
 
-def capabilities_from(registry: AgentRegistry) -> dict[str, CapabilitySpec]:
-    """What admission needs of each registered agent: its name and input schema."""
-    return {name: CapabilitySpec(spec.input_schema) for name, spec in registry.items()}
+def capabilities_from(
+    registry: AgentRegistry, offer: Offer | None = None
+) -> dict[str, CapabilitySpec]:
+    """What admission needs of each registered agent: its name, its input schema and, given
+    what the executor offers, why it cannot run there (a tool or model it needs is missing)."""
+    return {
+        name: CapabilitySpec(
+            spec.input_schema,
+            unavailable=None if offer is None else spec.unavailable(offer.tools, offer.models),
+        )
+        for name, spec in registry.items()
+    }
 
 
-def load_capabilities(modules: tuple[str, ...]) -> dict[str, CapabilitySpec]:
-    """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents) and read the registry."""
-    caps = capabilities_from(import_agent_modules(modules))
+def load_capabilities(
+    modules: tuple[str, ...], tools_config: str | None = None
+) -> dict[str, CapabilitySpec]:
+    """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents and ``@tool`` functions),
+    read the registry, and check it against the tools config (``RUNPLANE_TOOLS_CONFIG``)."""
+    registry = import_agent_modules(modules)
+    offer = load_offer(tools_config, os.environ)
+    caps = capabilities_from(registry, offer)
+    for name, cap in caps.items():
+        if cap.unavailable is not None:
+            log.warning("capability %s will be refused: %s", name, cap.unavailable)
     if not caps:
         log.warning("no capabilities registered: every request will be refused")
     return caps
@@ -68,7 +88,11 @@ def build(
     auth: Authentication | None = None,
 ) -> Processor:
     """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
-    caps = capabilities if capabilities is not None else load_capabilities(settings.modules)
+    caps = (
+        capabilities
+        if capabilities is not None
+        else load_capabilities(settings.modules, settings.base.tools_config)
+    )
     config = ProcessorConfig(
         service=SERVICE,
         group_id=group_id(settings.base),

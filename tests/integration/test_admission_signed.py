@@ -41,7 +41,7 @@ from runplane.wire import (
     DeadLetter,
     StartRun,
 )
-from services.admission.handler import CapabilitySpec, case_id_for
+from services.admission.decide import CapabilitySpec, case_id_for
 from services.admission.http import HttpAdmission
 from services.admission.serve import authentication, build
 from services.admission.settings import AdmissionSettings

@@ -27,7 +27,7 @@ from runplane.wire import (
     RegisterDeadline,
     StartRun,
 )
-from services.admission.handler import CapabilitySpec, case_id_for
+from services.admission.decide import CapabilitySpec, case_id_for
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 

@@ -29,8 +29,7 @@ from runplane.signing import (
     watch_emitters,
 )
 from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, encode
-from services.admission.handler import (
-    AdmissionHandler,
+from services.admission.decide import (
     Admitted,
     CapabilitySpec,
     Position,
@@ -38,6 +37,7 @@ from services.admission.handler import (
     Refused,
     decide,
 )
+from services.admission.handler import AdmissionHandler
 from services.admission.identity import Authentication, request_from_json
 
 NOW = 1_700_000_000_000

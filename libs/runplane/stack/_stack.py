@@ -13,7 +13,7 @@ import fcntl
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +29,7 @@ from runplane.stack._process import (
     spawn,
     terminate,
 )
+from runplane.stack._warm import after_start
 
 Progress = Callable[[str], None]
 State = Literal["running", "external", "unhealthy", "blocked", "stopped"]
@@ -227,6 +228,8 @@ def up(config: StackConfig, *, progress: Progress | None = None) -> StackReport:
             progress("starting Redis")
         redis_status = _bring_up(config, REDIS, progress)
         kafka_status = _bring_up(config, KAFKA, progress)
+        warmed = after_start(config.bootstrap, kafka_status.action, progress)
+        kafka_status = replace(kafka_status, action=warmed)
     return StackReport((kafka_status, redis_status), time.monotonic() - started)
 
 
