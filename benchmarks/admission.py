@@ -35,7 +35,7 @@ from runplane.kafka.clients import (
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.wire import AdmissionRequest, Serde
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 

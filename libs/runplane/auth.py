@@ -59,6 +59,8 @@ __all__ = [
     "Principals",
     "PrincipalsFile",
     "bearer_token",
+    "listed",
+    "load_yaml_secret",
     "require_principal",
     "token_digest",
 ]
@@ -184,21 +186,13 @@ class Principals:
         """From a YAML/JSON file, or a directory (a mounted secret) holding one."""
         if path is None:
             return cls()
-        target = _target(path)
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read principals file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "principals", _SECRET_FILE_NAMES)
         return cls.from_data(data, str(target))
 
     @classmethod
     def from_data(cls, data: Any, where: str = "principals") -> Principals:
         """From parsed YAML: ``{principals: [...]}`` or a bare list."""
-        items = data.get("principals") if isinstance(data, Mapping) else data
-        if items is None:
-            items = []
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of principals")
+        items = listed(data, "principals", where)
         return cls(tuple(_principal(item, f"{where}[{i}]") for i, item in enumerate(items)))
 
 
@@ -225,14 +219,35 @@ def _principal(item: Any, where: str) -> Principal:
     return Principal(str(name), digest, frozenset(roles), tenant)
 
 
-def _target(path: Path) -> Path:
-    """The file ``path`` names: itself, or the principals file inside a secret directory."""
+def _target(path: Path, names: Sequence[str] = _SECRET_FILE_NAMES) -> Path:
+    """The file ``path`` names: itself, or the first of ``names`` inside a secret directory."""
     if not path.is_dir():
         return path
-    found = [path / n for n in _SECRET_FILE_NAMES if (path / n).is_file()]
+    found = [path / n for n in names if (path / n).is_file()]
     if not found:
-        raise ConfigError(f"{path} holds none of {', '.join(_SECRET_FILE_NAMES)}")
+        raise ConfigError(f"{path} holds none of {', '.join(names)}")
     return found[0]
+
+
+def listed(data: Any, section: str, where: str) -> Sequence[Any]:
+    """The list under ``section`` of a parsed file, or the file itself when it is a bare list
+    (empty when absent); ConfigError when it is not a list."""
+    items = data.get(section) if isinstance(data, Mapping) else data
+    if items is None:
+        return []
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise ConfigError(f"{where}: expected a list of {section}")
+    return items
+
+
+def load_yaml_secret(path: Path, what: str, names: Sequence[str]) -> tuple[Any, Path]:
+    """The parsed YAML of ``path`` (a file, or a mounted secret directory holding one of
+    ``names``) and the file it came from; ConfigError naming ``what`` when it cannot be read."""
+    target = _target(path, names)
+    try:
+        return yaml.safe_load(target.read_text(encoding="utf-8")), target
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {what} file {target}: {exc}") from exc
 
 
 class PrincipalSource(Protocol):

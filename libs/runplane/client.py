@@ -56,7 +56,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.signing import SigningKey
+from runplane.signing import Headers, SigningKey
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -227,8 +227,18 @@ class Client:
         a duplicate, whose run was admitted (and may have ended) before the mark."""
         return mark if reply.outcome == AdmissionOutcome.ADMITTED else None
 
-    def send(self, request: AdmissionRequest, *, timeout: float = 30.0) -> AdmissionReply:
-        """Produce ``request`` and wait for the reply to its key."""
+    def send(
+        self,
+        request: AdmissionRequest,
+        *,
+        timeout: float = 30.0,
+        signed: tuple[Headers, int] | None = None,
+    ) -> AdmissionReply:
+        """Produce ``request`` and wait for the reply to its key.
+
+        ``signed``: headers someone else signed, and the record timestamp to give it (the HTTP
+        admission endpoint forwards an emitter's own signature instead of signing).
+        """
         key = request.admission_key
         replies = self._settings.topic("admission.replies")
         tp = TopicPartition(replies, partition_for(key, self._count(replies)))
@@ -236,16 +246,25 @@ class Client:
         high = self._end_offset(tp)
         self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         try:
-            self._produce_signed(key.encode("utf-8"), self._serde.encode("admission", request))
+            value = self._serde.encode("admission", request)
+            self._produce_signed(key.encode("utf-8"), value, signed)
             if self._producer.flush(timeout) > 0:
                 raise RetryableError(f"request {key!r} not delivered within {timeout}s")
             return self._await_reply(key, timeout)
         finally:
             self._consumer.unassign()
 
-    def _produce_signed(self, key: bytes, value: bytes) -> None:
+    def _produce_signed(
+        self, key: bytes, value: bytes, signed: tuple[Headers, int] | None = None
+    ) -> None:
         """Produce to ``admission``, signed over these exact bytes when there is a key."""
         topic = self._settings.topic("admission")
+        if signed is not None:
+            headers, at_ms = signed
+            self._producer.produce(
+                topic, key=key, value=value, headers=list(headers), timestamp=at_ms
+            )
+            return
         if self._signing_key is None:
             self._producer.produce(topic, key=key, value=value)
             return

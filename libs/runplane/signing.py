@@ -15,6 +15,9 @@ it may name, and its public keys by key id::
             public_key: …
             revoked: true             # refused from now on, kept to say why
 
+The cases service starts follow-up runs for the tenant of each breached case: register its key
+with ``any_tenant: true`` (and ``initiators: [runplane-sweeper]``) instead of a tenant.
+
 Several keys of one emitter may be active at once: rotation is "register the new key, switch
 the emitter over, revoke the old one". Key ids are unique across the registry.
 
@@ -46,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from runplane.auth import listed, load_yaml_secret
 from runplane.errors import ConfigError
 from runplane.wire import tenant_problem
 
@@ -58,6 +61,7 @@ __all__ = [
     "EMITTER_KEY_FILE_ENV",
     "KEY_ID_HEADER",
     "SIGNATURE_HEADER",
+    "SIGNED_JSON_HEADER",
     "SIGNED_MS_HEADER",
     "BadSignature",
     "Emitter",
@@ -68,6 +72,7 @@ __all__ = [
     "Unsigned",
     "Verification",
     "Verified",
+    "header",
     "message",
     "verify",
 ]
@@ -75,6 +80,10 @@ __all__ = [
 KEY_ID_HEADER = "runplane-key-id"
 SIGNED_MS_HEADER = "runplane-signed-ms"
 SIGNATURE_HEADER = "runplane-signature"
+# A request that came over HTTP (services/admission/http.py) is signed over its JSON body, not
+# the Avro record: the body rides along in this header, and admission checks the record says
+# exactly what the signed JSON says.
+SIGNED_JSON_HEADER = "runplane-signed-json"
 EMITTER_KEY_FILE_ENV = "RUNPLANE_EMITTER_KEY_FILE"
 EMITTER_KEY_ENV = "RUNPLANE_EMITTER_KEY"  # "<key id>:<base64 private key>" (a Secret's value)
 _DOMAIN = b"runplane/admission-signature/v1\x00"
@@ -187,17 +196,26 @@ class EmitterKey:
 @dataclass(frozen=True)
 class Emitter:
     """A registered emitter: the tenant it speaks for and the initiators it may name
-    (None = any)."""
+    (None = any). ``any_tenant`` (``tenant`` then None) is for the platform's own emitter,
+    the cases service, whose breach follow-ups run for each case's tenant."""
 
     name: str
-    tenant: str
+    tenant: str | None
     keys: tuple[EmitterKey, ...]
     initiators: frozenset[str] | None = None
+    any_tenant: bool = False
 
     def __post_init__(self) -> None:
-        problem = _id_problem(self.name, "emitter name") or tenant_problem(self.tenant)
+        problem = _id_problem(self.name, "emitter name")
+        if not problem and self.any_tenant != (self.tenant is None):
+            problem = "give either a tenant or any_tenant: true"
+        if not problem and self.tenant is not None:
+            problem = tenant_problem(self.tenant)
         if problem:
             raise ConfigError(f"emitter {self.name!r}: {problem}")
+
+    def speaks_for(self, tenant: str) -> bool:
+        return self.any_tenant or tenant == self.tenant
 
     def may_name(self, initiator: str) -> bool:
         return self.initiators is None or initiator in self.initiators
@@ -230,18 +248,12 @@ class Emitters:
         """From a YAML file, or a directory (a mounted Secret) holding ``emitters.yaml``."""
         if path is None:
             return cls()
-        target = path / "emitters.yaml" if path.is_dir() else path
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read emitters file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "emitters", ("emitters.yaml", "emitters.yml"))
         return cls.from_data(data, str(target))
 
     @classmethod
     def from_data(cls, data: Any, where: str = "emitters") -> Emitters:
-        items = data.get("emitters") if isinstance(data, Mapping) else data
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of emitters")
+        items = listed(data, "emitters", where)
         return cls(tuple(_emitter(item, f"{where}[{i}]") for i, item in enumerate(items)))
 
 
@@ -258,11 +270,14 @@ def _emitter(item: Any, where: str) -> Emitter:
         not isinstance(inits, Sequence) or not all(isinstance(i, str) and i for i in inits)
     ):
         raise ConfigError(f"{where}: initiators must be a list of principal names")
+    any_tenant = item.get("any_tenant", False) is True
+    tenant = item.get("tenant")
     return Emitter(
         name=str(item.get("name", "")),
-        tenant=str(item.get("tenant", "")),
+        tenant=None if tenant is None and any_tenant else str(tenant or ""),
         keys=tuple(_key(k, f"{where}.keys[{j}]") for j, k in enumerate(keys)),
         initiators=None if inits is None else frozenset(inits),
+        any_tenant=any_tenant,
     )
 
 
@@ -292,6 +307,11 @@ class BadSignature:
 Verification = Verified | Unsigned | BadSignature
 # Kafka record headers as librdkafka takes and gives them (a str value is its UTF-8 bytes).
 Headers = Sequence[tuple[str, str | bytes | None]]
+
+
+def header(headers: Headers, name: str) -> bytes | None:
+    """The value of header ``name``; None when absent, b"" when repeated (ambiguous)."""
+    return _header(headers, name)
 
 
 def _header(headers: Headers, name: str) -> bytes | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from runplane.config import Settings, env_bool, env_int
 from runplane.errors import ConfigError
 from runplane.signing import DEFAULT_WINDOW_MS
-from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
+from services.admission.decide import DEFAULT_MAX_INPUT_BYTES
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ from runplane.wire import (
     ErrorInfo,
     GetCaseState,
     JournalKind,
+    Label,
     MeetDeadline,
     OpenTask,
     ParkKind,
@@ -731,7 +732,12 @@ class Executor:
             step = res.runtime.in_doubt(done.call.call_seq, now_ms=self._wall_ms())
         else:
             step = res.runtime.complete(
-                done.call.call_seq, _to_outcome(done.outcome), now_ms=self._wall_ms()
+                done.call.call_seq,
+                # A tool's declared label (trust, sensitivity) rides with its result.
+                _to_outcome(
+                    done.outcome, getattr(self._tools.get(done.call.target), "label", None)
+                ),
+                now_ms=self._wall_ms(),
             )
         if step.rejected is not None:
             log.warning("live call outcome not applied: %s", step.rejected)
@@ -955,7 +961,7 @@ class Executor:
         return frozenset(self._parts)
 
 
-def _to_outcome(out: LiveOutcome) -> Outcome:
+def _to_outcome(out: LiveOutcome, label: Label | None = None) -> Outcome:
     if out.verdict is Verdict.OK:
         value = out.value
         cost = None
@@ -964,7 +970,7 @@ def _to_outcome(out: LiveOutcome) -> Outcome:
                 tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
             )
             value = value.to_json()
-        return Outcome.success(value, attempts=out.attempts, cost=cost)
+        return Outcome.success(value, attempts=out.attempts, cost=cost, label=label)
     return Outcome.failure(
         out.error_type or "Error",
         out.error_message or "",

@@ -51,7 +51,7 @@ from runplane.runs import key_text, parse_result_key
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
 from services.journal import metrics as m
 from services.journal import topology as topo
-from services.journal.handler import (
+from services.journal.decide import (
     AuditOut,
     JournalIn,
     Output,

@@ -47,7 +47,7 @@ from runplane.wire import (
     parsed_schema,
     schema_fingerprint,
 )
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build, serve
 from services.admission.settings import AdmissionSettings
 
