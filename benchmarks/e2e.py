@@ -48,7 +48,7 @@ from runplane.kafka.clients import admin, producer_config
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.providers import FunctionTool
 from runplane.wire import AdmissionRequest, RunStatus, Serde, SessionSnapshot, StartRun
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
 from services.executor.harness import executor_thread
