@@ -55,7 +55,6 @@ pytestmark = pytest.mark.integration
 
 SERDE = Serde.from_settings(Settings())
 RUNPLANE = Path(sys.executable).with_name("runplane")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 REFUND_INPUT = '{"invoice_id": "inv-1"}'
 CAPS = {
     "refund": CapabilitySpec(
@@ -189,8 +188,6 @@ def serve_admission(settings: Settings, instance: str) -> subprocess.Popen[bytes
         "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
         "RUNPLANE_ADMISSION_BATCH_MAX": "50",
         "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
-        # refund names the billing tools; admission refuses a run whose tools are not offered.
-        "RUNPLANE_TOOLS_CONFIG": str(EXAMPLES / "tools" / "billing.yaml"),
     }
     return subprocess.Popen(
         [str(RUNPLANE), "serve", "admission"],
