@@ -21,9 +21,9 @@ endef
 $(INSTALLED): pyproject.toml
 	@test -x $(BIN)/python || { echo "== creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "== installing Python packages into $(VENV) (about a minute on a fresh machine)"
-	@set -o pipefail; $(BIN)/python -m pip install --upgrade pip \
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install --upgrade pip \
 		| awk '/^(Collecting|Successfully)/ {print "   " $$0; fflush()}'
-	@set -o pipefail; $(BIN)/python -m pip install -e ".[dev]" \
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install -e ".[dev]" \
 		| awk '/^(Collecting|Installing|Successfully)/ {print "   " $$0; fflush()}'
 	@touch $@
 

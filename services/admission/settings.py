@@ -10,7 +10,7 @@ from pathlib import Path
 from runplane.config import Settings, env_bool, env_int
 from runplane.errors import ConfigError
 from runplane.signing import DEFAULT_WINDOW_MS
-from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
+from services.admission.decide import DEFAULT_MAX_INPUT_BYTES
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,7 @@ class AdmissionSettings:
 
     Emitters are authenticated by signature (``runplane.signing``, docs/security.md):
     ``emitters_file`` is the registry (``RUNPLANE_ADMISSION_EMITTERS_FILE``, a YAML file or a
-    mounted Secret directory holding ``emitters.yaml``; read at start, restart to rotate or
-    revoke). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
+    mounted Secret directory holding ``emitters.yaml``; re-read when it changes). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
     requests are admitted with the tenant and initiator they name. It is off unless set —
     ``runplane demo``, compose and the tests set it; the chart does not.
     ``signature_window_ms`` bounds |record timestamp - signed-at| (replays of refused keys).

@@ -18,7 +18,7 @@ class JournalSettings:
 
     ``body_grace_ms`` (``RUNPLANE_JOURNAL_BODY_GRACE_MS``): how long a record whose body has not
     been read waits — with the results partition at its end — before it is BODY_MISSING (see
-    ``handler.py`` for why that bound is sound). ``batch_max``/``batch_ms`` bound one audit
+    ``decide.py`` for why that bound is sound). ``batch_max``/``batch_ms`` bound one audit
     transaction; ``max_hold_ms`` bounds how long a transaction stays open while records wait
     for bodies (journal intake pauses past it, so a transaction never outgrows its timeout).
     ``readers_file``: who may read bodies (``RUNPLANE_JOURNAL_READERS_FILE``, else the

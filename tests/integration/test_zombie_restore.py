@@ -51,7 +51,7 @@ from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.topology import group_id as executor_group
 from services.journal import topology as journal_topo
-from services.journal.handler import AuditOut, JournalIn, PartitionState, on_journal
+from services.journal.decide import AuditOut, JournalIn, PartitionState, on_journal
 from services.journal.loop import AuditLoop
 from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings

@@ -9,7 +9,7 @@ from typing import Any
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, days, run_admitted
 from runplane.keys import CASE_KEY, TENANT_KEY
 from runplane.wire import BreachDeadline, CaseRecord, RegisterDeadline, StartRun
-from services.admission.handler import case_id_for
+from services.admission.decide import case_id_for
 from services.cases.breach import followup
 from services.cases.decide import evaluate, tenant_of
 

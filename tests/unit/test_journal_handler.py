@@ -7,7 +7,7 @@ import json
 
 from runplane.journal.summary import summarize
 from runplane.wire import Verdict
-from services.journal.handler import (
+from services.journal.decide import (
     AuditOut,
     JournalIn,
     PartitionState,

@@ -123,16 +123,20 @@ class TransactionalProducer:
         self.in_transaction = True
 
     def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         """Queue one record in the open transaction; waits for room when the queue is full."""
         kwargs: dict[str, Any] = {"key": key, "value": value}
         if partition is not None:
             kwargs["partition"] = partition
-        if self._headers is not None:
-            headers = self._headers(topic, value)
-            if headers:
-                kwargs["headers"] = headers
+        extra = self._headers(topic, value) if self._headers is not None else None
+        if headers or extra:
+            kwargs["headers"] = [*(headers or ()), *(extra or ())]
         deadline = time.monotonic() + self._op_timeout_s
         while True:
             try:

@@ -15,7 +15,7 @@ import functools
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +31,7 @@ from runplane.stack._process import (
     spawn,
     terminate,
 )
+from runplane.stack._warm import after_start
 
 Progress = Callable[[str], None]
 State = Literal["running", "external", "unhealthy", "blocked", "stopped"]
@@ -248,7 +249,10 @@ def up(config: StackConfig, *, progress: Progress | None = None) -> StackReport:
             progress("starting Redis")
         redis_status = _bring_up(config, REDIS, progress)
         if _cluster.size(config) == 1:
-            kafka: tuple[ComponentStatus, ...] = (_bring_up(config, KAFKA, progress),)
+            kafka_status = _bring_up(config, KAFKA, progress)
+            # A broker it has just started is warmed before `up` returns (_warm.py says why).
+            warmed = after_start(config.bootstrap, kafka_status.action, progress)
+            kafka: tuple[ComponentStatus, ...] = (replace(kafka_status, action=warmed),)
         else:
             kafka = _bring_up_cluster(config, progress)
     return StackReport((*kafka, redis_status), time.monotonic() - started)

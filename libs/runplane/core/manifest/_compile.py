@@ -24,6 +24,7 @@ def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:
         input_schema=manifest.input_schema,
         effects={d.name: d for d in manifest.tools},
         digest=manifest.digest,
+        models=frozenset({manifest.model.provider} if manifest.model else ()),
     )
 
 

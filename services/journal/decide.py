@@ -1,4 +1,4 @@
-"""The journal service's pure handler: journal and results messages in, audit records out.
+"""The journal service's pure logic: journal and results messages in, audit records out.
 
 One :class:`PartitionState` per assigned partition number (``journal``, ``results`` and
 ``audit`` are co-partitioned by session, so partition *p* of each holds the same sessions).
