@@ -40,7 +40,7 @@ from typing import IO, Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from runplane.config import Settings
+from runplane.config import Settings, example_tools_config
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, read_counts
 from runplane.signing import SigningKey
@@ -226,6 +226,8 @@ def _env(settings: Settings, billing_url: str, openai_url: str, logs: Path) -> d
         "RUNPLANE_REPLICATION_FACTOR": str(settings.replication_factor),
         "RUNPLANE_REDIS_URL": settings.redis_url,
         "RUNPLANE_AGENT_MODULES": "examples.refund,examples.triage",
+        # Naming agent modules drops the examples' default tools config: name it again.
+        "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
         "RUNPLANE_BILLING_URL": billing_url,
         "RUNPLANE_OPENAI_BASE_URL": openai_url,
         "RUNPLANE_EXECUTOR_BATCH_MS": "5",
