@@ -40,7 +40,7 @@ from typing import IO, Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from runplane.config import Settings
+from runplane.config import Settings, example_tools_config
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, read_counts
 from runplane.signing import SigningKey
@@ -130,6 +130,7 @@ class Figures:
     emitted: int = 0
     duplicates_sent: int = 0
     completed: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
     parked_operator: int = 0
     lost: list[str] = field(default_factory=list)
     double_admissions: list[str] = field(default_factory=list)
@@ -164,16 +165,20 @@ class Figures:
         verified = self.runs - len(self.broken_chains)
         pct = 100.0 * verified / self.runs if self.runs else 0.0
         kills = ", ".join(f"{k} {v}" for k, v in sorted(self.service_kills.items()))
+        ended = ", ".join(f"{k}: {v}" for k, v in sorted(self.failed.items()))
         recoveries = ", ".join(f"{k} {v}" for k, v in sorted(self.in_doubt_by_recovery.items()))
         exits = ", ".join(f"{k} {v}" for k, v in sorted(self.service_exits.items()) if v)
         rows = [
             ("runs admitted", self.runs),
             ("admission requests (duplicates sent)", f"{self.emitted} ({self.duplicates_sent})"),
             ("completed / parked for an operator", f"{self.completed} / {self.parked_operator}"),
+            ("ended otherwise (status, error: count)", ended or "none"),
             ("lost runs", len(self.lost)),
             ("double admissions", len(self.double_admissions)),
             ("refund / triage runs", f"{self.runs - self.triage_runs} / {self.triage_runs}"),
-            ("charges performed twice (billing's ledger)", len(self.charged_twice)),
+            # The fake counts every POST /charges per idempotency key, also one it dedupes: a
+            # second invocation is a mutating call issued twice, applied once by the peer.
+            ("charge_card invoked twice for one key (billing's ledger)", len(self.charged_twice)),
             (
                 "case writes or deadlines applied twice (the cases topic)",
                 len(self.case_written_twice),
@@ -221,6 +226,8 @@ def _env(settings: Settings, billing_url: str, openai_url: str, logs: Path) -> d
         "RUNPLANE_REPLICATION_FACTOR": str(settings.replication_factor),
         "RUNPLANE_REDIS_URL": settings.redis_url,
         "RUNPLANE_AGENT_MODULES": "examples.refund,examples.triage",
+        # Naming agent modules drops the examples' default tools config: name it again.
+        "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
         "RUNPLANE_BILLING_URL": billing_url,
         "RUNPLANE_OPENAI_BASE_URL": openai_url,
         "RUNPLANE_EXECUTOR_BATCH_MS": "5",
@@ -232,9 +239,15 @@ def _env(settings: Settings, billing_url: str, openai_url: str, logs: Path) -> d
         env[f"RUNPLANE_{name.upper()}_PORT"] = "0"
     # The chain writers sign what they journal and the journal service checks it: a record
     # a crash or a restart left without a valid signature would be BROKEN on the audit stream.
-    key = SigningKey.generate("chaos")
+    # One key per state dir, kept across runs: the topics are, and a journal service that
+    # re-reads records a previous run signed must know that run's key (a rotation that drops
+    # the old public key turns its records into bad_signature — correctly).
+    key_file = logs / "journal-signing.key"
+    if not key_file.exists():
+        key_file.write_text(SigningKey.generate("chaos-journal").to_text())
+    key = SigningKey.from_text(key_file.read_text())
     env["RUNPLANE_JOURNAL_SIGNING_KEY"] = key.to_text()
-    env["RUNPLANE_JOURNAL_PUBLIC_KEYS"] = f"chaos:{key.public_b64()}"
+    env["RUNPLANE_JOURNAL_PUBLIC_KEYS"] = f"{key.key_id}:{key.public_b64()}"
     return env
 
 
@@ -552,6 +565,9 @@ def _check(settings: Settings, keys: list[str], charges: dict[str, int], figures
             figures.completed += 1
         elif snap.parked_on is not None and snap.parked_on.kind is ParkKind.OPERATOR:
             figures.parked_operator += 1
+        else:
+            why = f"{snap.status} {snap.error.type if snap.error else ''}".strip()
+            figures.failed[why] = figures.failed.get(why, 0) + 1
         records = chains.get(sid, [])
         if not verify_chain(records, bodies.get(sid, {})).ok:
             figures.broken_chains.append(sid)
