@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Incoming
+from runplane.kafka.handler import Incoming
 from runplane.signing import (
     DEFAULT_WINDOW_MS,
     SIGNED_JSON_HEADER,

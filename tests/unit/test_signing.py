@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runplane.errors import ConfigError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.signing import (
     SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,
