@@ -175,14 +175,14 @@ def running(processor: Processor) -> Iterator[Processor]:
         assert not errors, errors
 
 
-def serve_admission(settings: Settings, instance: str) -> subprocess.Popen[bytes]:
+def serve_admission(settings: Settings, instance: str, port: int = 0) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_PARTITIONS": str(settings.partitions),
         "RUNPLANE_INSTANCE_ID": instance,
-        "RUNPLANE_ADMISSION_PORT": "0",
+        "RUNPLANE_ADMISSION_PORT": str(port),
         "RUNPLANE_AGENT_MODULES": "examples.refund",
         # The refund's billing tools: admission refuses a capability the executor cannot run.
         "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
@@ -255,7 +255,10 @@ def test_two_instances_concurrently_never_make_two_runs(settings: Settings) -> N
     producer.start()
     try:
         wait_for("the first replies", lambda: len(committed_replies(settings)) >= 50, timeout=60)
-        b = serve_admission(settings, "adm-b")  # joins mid-burst: a rebalance under load
+        port = _free_port()
+        b = serve_admission(settings, "adm-b", port)  # joins mid-burst: a rebalance under load
+        # Until b answers it may still be importing, with no SIGTERM handler yet.
+        wait_for("b up", lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, 120)
         producer.join(120)
         wait_for("1200 replies", lambda: len(committed_replies(settings)) >= 1200, timeout=90)
     finally:
