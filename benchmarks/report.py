@@ -343,7 +343,7 @@ def curve_series(results: Mapping[str, Any]) -> dict[str, list[tuple[float, floa
 
 
 def _curve(ax: Any, curves: Mapping[str, list[tuple[float, float, float]]]) -> None:
-    ax.set_title("end to end: latency against throughput (log-log)", fontsize=10)
+    ax.set_title("end to end: latency vs runs/s", fontsize=10)
     for name, points in curves.items():
         xs, p50, p99 = zip(*points, strict=True)
         color = "#888888" if name == "raw_kafka" else None

@@ -317,7 +317,9 @@ class Client:
         (end,) = self._ends(sessions, [part])
         floor = 0 if since is None else min(end, since.ends[part])
         try:
-            latest = self._latest_below(TopicPartition(sessions, part), wanted, floor, end)
+            latest = self._latest_below(
+                TopicPartition(sessions, part), wanted, floor, end, deadline
+            )
             if latest is not None and latest.status in until:
                 return latest
             found = self._follow(TopicPartition(sessions, part, end), wanted, until, deadline)
@@ -328,20 +330,23 @@ class Client:
         return found
 
     def _latest_below(
-        self, tp: TopicPartition, wanted: bytes, floor: int, end: int
+        self, tp: TopicPartition, wanted: bytes, floor: int, end: int, deadline: float
     ) -> SessionSnapshot | None:
         """The run's last snapshot in [floor, end): windows back from ``end``, doubling."""
         hi, size = end, _FIRST_WINDOW
         while hi > floor:
             lo = max(floor, hi - size)
-            value = self._last_value(TopicPartition(tp.topic, tp.partition, lo), wanted, hi)
+            start = TopicPartition(tp.topic, tp.partition, lo)
+            value = self._last_value(start, wanted, hi, deadline)
             if value is not None:
                 snap = self._serde.decode("sessions", value)
                 return snap if isinstance(snap, SessionSnapshot) else None
             hi, size = lo, size * 2
         return None
 
-    def _last_value(self, start: TopicPartition, wanted: bytes, hi: int) -> bytes | None:
+    def _last_value(
+        self, start: TopicPartition, wanted: bytes, hi: int, deadline: float
+    ) -> bytes | None:
         """The value of the last record keyed ``wanted`` in [start.offset, hi).
 
         Everything below ``hi`` is at or below the last stable offset, so the read never waits
@@ -351,6 +356,8 @@ class Client:
         self._consumer.assign([start])
         last: bytes | None = None
         while True:
+            if time.monotonic() > deadline:
+                raise RetryableError(f"reading {start.topic} back timed out", retry_after=1.0)
             for msg in ready_batch(self._consumer, 500, 1.0):
                 err = msg.error()
                 if err is not None:
@@ -377,7 +384,9 @@ class Client:
         """Read from ``start`` on until the run's status is in ``until``, or None at deadline."""
         self._consumer.assign([start])
         while time.monotonic() < deadline:
-            for msg in ready_batch(self._consumer, 500, min(0.5, deadline - time.monotonic())):
+            left = deadline - time.monotonic()
+            # poll() with a negative timeout would block for good: never pass one.
+            for msg in ready_batch(self._consumer, 500, max(0.0, min(0.5, left))):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:

@@ -43,14 +43,12 @@ import ipaddress
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import redis
@@ -64,6 +62,7 @@ from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
 from runplane.health import Health, Probe
+from runplane.shutdown import install_signal_handlers
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
@@ -245,19 +244,6 @@ def run_http(
     finally:
         handle.close()
         sock.close()
-
-
-def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set ``stop``; a second signal exits at once (an impatient operator)."""
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if stop.is_set():
-            sys.exit(128 + signum)
-        log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
 
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {

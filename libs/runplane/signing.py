@@ -19,7 +19,8 @@ The cases service starts follow-up runs for the tenant of each breached case: re
 with ``any_tenant: true`` (and ``initiators: [runplane-sweeper]``) instead of a tenant.
 
 Several keys of one emitter may be active at once: rotation is "register the new key, switch
-the emitter over, revoke the old one". Key ids are unique across the registry.
+the emitter over, revoke the old one". Key ids are unique across the registry. Admission
+re-reads the file when it changes (:func:`watch_emitters`): a revocation needs no restart.
 
 **Where the signature lives.** In Kafka record *headers*, over the exact key and value bytes
 of the record, so the AdmissionRequest's wire bytes (and every journal built from it) are the
@@ -52,8 +53,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from runplane.auth import listed, load_yaml_secret
 from runplane.errors import ConfigError
+from runplane.watched import WatchedFile, listed, load_yaml_secret
 from runplane.wire import tenant_problem
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "header",
     "message",
     "verify",
+    "watch_emitters",
 ]
 
 KEY_ID_HEADER = "runplane-key-id"
@@ -87,6 +89,7 @@ SIGNED_JSON_HEADER = "runplane-signed-json"
 EMITTER_KEY_FILE_ENV = "RUNPLANE_EMITTER_KEY_FILE"
 EMITTER_KEY_ENV = "RUNPLANE_EMITTER_KEY"  # "<key id>:<base64 private key>" (a Secret's value)
 _DOMAIN = b"runplane/admission-signature/v1\x00"
+EMITTERS_FILE_NAMES = ("emitters.yaml", "emitters.yml")
 _MAX_ID = 128
 DEFAULT_WINDOW_MS = 5 * 60 * 1000
 
@@ -248,13 +251,21 @@ class Emitters:
         """From a YAML file, or a directory (a mounted Secret) holding ``emitters.yaml``."""
         if path is None:
             return cls()
-        data, target = load_yaml_secret(path, "emitters", ("emitters.yaml", "emitters.yml"))
+        data, target = load_yaml_secret(path, "emitters", EMITTERS_FILE_NAMES)
         return cls.from_data(data, str(target))
 
     @classmethod
     def from_data(cls, data: Any, where: str = "emitters") -> Emitters:
         items = listed(data, "emitters", where)
         return cls(tuple(_emitter(item, f"{where}[{i}]") for i, item in enumerate(items)))
+
+
+def watch_emitters(path: Path | None) -> WatchedFile[Emitters]:
+    """The registry of ``path``, re-read when the file changes: a new or revoked key takes
+    effect on the next record, no restart (``runplane.watched``)."""
+    return WatchedFile(
+        path, Emitters.from_file, Emitters(), what="emitters", names=EMITTERS_FILE_NAMES
+    )
 
 
 def _emitter(item: Any, where: str) -> Emitter:

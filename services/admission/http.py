@@ -111,7 +111,7 @@ class HttpAdmission:
         except (ValueError, WireError) as exc:
             return _refused(400, "bad_request", str(exc))
         verification = verify(
-            self._auth.emitters,
+            self._auth.registry(),
             req.admission_key.encode("utf-8"),
             body,
             headers,

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Incoming
+from runplane.kafka.handler import Incoming
 from runplane.signing import (
     DEFAULT_WINDOW_MS,
     SIGNED_JSON_HEADER,
@@ -38,6 +38,7 @@ from runplane.signing import (
     header,
     verify,
 )
+from runplane.watched import WatchedFile
 from runplane.wire import AdmissionRequest
 
 
@@ -87,9 +88,15 @@ def identity_problem(
 class Authentication:
     """How admission authenticates emitters: the registry, dev mode, the replay window."""
 
-    emitters: Emitters = field(default_factory=Emitters)
+    # A fixed registry (tests) or the watched file (services: re-read when it changes).
+    emitters: Emitters | WatchedFile[Emitters] = field(default_factory=Emitters)
     allow_unsigned: bool = True  # the test Driver's default; services read it from settings
     window_ms: int = DEFAULT_WINDOW_MS
+
+    def registry(self) -> Emitters:
+        """The registry in force now."""
+        e = self.emitters
+        return e.current() if isinstance(e, WatchedFile) else e
 
     def check(self, msg: Incoming) -> Verification:
         """What ``msg``'s signature headers say (pure: Ed25519 is arithmetic, not I/O).
@@ -100,7 +107,7 @@ class Authentication:
         body = header(msg.headers, SIGNED_JSON_HEADER)
         signed = body if body is not None else (msg.raw_value or b"")
         verification = verify(
-            self.emitters,
+            self.registry(),
             msg.key.encode("utf-8"),
             signed,
             msg.headers,

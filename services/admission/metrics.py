@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from runplane.kafka.processor import Incoming
+from runplane.kafka.handler import Incoming
 from runplane.wire import AdmissionRequest
 from services.admission.decide import Admitted, Decision, Duplicate, Refused, StatusUpdated
 

@@ -22,7 +22,7 @@ from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
 from runplane.service import Health, make_app, run_http
-from runplane.signing import Emitters
+from runplane.signing import watch_emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec
 from services.admission.handler import AdmissionHandler
@@ -65,14 +65,14 @@ def load_capabilities(
 
 
 def authentication(settings: AdmissionSettings) -> Authentication:
-    """The emitters registry (read now: a bad file stops the start) and the dev-mode flag."""
-    emitters = Emitters.from_file(settings.emitters_file)
+    """The emitters registry (re-read when its file changes) and the dev-mode flag."""
+    emitters = watch_emitters(settings.emitters_file)  # read now: a bad file stops the start
     if settings.allow_unsigned:
         log.warning(
             "unsigned admission allowed (RUNPLANE_ADMISSION_ALLOW_UNSIGNED, dev mode): any "
             "principal that may write the admission topic names any tenant and initiator"
         )
-    elif not emitters.emitters:
+    elif not emitters.current().emitters:
         log.warning("no emitters registered and unsigned admission is off: all is refused")
     return Authentication(emitters, settings.allow_unsigned, settings.signature_window_ms)
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.wire import AdmissionOutcome, AdmissionReply, AdmissionRequest
 from services.admission.decide import (
     MAX_INPUT_DEPTH,

@@ -4,13 +4,15 @@ registry, and admission's identity check (unsigned, bad, forged tenant, rotation
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from runplane.errors import ConfigError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.signing import (
     SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,
@@ -24,6 +26,7 @@ from runplane.signing import (
     Verified,
     message,
     verify,
+    watch_emitters,
 )
 from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, encode
 from services.admission.decide import (
@@ -242,3 +245,21 @@ def test_a_forwarded_json_signature_counts_only_for_the_request_it_describes() -
     assert isinstance(other, BadSignature) and "does not say" in other.reason
     with pytest.raises(ValueError, match="missing"):
         request_from_json(b'{"admission_key": "k1"}', NOW)
+
+
+def test_a_revocation_takes_effect_without_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "emitters.yaml"
+
+    def write(revoked: bool) -> None:
+        key = {"id": NEW.key_id, "public_key": NEW.public_b64(), "revoked": revoked}
+        path.write_text(yaml.safe_dump([{"name": "gw", "tenant": "acme", "keys": [key]}]))
+
+    write(False)
+    auth = Authentication(watch_emitters(path), allow_unsigned=False)
+    incoming = _incoming(_req(), NEW.headers(b"k1", _value(_req()), NOW))
+    assert isinstance(auth.check(incoming), Verified)
+    write(True)
+    revoked = auth.check(incoming)
+    assert isinstance(revoked, BadSignature) and "revoked" in revoked.reason
+    path.write_text("emitters: [{name: broken")  # a typo keeps the last good registry
+    assert isinstance(auth.check(incoming), BadSignature)
