@@ -235,3 +235,12 @@ async def test_anthropic_adapter_speaks_the_messages_api() -> None:
         "temperature": 0,
     }
     assert (info.value.status, info.value.retryable) == (401, False)
+
+
+def test_the_example_tools_are_the_default_only_with_the_example_agents() -> None:
+    from runplane.config import Settings
+
+    assert Settings.from_env({}).tools_config == str(ROOT / "examples" / "tools" / "billing.yaml")
+    assert Settings.from_env({"RUNPLANE_AGENT_MODULES": "my.agents"}).tools_config is None
+    own = {"RUNPLANE_AGENT_MODULES": "my.agents", "RUNPLANE_TOOLS_CONFIG": "/etc/t.yaml"}
+    assert Settings.from_env(own).tools_config == "/etc/t.yaml"
