@@ -14,16 +14,16 @@ define pytest_allow_empty
 	$(BIN)/pytest $(1); rc=$$?; if [ $$rc -eq 5 ]; then echo "(no tests selected: $(1))"; exit 0; fi; exit $$rc
 endef
 
-.PHONY: install system-deps kafka-jars up down status test test-unit test-integration lint fmt demo bench helm-lint
+.PHONY: install system-deps kafka-jars up down status test test-unit test-integration lint fmt demo bench helm-lint chaos chaos-down
 
 # pip's own -q hides everything for the minute a fresh venv takes; this keeps one line per
 # package (Collecting/Installing/Successfully), so a long install shows it is moving.
 $(INSTALLED): pyproject.toml
 	@test -x $(BIN)/python || { echo "== creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "== installing Python packages into $(VENV) (about a minute on a fresh machine)"
-	@set -o pipefail; $(BIN)/python -m pip install --upgrade pip \
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install --upgrade pip \
 		| awk '/^(Collecting|Successfully)/ {print "   " $$0; fflush()}'
-	@set -o pipefail; $(BIN)/python -m pip install -e ".[dev]" \
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install -e ".[dev]" \
 		| awk '/^(Collecting|Installing|Successfully)/ {print "   " $$0; fflush()}'
 	@touch $@
 
@@ -77,6 +77,23 @@ demo: system-deps $(INSTALLED) kafka-jars
 
 bench: $(INSTALLED)
 	$(BIN)/python -m benchmarks
+
+# The chaos suite on a three-broker cluster of its own: brokers on CHAOS_PORT, +2, +4
+# (controllers +1, +3, +5), Redis on CHAOS_PORT+10, state in .runplane-chaos; writes
+# bench/chaos.md. `make chaos CHAOS_RUNS=100` for a shorter one; `make chaos-down` stops it.
+CHAOS_PORT ?= 29700
+CHAOS_RUNS ?= 1000
+CHAOS_ENV = p=$(CHAOS_PORT); export RUNPLANE_KAFKA_BROKERS=3 RUNPLANE_REPLICATION_FACTOR=3 \
+	RUNPLANE_BOOTSTRAP_SERVERS=127.0.0.1:$$p,127.0.0.1:$$((p+2)),127.0.0.1:$$((p+4)) \
+	RUNPLANE_KAFKA_CONTROLLER_PORT=$$((p+1)) RUNPLANE_REDIS_URL=redis://127.0.0.1:$$((p+10))/0 \
+	RUNPLANE_STATE_DIR=$(CURDIR)/.runplane-chaos RUNPLANE_KAFKA_HEAP_OPTS="-Xms256m -Xmx512m"
+
+chaos: $(INSTALLED) kafka-jars
+	@$(CHAOS_ENV); $(BIN)/runplane up --brokers 3 && \
+	$(BIN)/python -m tests.chaos.chaos --runs $(CHAOS_RUNS)
+
+chaos-down: $(INSTALLED)
+	@$(CHAOS_ENV); $(BIN)/runplane down
 
 helm-lint: $(INSTALLED)
 	scripts/helm-check.sh

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.signing import SigningKey
+from runplane.signing import Headers, SigningKey
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -66,7 +66,7 @@ from runplane.wire import (
     SessionSnapshot,
 )
 
-__all__ = ["FINAL_STATUSES", "Client", "Mark", "ready_batch"]
+__all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
 
 _SETTLING = frozenset(
     {
@@ -97,6 +97,40 @@ def ready_batch(consumer: Consumer, max_messages: int, timeout: float) -> list[M
         return ready
     first = consumer.poll(timeout)
     return [] if first is None else [first]
+
+
+def last_stable_offsets(
+    consumer: Consumer, partitions: Sequence[TopicPartition], timeout: float = 10.0
+) -> list[int]:
+    """Each partition's end for ``consumer`` (read_committed: the last stable offset), in one
+    ListOffsets request, riding out a leader move (e.g. a topic created a moment ago).
+
+    ``offsets_for_times`` with the LATEST sentinel (-1) asks for the end; a read_committed
+    consumer gets the last stable offset, not the high watermark, so nothing of a transaction
+    still open lies below it (starting at the high watermark would skip that transaction's
+    records once it commits).
+    """
+    asked = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = consumer.offsets_for_times(asked, timeout=timeout)
+            bad = [tp for tp in got if tp.error is not None or tp.offset < 0]
+            if not bad:
+                return [int(tp.offset) for tp in got]
+            exc: Exception = KafkaException(bad[0].error)
+        except KafkaException as raised:
+            exc = raised
+        if not _settling(exc) or time.monotonic() > deadline:
+            raise RetryableError(f"cannot read the end of {asked[0].topic}: {exc}") from exc
+        time.sleep(0.2)
+
+
+def _settling(exc: Exception) -> bool:
+    # librdkafka does not flag a stale leader as retriable here, but it is: the metadata of a
+    # topic created a moment ago is still settling.
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _SETTLING)
 
 
 @dataclass(frozen=True)
@@ -193,8 +227,18 @@ class Client:
         a duplicate, whose run was admitted (and may have ended) before the mark."""
         return mark if reply.outcome == AdmissionOutcome.ADMITTED else None
 
-    def send(self, request: AdmissionRequest, *, timeout: float = 30.0) -> AdmissionReply:
-        """Produce ``request`` and wait for the reply to its key."""
+    def send(
+        self,
+        request: AdmissionRequest,
+        *,
+        timeout: float = 30.0,
+        signed: tuple[Headers, int] | None = None,
+    ) -> AdmissionReply:
+        """Produce ``request`` and wait for the reply to its key.
+
+        ``signed``: headers someone else signed, and the record timestamp to give it (the HTTP
+        admission endpoint forwards an emitter's own signature instead of signing).
+        """
         key = request.admission_key
         replies = self._settings.topic("admission.replies")
         tp = TopicPartition(replies, partition_for(key, self._count(replies)))
@@ -202,16 +246,25 @@ class Client:
         high = self._end_offset(tp)
         self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         try:
-            self._produce_signed(key.encode("utf-8"), self._serde.encode("admission", request))
+            value = self._serde.encode("admission", request)
+            self._produce_signed(key.encode("utf-8"), value, signed)
             if self._producer.flush(timeout) > 0:
                 raise RetryableError(f"request {key!r} not delivered within {timeout}s")
             return self._await_reply(key, timeout)
         finally:
             self._consumer.unassign()
 
-    def _produce_signed(self, key: bytes, value: bytes) -> None:
+    def _produce_signed(
+        self, key: bytes, value: bytes, signed: tuple[Headers, int] | None = None
+    ) -> None:
         """Produce to ``admission``, signed over these exact bytes when there is a key."""
         topic = self._settings.topic("admission")
+        if signed is not None:
+            headers, at_ms = signed
+            self._producer.produce(
+                topic, key=key, value=value, headers=list(headers), timestamp=at_ms
+            )
+            return
         if self._signing_key is None:
             self._producer.produce(topic, key=key, value=value)
             return
@@ -264,7 +317,9 @@ class Client:
         (end,) = self._ends(sessions, [part])
         floor = 0 if since is None else min(end, since.ends[part])
         try:
-            latest = self._latest_below(TopicPartition(sessions, part), wanted, floor, end)
+            latest = self._latest_below(
+                TopicPartition(sessions, part), wanted, floor, end, deadline
+            )
             if latest is not None and latest.status in until:
                 return latest
             found = self._follow(TopicPartition(sessions, part, end), wanted, until, deadline)
@@ -275,20 +330,23 @@ class Client:
         return found
 
     def _latest_below(
-        self, tp: TopicPartition, wanted: bytes, floor: int, end: int
+        self, tp: TopicPartition, wanted: bytes, floor: int, end: int, deadline: float
     ) -> SessionSnapshot | None:
         """The run's last snapshot in [floor, end): windows back from ``end``, doubling."""
         hi, size = end, _FIRST_WINDOW
         while hi > floor:
             lo = max(floor, hi - size)
-            value = self._last_value(TopicPartition(tp.topic, tp.partition, lo), wanted, hi)
+            start = TopicPartition(tp.topic, tp.partition, lo)
+            value = self._last_value(start, wanted, hi, deadline)
             if value is not None:
                 snap = self._serde.decode("sessions", value)
                 return snap if isinstance(snap, SessionSnapshot) else None
             hi, size = lo, size * 2
         return None
 
-    def _last_value(self, start: TopicPartition, wanted: bytes, hi: int) -> bytes | None:
+    def _last_value(
+        self, start: TopicPartition, wanted: bytes, hi: int, deadline: float
+    ) -> bytes | None:
         """The value of the last record keyed ``wanted`` in [start.offset, hi).
 
         Everything below ``hi`` is at or below the last stable offset, so the read never waits
@@ -298,6 +356,8 @@ class Client:
         self._consumer.assign([start])
         last: bytes | None = None
         while True:
+            if time.monotonic() > deadline:
+                raise RetryableError(f"reading {start.topic} back timed out", retry_after=1.0)
             for msg in ready_batch(self._consumer, 500, 1.0):
                 err = msg.error()
                 if err is not None:
@@ -324,7 +384,9 @@ class Client:
         """Read from ``start`` on until the run's status is in ``until``, or None at deadline."""
         self._consumer.assign([start])
         while time.monotonic() < deadline:
-            for msg in ready_batch(self._consumer, 500, min(0.5, deadline - time.monotonic())):
+            left = deadline - time.monotonic()
+            # poll() with a negative timeout would block for good: never pass one.
+            for msg in ready_batch(self._consumer, 500, max(0.0, min(0.5, left))):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
@@ -339,34 +401,9 @@ class Client:
         return None
 
     def _ends(self, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> list[int]:
-        """Each partition's last stable offset, in one ListOffsets request.
-
-        ``offsets_for_times`` with the LATEST sentinel (-1) asks for the end; a read_committed
-        consumer gets the last stable offset, not the high watermark, so nothing of a
-        transaction still open lies below it (starting at the high watermark would skip such
-        a transaction's records once it commits).
-        """
-        asked = [TopicPartition(topic, p, OFFSET_END) for p in partitions]
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                got = self._consumer.offsets_for_times(asked, timeout=timeout)
-                bad = [tp for tp in got if tp.error is not None or tp.offset < 0]
-                if not bad:
-                    return [int(tp.offset) for tp in got]
-                exc: Exception = KafkaException(bad[0].error)
-            except KafkaException as raised:
-                exc = raised
-            if not self._settling(exc) or time.monotonic() > deadline:
-                raise RetryableError(f"cannot read the end of {topic}: {exc}") from exc
-            time.sleep(0.2)
-
-    @staticmethod
-    def _settling(exc: Exception) -> bool:
-        # librdkafka does not flag a stale leader as retriable here, but it is: the metadata
-        # of a topic created a moment ago is still settling.
-        err = exc.args[0] if exc.args else None
-        return isinstance(err, KafkaError) and (err.retriable() or err.code() in _SETTLING)
+        return last_stable_offsets(
+            self._consumer, [TopicPartition(topic, p) for p in partitions], timeout
+        )
 
     def _end_offset(self, tp: TopicPartition, timeout: float = 10.0) -> int:
         """The partition's high watermark, riding out a leader move (e.g. a fresh topic)."""
@@ -376,7 +413,7 @@ class Client:
                 _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
                 return int(high)
             except KafkaException as exc:
-                if not self._settling(exc) or time.monotonic() > deadline:
+                if not _settling(exc) or time.monotonic() > deadline:
                     raise RetryableError(f"cannot read the end of {tp.topic}: {exc}") from exc
                 time.sleep(0.2)
 

@@ -15,8 +15,12 @@ it may name, and its public keys by key id::
             public_key: …
             revoked: true             # refused from now on, kept to say why
 
+The cases service starts follow-up runs for the tenant of each breached case: register its key
+with ``any_tenant: true`` (and ``initiators: [runplane-sweeper]``) instead of a tenant.
+
 Several keys of one emitter may be active at once: rotation is "register the new key, switch
-the emitter over, revoke the old one". Key ids are unique across the registry.
+the emitter over, revoke the old one". Key ids are unique across the registry. Admission
+re-reads the file when it changes (:func:`watch_emitters`): a revocation needs no restart.
 
 **Where the signature lives.** In Kafka record *headers*, over the exact key and value bytes
 of the record, so the AdmissionRequest's wire bytes (and every journal built from it) are the
@@ -46,11 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from runplane.errors import ConfigError
+from runplane.watched import WatchedFile, listed, load_yaml_secret
 from runplane.wire import tenant_problem
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
     "EMITTER_KEY_FILE_ENV",
     "KEY_ID_HEADER",
     "SIGNATURE_HEADER",
+    "SIGNED_JSON_HEADER",
     "SIGNED_MS_HEADER",
     "BadSignature",
     "Emitter",
@@ -68,16 +73,23 @@ __all__ = [
     "Unsigned",
     "Verification",
     "Verified",
+    "header",
     "message",
     "verify",
+    "watch_emitters",
 ]
 
 KEY_ID_HEADER = "runplane-key-id"
 SIGNED_MS_HEADER = "runplane-signed-ms"
 SIGNATURE_HEADER = "runplane-signature"
+# A request that came over HTTP (services/admission/http.py) is signed over its JSON body, not
+# the Avro record: the body rides along in this header, and admission checks the record says
+# exactly what the signed JSON says.
+SIGNED_JSON_HEADER = "runplane-signed-json"
 EMITTER_KEY_FILE_ENV = "RUNPLANE_EMITTER_KEY_FILE"
 EMITTER_KEY_ENV = "RUNPLANE_EMITTER_KEY"  # "<key id>:<base64 private key>" (a Secret's value)
 _DOMAIN = b"runplane/admission-signature/v1\x00"
+EMITTERS_FILE_NAMES = ("emitters.yaml", "emitters.yml")
 _MAX_ID = 128
 DEFAULT_WINDOW_MS = 5 * 60 * 1000
 
@@ -187,17 +199,26 @@ class EmitterKey:
 @dataclass(frozen=True)
 class Emitter:
     """A registered emitter: the tenant it speaks for and the initiators it may name
-    (None = any)."""
+    (None = any). ``any_tenant`` (``tenant`` then None) is for the platform's own emitter,
+    the cases service, whose breach follow-ups run for each case's tenant."""
 
     name: str
-    tenant: str
+    tenant: str | None
     keys: tuple[EmitterKey, ...]
     initiators: frozenset[str] | None = None
+    any_tenant: bool = False
 
     def __post_init__(self) -> None:
-        problem = _id_problem(self.name, "emitter name") or tenant_problem(self.tenant)
+        problem = _id_problem(self.name, "emitter name")
+        if not problem and self.any_tenant != (self.tenant is None):
+            problem = "give either a tenant or any_tenant: true"
+        if not problem and self.tenant is not None:
+            problem = tenant_problem(self.tenant)
         if problem:
             raise ConfigError(f"emitter {self.name!r}: {problem}")
+
+    def speaks_for(self, tenant: str) -> bool:
+        return self.any_tenant or tenant == self.tenant
 
     def may_name(self, initiator: str) -> bool:
         return self.initiators is None or initiator in self.initiators
@@ -230,19 +251,21 @@ class Emitters:
         """From a YAML file, or a directory (a mounted Secret) holding ``emitters.yaml``."""
         if path is None:
             return cls()
-        target = path / "emitters.yaml" if path.is_dir() else path
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read emitters file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "emitters", EMITTERS_FILE_NAMES)
         return cls.from_data(data, str(target))
 
     @classmethod
     def from_data(cls, data: Any, where: str = "emitters") -> Emitters:
-        items = data.get("emitters") if isinstance(data, Mapping) else data
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of emitters")
+        items = listed(data, "emitters", where)
         return cls(tuple(_emitter(item, f"{where}[{i}]") for i, item in enumerate(items)))
+
+
+def watch_emitters(path: Path | None) -> WatchedFile[Emitters]:
+    """The registry of ``path``, re-read when the file changes: a new or revoked key takes
+    effect on the next record, no restart (``runplane.watched``)."""
+    return WatchedFile(
+        path, Emitters.from_file, Emitters(), what="emitters", names=EMITTERS_FILE_NAMES
+    )
 
 
 def _emitter(item: Any, where: str) -> Emitter:
@@ -258,11 +281,14 @@ def _emitter(item: Any, where: str) -> Emitter:
         not isinstance(inits, Sequence) or not all(isinstance(i, str) and i for i in inits)
     ):
         raise ConfigError(f"{where}: initiators must be a list of principal names")
+    any_tenant = item.get("any_tenant", False) is True
+    tenant = item.get("tenant")
     return Emitter(
         name=str(item.get("name", "")),
-        tenant=str(item.get("tenant", "")),
+        tenant=None if tenant is None and any_tenant else str(tenant or ""),
         keys=tuple(_key(k, f"{where}.keys[{j}]") for j, k in enumerate(keys)),
         initiators=None if inits is None else frozenset(inits),
+        any_tenant=any_tenant,
     )
 
 
@@ -292,6 +318,11 @@ class BadSignature:
 Verification = Verified | Unsigned | BadSignature
 # Kafka record headers as librdkafka takes and gives them (a str value is its UTF-8 bytes).
 Headers = Sequence[tuple[str, str | bytes | None]]
+
+
+def header(headers: Headers, name: str) -> bytes | None:
+    """The value of header ``name``; None when absent, b"" when repeated (ambiguous)."""
+    return _header(headers, name)
 
 
 def _header(headers: Headers, name: str) -> bytes | None:

@@ -1,8 +1,9 @@
 """Admission's processor handler: the claims table in, :func:`decide` in the middle, emits out.
 
 Pure like ``decide.py`` (which holds every rule); this adapts it to the shared transactional
-processor's ``Handler``: it reads the claim from the restored ``claims`` table, hands the
-decision to the metrics observer, and turns ``outputs(decision)`` into ``Emit``s.
+processor's ``Handler``: it reads the claim from the restored ``claims`` table, checks the
+record's signature (``identity.py``), hands the decision to the metrics observer, and turns
+``outputs(decision)`` — plus the dead letter of an identity refusal — into ``Emit``s.
 """
 
 from __future__ import annotations

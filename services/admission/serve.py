@@ -1,5 +1,8 @@
 """Run the admission service: the shared transactional processor around AdmissionHandler.
 
+Its HTTP port serves the health probes and ``POST /admit`` (``http.py``: signed requests of
+emitters that do not speak Kafka, forwarded to the ``admission`` topic).
+
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
 reply and the input offset commit in one transaction (see ``decide.py``); a request handled
 again after a crash is answered from the restored claims table, so a key never gets two runs.
@@ -12,16 +15,18 @@ import os
 import threading
 from collections.abc import Mapping
 
+from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
 from runplane.service import Health, make_app, run_http
-from runplane.signing import Emitters
+from runplane.signing import watch_emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec
 from services.admission.handler import AdmissionHandler
+from services.admission.http import HttpAdmission
 from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
@@ -60,14 +65,14 @@ def load_capabilities(
 
 
 def authentication(settings: AdmissionSettings) -> Authentication:
-    """The emitters registry (read now: a bad file stops the start) and the dev-mode flag."""
-    emitters = Emitters.from_file(settings.emitters_file)
+    """The emitters registry (re-read when its file changes) and the dev-mode flag."""
+    emitters = watch_emitters(settings.emitters_file)  # read now: a bad file stops the start
     if settings.allow_unsigned:
         log.warning(
             "unsigned admission allowed (RUNPLANE_ADMISSION_ALLOW_UNSIGNED, dev mode): any "
             "principal that may write the admission topic names any tenant and initiator"
         )
-    elif not emitters.emitters:
+    elif not emitters.current().emitters:
         log.warning("no emitters registered and unsigned admission is off: all is refused")
     return Authentication(emitters, settings.allow_unsigned, settings.signature_window_ms)
 
@@ -80,6 +85,7 @@ def build(
     health: Health | None = None,
     instance_index: int | None = None,
     before_commit: BeforeCommit | None = None,
+    auth: Authentication | None = None,
 ) -> Processor:
     """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
     caps = (
@@ -102,7 +108,7 @@ def build(
         caps,
         max_input_bytes=settings.max_input_bytes,
         observe=metrics.observe,
-        auth=authentication(settings),
+        auth=auth if auth is not None else authentication(settings),
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(
@@ -114,6 +120,10 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     """Serve until ``stop`` is set (``runplane serve admission``)."""
     own = AdmissionSettings.from_env(base=settings)
     health = Health()
-    processor = build(own, health=health)
-    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
-        processor.run(stop)
+    auth = authentication(own)
+    processor = build(own, health=health, auth=auth)
+    # POST /admit (http.py) forwards signed requests through an emitter client of its own.
+    with Client(settings) as client:
+        app = make_app(health, HttpAdmission(auth, client).routes())
+        with run_http(app, settings.http_host, settings.http_port(SERVICE), stop):
+            processor.run(stop)

@@ -26,8 +26,7 @@ class AdmissionSettings:
 
     Emitters are authenticated by signature (``runplane.signing``, docs/security.md):
     ``emitters_file`` is the registry (``RUNPLANE_ADMISSION_EMITTERS_FILE``, a YAML file or a
-    mounted Secret directory holding ``emitters.yaml``; read at start, restart to rotate or
-    revoke). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
+    mounted Secret directory holding ``emitters.yaml``; re-read when it changes). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
     requests are admitted with the tenant and initiator they name. It is off unless set —
     ``runplane demo``, compose and the tests set it; the chart does not.
     ``signature_window_ms`` bounds |record timestamp - signed-at| (replays of refused keys).

@@ -302,7 +302,9 @@ def _install_journal_routes(app: FastAPI, runs: Runs) -> None:
     @app.get("/runs/{run_id}/verify", response_model=VerifyOut, responses=_SCAN_ERRORS)
     def verify(run_id: RunId, who: Who) -> VerifyOut:
         summary, history = runs.history(run_id, who, bodies=True)
-        report = verify_records(run_id, history.records, bodies_of(history.bodies))
+        report = verify_records(
+            run_id, history.records, bodies_of(history.bodies), history.unsigned
+        )
         return VerifyOut(
             run_id=run_id,
             verified=report.verified,

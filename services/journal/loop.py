@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from runplane.errors import WireError
 from runplane.health import Probe
+from runplane.journal.signing import header_of
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, lag_behind
 from runplane.kafka.restore import Stopping
@@ -240,7 +241,15 @@ class AuditLoop:
         except WireError as exc:
             self._dead_letter(msg, str(exc), "journal", now)
             return []
-        return on_journal(state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0), now)
+        keyring = self._s.keyring
+        problem = (
+            None
+            if keyring is None
+            else keyring.problem(msg.value() or b"", header_of(msg.headers()))
+        )
+        return on_journal(
+            state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0, problem), now
+        )
 
     def _handle_result(self, msg: Message, state: PartitionState, now: int) -> list[Output]:
         key = parse_result_key(key_text(msg) or "")

@@ -29,7 +29,7 @@ from fastavro import schemaless_writer
 from test_processor import read_all, wait_for
 
 from runplane.client import Client
-from runplane.config import Settings
+from runplane.config import Settings, example_tools_config
 from runplane.kafka.clients import producer_config
 from runplane.kafka.processor import Processor
 from runplane.wire import (
@@ -55,7 +55,6 @@ pytestmark = pytest.mark.integration
 
 SERDE = Serde.from_settings(Settings())
 RUNPLANE = Path(sys.executable).with_name("runplane")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 REFUND_INPUT = '{"invoice_id": "inv-1"}'
 CAPS = {
     "refund": CapabilitySpec(
@@ -185,10 +184,10 @@ def serve_admission(settings: Settings, instance: str) -> subprocess.Popen[bytes
         "RUNPLANE_INSTANCE_ID": instance,
         "RUNPLANE_ADMISSION_PORT": "0",
         "RUNPLANE_AGENT_MODULES": "examples.refund",
+        # The refund's billing tools: admission refuses a capability the executor cannot run.
+        "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
         "RUNPLANE_ADMISSION_BATCH_MAX": "50",
         "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
-        # refund names the billing tools; admission refuses a run whose tools are not offered.
-        "RUNPLANE_TOOLS_CONFIG": str(EXAMPLES / "tools" / "billing.yaml"),
     }
     return subprocess.Popen(
         [str(RUNPLANE), "serve", "admission"],
@@ -343,11 +342,36 @@ def _free_port() -> int:
 
 
 def test_serve_answers_healthz_metrics_and_the_emit_cli(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     port = _free_port()
     monkeypatch.setenv("RUNPLANE_ADMISSION_PORT", str(port))
     monkeypatch.setenv("RUNPLANE_AGENT_MODULES", "examples.refund")
+    monkeypatch.setenv("RUNPLANE_TOOLS_CONFIG", example_tools_config() or "")
+    # As deployed: signatures required; `runplane emit` signs with the key file it is given.
+    key_file = str(tmp_path / "cli.key")
+    keygen = subprocess.run(
+        [
+            str(RUNPLANE),
+            "emitters",
+            "new-key",
+            "--name",
+            "cli",
+            "--tenant",
+            "default",
+            "--out",
+            key_file,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert keygen.returncode == 0, keygen.stderr
+    entry = keygen.stdout.split("RUNPLANE_ADMISSION_EMITTERS_FILE):\n", 1)[1].split("\n\n")[0]
+    (tmp_path / "emitters.yaml").write_text(entry + "\n")
+    monkeypatch.setenv("RUNPLANE_ADMISSION_EMITTERS_FILE", str(tmp_path / "emitters.yaml"))
+    monkeypatch.delenv("RUNPLANE_ADMISSION_ALLOW_UNSIGNED", raising=False)
+    monkeypatch.delenv("RUNPLANE_EMITTER_KEY", raising=False)
     stop = threading.Event()
     thread = threading.Thread(target=serve, args=(settings, stop), daemon=True)
     thread.start()
@@ -357,6 +381,7 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_INITIATOR": "alice",  # emit never guesses the initiator from the OS user
+        "RUNPLANE_EMITTER_KEY_FILE": key_file,
     }
 
     def emit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -380,6 +405,8 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
         assert reply["outcome"] == "DUPLICATE" and ok.stdout.split()[1] == reply["run_id"]
         no = emit("nope", "--key", "cli-2")
         assert no.returncode == 1 and "refused: unknown capability 'nope'" in no.stdout
+        forged = emit("refund", "--key", "cli-3", "--input", "{}", "--tenant", "acme")
+        assert forged.returncode == 1 and "speaks for tenant 'default'" in forged.stdout
         after = _samples(httpx.get(f"{base}/metrics").text)
         assert after[admitted] == before.get(admitted, 0.0) + 1
         assert after[refused] == before.get(refused, 0.0) + 1

@@ -36,11 +36,8 @@ pytestmark = pytest.mark.integration
 CAPS = {"escalate": CapabilitySpec(None), "refund": CapabilitySpec(None)}
 
 
-def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_refused(
-    settings: Settings,
-) -> None:
-    case = case_id_for("acme", {"ticket": "T-9"})
-    assert case is not None
+def acme_deadline_breached(case: str) -> tuple[RegisterDeadline, BreachDeadline]:
+    """A deadline of tenant acme on ``case`` with an ``escalate`` follow-up, and its breach."""
     wall = WallClock()
     due = wall.resolve({"days": 1}, time.time_ns() // 1_000_000)
     register = RegisterDeadline(
@@ -62,6 +59,15 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
         due_ms=due,
         sweep_run_id="sweep-t9",
     )
+    return register, breach
+
+
+def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_refused(
+    settings: Settings,
+) -> None:
+    case = case_id_for("acme", {"ticket": "T-9"})
+    assert case is not None
+    register, breach = acme_deadline_breached(case)
     admission = build(
         AdmissionSettings(base=settings, batch_ms=5, allow_unsigned=True), capabilities=CAPS
     )

@@ -11,6 +11,7 @@ anything runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -139,9 +140,11 @@ def test_stock_executor_serves_a_users_python_and_http_tools(
 def test_admission_refuses_a_run_whose_tool_the_executor_does_not_offer(
     settings: Settings, tmp_path: Path
 ) -> None:
-    base = Settings(**{**settings.__dict__, "tools_config": str(_config(tmp_path, with_fx=False))})
+    base = dataclasses.replace(settings, tools_config=str(_config(tmp_path, with_fx=False)))
     processor = build_admission(
-        AdmissionSettings(base=base, agent_modules=("examples.quote", "examples.refund"))
+        AdmissionSettings(
+            base=base, agent_modules=("examples.quote", "examples.refund"), allow_unsigned=True
+        )
     )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)

@@ -4,8 +4,10 @@ registry, and admission's identity check (unsigned, bad, forged tenant, rotation
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from runplane.errors import ConfigError
 from runplane.kafka.handler import Incoming, State
 from runplane.signing import (
     SIGNATURE_HEADER,
+    SIGNED_JSON_HEADER,
     BadSignature,
     Emitter,
     EmitterKey,
@@ -23,6 +26,7 @@ from runplane.signing import (
     Verified,
     message,
     verify,
+    watch_emitters,
 )
 from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, encode
 from services.admission.decide import (
@@ -34,7 +38,7 @@ from services.admission.decide import (
     decide,
 )
 from services.admission.handler import AdmissionHandler
-from services.admission.identity import Authentication
+from services.admission.identity import Authentication, request_from_json
 
 NOW = 1_700_000_000_000
 OLD = SigningKey.generate("gw-old")
@@ -222,3 +226,40 @@ def test_the_handler_answers_and_dead_letters_an_identity_refusal() -> None:
 def test_incoming_equality_ignores_the_raw_record() -> None:
     a = _incoming(_req(), [])
     assert a == dataclasses.replace(a, headers=(("x", b"y"),), raw_value=b"")
+
+
+def test_a_forwarded_json_signature_counts_only_for_the_request_it_describes() -> None:
+    body = (
+        b'{"admission_key":"k1","capability":"free","input":{},"tenant":"acme","initiator":"ivan"}'
+    )
+    auth = Authentication(_registry(), allow_unsigned=False)
+    headers = (*NEW.headers(b"k1", body, NOW), (SIGNED_JSON_HEADER, body))
+
+    def check(req: AdmissionRequest) -> object:
+        raw = tuple((k, v.encode() if isinstance(v, str) else v) for k, v in headers)
+        return auth.check(Incoming("admission", 0, 1, "k1", req, NOW, headers=raw, raw_value=b"x"))
+
+    assert isinstance(check(request_from_json(body, NOW)), Verified)
+    assert check(_req()) == Verified(_registry().emitters[0], NEW.key_id)  # same fields
+    other = check(dataclasses.replace(_req(), input_json='{"x":1}'))
+    assert isinstance(other, BadSignature) and "does not say" in other.reason
+    with pytest.raises(ValueError, match="missing"):
+        request_from_json(b'{"admission_key": "k1"}', NOW)
+
+
+def test_a_revocation_takes_effect_without_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "emitters.yaml"
+
+    def write(revoked: bool) -> None:
+        key = {"id": NEW.key_id, "public_key": NEW.public_b64(), "revoked": revoked}
+        path.write_text(yaml.safe_dump([{"name": "gw", "tenant": "acme", "keys": [key]}]))
+
+    write(False)
+    auth = Authentication(watch_emitters(path), allow_unsigned=False)
+    incoming = _incoming(_req(), NEW.headers(b"k1", _value(_req()), NOW))
+    assert isinstance(auth.check(incoming), Verified)
+    write(True)
+    revoked = auth.check(incoming)
+    assert isinstance(revoked, BadSignature) and "revoked" in revoked.reason
+    path.write_text("emitters: [{name: broken")  # a typo keeps the last good registry
+    assert isinstance(auth.check(incoming), BadSignature)

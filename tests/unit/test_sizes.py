@@ -17,8 +17,9 @@ MAX_FUNCTION_LINES = 80
 GENERATED = frozenset({"libs/runplane/wire/_records.py"})
 
 # Being split in parallel by other branches of issue 12 (engine: the engine package; loops:
-# the processor and the executor loop). The
-# lead empties this list when those branches are merged: from then on every file obeys.
+# the processor and the executor loop). The lead empties this list when those branches are
+# merged: from then on every file obeys (and the last test below fails on an entry whose file
+# is back under the limits, so the list cannot outlive its reason).
 IN_PROGRESS = frozenset(
     {
         "libs/runplane/core/engine.py",  # engine engineer: becomes runplane/core/engine/

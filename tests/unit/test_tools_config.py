@@ -25,7 +25,7 @@ from runplane.providers import (
 )
 from runplane.providers._config import interpolate
 from runplane.wire import Sensitivity, Trust
-from services.admission.handler import CapabilitySpec, Refusal
+from services.admission.decide import CapabilitySpec, Refusal
 from services.admission.serve import capabilities_from
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -121,16 +121,21 @@ def writer() -> MemoryWriter:
     return w
 
 
-@pytest.fixture
-def client(writer: MemoryWriter) -> Iterator[httpx.Client]:
-    # A real server on a free loopback port: the HTTP layer exactly as deployed.
-    app = build_app(Worklist(writer, writer, POLICY, clock=lambda: NOW), PRINCIPALS)
+def serve(writer: MemoryWriter, policy: Policy, principals: Principals) -> Iterator[httpx.Client]:
+    """The worklist app over ``writer``, on a real server on a free loopback port: the HTTP
+    layer exactly as deployed."""
+    app = build_app(Worklist(writer, writer, policy, clock=lambda: NOW), principals)
     stop = threading.Event()
     with run_http(app, "127.0.0.1", 0, stop) as server:
         url = f"http://127.0.0.1:{server.port}"
         with httpx.Client(base_url=url, follow_redirects=True, timeout=10) as c:
             yield c
     stop.set()
+
+
+@pytest.fixture
+def client(writer: MemoryWriter) -> Iterator[httpx.Client]:
+    yield from serve(writer, POLICY, PRINCIPALS)
 
 
 def auth(name: str) -> dict[str, str]:

@@ -9,21 +9,19 @@ answers 404, as for a task that does not exist. Tasks from writers older than
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_worklist_api import NOW, MemoryWriter
+from test_decision_identity import _start
+from test_worklist_api import NOW, MemoryWriter, serve
 
 from runplane.auth import Principal, Principals
-from runplane.service import run_http
 from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskStatus
-from services.worklist.actions import Worklist
 from services.worklist.decide import Policy, Refusal, decide, visible_to
 from services.worklist.gateway import Sent
 from services.worklist.page import task_href
-from services.worklist.serve import build_app, policy_of
+from services.worklist.serve import policy_of
 from services.worklist.settings import WorklistSettings
 
 pytestmark = pytest.mark.unit
@@ -98,14 +96,7 @@ def test_the_services_policy_reads_tenants_from_the_principals() -> None:
 
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
-    w = _writer()
-    app = build_app(Worklist(w, w, POLICY, clock=lambda: NOW), PRINCIPALS)
-    stop = threading.Event()
-    with run_http(app, "127.0.0.1", 0, stop) as server:
-        url = f"http://127.0.0.1:{server.port}"
-        with httpx.Client(base_url=url, follow_redirects=True, timeout=10) as c:
-            yield c
-    stop.set()
+    yield from serve(_writer(), POLICY, PRINCIPALS)
 
 
 def _auth(name: str) -> dict[str, str]:
@@ -142,3 +133,8 @@ def test_the_page_shows_only_the_own_tenants_tasks(client: httpx.Client) -> None
     assert task_href("run-g/0/1") in home.text and task_href("run-a/0/1") not in home.text
     assert client.get(task_href("run-a/0/1")).status_code == 404
     assert client.get(task_href("run-g/0/1")).status_code == 200
+
+
+def test_the_core_opens_a_task_for_its_runs_tenant() -> None:
+    _, task = _start(approvals=1)  # a run of tenant acme asks for an approval
+    assert task.tenant == "acme"

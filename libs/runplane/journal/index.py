@@ -6,7 +6,7 @@ the offsets key is missing (a new deployment, or someone flushed Redis) the inde
 ``audit`` from the beginning again, so flushing Redis loses nothing.
 
 Idempotent by construction: a run's summary carries ``last_seq`` and a record at or below it
-changes nothing, so re-reading audit (after a crash between a Redis write and the offsets
+changes nothing (except a BROKEN one, which breaks the verdict once and is never dropped), so re-reading audit (after a crash between a Redis write and the offsets
 write, or from two journal instances indexing the same partition) never counts cost twice.
 The run summary and the case/capability cost increments are written in one MULTI under a
 WATCH of the summary, so a concurrent writer makes us retry instead of double counting.
@@ -108,10 +108,8 @@ class RunIndex:
         by_run: dict[str, list[AuditRecord]] = {}
         for a in audits:
             by_run.setdefault(a.session_id, []).append(a)
-        return sum(
-            self._apply_run(run_id, sorted(recs, key=lambda a: a.seq))
-            for run_id, recs in by_run.items()
-        )
+        # Topic order, not seq order: see summary.apply (a forged record carries an old seq).
+        return sum(self._apply_run(run_id, recs) for run_id, recs in by_run.items())
 
     def _apply_run(self, run_id: str, audits: list[AuditRecord]) -> int:
         key = self.key("run", run_id)

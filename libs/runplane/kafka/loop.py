@@ -26,6 +26,7 @@ the stop event was set during a restore or a wait; the owner's ``run`` returns c
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +38,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.health import Probe
+from runplane.journal.signing import Signer, journal_headers
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.restore import Restorer, Stopping, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
@@ -123,10 +125,13 @@ class TxnLoop:
     def start(self) -> None:
         """Register the transactional id (fencing a predecessor), then join the group."""
         cfg = self.config
+        # A chain writer (the executor, admission's seq 0, the cases service's sealed sweep
+        # runs) signs what it writes on ``journal`` when RUNPLANE_JOURNAL_SIGNING_KEY is set.
         self._producer = TransactionalProducer(
             transactional_producer_config(
                 self.settings, cfg.transactional_id, **dict(cfg.producer_overrides)
-            )
+            ),
+            headers=journal_headers(Signer.from_env(os.environ), self.settings.topic("journal")),
         )
         self._producer.init()
         self._consumer = Consumer(

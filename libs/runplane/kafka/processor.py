@@ -96,6 +96,10 @@ class ProcessorStopped(TerminalError):
     """The processor cannot go on (fenced or fatal producer/consumer error): exit non-zero."""
 
 
+# (key bytes, value bytes, signed-at ms) -> record headers; SigningKey.headers is one.
+Signer = Callable[[bytes, bytes, int], Sequence[tuple[str, str | bytes | None]]]
+
+
 @dataclass(frozen=True)
 class ProcessorConfig:
     """How one processor instance runs. ``inputs`` are logical topic names."""
@@ -115,6 +119,9 @@ class ProcessorConfig:
     restore_timeout_s: float = 120.0
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
     producer_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # Logical topic -> headers signing a record's exact key and value bytes (the cases
+    # service signs its follow-up AdmissionRequests: runplane.signing, docs/security.md).
+    signers: Mapping[str, Signer] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.service or not self.group_id:
@@ -411,7 +418,13 @@ class Processor:
         else:
             key_bytes = emit.key.encode("utf-8")
             partition = partition_for(emit.partition_key or emit.key, n)
-        self._loop.producer.produce(full, key_bytes, value, partition)
+        signer = self._config.signers.get(emit.topic)
+        headers = None
+        if signer is not None and key_bytes is not None and value is not None:
+            # Wall time, not the handler's clock: admission compares it with the record's
+            # timestamp, which librdkafka stamps from the wall clock at this produce().
+            headers = list(signer(key_bytes, value, time.time_ns() // 1_000_000))
+        self._loop.producer.produce(full, key_bytes, value, partition, headers)
         for table, topic in self._handler.tables.items():
             if topic == emit.topic:
                 self.state._stage(table, partition, emit.key, emit.value)
