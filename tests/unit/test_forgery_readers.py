@@ -28,15 +28,6 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from services.journal.handler import (
-    AuditOut,
-    JournalIn,
-    PartitionState,
-    QuarantineOut,
-    ResultIn,
-    on_journal,
-    on_result,
-)
 from test_audit_consumer import load_example
 
 from runplane.auth import Principals, token_digest
@@ -60,6 +51,15 @@ from runplane.wire import (
     encode,
 )
 from services.journal.api import build_api
+from services.journal.decide import (
+    AuditOut,
+    JournalIn,
+    PartitionState,
+    QuarantineOut,
+    ResultIn,
+    on_journal,
+    on_result,
+)
 from services.journal.sample import sample_run
 
 pytestmark = pytest.mark.unit

@@ -23,8 +23,6 @@ GENERATED = frozenset({"libs/runplane/wire/_records.py"})
 IN_PROGRESS = frozenset(
     {
         "libs/runplane/core/engine.py",  # engine engineer: becomes runplane/core/engine/
-        "libs/runplane/kafka/processor.py",  # loops engineer
-        "services/executor/executor.py",  # loops engineer
     }
 )
 
