@@ -60,6 +60,10 @@ class ExecutorProcess:
             "RUNPLANE_EXECUTOR_PORT": "0",
             "RUNPLANE_BILLING_URL": billing_url,
             "RUNPLANE_AGENT_MODULES": "examples.refund",
+            # The stock executor offers the tools of its config file, the billing ones here.
+            "RUNPLANE_TOOLS_CONFIG": str(
+                Path(__file__).resolve().parents[2] / "examples" / "tools" / "billing.yaml"
+            ),
             "RUNPLANE_EXECUTOR_BATCH_MS": "5",
             "RUNPLANE_LOG_LEVEL": "WARNING",
         }
