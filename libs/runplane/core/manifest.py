@@ -64,7 +64,7 @@ from runplane.core.agents import (
     RetryPolicy,
 )
 from runplane.core.canonical import canonical_bytes, canonical_json, sha256_hex
-from runplane.core.ctx import Decision, Effect, EffectError, StepCtx
+from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
 from runplane.errors import ConfigError
 
 __all__ = [
@@ -795,7 +795,7 @@ def _agent_fn(m: Manifest) -> AgentFn:
         # First effect of every run: which agent this is. The digest is in the witness, so a
         # replay under another manifest diverges here, at call_seq 0.
         record = {"manifest": m.name, "digest": m.digest, "kind": m.kind}
-        await Effect("manifest", f"manifest:{m.name}", record, "observe", {"fn": lambda: record})
+        await Effect("manifest", f"manifest:{m.name}", record, Op.OBSERVE, {"fn": lambda: record})
         if m.kind == "generate":
             return {"text": await _generate(ctx, m, input)}
         if m.kind == "generate-then-approve":
