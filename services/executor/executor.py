@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 import threading
@@ -48,7 +47,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from runplane.core import (
     AgentRegistry,
-    Draft,
     Event,
     Generation,
     LiveCall,
@@ -58,8 +56,8 @@ from runplane.core import (
     Step,
     Tool,
     UnknownCapability,
-    seal,
 )
+from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.deadletter import dead_letter
@@ -72,12 +70,10 @@ from runplane.wire import (
     CaseReply,
     CloseTask,
     Cost,
-    ErrorInfo,
     GetCaseState,
     JournalKind,
     MeetDeadline,
     OpenTask,
-    ParkKind,
     PutCaseState,
     Record,
     RegisterDeadline,
@@ -510,55 +506,19 @@ class Executor:
         *,
         error_type: str = "UnknownCapability",
     ) -> None:
-        """A StartRun nobody can run: close its chain with RUN_FAILED and tell admission."""
-        record = seal(
-            Draft(
-                session_id=start.session_id,
-                seq=1,
-                era=0,
-                kind=JournalKind.RUN_FAILED,
-                stamp_ms=now_ms,
-                attrs={"error_type": error_type, "reason": reason[:500]},
-            ),
-            start.admitted_hash,
-        )
-        snap = SessionSnapshot(
-            session_id=start.session_id,
-            capability=start.capability,
-            status=RunStatus.FAILED,
-            era=0,
-            next_seq=2,
-            last_hash=record.hash,
-            case_id=start.case_id,
-            admission_key=start.admission_key,
-            tenant=start.tenant,
-            initiator=start.initiator,
-            input_json=start.input_json,
-            error=ErrorInfo(type=error_type, message=reason, retryable=False),
-            started_ms=start.admitted_ms,
-            updated_ms=now_ms,
-        )
-        now = time.monotonic()
-        self._out("journal", start.session_id, record, now)
-        self._out("sessions", start.session_id, snap, now)
-        self._out(
-            "admission",
-            start.admission_key,
-            RunStatusUpdate(
-                admission_key=start.admission_key,
-                run_id=start.session_id,
-                status=RunStatus.FAILED,
-                updated_ms=now_ms,
-                seq=record.seq,
-            ),
-            now,
-        )
-        self._parts[p].end(start.session_id, RunStatus.FAILED)
-        self._metrics.runs_ended.labels("failed").inc()
+        """A StartRun nobody can run: the engine closes its chain (RUN_FAILED) and tells
+        admission; the step is applied like any other."""
+        step = fail_unstartable(start, reason, now_ms=now_ms, error_type=error_type)
+        self._apply(start.session_id, p, None, step, previous=None)
 
     # ------------------------------------------------------------------ applying a step
     def _apply(
-        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
+        self,
+        sid: str,
+        p: int,
+        runtime: Runtime | None,
+        step: Step,
+        previous: SessionSnapshot | None,
     ) -> None:
         now = time.monotonic()
         part = self._parts[p]
@@ -579,6 +539,8 @@ class Executor:
         if step.end is not None:
             self._ended(sid, step, previous, now)
             return
+        if runtime is None:  # pragma: no cover - only the engine's failure steps lack one; they end
+            return
         for call in step.live_calls:
             if call.announce_first:
                 self._batch.after_commit(functools.partial(self._launch, sid, runtime, call), now)
@@ -590,17 +552,10 @@ class Executor:
         assert status is not None
         self._metrics.runs_ended.labels(str(status).lower()).inc()
         parked = previous.parked_on if previous is not None else None
-        decided = any(r.kind is JournalKind.TASK_DECIDED for r in step.records)
-        closed = any(isinstance(c, CloseTask) for c in step.commands)
-        if (
-            parked is not None
-            and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR)
-            and not decided
-            and not closed
-        ):
+        close = withdrawal(parked, step, clock=self._wall_ms)
+        if close is not None:
             # The run ended while a person was asked something: withdraw the task.
-            close = CloseTask(task_id=parked.ref, reason=f"run {status}", at_ms=self._wall_ms())
-            self._out("tasks.commands", parked.ref, close, now)
+            self._out("tasks.commands", close.task_id, close, now)
         res = self._residents.pop(sid, None)
         if res is not None:
             res.runtime.close()
@@ -777,47 +732,9 @@ class Executor:
 
     def _fail_from(self, snap: SessionSnapshot, p: int, reason: str) -> None:
         """Close a run's chain with RUN_FAILED after ``snap`` and tell admission and the
-        worklist (a task it was parked on is withdrawn)."""
-        now_ms = self._wall_ms()
-        error = ErrorInfo(type="ExecutorError", message=reason[:1000], retryable=False)
-        record = seal(
-            Draft(
-                session_id=snap.session_id,
-                seq=snap.next_seq,
-                era=snap.era,
-                kind=JournalKind.RUN_FAILED,
-                stamp_ms=now_ms,
-                attrs={"error_type": error.type, "reason": reason[:500]},
-            ),
-            snap.last_hash,
-        )
-        failed = dataclasses.replace(
-            snap,
-            status=RunStatus.FAILED,
-            next_seq=snap.next_seq + 1,
-            last_hash=record.hash,
-            parked_on=None,
-            error=error,
-            updated_ms=now_ms,
-        )
-        now = time.monotonic()
-        sid = snap.session_id
-        self._out("journal", sid, record, now)
-        self._out("sessions", sid, failed, now)
-        update = RunStatusUpdate(
-            admission_key=snap.admission_key,
-            run_id=sid,
-            status=RunStatus.FAILED,
-            updated_ms=now_ms,
-            seq=record.seq,
-        )
-        self._out("admission", snap.admission_key, update, now)
-        parked = snap.parked_on
-        if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR):
-            close = CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms)
-            self._out("tasks.commands", parked.ref, close, now)
-        self._parts[p].end(sid, failed.status)
-        self._metrics.runs_ended.labels("failed").inc()
+        worklist (a task it was parked on is withdrawn): the engine's step, applied."""
+        step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
+        self._apply(snap.session_id, p, None, step, previous=snap)
 
     # ------------------------------------------------------------------ commit
     def _serve_delivery_reports(self) -> None:

@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from runplane.core.agents import Recovery
 from runplane.core.canonical import canonical_json
-from runplane.core.chain import request_witness
+from runplane.core.chain import Draft, request_witness, seal
 from runplane.core.engine.eras import withdraw_carried
 from runplane.core.engine.state import Run
-from runplane.wire import ErrorInfo, JournalKind, RunStatus
+from runplane.core.engine.step import Command, Step
+from runplane.wire import (
+    CloseTask,
+    ErrorInfo,
+    JournalKind,
+    JournalRecord,
+    ParkedOn,
+    ParkKind,
+    RunStatus,
+    RunStatusUpdate,
+    SessionSnapshot,
+    StartRun,
+)
 
-__all__ = ["fail", "finish", "quarantine"]
+__all__ = ["fail", "fail_from_snapshot", "fail_unstartable", "finish", "quarantine", "withdrawal"]
 
 
 def finish(run: Run, output: Any) -> None:
@@ -97,3 +111,116 @@ def _clear_waits(run: Run) -> None:
     run.waiting = None
     run.pending_live = None
     run.parked = None
+
+
+# -- ending a run the engine cannot serve (the executor's failure paths) -----------------------
+def fail_unstartable(
+    start: StartRun, reason: str, *, now_ms: int, error_type: str = "UnknownCapability"
+) -> Step:
+    """A StartRun nobody can run (no such capability, or serving it crashed before its first
+    step was applied): close its chain with RUN_FAILED at seq 1 and tell admission."""
+    record = seal(
+        Draft(
+            session_id=start.session_id,
+            seq=1,
+            era=0,
+            kind=JournalKind.RUN_FAILED,
+            stamp_ms=now_ms,
+            attrs={"error_type": error_type, "reason": reason[:500]},
+        ),
+        start.admitted_hash,
+    )
+    snapshot = SessionSnapshot(
+        session_id=start.session_id,
+        capability=start.capability,
+        status=RunStatus.FAILED,
+        era=0,
+        next_seq=2,
+        last_hash=record.hash,
+        case_id=start.case_id,
+        admission_key=start.admission_key,
+        tenant=start.tenant,
+        initiator=start.initiator,
+        input_json=start.input_json,
+        error=ErrorInfo(type=error_type, message=reason, retryable=False),
+        started_ms=start.admitted_ms,
+        updated_ms=now_ms,
+    )
+    return _failed_step(record, snapshot, (_failed_update(snapshot, record, now_ms),))
+
+
+def fail_from_snapshot(snapshot: SessionSnapshot, reason: str, *, now_ms: int) -> Step:
+    """Close a run's chain with RUN_FAILED after ``snapshot`` (serving it raised in the
+    executor), tell admission, and withdraw a task it was parked on."""
+    error = ErrorInfo(type="ExecutorError", message=reason[:1000], retryable=False)
+    record = seal(
+        Draft(
+            session_id=snapshot.session_id,
+            seq=snapshot.next_seq,
+            era=snapshot.era,
+            kind=JournalKind.RUN_FAILED,
+            stamp_ms=now_ms,
+            attrs={"error_type": error.type, "reason": reason[:500]},
+        ),
+        snapshot.last_hash,
+    )
+    failed = replace(
+        snapshot,
+        status=RunStatus.FAILED,
+        next_seq=snapshot.next_seq + 1,
+        last_hash=record.hash,
+        parked_on=None,
+        error=error,
+        updated_ms=now_ms,
+    )
+    commands: list[Command] = [_failed_update(failed, record, now_ms)]
+    parked = snapshot.parked_on
+    if parked is not None and parked.kind in _TASK_PARKS:
+        commands.append(CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms))
+    return _failed_step(record, failed, tuple(commands))
+
+
+def withdrawal(
+    previous: ParkedOn | None, step: Step, *, clock: Callable[[], int]
+) -> CloseTask | None:
+    """The task to withdraw when ``step`` ended a run that was parked on ``previous``: a
+    person was asked something nobody waits for any more. None when the step decided or
+    closed it itself, or the run was not waiting on a task. ``clock`` is read only when
+    there is a task to withdraw."""
+    if step.end is None or previous is None or previous.kind not in _TASK_PARKS:
+        return None
+    if any(r.kind is JournalKind.TASK_DECIDED for r in step.records):
+        return None
+    if any(isinstance(c, CloseTask) for c in step.commands):
+        return None
+    return CloseTask(task_id=previous.ref, reason=f"run {step.end}", at_ms=clock())
+
+
+_TASK_PARKS = (ParkKind.TASK, ParkKind.OPERATOR)
+
+
+def _failed_update(
+    snapshot: SessionSnapshot, record: JournalRecord, now_ms: int
+) -> RunStatusUpdate:
+    return RunStatusUpdate(
+        admission_key=snapshot.admission_key,
+        run_id=snapshot.session_id,
+        status=RunStatus.FAILED,
+        updated_ms=now_ms,
+        seq=record.seq,
+    )
+
+
+def _failed_step(
+    record: JournalRecord, snapshot: SessionSnapshot, commands: tuple[Command, ...]
+) -> Step:
+    return Step(
+        records=(record,),
+        results=(),
+        commands=commands,
+        live_calls=(),
+        _state=snapshot,
+        parked_on=None,
+        end=RunStatus.FAILED,
+        replayed=0,
+    )

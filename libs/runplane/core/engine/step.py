@@ -145,7 +145,8 @@ class Step:
     # The run's state as the step left it, from which ``snapshot`` is built on first read:
     # a SessionSnapshot is validated and carries the in-flight call as canonical JSON, which
     # a caller that never reads it (a replay, a rejected event) need not pay for.
-    _state: SnapState = field(repr=False, compare=False)
+    # (A step the engine builds around an existing snapshot — fail_from_snapshot — holds it.)
+    _state: SnapState | SessionSnapshot = field(repr=False, compare=False)
     parked_on: ParkedOn | None
     end: RunStatus | None
     replayed: int
@@ -160,7 +161,8 @@ class Step:
         # Cached by hand: functools.cached_property takes a lock on every first read (3.11).
         built: SessionSnapshot | None = self.__dict__.get("_built")
         if built is None:
-            built = self._state.build()
+            state = self._state
+            built = state if isinstance(state, SessionSnapshot) else state.build()
             object.__setattr__(self, "_built", built)
         return built
 
