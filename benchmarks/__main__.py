@@ -5,13 +5,17 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.core``      replay cost per step for 10 / 1,000 / 100,000-call histories;
 - ``benchmarks.executor``  steps/s and admission-to-completion p50/p99 on the real broker, and
                            the raw confluent-kafka transactional consume→produce baseline;
-- ``benchmarks.admission`` admissions/s with 0 % and 50 % duplicates, produce→reply latency.
+- ``benchmarks.admission`` admissions/s with 0 % and 50 % duplicates, produce→reply latency;
+- ``benchmarks.e2e``       emit → COMPLETED through admission and the executor, a 3-step and a
+                           no-op agent one at a time, 16 and 200 in flight (p50/p99, runs/s),
+                           beside the same closed loops on a raw two-hop Kafka path, and where
+                           a lone run's time goes, hop by hop.
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
 its error; the others still run. Exit status 1 when any failed.
 
-    python -m benchmarks [--only core,executor] [--out bench]
+    python -m benchmarks [--only core,e2e] [--out bench]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission")
+ORDER = ("core", "executor", "admission", "e2e")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

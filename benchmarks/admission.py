@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.kafka.clients import (
     admin,
@@ -34,7 +35,7 @@ from runplane.kafka.clients import (
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.wire import AdmissionRequest, Serde
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 
@@ -104,7 +105,7 @@ class _Watcher:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for msg in self._consumer.consume(1000, timeout=0.05):
+            for msg in ready_batch(self._consumer, 1000, 0.05):
                 if msg.error() is not None:
                     continue
                 now = time.monotonic()
@@ -127,7 +128,8 @@ class _Watcher:
 
 def _run_admission(settings: Settings, body: Callable[[threading.Event], None]) -> None:
     processor = build(
-        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20), capabilities=CAPS
+        AdmissionSettings(base=settings, batch_max=BATCH_MAX, batch_ms=20, allow_unsigned=True),
+        capabilities=CAPS,
     )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)
@@ -234,7 +236,7 @@ def _baseline(base: Settings) -> dict[str, Any]:
         deadline = time.monotonic() + 300
         try:
             while watcher.count < N and time.monotonic() < deadline:
-                msgs = [m for m in consumer.consume(BATCH_MAX, timeout=0.1) if m.error() is None]
+                msgs = [m for m in ready_batch(consumer, BATCH_MAX, 0.1) if m.error() is None]
                 if not msgs:
                     continue
                 producer.begin()

@@ -39,6 +39,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
 from runplane.kafka.clients import admin, consumer_config, transactional_producer_config
@@ -90,7 +91,7 @@ class CompletionWatch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for msg in self._consumer.consume(1000, timeout=0.05):
+            for msg in ready_batch(self._consumer, 1000, 0.05):
                 value = msg.value()
                 if msg.error() is not None or not isinstance(value, bytes):
                     continue
@@ -272,7 +273,7 @@ def _baseline_phase(
         pending: list[Any] = []
         opened = 0.0
         while not stop.is_set():
-            msgs = consumer.consume(batch_max, timeout=0.001 if pending else 0.05)
+            msgs = ready_batch(consumer, batch_max, 0.001 if pending else 0.05)
             for msg in msgs:
                 if msg.error() is None:
                     if not pending:
@@ -309,7 +310,7 @@ def _baseline_phase(
 
     def watch() -> None:
         while not watching.is_set():
-            for msg in watcher.consume(1000, timeout=0.05):
+            for msg in ready_batch(watcher, 1000, 0.05):
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
                     continue

@@ -199,6 +199,50 @@ def _baselines(results: Mapping[str, Any]) -> list[str]:
     return [intro, *out]
 
 
+_HOPS = {
+    "emit_to_admission_output": "emit → admission produced StartRun (fetch, batch window, handler)",
+    "admission_commit": "StartRun produced → readable (admission's commit)",
+    "executor_run": "StartRun readable → COMPLETED produced (executor fetch, window, the steps)",
+    "executor_last_commit": "COMPLETED produced → readable (executor's commit)",
+    "total": "the whole run, emit → COMPLETED readable",
+}
+
+
+def _e2e_row(workload: str, lv: Mapping[str, Any], raw: Mapping[str, Any] | None) -> str:
+    cells = [workload, str(lv["in_flight"]), _fmt(lv["p50_ms"]), _fmt(lv["p99_ms"])]
+    cells.append(_fmt(lv["runs_per_s"]))
+    if raw is None:
+        return "| " + " | ".join([*cells, "", "", "", "", ""]) + " |"
+    cells += [_fmt(raw["p50_ms"]), _fmt(raw["p99_ms"]), _fmt(raw["runs_per_s"])]
+    cells.append(_ratio_cell(lv["p50_ms"] / raw["p50_ms"] if raw["p50_ms"] else None))
+    cells.append(_ratio_cell(lv["runs_per_s"] / raw["runs_per_s"] if raw["runs_per_s"] else None))
+    return "| " + " | ".join(cells) + " |"
+
+
+def e2e_lines(result: Mapping[str, Any]) -> list[str]:
+    """The end-to-end table (runplane beside the raw path, level by level) and its hops."""
+    raw = {lv["in_flight"]: lv for lv in result.get("raw_kafka", {}).get("levels", [])}
+    out = [
+        "| agent | in flight | p50 ms | p99 ms | runs/s | raw p50 | raw p99 | raw/s "
+        "| p50 ÷ raw | runs/s ÷ raw |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    warm = []
+    for workload, data in result.items():
+        if not isinstance(data, Mapping) or "levels" not in data:
+            continue
+        if workload != "raw_kafka":
+            out += [_e2e_row(workload, lv, raw.get(lv["in_flight"])) for lv in data["levels"]]
+        warm.append(f"{workload} {_fmt(data.get('warm_up_runs_per_s', 0))}")
+    out += ["", f"First runs (warm-up, 16 in flight), runs/s: {', '.join(warm)}."]
+    hops = result.get("hops_ms_lone_step3", {})
+    if hops:
+        out += ["", "Where a lone 3-step run's time goes (medians, ms):", ""]
+        out += ["| hop | ms |", "| --- | ---: |"]
+        out += [f"| {_HOPS.get(k, k)} | {_fmt(float(v))} |" for k, v in hops.items()]
+    return out
+
+
 def render_markdown(results: Mapping[str, Any]) -> str:
     """The whole report."""
     benches: Mapping[str, Any] = results.get("benchmarks", {})
@@ -220,6 +264,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "core": "Durable core: replay cost (no I/O)",
         "executor": "Executor: steps/s and admission-to-completion latency",
         "admission": "Admission: admissions/s with 0% and 50% duplicates",
+        "e2e": "End to end: emit → COMPLETED, beside the raw-Kafka path",
     }
     for name, entry in benches.items():
         lines += ["", f"## {titles.get(name, name)}", ""]
@@ -232,6 +277,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         baseline = baseline_of(results, name)
         if name == "core":
             lines += _core(result)
+        elif name == "e2e":
+            lines += e2e_lines(result)
         elif name == "executor":
             lines += _table(result.get("executor", {}), baseline)
             lines += _derived(result)
@@ -260,7 +307,7 @@ def plot_series(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]
     throughput: list[tuple[str, float]] = []
     latency: list[tuple[str, float]] = []
     for name, entry in results.get("benchmarks", {}).items():
-        if not entry.get("ok") or name == "core":
+        if not entry.get("ok") or name in ("core", "e2e"):
             continue
         for path, value in leaves(entry.get("result", {})):
             if path.startswith("baseline."):
@@ -280,6 +327,35 @@ def plot_series(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]
     return {"throughput": throughput, "latency": latency, "replay": replay}
 
 
+def curve_series(results: Mapping[str, Any]) -> dict[str, list[tuple[float, float, float]]]:
+    """Latency against throughput: per agent (and the raw path), (runs/s, p50, p99) points."""
+    entry = results.get("benchmarks", {}).get("e2e", {})
+    if not entry.get("ok"):
+        return {}
+    out: dict[str, list[tuple[float, float, float]]] = {}
+    for name, data in entry.get("result", {}).items():
+        if isinstance(data, Mapping) and "levels" in data:
+            out[name] = [
+                (float(lv["runs_per_s"]), float(lv["p50_ms"]), float(lv["p99_ms"]))
+                for lv in data["levels"]
+            ]
+    return out
+
+
+def _curve(ax: Any, curves: Mapping[str, list[tuple[float, float, float]]]) -> None:
+    ax.set_title("end to end: latency vs runs/s", fontsize=10)
+    for name, points in curves.items():
+        xs, p50, p99 = zip(*points, strict=True)
+        color = "#888888" if name == "raw_kafka" else None
+        (line,) = ax.plot(xs, p50, marker="o", color=color, label=f"{name} p50")
+        ax.plot(xs, p99, marker="x", linestyle="--", color=line.get_color(), label=f"{name} p99")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("runs/s (1, 16, 200 in flight)")
+    ax.set_ylabel("ms")
+    ax.legend(fontsize=7)
+
+
 def render_plot(results: Mapping[str, Any], path: Path) -> None:
     """Write the PNG (matplotlib Agg: no display needed)."""
     import matplotlib
@@ -289,7 +365,14 @@ def render_plot(results: Mapping[str, Any], path: Path) -> None:
     from matplotlib.ticker import NullFormatter
 
     series = plot_series(results)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.5), gridspec_kw={"width_ratios": [3, 3, 2]})
+    curves = curve_series(results)
+    widths = [3, 3, 2, 3] if curves else [3, 3, 2]
+    fig, all_axes = plt.subplots(
+        1, len(widths), figsize=(5.3 * len(widths), 5.5), gridspec_kw={"width_ratios": widths}
+    )
+    axes = all_axes[:3]
+    if curves:
+        _curve(all_axes[3], curves)
     panels = (
         ("throughput", "throughput (per second, log)", True),
         ("latency", "latency (ms, log)", True),

@@ -103,6 +103,41 @@ def line(rec: dict[str, Any]) -> str:
     )
 
 
+class RunVerdicts:
+    """Each run's verdict from its audit records, by the contract in ``schemas/README.md``.
+
+    Delivery is at-least-once, so a record seen again is dropped — but only a VERIFIED or
+    BODY_MISSING one, deduplicated on (session_id, seq). A BROKEN record is never dropped as
+    a duplicate: a forged or re-sent record carries an old seq, and its BROKEN verdict is the
+    only evidence. The first BROKEN record of a run names the break (``broken_at_seq``,
+    ``reason``); later ones repeat it.
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[str, dict[str, Any]] = {}
+        self._seen: set[tuple[str, int]] = set()
+
+    def add(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Fold one record in; returns the run's verdict after it."""
+        sid = rec["session_id"]
+        run = self.runs.setdefault(
+            sid, {"verdict": "VERIFIED", "broken_at_seq": None, "reason": None, "records": 0}
+        )
+        if rec["verdict"] == "BROKEN":
+            if run["verdict"] != "BROKEN":
+                run.update(
+                    verdict="BROKEN", broken_at_seq=rec.get("broken_at_seq"), reason=rec["reason"]
+                )
+            return run
+        if (sid, rec["seq"]) in self._seen:
+            return run  # a re-delivery of a record already counted
+        self._seen.add((sid, rec["seq"]))
+        run["records"] += 1
+        if rec["verdict"] == "BODY_MISSING" and run["verdict"] == "VERIFIED":
+            run["verdict"] = "BODY_MISSING"
+        return run
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", default="127.0.0.1:19092")

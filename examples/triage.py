@@ -45,7 +45,7 @@ def _label_of(text: str) -> str:
     return words[0].strip(".,:;!") if words and words[0].strip(".,:;!") in _LABELS else "other"
 
 
-@agent("triage", durability="replayable", input_schema=INPUT_SCHEMA)
+@agent("triage", durability="replayable", input_schema=INPUT_SCHEMA, models=["openai"])
 async def triage(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     generation = await ctx.generate(
         "openai",

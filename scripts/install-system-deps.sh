@@ -27,7 +27,10 @@ fi
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "install-system-deps: installing ${missing[*]}"
+echo "install-system-deps: installing ${missing[*]} (a minute or two; one line per package)"
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# apt's own -qq is silent for the whole download; keep one line per package unpacked, so a
+# long install shows it is moving (awk, not grep: no match is not a failure).
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    | awk '/^Setting up / {print "   " $0; fflush()}'
 echo "install-system-deps: done"

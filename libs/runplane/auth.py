@@ -7,13 +7,15 @@ SHA-256 only, so the file reveals no credential::
       - name: ada
         token_sha256: 9f86d081…   # sha256 of the bearer token's UTF-8 bytes
         roles: [finance, auditor]
+        tenant: acme                # optional; default "default"
 
 (a top-level list of principals is accepted too). The path may also be a directory — a
 Kubernetes secret mounted as a volume — holding ``principals.yaml`` (or ``.yml``/``.json``).
 
 ``Principals.authenticate(token)`` hashes the presented token and compares it against every
 entry in constant time, so timing reveals neither which entry matched nor how much of a digest
-did. Generic on purpose: the worklist checks roles like ``finance``, the journal service the
+did. A principal belongs to one tenant: the worklist shows and lets them decide only that
+tenant's tasks, the journal API only that tenant's runs. Generic on purpose: the worklist checks roles like ``finance``, the journal service the
 role ``auditor``; this module knows no role names.
 
 ``token_digest`` is how a deployment produces the stored form::
@@ -21,11 +23,9 @@ role ``auditor``; this module knows no role names.
     python -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' TOKEN
 
 Services hold a :class:`PrincipalsFile`, not a fixed :class:`Principals`: it stats the file on
-every lookup (one ``stat``, no read) and re-reads it when its identity changes — mtime, size or
-inode of the file the path resolves to. A rotated Kubernetes secret (the kubelet swaps the
-``..data`` symlink) or an edited file takes effect on the next request, no restart. A new
-version that does not parse is refused with a warning and the last good one stays in force:
-a typo in a rotation must not lock everyone out, nor let anyone in.
+every lookup and re-reads it when it changes (``runplane.watched``). A rotated Kubernetes
+secret or an edited file takes effect on the next request, no restart; a new version that does
+not parse is refused with a warning and the last good one stays in force.
 
 :func:`require_principal` is the one HTTP check every API uses: the bearer token names the
 principal (401 when missing or unknown), an optional role is required of it (403).
@@ -37,18 +37,19 @@ import hashlib
 import hmac
 import logging
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from starlette.exceptions import HTTPException
 
 from runplane.errors import ConfigError
+from runplane.watched import WatchedFile, listed, load_yaml_secret
+from runplane.wire import tenant_problem
 
 __all__ = [
+    "DEFAULT_TENANT",
     "PRINCIPALS_FILE_ENV",
     "Principal",
     "PrincipalSource",
@@ -62,6 +63,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PRINCIPALS_FILE_ENV = "RUNPLANE_WORKLIST_PRINCIPALS_FILE"
+# The tenant of a principal that names none, and of records written before tenants were
+# carried (a task from an older executor): the emitter's and client's default tenant too.
+DEFAULT_TENANT = "default"
 _SECRET_FILE_NAMES = ("principals.yaml", "principals.yml", "principals.json")
 _HEX = frozenset("0123456789abcdef")
 # A principal's name ends up in wire records (ClaimTask.principal, TaskDecision.decided_by),
@@ -95,16 +99,20 @@ def _name_problem(name: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """A configured identity: its name, the digest of its token, and its roles."""
+    """A configured identity: its name, the digest of its token, its roles and its tenant."""
 
     name: str
     token_sha256: str
     roles: frozenset[str]
+    tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
         problem = _name_problem(self.name)
         if problem:
             raise ConfigError(f"principal {self.name!r}: {problem}")
+        bad_tenant = tenant_problem(self.tenant)
+        if bad_tenant:
+            raise ConfigError(f"principal {self.name}: {bad_tenant}")
         if len(self.token_sha256) != 64 or not set(self.token_sha256) <= _HEX:
             raise ConfigError(f"principal {self.name}: token_sha256 must be 64 lowercase hex")
 
@@ -152,6 +160,11 @@ class Principals:
         p = self.get(name)
         return frozenset() if p is None else p.roles
 
+    def tenant_of(self, name: str) -> str | None:
+        """The tenant of ``name``; None for an unknown name (who belongs to no tenant)."""
+        p = self.get(name)
+        return None if p is None else p.tenant
+
     # --- loading ---------------------------------------------------------------------------
 
     @classmethod
@@ -168,21 +181,13 @@ class Principals:
         """From a YAML/JSON file, or a directory (a mounted secret) holding one."""
         if path is None:
             return cls()
-        target = _target(path)
-        try:
-            data = yaml.safe_load(target.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read principals file {target}: {exc}") from exc
+        data, target = load_yaml_secret(path, "principals", _SECRET_FILE_NAMES)
         return cls.from_data(data, str(target))
 
     @classmethod
     def from_data(cls, data: Any, where: str = "principals") -> Principals:
         """From parsed YAML: ``{principals: [...]}`` or a bare list."""
-        items = data.get("principals") if isinstance(data, Mapping) else data
-        if items is None:
-            items = []
-        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
-            raise ConfigError(f"{where}: expected a list of principals")
+        items = listed(data, "principals", where)
         return cls(tuple(_principal(item, f"{where}[{i}]") for i, item in enumerate(items)))
 
 
@@ -190,6 +195,9 @@ def _principal(item: Any, where: str) -> Principal:
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where}: expected a mapping")
     name, digest, roles = item.get("name"), item.get("token_sha256"), item.get("roles", [])
+    tenant = item.get("tenant", DEFAULT_TENANT)
+    if not isinstance(tenant, str):
+        raise ConfigError(f"{where} ({name}): tenant must be a string")
     problem = _name_problem(name)
     if problem:
         raise ConfigError(f"{where}: {problem}")
@@ -202,17 +210,8 @@ def _principal(item: Any, where: str) -> Principal:
         raise ConfigError(f"{where} ({name}): roles must be a list")
     if not all(isinstance(r, str) and r for r in roles):
         raise ConfigError(f"{where} ({name}): roles must be non-empty strings")
-    return Principal(str(name), digest.lower() if digest.isascii() else digest, frozenset(roles))
-
-
-def _target(path: Path) -> Path:
-    """The file ``path`` names: itself, or the principals file inside a secret directory."""
-    if not path.is_dir():
-        return path
-    found = [path / n for n in _SECRET_FILE_NAMES if (path / n).is_file()]
-    if not found:
-        raise ConfigError(f"{path} holds none of {', '.join(_SECRET_FILE_NAMES)}")
-    return found[0]
+    digest = digest.lower() if digest.isascii() else digest
+    return Principal(str(name), digest, frozenset(roles), tenant)
 
 
 class PrincipalSource(Protocol):
@@ -221,39 +220,22 @@ class PrincipalSource(Protocol):
 
     def authenticate(self, token: str | None) -> Principal | None: ...
     def roles_of(self, name: str) -> frozenset[str]: ...
+    def tenant_of(self, name: str) -> str | None: ...
 
 
-Signature = tuple[int, int, int, int]  # (device, inode, mtime ns, size) of the resolved file
-
-
-def _signature(path: Path) -> Signature:
-    st = _target(path).stat()  # follows symlinks: a swapped ..data link changes the inode
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-class PrincipalsFile:
-    """The principals of a file (or mounted secret directory), re-read when it changes.
+class PrincipalsFile(WatchedFile[Principals]):
+    """The principals of a file (or mounted secret directory), re-read when it changes
+    (``runplane.watched``): a rotated token takes effect on the next request.
 
     Construction reads the file and raises ``ConfigError`` when it is bad: a service must not
-    start with a broken principals file. Later versions are checked on every lookup with one
-    ``stat``; a version that fails to load is logged and ignored until the file changes again.
-    ``path=None`` means no principals (nobody can authenticate).
+    start with a broken principals file. ``path=None`` means no principals (nobody can
+    authenticate).
     """
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._signature: Signature | None = None
-        self._refused: Signature | None = None  # a version that failed to load
-        self._missing = False  # warned that the file cannot be stat'ed
-        self._principals = Principals()
-        if path is not None:
-            # The signature before the read: a change in between is then seen as a change.
-            try:
-                self._signature = _signature(path)
-            except OSError as exc:
-                raise ConfigError(f"cannot read principals file {path}: {exc}") from exc
-            self._principals = Principals.from_file(path)
+        super().__init__(
+            path, Principals.from_file, Principals(), what="principals", names=_SECRET_FILE_NAMES
+        )
 
     @classmethod
     def from_env(
@@ -263,50 +245,14 @@ class PrincipalsFile:
         raw = e.get(var)
         return cls(Path(raw) if raw else None)
 
-    def current(self) -> Principals:
-        """The principals in force now (re-read first if the file changed)."""
-        if self.path is None:
-            return self._principals
-        try:
-            signature = _signature(self.path)
-        except (OSError, ConfigError) as exc:
-            # Mid-rotation or removed: keep serving what was loaded rather than nobody.
-            if not self._missing:
-                self._missing = True
-                log.warning(
-                    "cannot stat principals file %s (keeping the previous): %s", self.path, exc
-                )
-            return self._principals
-        self._missing = False
-        if signature == self._signature or signature == self._refused:
-            return self._principals
-        with self._lock:
-            if signature not in (self._signature, self._refused):
-                self._reload(signature)
-            return self._principals
-
-    def _reload(self, signature: Signature) -> None:
-        assert self.path is not None
-        try:
-            loaded = Principals.from_file(self.path)
-        except ConfigError as exc:
-            self._refused = signature
-            log.warning(
-                "principals file changed but was not loaded (keeping the previous principals): %s",
-                exc,
-            )
-            return
-        self._principals, self._signature, self._refused = loaded, signature, None
-        log.info(
-            "principals reloaded",
-            extra={"path": str(self.path), "principals": len(loaded.principals)},
-        )
-
     def authenticate(self, token: str | None) -> Principal | None:
         return self.current().authenticate(token)
 
     def roles_of(self, name: str) -> frozenset[str]:
         return self.current().roles_of(name)
+
+    def tenant_of(self, name: str) -> str | None:
+        return self.current().tenant_of(name)
 
     def get(self, name: str) -> Principal | None:
         return self.current().get(name)

@@ -14,8 +14,23 @@ at most one run, ever — so a timeout is a ``RetryableError``.
 that principal on the run's tasks). It is never guessed from the OS user: pass it, or set
 ``RUNPLANE_INITIATOR`` (``Settings.initiator``); with neither, ``admit`` raises ConfigError.
 
-With ``wait=True`` it then watches ``sessions`` for the run until it completes, fails or is
-quarantined (``Client.wait`` returns that SessionSnapshot).
+With ``wait=True`` it then waits for the run to complete, fail or be quarantined
+(``Client.wait`` returns that SessionSnapshot).
+
+Waiting costs what happened since the run last changed, never the partition's history.
+``sessions`` is compacted by session, so a run's latest snapshot is the last record with its
+key; ``wait`` takes the partition's last stable offset M, finds the run's latest snapshot
+below M by reading backwards in doubling windows (stopping at the first window that holds
+the key, or at a floor), then follows the partition from M. A snapshot committed before M is
+found by the first read, one committed after M by the second: no gap, so a run that ended
+before the wait began is still seen. ``admit(wait=True)`` and ``runplane emit --wait`` take a
+``Mark`` (every partition's end, one request) before sending, so the backward read of a run
+admitted just now is bounded by that mark even before the run's first snapshot exists.
+
+Signed admission: with a ``SigningKey`` (or ``RUNPLANE_EMITTER_KEY`` /
+``RUNPLANE_EMITTER_KEY_FILE`` in the environment) every request carries an Ed25519 signature
+in its record headers (``runplane.signing``); its tenant must be the one the key's emitter is
+registered for. Without one, requests go unsigned, which only a dev-mode admission accepts.
 """
 
 from __future__ import annotations
@@ -23,14 +38,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
+    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -39,6 +56,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
+from runplane.signing import Headers, SigningKey
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -48,7 +66,7 @@ from runplane.wire import (
     SessionSnapshot,
 )
 
-__all__ = ["FINAL_STATUSES", "Client"]
+__all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
 
 _SETTLING = frozenset(
     {
@@ -62,12 +80,83 @@ _SETTLING = frozenset(
 
 FINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 
+# The first backward window; each next one doubles, so reading back d records costs < 2d + this.
+_FIRST_WINDOW = 256
+
+
+def ready_batch(consumer: Consumer, max_messages: int, timeout: float) -> list[Message]:
+    """Up to ``max_messages`` messages, returned as soon as one is there.
+
+    ``Consumer.consume(n, timeout)`` returns only when it holds ``n`` messages or the timeout
+    runs out, so a watcher calling it with a large ``n`` waits out its whole timeout whenever
+    traffic is light. This takes what is ready without waiting, and only when nothing is, blocks
+    in ``poll`` for the first message to arrive.
+    """
+    ready: list[Message] = consumer.consume(max_messages, timeout=0)
+    if ready:
+        return ready
+    first = consumer.poll(timeout)
+    return [] if first is None else [first]
+
+
+def last_stable_offsets(
+    consumer: Consumer, partitions: Sequence[TopicPartition], timeout: float = 10.0
+) -> list[int]:
+    """Each partition's end for ``consumer`` (read_committed: the last stable offset), in one
+    ListOffsets request, riding out a leader move (e.g. a topic created a moment ago).
+
+    ``offsets_for_times`` with the LATEST sentinel (-1) asks for the end; a read_committed
+    consumer gets the last stable offset, not the high watermark, so nothing of a transaction
+    still open lies below it (starting at the high watermark would skip that transaction's
+    records once it commits).
+    """
+    asked = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = consumer.offsets_for_times(asked, timeout=timeout)
+            bad = [tp for tp in got if tp.error is not None or tp.offset < 0]
+            if not bad:
+                return [int(tp.offset) for tp in got]
+            exc: Exception = KafkaException(bad[0].error)
+        except KafkaException as raised:
+            exc = raised
+        if not _settling(exc) or time.monotonic() > deadline:
+            raise RetryableError(f"cannot read the end of {asked[0].topic}: {exc}") from exc
+        time.sleep(0.2)
+
+
+def _settling(exc: Exception) -> bool:
+    # librdkafka does not flag a stale leader as retriable here, but it is: the metadata of a
+    # topic created a moment ago is still settling.
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _SETTLING)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where each partition of ``sessions`` ended (its last stable offset) at one moment.
+
+    Every snapshot committed later lies at or beyond it, so a run admitted after the mark has
+    no snapshot below it: ``Client.wait(run, since=mark)`` never reads back past it.
+    """
+
+    ends: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.ends or any(e < 0 for e in self.ends):
+            raise ValueError(f"a Mark needs one non-negative offset per partition: {self.ends}")
+
 
 class Client:
     """One emitter. Not thread-safe; cheap to create, close it when done."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, signing_key: SigningKey | None = None) -> None:
+        """``signing_key`` signs every request (``runplane.signing``); None reads
+        ``RUNPLANE_EMITTER_KEY`` / ``RUNPLANE_EMITTER_KEY_FILE``, and with neither set the
+        requests go unsigned (admitted only by an admission in dev mode)."""
         self._settings = settings
+        self._signing_key = signing_key if signing_key is not None else SigningKey.from_env()
         self._serde = Serde.from_settings(settings)
         self._producer = Producer(producer_config(settings))
         self._consumer = Consumer(
@@ -78,6 +167,8 @@ class Client:
             )
         )
         self._partitions: dict[str, int] = {}
+        #: ``sessions`` records delivered to ``wait`` (both reads), for tests and benchmarks.
+        self.records_read = 0
 
     def __enter__(self) -> Client:
         return self
@@ -124,13 +215,30 @@ class Client:
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
         )
+        mark = self.mark() if wait else None
         reply = self.send(request, timeout=timeout)
         if wait and reply.outcome != AdmissionOutcome.REFUSED and reply.run_id is not None:
-            self.wait(reply.run_id, timeout=timeout)
+            self.wait(reply.run_id, timeout=timeout, since=self.floor_for(reply, mark))
         return reply
 
-    def send(self, request: AdmissionRequest, *, timeout: float = 30.0) -> AdmissionReply:
-        """Produce ``request`` and wait for the reply to its key."""
+    @staticmethod
+    def floor_for(reply: AdmissionReply, mark: Mark | None) -> Mark | None:
+        """The mark taken before a request bounds the wait for the run it admitted — not for
+        a duplicate, whose run was admitted (and may have ended) before the mark."""
+        return mark if reply.outcome == AdmissionOutcome.ADMITTED else None
+
+    def send(
+        self,
+        request: AdmissionRequest,
+        *,
+        timeout: float = 30.0,
+        signed: tuple[Headers, int] | None = None,
+    ) -> AdmissionReply:
+        """Produce ``request`` and wait for the reply to its key.
+
+        ``signed``: headers someone else signed, and the record timestamp to give it (the HTTP
+        admission endpoint forwards an emitter's own signature instead of signing).
+        """
         key = request.admission_key
         replies = self._settings.topic("admission.replies")
         tp = TopicPartition(replies, partition_for(key, self._count(replies)))
@@ -138,22 +246,39 @@ class Client:
         high = self._end_offset(tp)
         self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         try:
-            self._producer.produce(
-                self._settings.topic("admission"),
-                key=key.encode("utf-8"),
-                value=self._serde.encode("admission", request),
-            )
+            value = self._serde.encode("admission", request)
+            self._produce_signed(key.encode("utf-8"), value, signed)
             if self._producer.flush(timeout) > 0:
                 raise RetryableError(f"request {key!r} not delivered within {timeout}s")
             return self._await_reply(key, timeout)
         finally:
             self._consumer.unassign()
 
+    def _produce_signed(
+        self, key: bytes, value: bytes, signed: tuple[Headers, int] | None = None
+    ) -> None:
+        """Produce to ``admission``, signed over these exact bytes when there is a key."""
+        topic = self._settings.topic("admission")
+        if signed is not None:
+            headers, at_ms = signed
+            self._producer.produce(
+                topic, key=key, value=value, headers=list(headers), timestamp=at_ms
+            )
+            return
+        if self._signing_key is None:
+            self._producer.produce(topic, key=key, value=value)
+            return
+        # The record's timestamp is the signing time, so admission's replay window compares
+        # like with like (a topic with LogAppendTime replaces it with the broker's clock).
+        now_ms = time.time_ns() // 1_000_000
+        headers = list(self._signing_key.headers(key, value, now_ms))
+        self._producer.produce(topic, key=key, value=value, headers=headers, timestamp=now_ms)
+
     def _await_reply(self, key: str, timeout: float) -> AdmissionReply:
         deadline = time.monotonic() + timeout
         wanted = key.encode("utf-8")
         while time.monotonic() < deadline:
-            for msg in self._consumer.consume(100, timeout=0.1):
+            for msg in ready_batch(self._consumer, 100, 0.1):
                 if msg.error() is not None or msg.key() != wanted or msg.value() is None:
                     continue
                 try:
@@ -166,35 +291,119 @@ class Client:
 
     # --- waiting for a run -----------------------------------------------------------------
 
+    def mark(self) -> Mark:
+        """Where ``sessions`` ends now, every partition in one request (see :class:`Mark`)."""
+        sessions = self._settings.topic("sessions")
+        return Mark(tuple(self._ends(sessions, range(self._count(sessions)))))
+
     def wait(
         self,
         run_id: str,
         *,
         timeout: float = 300.0,
         until: frozenset[RunStatus] = FINAL_STATUSES,
+        since: Mark | None = None,
     ) -> SessionSnapshot:
-        """The run's SessionSnapshot once its status is in ``until`` (default: ended)."""
+        """The run's SessionSnapshot once its status is in ``until`` (default: ended).
+
+        ``since``: a mark taken before the run was admitted; the backward read stops there.
+        Without it, the read stops at the run's latest snapshot (or, for a run that has none
+        yet, the start of the partition).
+        """
         sessions = self._settings.topic("sessions")
-        tp = TopicPartition(
-            sessions, partition_for(run_id, self._count(sessions)), OFFSET_BEGINNING
-        )
-        self._consumer.assign([tp])
-        wanted = run_id.encode("utf-8")
+        part = partition_for(run_id, self._count(sessions))
         deadline = time.monotonic() + timeout
+        wanted = run_id.encode("utf-8")
+        (end,) = self._ends(sessions, [part])
+        floor = 0 if since is None else min(end, since.ends[part])
         try:
-            while time.monotonic() < deadline:
-                for msg in self._consumer.consume(500, timeout=0.2):
-                    err = msg.error()
-                    if err is not None or msg.key() != wanted or msg.value() is None:
-                        if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                            raise RetryableError(f"reading sessions: {err.str()}")
-                        continue
-                    snap = self._serde.decode("sessions", msg.value() or b"")
-                    if isinstance(snap, SessionSnapshot) and snap.status in until:
-                        return snap
+            latest = self._latest_below(
+                TopicPartition(sessions, part), wanted, floor, end, deadline
+            )
+            if latest is not None and latest.status in until:
+                return latest
+            found = self._follow(TopicPartition(sessions, part, end), wanted, until, deadline)
         finally:
             self._consumer.unassign()
-        raise RetryableError(f"run {run_id} did not finish within {timeout}s", retry_after=5.0)
+        if found is None:
+            raise RetryableError(f"run {run_id} did not finish within {timeout}s", retry_after=5.0)
+        return found
+
+    def _latest_below(
+        self, tp: TopicPartition, wanted: bytes, floor: int, end: int, deadline: float
+    ) -> SessionSnapshot | None:
+        """The run's last snapshot in [floor, end): windows back from ``end``, doubling."""
+        hi, size = end, _FIRST_WINDOW
+        while hi > floor:
+            lo = max(floor, hi - size)
+            start = TopicPartition(tp.topic, tp.partition, lo)
+            value = self._last_value(start, wanted, hi, deadline)
+            if value is not None:
+                snap = self._serde.decode("sessions", value)
+                return snap if isinstance(snap, SessionSnapshot) else None
+            hi, size = lo, size * 2
+        return None
+
+    def _last_value(
+        self, start: TopicPartition, wanted: bytes, hi: int, deadline: float
+    ) -> bytes | None:
+        """The value of the last record keyed ``wanted`` in [start.offset, hi).
+
+        Everything below ``hi`` is at or below the last stable offset, so the read never waits
+        on an open transaction: it ends at the first message or EOF at/after ``hi``, or when
+        the position (which moves past aborted records and markers) reaches it.
+        """
+        self._consumer.assign([start])
+        last: bytes | None = None
+        while True:
+            if time.monotonic() > deadline:
+                raise RetryableError(f"reading {start.topic} back timed out", retry_after=1.0)
+            for msg in ready_batch(self._consumer, 500, 1.0):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise RetryableError(f"reading sessions: {err.str()}")
+                    return last
+                offset = msg.offset() or 0
+                if offset >= hi:
+                    return last
+                self.records_read += 1
+                if msg.key() == wanted and msg.value() is not None:
+                    last = msg.value()
+            (pos,) = self._consumer.position([start])
+            if pos.offset >= hi:
+                return last
+
+    def _follow(
+        self,
+        start: TopicPartition,
+        wanted: bytes,
+        until: frozenset[RunStatus],
+        deadline: float,
+    ) -> SessionSnapshot | None:
+        """Read from ``start`` on until the run's status is in ``until``, or None at deadline."""
+        self._consumer.assign([start])
+        while time.monotonic() < deadline:
+            left = deadline - time.monotonic()
+            # poll() with a negative timeout would block for good: never pass one.
+            for msg in ready_batch(self._consumer, 500, max(0.0, min(0.5, left))):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise RetryableError(f"reading sessions: {err.str()}")
+                    continue
+                self.records_read += 1
+                if msg.key() != wanted or msg.value() is None:
+                    continue
+                snap = self._serde.decode("sessions", msg.value() or b"")
+                if isinstance(snap, SessionSnapshot) and snap.status in until:
+                    return snap
+        return None
+
+    def _ends(self, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> list[int]:
+        return last_stable_offsets(
+            self._consumer, [TopicPartition(topic, p) for p in partitions], timeout
+        )
 
     def _end_offset(self, tp: TopicPartition, timeout: float = 10.0) -> int:
         """The partition's high watermark, riding out a leader move (e.g. a fresh topic)."""
@@ -204,13 +413,7 @@ class Client:
                 _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
                 return int(high)
             except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                # librdkafka does not flag a stale leader as retriable here, but it is: the
-                # metadata of a topic created a moment ago is still settling.
-                retriable = isinstance(err, KafkaError) and (
-                    err.retriable() or err.code() in _SETTLING
-                )
-                if not retriable or time.monotonic() > deadline:
+                if not _settling(exc) or time.monotonic() > deadline:
                     raise RetryableError(f"cannot read the end of {tp.topic}: {exc}") from exc
                 time.sleep(0.2)
 

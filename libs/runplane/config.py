@@ -8,6 +8,7 @@ service and embed this object.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 from collections.abc import Mapping
@@ -28,6 +29,21 @@ DEFAULT_AGENT_MODULES: tuple[str, ...] = (
     "examples.triage",
     "examples.declarative",
 )
+
+
+def example_tools_config() -> str | None:
+    """The example agents' tools config (``examples/tools/billing.yaml``: the billing API's
+    HTTP tools), or None when the ``examples`` package is not installed.
+
+    The default of RUNPLANE_TOOLS_CONFIG only while RUNPLANE_AGENT_MODULES is unset too: the
+    examples come with their tools. A deployment naming its own agent modules offers only the
+    tools of its own file (and its modules' ``@tool`` functions)."""
+    spec = importlib.util.find_spec("examples")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "tools" / "billing.yaml"
+    return str(path) if path.is_file() else None
+
 
 # Kafka security (RUNPLANE_KAFKA_*), passed to every client by runplane.kafka.clients.
 KAFKA_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -144,6 +160,10 @@ class Settings:
     # The agent modules admission and the executor import (both must import the same list:
     # admission admits what the executor can run). See DEFAULT_AGENT_MODULES.
     agent_modules: tuple[str, ...] = DEFAULT_AGENT_MODULES
+    # The tools config file (RUNPLANE_TOOLS_CONFIG): HTTP tools, model providers, MCP servers
+    # (runplane.providers.load_tools_config). Read by the executor and by admission, like
+    # agent_modules; None: no file (no HTTP tools, the default `openai` model provider).
+    tools_config: str | None = None
     # The emitter's default initiator (RUNPLANE_INITIATOR): the worklist principal on whose
     # behalf runs act. Services do not read it; the client and `runplane emit` do.
     initiator: str | None = None
@@ -220,6 +240,8 @@ class Settings:
                 e, "RUNPLANE_KAFKA_SSL_ENDPOINT_IDENTIFICATION", True
             ),
             agent_modules=_modules(e.get("RUNPLANE_AGENT_MODULES")),
+            tools_config=env_str(e, "RUNPLANE_TOOLS_CONFIG")
+            or (example_tools_config() if e.get("RUNPLANE_AGENT_MODULES") is None else None),
             initiator=env_str(e, "RUNPLANE_INITIATOR"),
         )
 

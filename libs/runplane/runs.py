@@ -29,6 +29,7 @@ from confluent_kafka import (
 
 from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
+from runplane.journal.signing import Keyring, header_of, unsigned
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
@@ -72,6 +73,9 @@ class RunHistory:
     records: tuple[JournalRecord, ...]
     bodies: dict[BodyKey, ResultEntry | None] = field(default_factory=dict)  # None: erased
     undecodable: int = 0
+    # Per record (aligned with ``records``): why it is not signed by a chain writer
+    # (``runplane.journal.signing``); None when read without a keyring (not checked).
+    unsigned: tuple[str | None, ...] | None = None
 
 
 def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> int:
@@ -161,6 +165,7 @@ def read_run(
     since_ms: int | None = None,
     timeout_s: float = 30.0,
     serde: Serde | None = None,
+    keyring: Keyring | None = None,
 ) -> RunHistory:
     """The run's journal records (topic order) and, with ``bodies``, its result entries.
 
@@ -169,13 +174,15 @@ def read_run(
     known, so the cost of a read follows the run's age, not the partition's history.
 
     Records of other sessions on the partition are skipped; a record keyed by the run that does
-    not decode counts in ``undecodable`` (it would be dead-lettered by a service).
+    not decode counts in ``undecodable`` (it would be dead-lettered by a service). With a
+    ``keyring``, each record's writer signature is checked (``RunHistory.unsigned``).
     """
     serde = serde or Serde.from_settings(settings)
     consumer = _consumer(settings)
     try:
         partition = session_partition(settings, consumer, run_id, timeout_s)
         records: list[JournalRecord] = []
+        wire: list[tuple[bytes, bytes | None]] = []
         undecodable = 0
         for msg in _read_to_end(
             consumer, settings.topic("journal"), partition, since_ms, timeout_s
@@ -185,6 +192,7 @@ def read_run(
             rec = _decoded(msg, JournalRecord, serde, "journal")
             if isinstance(rec, JournalRecord) and rec.session_id == run_id:
                 records.append(rec)
+                wire.append((msg.value() or b"", header_of(msg.headers())))
             else:
                 undecodable += 1
         found: dict[BodyKey, ResultEntry | None] = {}
@@ -202,7 +210,9 @@ def read_run(
                     found[(parsed[1], parsed[2])] = entry  # last write wins; None = tombstone
                 else:
                     undecodable += 1
-        return RunHistory(run_id, partition, tuple(records), found, undecodable)
+        return RunHistory(
+            run_id, partition, tuple(records), found, undecodable, unsigned(keyring, wire)
+        )
     finally:
         consumer.close()
 

@@ -1,5 +1,9 @@
 """The service shell: health, metrics, structured logs and shutdown, shared by every service.
 
+The probes themselves (``Health``, ``Probe``) live in ``runplane.health``, which imports
+nothing but the standard library, so a loop in ``runplane.kafka`` can beat one without pulling
+Starlette, uvicorn or redis in; they are re-exported here for the services' shells.
+
 A service's ``serve(settings, stop)`` composes these pieces::
 
     health = Health()
@@ -39,15 +43,12 @@ import ipaddress
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import redis
@@ -60,6 +61,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
+from runplane.health import Health, Probe
+from runplane.shutdown import install_signal_handlers
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
@@ -77,138 +80,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-MonotonicClock = Callable[[], float]
-
-
-class Probe:
-    """One loop's health: ``beat()`` from every poll iteration, ``set_ready`` around restore.
-
-    Readiness (``check``) needs ready *and* a beat within ``stale_after_s``. Liveness
-    (``check_live``) needs only a recent sign of life — a beat or a readiness change — within
-    ``stale_after_s`` while ready, or within ``busy_limit_s`` while not ready: a loop restoring
-    tables inside its rebalance callback cannot beat, and restarting it for that would only
-    start the restore again.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        stale_after_s: float,
-        clock: MonotonicClock,
-        busy_limit_s: float | None = None,
-    ) -> None:
-        if stale_after_s <= 0:
-            raise ValueError(f"probe {name!r}: stale_after_s must be positive")
-        self.name = name
-        self._stale_after_s = stale_after_s
-        self._busy_limit_s = max(stale_after_s, busy_limit_s or stale_after_s)
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._last_beat: float | None = None
-        # Creation counts as a sign of life: start-up (init_transactions, the first join)
-        # gets the busy limit before the first beat is due.
-        self._last_change = clock()
-        self._ready = False
-        self._reason = "starting"
-
-    def beat(self) -> None:
-        now = self._clock()
-        with self._lock:
-            self._last_beat = now
-
-    def set_ready(self, ready: bool, reason: str = "") -> None:
-        now = self._clock()
-        with self._lock:
-            self._ready = ready
-            self._reason = "" if ready else (reason or "not ready")
-            self._last_change = now
-
-    def check(self) -> str | None:
-        """Readiness: None when ready and beating, else why not."""
-        with self._lock:
-            last, ready, reason = self._last_beat, self._ready, self._reason
-        if not ready:
-            return reason
-        if last is None:
-            return "no heartbeat yet"
-        age = self._clock() - last
-        if age > self._stale_after_s:
-            return f"no heartbeat for {age:.1f}s (limit {self._stale_after_s:.1f}s)"
-        return None
-
-    def check_live(self) -> str | None:
-        """Liveness: None unless the loop shows no sign of life for longer than it may."""
-        with self._lock:
-            last, changed, ready, reason = (
-                self._last_beat,
-                self._last_change,
-                self._ready,
-                self._reason,
-            )
-        seen = changed if last is None else max(last, changed)
-        limit = self._stale_after_s if ready else self._busy_limit_s
-        age = self._clock() - seen
-        if age <= limit:
-            return None
-        state = "ready" if ready else f"not ready: {reason}"
-        return f"stuck: no heartbeat for {age:.1f}s (limit {limit:.1f}s, {state})"
-
-
-class Health:
-    """The health of one service: live while every probe's loop is, ready while every one is.
-
-    ``busy_limit_s``: how long a probe that is not ready may go without a beat before
-    ``/livez`` calls its loop stuck (a restore runs where the loop cannot beat).
-    """
-
-    def __init__(
-        self,
-        *,
-        stale_after_s: float = 30.0,
-        busy_limit_s: float = 300.0,
-        clock: MonotonicClock = time.monotonic,
-    ) -> None:
-        if stale_after_s <= 0 or busy_limit_s <= 0:
-            raise ValueError("stale_after_s and busy_limit_s must be positive")
-        self._stale_after_s = stale_after_s
-        self._busy_limit_s = busy_limit_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._probes: dict[str, Probe] = {}
-
-    def probe(self, name: str, *, stale_after_s: float | None = None) -> Probe:
-        with self._lock:
-            if name in self._probes:
-                raise ValueError(f"probe {name!r} already registered")
-            p = Probe(name, stale_after_s or self._stale_after_s, self._clock, self._busy_limit_s)
-            self._probes[name] = p
-            return p
-
-    def _probes_now(self) -> list[Probe]:
-        with self._lock:
-            return list(self._probes.values())
-
-    def readiness(self) -> tuple[bool, dict[str, str]]:
-        """(ready, {probe: reason}) — the reasons of the probes that are not ready."""
-        probes = self._probes_now()
-        if not probes:
-            return False, {"service": "no probes registered yet"}
-        problems = {p.name: r for p in probes if (r := p.check()) is not None}
-        return not problems, problems
-
-    def status(self) -> tuple[bool, dict[str, str]]:
-        """The readiness answer (``/healthz``'s), under its original name."""
-        return self.readiness()
-
-    def liveness(self) -> tuple[bool, dict[str, str]]:
-        """(live, {probe: reason}) — the reasons of the probes whose loop looks stuck.
-
-        No probe yet is live: the process answers, and its loops have not started, so
-        nothing can be stuck (the startup of a loop is bounded by its own busy limit).
-        """
-        problems = {p.name: r for p in self._probes_now() if (r := p.check_live()) is not None}
-        return not problems, problems
 
 
 def _answer(ok: bool, problems: dict[str, str], bad: str) -> Response:
@@ -373,19 +244,6 @@ def run_http(
     finally:
         handle.close()
         sock.close()
-
-
-def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set ``stop``; a second signal exits at once (an impatient operator)."""
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if stop.is_set():
-            sys.exit(128 + signum)
-        log.info("stopping on signal", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
 
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {

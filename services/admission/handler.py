@@ -1,474 +1,51 @@
-"""Admission, the pure part: one key, at most one run, ever.
+"""Admission's processor handler: the claims table in, :func:`decide` in the middle, emits out.
 
-``decide(claims, position, request, capabilities, now_ms) -> Decision`` takes values and
-returns values; the processor (``serve.py``) moves records. For a new, valid key the decision
-is four records that the processor commits in **one** transaction with the input offset:
-
-    admission.claims   AdmissionClaim(run_id, case_id, status=ADMITTED)   key = admission key
-    journal            RunAdmitted, seq 0 of the run's chain                key = run id
-    runs.inbox         StartRun carrying the RunAdmitted hash (handover)    key = run id
-    admission.replies  AdmissionReply(ADMITTED, run_id)                     key = admission key
-
-So the key is taken at the instant the run becomes real: a claim without a run, or a run
-without a claim, cannot be observed by a read_committed reader.
-
-Idempotency from position (DBOS): the run id is derived from the admission key *and* the
-input record's (topic, partition, offset). A record handled again after an abort or a crash
-— against the state restored from what was committed — mints the same id, so even the
-aborted attempt's records (never visible) name the run the retry commits.
-
-Case ids are bound to their tenant: ``c-`` + 8 hex of H(tenant) (the tenant tag) + 16 hex of
-H(tenant, business keys). Correlation keys starting with ``runplane.`` are reserved.
-``runplane.case`` names an existing case outright: the run lands on that case whatever the
-other keys say — if the case id carries the request tenant's tag; a case id of another tenant
-is refused, so one tenant cannot attach runs to (and read or write the state of) another
-tenant's case. The cases service's follow-up run on a breach uses it, for the case's tenant,
-so the follow-up works on the case whose obligation breached. Any other ``runplane.*`` key, or
-a ``runplane.case`` that is not a case id, is refused (``bad_correlation``). Admission cannot
-see the cases table: "existing" is the emitter's promise, as for any other key.
-
-Identity: ``initiator`` names the worklist principal on whose behalf the run acts; four-eyes
-refuses that principal on the run's tasks. An empty or blank initiator is refused
-(``bad_request``): the worklist would refuse the run's first task and the run would wait
-forever on a task that never opened. Which principal an emitter may name is the emitter's
-authentication (Kafka ACLs on ``admission``, docs/security.md), not something admission can
-check.
-
-A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
-with the task id: "already waiting for you"). A request admission will not run gets REFUSED
-with a reason and claims nothing.
+Pure like ``decide.py`` (which holds every rule); this adapts it to the shared transactional
+processor's ``Handler``: it reads the claim from the restored ``claims`` table, checks the
+record's signature (``identity.py``), hands the decision to the metrics observer, and turns
+``outputs(decision)`` — plus the dead letter of an identity refusal — into ``Emit``s.
 """
 
 from __future__ import annotations
 
-import enum
-import hashlib
-import io
-import json
-import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
 
-from fastavro import schemaless_reader
-
-from runplane.core import canonical_bytes
-from runplane.core.chain import run_start
 from runplane.errors import WireError
-from runplane.kafka.processor import Emit, Incoming, State
-from runplane.wire import (
-    AdmissionClaim,
-    AdmissionOutcome,
-    AdmissionReply,
-    AdmissionRequest,
-    JournalRecord,
-    Record,
-    RunStatus,
-    RunStatusUpdate,
-    StartRun,
-    admission_key_problem,
-    parsed_schema,
-    schema_fingerprint,
-    tenant_problem,
+from runplane.kafka.handler import Emit, Incoming, State
+from runplane.wire import DeadLetter
+from services.admission.decide import (
+    DEFAULT_MAX_INPUT_BYTES,
+    CapabilitySpec,
+    Decision,
+    Position,
+    Refused,
+    decide,
+    outputs,
+    read_request_leniently,
+    refuse_unreadable,
 )
+from services.admission.identity import DEAD_LETTERED, Authentication
 
-# Domain separation: these digests can never collide with any other hash runplane computes.
-_RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
-# v2: the id starts with the tenant tag (v1 ids were 24 hex of H(tenant, keys)).
-_CASE_ID_DOMAIN = b"runplane/admission/case-id/v2\x00"
-_TENANT_TAG_DOMAIN = b"runplane/admission/tenant-tag/v1\x00"
-
-DEFAULT_MAX_INPUT_BYTES = 512 * 1024
-# How deeply an input may nest. Business inputs are a few levels deep; a deeper one is refused
-# here rather than blowing the recursion limit of a JSON encoder, schema validator or the
-# canonical hasher later (in admission or in the executor).
-MAX_INPUT_DEPTH = 64
-
-# The reserved correlation key naming a case id outright (see the module docstring).
-CASE_KEY = "runplane.case"
-RESERVED_PREFIX = "runplane."
-_CASE_ID = re.compile(r"c-[0-9a-f]{24}")
-
-
-class Refusal(enum.StrEnum):
-    """Why admission refused a request (a bounded set: it labels a metric)."""
-
-    BAD_KEY = "bad_key"
-    BAD_TENANT = "bad_tenant"
-    UNKNOWN_CAPABILITY = "unknown_capability"
-    INVALID_INPUT = "invalid_input"
-    BAD_REQUEST = "bad_request"
-    BAD_CORRELATION = "bad_correlation"
-
-
-@dataclass(frozen=True)
-class CapabilitySpec:
-    """What admission knows of a capability: its input JSON Schema, or None (any JSON)."""
-
-    input_schema: Mapping[str, Any] | None = None
-    _validator: Callable[[Any], str | None] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-
-    def __post_init__(self) -> None:
-        if self.input_schema is None:
-            return
-        import jsonschema
-
-        # A broken schema is a configuration error at start-up, not a refusal per request.
-        schema = dict(self.input_schema)
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        validator = cls(schema)
-
-        def check(value: Any) -> str | None:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-            if error is None:
-                return None
-            where = "/".join(str(p) for p in error.absolute_path) or "input"
-            return f"{where}: {error.message}"
-
-        object.__setattr__(self, "_validator", check)
-
-    def input_problem(self, value: Any) -> str | None:
-        return None if self._validator is None else self._validator(value)
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where the request was read: the source of the run id's idempotency."""
-
-    topic: str  # logical
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class Admitted:
-    claim: AdmissionClaim
-    journal: JournalRecord
-    start: StartRun
-    reply: AdmissionReply
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    reply: AdmissionReply
-
-
-@dataclass(frozen=True)
-class Refused:
-    code: Refusal
-    reply: AdmissionReply
-
-
-@dataclass(frozen=True)
-class StatusUpdated:
-    claim: AdmissionClaim
-
-
-@dataclass(frozen=True)
-class Ignored:
-    reason: str
-
-
-Decision = Admitted | Duplicate | Refused | StatusUpdated | Ignored
-
-
-def mint_run_id(admission_key: str, position: Position) -> str:
-    """``r-`` + a UUID derived from the key and the input position (never random)."""
-    material = b"\x00".join(
-        (
-            admission_key.encode("utf-8", "surrogatepass"),
-            position.topic.encode(),
-            str(position.partition).encode(),
-            str(position.offset).encode(),
-        )
-    )
-    digest = hashlib.sha256(_RUN_ID_DOMAIN + material).digest()
-    return f"r-{uuid.UUID(bytes=digest[:16], version=5)}"
-
-
-def tenant_tag(tenant: str) -> str:
-    """8 hex of a domain-separated SHA-256 of the tenant: the first part of its case ids."""
-    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[
-        :8
-    ]
-
-
-def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:
-    """``c-`` + tenant tag (8 hex) + 16 hex of H(tenant, sorted keys); None without keys.
-
-    The same business keys always resolve to the same case — across runs, instances and
-    restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases, and
-    the id itself says which tenant it belongs to (:func:`case_belongs_to`).
-    """
-    if CASE_KEY in correlation:
-        return correlation[CASE_KEY]  # checked by correlation_problem before admission
-    if not correlation:
-        return None
-    body = canonical_bytes({"tenant": tenant, "keys": dict(sorted(correlation.items()))})
-    return "c-" + tenant_tag(tenant) + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:16]
-
-
-def case_belongs_to(case_id: str, tenant: str) -> bool:
-    """Whether ``case_id`` (as :func:`case_id_for` mints them) carries ``tenant``'s tag."""
-    return _CASE_ID.fullmatch(case_id) is not None and case_id[2:10] == tenant_tag(tenant)
-
-
-def correlation_problem(correlation: Mapping[str, str], tenant: str | None = None) -> str | None:
-    """Why these correlation keys cannot be admitted for ``tenant``, or None.
-
-    Reserved keys misused, a ``runplane.case`` that is not a case id, or (with ``tenant``) one
-    that is another tenant's case.
-    """
-    for name in sorted(correlation):
-        if name.startswith(RESERVED_PREFIX) and name != CASE_KEY:
-            return f"correlation key {name!r} is reserved (only {CASE_KEY!r} is defined)"
-    explicit = correlation.get(CASE_KEY)
-    if explicit is None:
-        return None
-    if not _CASE_ID.fullmatch(explicit):
-        return f"{CASE_KEY} must be a case id (c- and 24 lowercase hex), got {explicit[:80]!r}"
-    if tenant is not None and not case_belongs_to(explicit, tenant):
-        return f"{CASE_KEY} {explicit} is not a case of tenant {tenant!r}"
-    return None
-
-
-def initiator_problem(initiator: str) -> str | None:
-    """Why ``initiator`` cannot start a run (empty or blank), or None."""
-    if not initiator.strip():
-        return (
-            "initiator is empty: it must name the worklist principal the run acts for "
-            "(four-eyes refuses that principal on the run's tasks)"
-        )
-    return None
-
-
-def _nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def refusal(key: str, code: Refusal, reason: str, now_ms: int) -> Refused:
-    reply = AdmissionReply(
-        admission_key=key, outcome=AdmissionOutcome.REFUSED, reason=reason, replied_ms=now_ms
-    )
-    return Refused(code, reply)
-
-
-def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
-    waiting = claim.status == RunStatus.AWAITING_HUMAN
-    return Duplicate(
-        AdmissionReply(
-            admission_key=key,
-            outcome=AdmissionOutcome.DUPLICATE,
-            run_id=claim.run_id,
-            case_id=claim.case_id,
-            status=claim.status,
-            task_id=claim.task_id if waiting else None,
-            replied_ms=now_ms,
-        )
-    )
-
-
-def _problem(
-    key: str,
-    req: AdmissionRequest,
-    capabilities: Mapping[str, CapabilitySpec],
-    max_input_bytes: int,
-) -> tuple[Refusal, str] | None:
-    if req.admission_key != key:
-        return Refusal.BAD_KEY, "the record key must equal admission_key"
-    bad_initiator = initiator_problem(req.initiator)
-    if bad_initiator is not None:
-        return Refusal.BAD_REQUEST, bad_initiator
-    spec = capabilities.get(req.capability)
-    if spec is None:
-        return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
-    bad_keys = correlation_problem(req.correlation_keys, req.tenant)
-    if bad_keys is not None:
-        return Refusal.BAD_CORRELATION, bad_keys
-    if len(req.input_json.encode("utf-8", "surrogatepass")) > max_input_bytes:
-        return Refusal.INVALID_INPUT, f"input is larger than {max_input_bytes} bytes"
-    try:
-        value = json.loads(req.input_json)
-    except ValueError as exc:
-        return Refusal.INVALID_INPUT, f"input is not JSON: {exc}"
-    except RecursionError:
-        # json's C scanner gives up past the interpreter's recursion limit (~1000 levels).
-        return Refusal.INVALID_INPUT, f"input nests deeper than {MAX_INPUT_DEPTH} levels"
-    if _nesting_exceeds(value, MAX_INPUT_DEPTH):
-        return Refusal.INVALID_INPUT, f"input nests deeper than {MAX_INPUT_DEPTH} levels"
-    problem = spec.input_problem(value)
-    if problem is not None:
-        return Refusal.INVALID_INPUT, f"input does not match the {req.capability} schema: {problem}"
-    try:
-        canonical_bytes(value)  # the chain hashes the input: refuse what cannot be hashed
-    except (TypeError, ValueError) as exc:
-        return Refusal.INVALID_INPUT, f"input cannot be hashed canonically: {exc}"
-    return None
-
-
-def admit(req: AdmissionRequest, position: Position, now_ms: int) -> Admitted:
-    """The four records of a new run (the caller has checked the request)."""
-    run_id = mint_run_id(req.admission_key, position)
-    case_id = case_id_for(req.tenant, req.correlation_keys)
-    seq0, start = run_start(
-        run_id,
-        capability=req.capability,
-        admission_key=req.admission_key,
-        tenant=req.tenant,
-        initiator=req.initiator,
-        input_json=req.input_json,
-        now_ms=now_ms,
-        case_id=case_id,
-    )
-    claim = AdmissionClaim(
-        admission_key=req.admission_key,
-        run_id=run_id,
-        case_id=case_id,
-        capability=req.capability,
-        tenant=req.tenant,
-        status=RunStatus.ADMITTED,
-        admitted_ms=now_ms,
-        updated_ms=now_ms,
-    )
-    reply = AdmissionReply(
-        admission_key=req.admission_key,
-        outcome=AdmissionOutcome.ADMITTED,
-        run_id=run_id,
-        case_id=case_id,
-        status=RunStatus.ADMITTED,
-        replied_ms=now_ms,
-    )
-    return Admitted(claim, seq0, start, reply)
-
-
-def decide(
-    claim: Record | None,
-    key: str,
-    position: Position,
-    record: Record | None,
-    capabilities: Mapping[str, CapabilitySpec],
-    now_ms: int,
-    *,
-    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-) -> Decision:
-    """What admission does with one record of the ``admission`` topic.
-
-    ``claim`` is the current claims-table row for ``key`` (None when the key is new).
-    """
-    if isinstance(record, RunStatusUpdate):
-        return apply_status(claim, record)
-    if not isinstance(record, AdmissionRequest):
-        kind = "a tombstone" if record is None else type(record).__name__
-        return refusal(
-            key, Refusal.BAD_REQUEST, f"expected an AdmissionRequest, got {kind}", now_ms
-        )
-    if isinstance(claim, AdmissionClaim):
-        return _duplicate(claim, key, now_ms)
-    problem = _problem(key, record, capabilities, max_input_bytes)
-    if problem is not None:
-        return refusal(key, problem[0], problem[1], now_ms)
-    return admit(record, position, now_ms)
-
-
-def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:
-    """The executor reports where a run is; the claim follows (for duplicates' answers)."""
-    if not isinstance(claim, AdmissionClaim):
-        return Ignored(f"no claim for {update.admission_key!r}")
-    if claim.run_id != update.run_id:
-        return Ignored(f"claim names run {claim.run_id}, update names {update.run_id}")
-    # Ordered by where in the run's chain the status changed, never by wall clock: after a
-    # rebalance the new owner's clock may be behind the old one's, and a COMPLETED stamped
-    # earlier than the RUNNING before it must still win. Updates without a seq (older
-    # writers) are applied in arrival order: one executor at a time writes a run's updates,
-    # and they land on the admission key's partition in the order they were committed.
-    if update.seq is not None and claim.status_seq is not None and update.seq < claim.status_seq:
-        return Ignored(f"stale update (seq {update.seq} < {claim.status_seq})")
-    task_id = update.task_id if update.status == RunStatus.AWAITING_HUMAN else None
-    return StatusUpdated(
-        replace(
-            claim,
-            status=update.status,
-            task_id=task_id,
-            updated_ms=max(claim.updated_ms, update.updated_ms),
-            status_seq=update.seq if update.seq is not None else claim.status_seq,
-        )
-    )
-
-
-def refuse_unreadable(
-    key: str, fields: Mapping[str, Any] | None, error: str, now_ms: int
-) -> Refused | None:
-    """A request that decodes but fails validation (bad key or tenant) → a refusal.
-
-    ``fields`` is the request read without validation (None when it could not be read at
-    all: then it is not an admission request and belongs in the dead-letter topic).
-    """
-    if fields is None:
-        return None
-    if admission_key_problem(key) is not None:
-        code = Refusal.BAD_KEY
-    else:
-        raw_key = fields.get("admission_key")
-        if isinstance(raw_key, str) and admission_key_problem(raw_key) is not None:
-            code = Refusal.BAD_KEY
-        elif isinstance(fields.get("tenant"), str) and tenant_problem(fields["tenant"]):
-            code = Refusal.BAD_TENANT
-        else:
-            code = Refusal.BAD_REQUEST
-    return refusal(key, code, error, now_ms)
-
-
-def outputs(decision: Decision) -> Sequence[tuple[str, str, Record]]:
-    """(logical topic, key, record) for every record a decision writes."""
-    match decision:
-        case Admitted(claim, journal, start, reply):
-            return [
-                ("admission.claims", claim.admission_key, claim),
-                ("journal", journal.session_id, journal),
-                ("runs.inbox", start.session_id, start),
-                ("admission.replies", reply.admission_key, reply),
-            ]
-        case Duplicate(reply) | Refused(_, reply):
-            return [("admission.replies", reply.admission_key, reply)]
-        case StatusUpdated(claim):
-            return [("admission.claims", claim.admission_key, claim)]
-        case Ignored():
-            return []
-    raise AssertionError(decision)
-
-
-def read_request_leniently(data: bytes) -> Mapping[str, Any] | None:
-    """An AdmissionRequest's fields *without* validation, or None if it is not one.
-
-    Only for answering a request that failed validation (bad key or tenant) with a refusal
-    instead of silence; the result is never used to admit anything.
-    """
-    header = b"\xc3\x01" + schema_fingerprint(AdmissionRequest)
-    if not data.startswith(header):
-        return None
-    try:
-        fields = schemaless_reader(
-            io.BytesIO(data[len(header) :]), parsed_schema(AdmissionRequest), None
-        )
-    except Exception:  # any parse failure means: not readable, dead-letter it
-        return None
-    return fields if isinstance(fields, dict) else None
-
+__all__ = ["AdmissionHandler", "Observer", "dead_letter_for"]
 
 Observer = Callable[[Decision, Incoming | None, int], None]
+
+
+def dead_letter_for(decision: Decision, msg: Incoming, now_ms: int) -> Emit | None:
+    """The dead letter of an identity refusal (the reply alone goes only to the emitter)."""
+    if not isinstance(decision, Refused) or decision.code.value not in DEAD_LETTERED:
+        return None
+    record = DeadLetter(
+        source_topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        service="admission",
+        reason=f"{decision.code.value}: {decision.reply.reason}",
+        key=msg.key.encode("utf-8"),
+        value=msg.raw_value,
+        at_ms=now_ms,
+    )
+    return Emit("deadletter", msg.key, record)
 
 
 class AdmissionHandler:
@@ -482,10 +59,12 @@ class AdmissionHandler:
         *,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         observe: Observer | None = None,
+        auth: Authentication | None = None,
     ) -> None:
         self._capabilities = dict(capabilities)
         self._max_input_bytes = max_input_bytes
         self._observe = observe
+        self._auth = auth if auth is not None else Authentication()
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
         position = Position(msg.topic, msg.partition, msg.offset)
@@ -497,10 +76,14 @@ class AdmissionHandler:
             self._capabilities,
             now_ms,
             max_input_bytes=self._max_input_bytes,
+            verification=self._auth.check(msg),
+            allow_unsigned=self._auth.allow_unsigned,
         )
         if self._observe is not None:
             self._observe(decision, msg, now_ms)
-        return [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        emits = [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        letter = dead_letter_for(decision, msg, now_ms)
+        return emits if letter is None else [*emits, letter]
 
     def on_undecodable(
         self, topic: str, key: str, data: bytes, error: WireError, now_ms: int

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from runplane.kafka.processor import Incoming
+from runplane.kafka.handler import Incoming
 from runplane.wire import AdmissionRequest
-from services.admission.handler import Admitted, Decision, Duplicate, Refused, StatusUpdated
+from services.admission.decide import Admitted, Decision, Duplicate, Refused, StatusUpdated
 
 ADMITTED = Counter("runplane_admission_admitted_total", "Requests admitted as new runs")
 DUPLICATES = Counter(

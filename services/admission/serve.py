@@ -1,40 +1,80 @@
 """Run the admission service: the shared transactional processor around AdmissionHandler.
 
+Its HTTP port serves the health probes and ``POST /admit`` (``http.py``: signed requests of
+emitters that do not speak Kafka, forwarded to the ``admission`` topic).
+
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
-reply and the input offset commit in one transaction (see ``handler.py``); a request handled
+reply and the input offset commit in one transaction (see ``decide.py``); a request handled
 again after a crash is answered from the restored claims table, so a key never gets two runs.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 
+from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
 from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
+from runplane.providers import Offer, load_offer
 from runplane.service import Health, make_app, run_http
+from runplane.signing import watch_emitters
 from services.admission import metrics
-from services.admission.handler import AdmissionHandler, CapabilitySpec
+from services.admission.decide import CapabilitySpec
+from services.admission.handler import AdmissionHandler
+from services.admission.http import HttpAdmission
+from services.admission.identity import Authentication
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
 
 log = logging.getLogger(__name__)
 
 
-def capabilities_from(registry: AgentRegistry) -> dict[str, CapabilitySpec]:
-    """What admission needs of each registered agent: its name and input schema."""
-    return {name: CapabilitySpec(spec.input_schema) for name, spec in registry.items()}
+def capabilities_from(
+    registry: AgentRegistry, offer: Offer | None = None
+) -> dict[str, CapabilitySpec]:
+    """What admission needs of each registered agent: its name, its input schema and, given
+    what the executor offers, why it cannot run there (a tool or model it needs is missing)."""
+    return {
+        name: CapabilitySpec(
+            spec.input_schema,
+            unavailable=None if offer is None else spec.unavailable(offer.tools, offer.models),
+        )
+        for name, spec in registry.items()
+    }
 
 
-def load_capabilities(modules: tuple[str, ...]) -> dict[str, CapabilitySpec]:
-    """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents) and read the registry."""
-    caps = capabilities_from(import_agent_modules(modules))
+def load_capabilities(
+    modules: tuple[str, ...], tools_config: str | None = None
+) -> dict[str, CapabilitySpec]:
+    """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents and ``@tool`` functions),
+    read the registry, and check it against the tools config (``RUNPLANE_TOOLS_CONFIG``)."""
+    registry = import_agent_modules(modules)
+    offer = load_offer(tools_config, os.environ)
+    caps = capabilities_from(registry, offer)
+    for name, cap in caps.items():
+        if cap.unavailable is not None:
+            log.warning("capability %s will be refused: %s", name, cap.unavailable)
     if not caps:
         log.warning("no capabilities registered: every request will be refused")
     return caps
+
+
+def authentication(settings: AdmissionSettings) -> Authentication:
+    """The emitters registry (re-read when its file changes) and the dev-mode flag."""
+    emitters = watch_emitters(settings.emitters_file)  # read now: a bad file stops the start
+    if settings.allow_unsigned:
+        log.warning(
+            "unsigned admission allowed (RUNPLANE_ADMISSION_ALLOW_UNSIGNED, dev mode): any "
+            "principal that may write the admission topic names any tenant and initiator"
+        )
+    elif not emitters.current().emitters:
+        log.warning("no emitters registered and unsigned admission is off: all is refused")
+    return Authentication(emitters, settings.allow_unsigned, settings.signature_window_ms)
 
 
 def build(
@@ -45,9 +85,14 @@ def build(
     health: Health | None = None,
     instance_index: int | None = None,
     before_commit: BeforeCommit | None = None,
+    auth: Authentication | None = None,
 ) -> Processor:
     """The processor, not started (tests run it in a thread and wait on ``.ready``)."""
-    caps = capabilities if capabilities is not None else load_capabilities(settings.modules)
+    caps = (
+        capabilities
+        if capabilities is not None
+        else load_capabilities(settings.modules, settings.base.tools_config)
+    )
     config = ProcessorConfig(
         service=SERVICE,
         group_id=group_id(settings.base),
@@ -60,7 +105,10 @@ def build(
         consumer_overrides={"session.timeout.ms": settings.session_timeout_ms},
     )
     handler = AdmissionHandler(
-        caps, max_input_bytes=settings.max_input_bytes, observe=metrics.observe
+        caps,
+        max_input_bytes=settings.max_input_bytes,
+        observe=metrics.observe,
+        auth=auth if auth is not None else authentication(settings),
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(
@@ -72,6 +120,10 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     """Serve until ``stop`` is set (``runplane serve admission``)."""
     own = AdmissionSettings.from_env(base=settings)
     health = Health()
-    processor = build(own, health=health)
-    with run_http(make_app(health), settings.http_host, settings.http_port(SERVICE), stop):
-        processor.run(stop)
+    auth = authentication(own)
+    processor = build(own, health=health, auth=auth)
+    # POST /admit (http.py) forwards signed requests through an emitter client of its own.
+    with Client(settings) as client:
+        app = make_app(health, HttpAdmission(auth, client).routes())
+        with run_http(app, settings.http_host, settings.http_port(SERVICE), stop):
+            processor.run(stop)

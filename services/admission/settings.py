@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from runplane.config import Settings, env_int
+from runplane.config import Settings, env_bool, env_int
 from runplane.errors import ConfigError
-from services.admission.handler import DEFAULT_MAX_INPUT_BYTES
+from runplane.signing import DEFAULT_WINDOW_MS
+from services.admission.decide import DEFAULT_MAX_INPUT_BYTES
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,13 @@ class AdmissionSettings:
     ``transaction_timeout_ms`` bounds how long a killed instance's open transaction can hold
     back read_committed readers (and a successor's restore) before the broker aborts it;
     ``session_timeout_ms`` how long its group membership holds its partitions.
+
+    Emitters are authenticated by signature (``runplane.signing``, docs/security.md):
+    ``emitters_file`` is the registry (``RUNPLANE_ADMISSION_EMITTERS_FILE``, a YAML file or a
+    mounted Secret directory holding ``emitters.yaml``; re-read when it changes). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
+    requests are admitted with the tenant and initiator they name. It is off unless set —
+    ``runplane demo``, compose and the tests set it; the chart does not.
+    ``signature_window_ms`` bounds |record timestamp - signed-at| (replays of refused keys).
     """
 
     base: Settings = field(default_factory=Settings)
@@ -30,6 +39,9 @@ class AdmissionSettings:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 10_000
+    emitters_file: Path | None = None
+    allow_unsigned: bool = False
+    signature_window_ms: int = DEFAULT_WINDOW_MS
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -43,6 +55,8 @@ class AdmissionSettings:
         if self.session_timeout_ms < 6000:
             # The broker's group.min.session.timeout.ms default refuses anything shorter.
             raise ConfigError("RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS must be >= 6000")
+        if self.signature_window_ms < 1000:
+            raise ConfigError("RUNPLANE_ADMISSION_SIGNATURE_WINDOW_MS must be >= 1000")
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -65,5 +79,12 @@ class AdmissionSettings:
             ),
             session_timeout_ms=env_int(
                 e, "RUNPLANE_ADMISSION_SESSION_TIMEOUT_MS", d.session_timeout_ms
+            ),
+            emitters_file=Path(e["RUNPLANE_ADMISSION_EMITTERS_FILE"])
+            if e.get("RUNPLANE_ADMISSION_EMITTERS_FILE")
+            else None,
+            allow_unsigned=env_bool(e, "RUNPLANE_ADMISSION_ALLOW_UNSIGNED", d.allow_unsigned),
+            signature_window_ms=env_int(
+                e, "RUNPLANE_ADMISSION_SIGNATURE_WINDOW_MS", d.signature_window_ms
             ),
         )

@@ -37,6 +37,7 @@ import json
 
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, default_label, run_admitted, seal
+from runplane.keys import CASE_KEY, RESERVED_PREFIX, followup_admission_key
 from runplane.wire import (
     AdmissionRequest,
     BreachDeadline,
@@ -45,9 +46,7 @@ from runplane.wire import (
     JournalRecord,
     Obligation,
 )
-from services.admission.handler import CASE_KEY, RESERVED_PREFIX
 from services.cases.decide import tenant_of
-from services.sweeper.keys import followup_admission_key
 
 __all__ = [
     "SWEEP_CAPABILITY",

@@ -42,6 +42,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from runplane.keys import TENANT_KEY
 from runplane.wire import (
     BreachDeadline,
     CancelDeadline,
@@ -61,7 +62,6 @@ from runplane.wire import (
 __all__ = [
     "APPLIED_WINDOW",
     "OPEN_STATUSES",
-    "TENANT_KEY",
     "CaseCommand",
     "Decision",
     "decide",
@@ -86,8 +86,6 @@ CaseCommand = (
 APPLIED_WINDOW: Final = 256
 OPEN_STATUSES: Final = frozenset({ObligationStatus.OPEN, ObligationStatus.WARNED})
 EMPTY_STATE: Final = "{}"
-# Where a case records its tenant (runplane.* keys are reserved: no business key collides).
-TENANT_KEY: Final = "runplane.tenant"
 
 _OPS: Final[dict[type[Any], str]] = {
     GetCaseState: "get_state",
@@ -212,7 +210,7 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         and existing.due_ms == cmd.due_ms
     ):
         # Everything the sweeper sends for a breach is named from (case, name, due)
-        # (services/sweeper/keys.py): a new cycle at the same due instant would get the spent
+        # (runplane/keys.py): a new cycle at the same due instant would get the spent
         # breach request id (answered as a duplicate: the obligation stays open forever) and
         # the same sweep run id (a second chain under one session id: a broken audit). That
         # instant has been breached already; a new cycle needs a new due.

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Emit, Incoming, State
+from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import (
     BreachDeadline,
     CancelDeadline,

@@ -22,6 +22,8 @@ def build(
         inputs=(INPUT,),
         batch_max=settings.batch_max,
         batch_ms=settings.batch_ms,
+        # Breach follow-ups go to admission signed, so they pass where signatures are required.
+        signers={} if settings.emitter_key is None else {"admission": settings.emitter_key.headers},
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(settings.base, config, CasesHandler(), clock=clock, probe=probe)

@@ -8,15 +8,20 @@ from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
+from runplane.signing import SigningKey
 
 
 @dataclass(frozen=True)
 class CasesSettings:
-    """``batch_max`` / ``batch_ms`` bound one transaction of the processor."""
+    """``batch_max`` / ``batch_ms`` bound one transaction of the processor. ``emitter_key``
+    signs the breach follow-ups it sends to admission (``RUNPLANE_EMITTER_KEY`` or
+    ``RUNPLANE_EMITTER_KEY_FILE``, registered ``any_tenant``; None: unsigned, admitted only by
+    an admission in dev mode)."""
 
     base: Settings = field(default_factory=Settings)
     batch_max: int = 500
     batch_ms: int = 20
+    emitter_key: SigningKey | None = None
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -32,4 +37,5 @@ class CasesSettings:
             base=base if base is not None else Settings.from_env(e),
             batch_max=env_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
             batch_ms=env_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
+            emitter_key=SigningKey.from_env(e),
         )

@@ -2,8 +2,8 @@
 
 Throughput comes from here: a transaction costs a few broker round trips whatever it holds, so
 the executor gathers every record produced while it serves messages and live-call outcomes,
-and commits them together when the batch is full (``batch_max`` records) or its oldest record
-has waited ``batch_ms``. Work that may only start once its records are durable (a live call
+and commits them together as soon as it has nothing more in hand (``GroupCommit``), or when
+the batch is full (``batch_max`` records) or its oldest record has waited ``batch_ms``. Work that may only start once its records are durable (a live call
 whose announce must be committed first) is attached with :meth:`Batch.after_commit` and runs
 only after the commit succeeded — never after an abort.
 """

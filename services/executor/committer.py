@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -74,3 +75,99 @@ class Committer:
             raise
         self._metrics.txn_commit_seconds.observe(self._clock() - started)
         self._metrics.txn_batch_records.observe(len(batch.records))
+
+
+class GroupCommit:
+    """The executor's pipelined, adaptive group commit: one batch filling, one committing.
+
+    The batch in flight commits on a single worker thread (a producer's transactions are
+    sequential) while the loop goes on serving and filling the next one. ``maybe_commit``
+    seals the batch as soon as the loop is drained (nothing in hand): a lone run commits at
+    once, while under load the batch grows by itself during the previous commit;
+    ``batch_max`` / ``batch_ms`` only bound a batch whose input never drains.
+    """
+
+    def __init__(self, *, max_records: int, max_s: float) -> None:
+        self._max_records = max_records
+        self._max_s = max_s
+        self.batch = Batch()
+        self.stats = {"commits": 0, "records": 0}
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="executor-commit")
+        self._in_flight: tuple[Future[None], Batch] | None = None
+        self._producer: TransactionalProducer | None = None
+        self._committer: Committer | None = None
+
+    def bind(self, producer: TransactionalProducer, committer: Committer) -> None:
+        """The producer and consumer exist once the loop started; batches fill before."""
+        self._producer = producer
+        self._committer = committer
+
+    def _bound(self) -> Committer:
+        assert self._committer is not None, "GroupCommit.bind() first"
+        return self._committer
+
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight is not None
+
+    def serve_delivery_reports(self) -> None:
+        """Serve the producer's delivery reports here, on the loop thread, while a commit runs.
+
+        confluent-kafka takes the GIL once per delivered message to run its delivery-report
+        callback. ``commit_transaction`` (on the commit worker) waits for every message of the
+        transaction to be reported, and with this thread busy each of those GIL hand-offs
+        waited for a switch interval: a 1,000-record commit took 100-300 ms instead of ~10.
+        Served from the thread that already holds the GIL, the same reports cost microseconds;
+        librdkafka allows polling from any thread while another commits.
+        """
+        if self._in_flight is not None and self._producer is not None:
+            self._producer.poll(0)
+
+    def maybe_commit(self, now: float, *, drained: bool) -> None:
+        """Collect the previous commit if it is done (raises ``TxnAbortable`` if it aborted),
+        then start committing the batch if it is due."""
+        if self._in_flight is not None:
+            if not self._in_flight[0].done():
+                return
+            self.settle()
+        if self.batch.empty:
+            return
+        if not drained and not self.batch.due(now, self._max_records, self._max_s):
+            return
+        committer = self._bound()
+        batch, self.batch = self.batch, Batch()
+        offsets, metadata = committer.seal()
+        future = self._pool.submit(committer.commit_sealed, batch, offsets, metadata)
+        self._in_flight = (future, batch)
+
+    def settle(self) -> None:
+        """Wait for the commit in flight, if any; run its after-commit work (raises
+        ``TxnAbortable`` when it aborted, ``TxnFatal`` when the producer is gone)."""
+        if self._in_flight is None:
+            return
+        future, batch = self._in_flight
+        self._in_flight = None
+        future.result()
+        self._committed(batch)
+
+    def commit_now(self) -> None:
+        """Commit the current batch synchronously (stop, revocation); raises like settle."""
+        self.settle()
+        committer = self._bound()
+        batch, self.batch = self.batch, Batch()
+        offsets, metadata = committer.seal()
+        committer.commit_sealed(batch, offsets, metadata)
+        self._committed(batch)
+
+    def discard(self) -> None:
+        """The batch was built on state that is void now (an abort, a lost partition)."""
+        self.batch = Batch()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _committed(self, batch: Batch) -> None:
+        self.stats["commits"] += 1
+        self.stats["records"] += len(batch.records)
+        for fn in batch.callbacks:
+            fn()

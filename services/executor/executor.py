@@ -27,6 +27,10 @@ Delivery guarantee (exactly once for recorded effects):
 
 The loop is a single asyncio task: Kafka calls are non-blocking polls (or short blocking polls
 when no live call is outstanding), live calls are asyncio tasks bounded by ``LiveCallRunner``.
+Its Kafka skeleton (group, producer, restore-on-assign, rewind, lag, stop) is the shared
+``runplane.kafka.loop.TxnLoop``; beside this module: ``committer`` (the pipelined group
+commit), ``calls`` (performing live calls), ``outputs`` (where records go) and ``ending`` (how
+a run ends: a final step, an unstartable StartRun, a poisoned run).
 """
 
 from __future__ import annotations
@@ -39,46 +43,30 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message
 
 from runplane.core import (
     AgentRegistry,
     Event,
-    Generation,
     LiveCall,
     ModelProvider,
-    Outcome,
     Runtime,
     Step,
     Tool,
     UnknownCapability,
 )
-from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.errors import TerminalError, WireError
-from runplane.kafka.clients import consumer_config, transactional_producer_config
-from runplane.kafka.deadletter import dead_letter
+from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop
 from runplane.kafka.partition import partition_for
-from runplane.kafka.restore import Restorer, await_previous_owner
-from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
+from runplane.kafka.restore import Stopping
+from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
 from runplane.wire import (
-    CancelDeadline,
     CaseReply,
-    CloseTask,
-    Cost,
-    GetCaseState,
     JournalKind,
-    MeetDeadline,
-    OpenTask,
-    PutCaseState,
-    Record,
-    RegisterDeadline,
     RunStatus,
-    RunStatusUpdate,
     Serde,
     SessionSnapshot,
     Signal,
@@ -86,9 +74,11 @@ from runplane.wire import (
     TaskDecision,
     Wake,
 )
-from services.executor.batch import Batch, Out
-from services.executor.committer import Committer
-from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
+from services.executor.batch import Batch
+from services.executor.calls import Completion, Performer, to_outcome
+from services.executor.committer import Committer, GroupCommit
+from services.executor.ending import Resident, RunEnding
+from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
@@ -96,33 +86,13 @@ from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
 log = logging.getLogger(__name__)
 
-_CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
 # One deadline for everything an assignment does before serving (the previous owner's
 # transaction, then both tables): above transaction.timeout.ms, well under the consumer's
 # max.poll.interval.ms (300 s), which a rebalance callback counts against.
 RESTORE_DEADLINE_S = 120.0
 
 
-@dataclass
-class Resident:
-    """A run's runtime kept in memory between messages."""
-
-    runtime: Runtime
-    partition: int
-    last_active: float
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A finished live call, waiting for the loop to hand it to its runtime."""
-
-    session_id: str
-    runtime: Runtime
-    call: LiveCall
-    outcome: LiveOutcome
-
-
-class Executor:
+class Executor(RunEnding):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -142,40 +112,66 @@ class Executor:
         self._tools = dict(tools)
         self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
-        self._probe = probe
         self._wall_ms = wall_ms
         self._calendars = calendars
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
         self._metrics = executor_metrics()
-        self._live_children: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._runner = LiveCallRunner(settings.max_inflight)
         self._parts: dict[int, PartitionState] = {}
         self._residents: dict[str, Resident] = {}
         self._completions: deque[Completion] = deque()
+        self._performer = Performer(
+            tools=tools,
+            providers=providers,
+            max_inflight=settings.max_inflight,
+            call_timeout_s=settings.call_timeout_s,
+            completions=self._completions,
+        )
         self._tasks: dict[asyncio.Task[None], str] = {}
-        self._batch = Batch()
         self._to_rebuild: deque[tuple[str, int]] = deque()
         self._npart = base.partitions
-        self._consumer: Consumer | None = None
-        self._producer: TransactionalProducer | None = None
-        self._committer: Committer | None = None
-        self._restorer: Restorer | None = None
+        self._loop = TxnLoop(
+            base,
+            LoopConfig(
+                service=SERVICE,
+                group_id=group_id(base),
+                topics=(self._topic[INPUT],),
+                transactional_id=settings.transactional_id,
+                restore_timeout_s=RESTORE_DEADLINE_S,
+                producer_overrides={
+                    "transaction.timeout.ms": settings.transaction_timeout_ms,
+                    "linger.ms": 1,
+                },
+                consumer_overrides={
+                    "session.timeout.ms": settings.session_timeout_ms,
+                    "heartbeat.interval.ms": max(300, settings.session_timeout_ms // 6),
+                    "fetch.wait.max.ms": 20,
+                },
+            ),
+            LoopHooks(restore=self._restore, revoke=self._revoke),
+            probe=probe,
+        )
+        self._group = GroupCommit(max_records=settings.batch_max, max_s=settings.batch_ms / 1000)
         self._last_housekeeping = 0.0
-        self.ready = threading.Event()
-        self.stats = {"commits": 0, "records": 0}
+        self.ready = self._loop.ready
         self._launched = 0
         self._last_poll = 0.0
-        # One worker: transactions of one producer are sequential; the loop keeps serving
-        # (and filling the next batch) while the previous one commits.
-        self._commit_pool = ThreadPoolExecutor(1, thread_name_prefix="executor-commit")
-        self._in_commit: tuple[Future[None], Batch] | None = None
+
+    @property
+    def _batch(self) -> Batch:
+        """The group-commit batch being filled (a new one after every seal)."""
+        return self._group.batch
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self._group.stats
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self, stop: threading.Event) -> None:
-        self._start()
+        self._loop.stop = stop
         try:
+            self._start()
             while not stop.is_set():
                 busy = False
                 if time.monotonic() - self._last_poll >= 0.002 or not self._tasks:
@@ -187,59 +183,32 @@ class Executor:
                 if self._to_rebuild:
                     self._rebuild_some()
                 self._serve_delivery_reports()
+                # Hot: work in hand, or a call launched just now that may finish within one
+                # turn of the event loop (an instant tool does). Not hot: drained.
+                hot = bool(busy or self._completions or self._launched or self._to_rebuild)
                 now = time.monotonic()
-                self._maybe_commit(now)
+                self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
-                if self._probe is not None:
-                    self._probe.beat()
-                # Yield to the live calls; sleep a little only when there is nothing to do
-                # (a call launched just now may finish within one turn of the event loop).
-                hot = busy or self._completions or self._launched or self._to_rebuild
+                self._loop.beat()
+                # Yield to the live calls; sleep a little only when there is nothing to do.
                 self._launched = 0
                 await asyncio.sleep(0 if hot else 0.0005)
             await self._drain_on_stop()
+        except Stopping as exc:
+            log.info("executor stopped during a rebalance: %s", exc)
         finally:
             self._close()
 
     def _start(self) -> None:
-        base = self.settings.base
-        self._producer = TransactionalProducer(
-            transactional_producer_config(
-                base,
-                self.settings.transactional_id,
-                **{"transaction.timeout.ms": self.settings.transaction_timeout_ms, "linger.ms": 1},
-            )
-        )
-        self._producer.init()
-        self._consumer = Consumer(
-            consumer_config(
-                base,
-                group_id(base),
-                **{
-                    "session.timeout.ms": self.settings.session_timeout_ms,
-                    "heartbeat.interval.ms": max(300, self.settings.session_timeout_ms // 6),
-                    "partition.assignment.strategy": "range",
-                    "fetch.wait.max.ms": 20,
-                },
-            )
-        )
-        self._committer = Committer(self._producer, self._consumer)
-        self._restorer = Restorer(base)
-        meta = self._consumer.list_topics(self._topic[INPUT], timeout=30).topics.get(
-            self._topic[INPUT]
-        )
+        self._loop.start()
+        consumer = self._loop.consumer
+        self._group.bind(self._loop.producer, Committer(self._loop.producer, consumer))
+        meta = consumer.list_topics(self._topic[INPUT], timeout=30).topics.get(self._topic[INPUT])
         if meta is None or meta.error is not None or not meta.partitions:
             raise TerminalError(f"topic {self._topic[INPUT]} does not exist")
         self._npart = len(meta.partitions)
-        self._consumer.subscribe(
-            [self._topic[INPUT]],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
-        if self._probe is not None:
-            self._probe.set_ready(False, "waiting for partition assignment")
+        self._loop.subscribe()
 
     async def _drain_on_stop(self, grace_s: float = 5.0) -> None:
         """Let outstanding live calls finish (briefly), commit what they produced, leave."""
@@ -247,70 +216,45 @@ class Executor:
         while self._tasks and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
             self._drain_completions()
-            self._maybe_commit(time.monotonic())
-        self._settle_commit()
+            self._maybe_commit(time.monotonic(), drained=True)
+        self._group.settle()
         if not self._batch.empty:
             self._commit()
 
     def _close(self) -> None:
         # An abort here loses nothing: the next owner restores from what is durable.
         with contextlib.suppress(TxnAbortable):
-            self._settle_commit()
-        self._commit_pool.shutdown(wait=True)
+            self._group.settle()
+        self._group.close()
         for task in list(self._tasks):
             task.cancel()
         for res in self._residents.values():
             res.runtime.close()
         self._residents.clear()
-        if self._producer is not None:
-            try:
-                self._producer.abort()
-            except TxnFatal:
-                log.warning("abort on close failed; the next init of this id aborts it")
-        if self._consumer is not None:
-            self._consumer.close()  # leaves the group: partitions move at once
-        if self._restorer is not None:
-            self._restorer.close()
-        if self._producer is not None:
-            self._producer.flush(5.0)
+        self._loop.close()
 
-    # ------------------------------------------------------------------ rebalancing
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = sorted({tp.partition for tp in partitions})
-        if self._probe is not None:
-            self._probe.set_ready(False, f"restoring partitions {numbers}")
-        deadline = time.monotonic() + RESTORE_DEADLINE_S
-        # Before reading any table: the previous owner's open transaction must be over.
-        await_previous_owner(consumer, partitions, timeout_s=deadline - time.monotonic())
-        self._restore(numbers, deadline)
-        log.info("executor partitions assigned and restored", extra={"partitions": numbers})
-        self.ready.set()
-        if self._probe is not None:
-            self._probe.set_ready(True)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = {tp.partition for tp in partitions}
+    # ------------------------------------------------------------------ rebalancing (hooks)
+    def _revoke(self, partitions: list[int], lost: bool) -> None:
+        numbers = set(partitions)
         # Drop first, so after-commit callbacks of the final batch start no call for them.
         self._drop(numbers)
+        if lost:
+            # Lost (not revoked): the group already moved on; anything uncommitted is void.
+            with contextlib.suppress(TxnAbortable):
+                self._group.settle()
+            self._group.discard()
+            if self._loop.producer.in_transaction:
+                self._loop.producer.abort()
+            return
         try:
-            self._settle_commit()
+            self._group.settle()
             if not self._batch.empty:
-                self._commit_or_raise()
+                self._group.commit_now()
         except TxnAbortable as exc:
             # Void: what the revoked partitions did since the last commit is redone by their
             # next owner; our remaining partitions are rebuilt on the coming assignment.
             log.warning("final commit before revocation aborted: %s", exc)
-            self._batch = Batch()
-        log.info("executor partitions revoked", extra={"partitions": sorted(numbers)})
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Lost (not revoked): the group already moved on; anything uncommitted is void.
-        self._drop({tp.partition for tp in partitions})
-        with contextlib.suppress(TxnAbortable):
-            self._settle_commit()
-        self._batch = Batch()
-        if self._producer is not None and self._producer.in_transaction:
-            self._producer.abort()
+            self._group.discard()
 
     def _drop(self, numbers: set[int]) -> None:
         for sid, res in list(self._residents.items()):
@@ -325,9 +269,8 @@ class Executor:
             self._parts.pop(p, None)
 
     def _restore(self, numbers: list[int], deadline: float) -> None:
-        assert self._restorer is not None
         restored = restore_partitions(
-            self._restorer,
+            self._loop.restorer,
             self._serde,
             self._topic["sessions"],
             self._topic["results"],
@@ -363,22 +306,18 @@ class Executor:
 
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
-        assert self._consumer is not None
         idle = (
             not self._tasks
             and self._batch.empty
             and not self._completions
-            and self._in_commit is None
+            and not self._group.in_flight
         )
-        msgs: list[Message] = []
-        if idle:
-            # poll() returns at the first message; consume() would wait out its timeout
-            # trying to fill the batch, adding that wait to every run's latency.
-            first = self._consumer.poll(0.05)
-            if first is None:
-                return False
-            msgs.append(first)
-        msgs.extend(self._consumer.consume(self.settings.batch_max, timeout=0))
+        # Idle: wait up to 50 ms for the first message; else take only what is here.
+        msgs = self._loop.take(
+            wait_s=0.05 if idle else 0.0,
+            max_records=self.settings.batch_max,
+            max_s=self.settings.batch_ms / 1000,
+        )
         for i, msg in enumerate(msgs, 1):
             self._on_message(msg)
             if i % 64 == 0:  # a long batch of work must not starve the commit in flight
@@ -497,28 +436,9 @@ class Executor:
         self._apply(sid, p, runtime, step, previous=snap)
         return res if not runtime.ended else None
 
-    def _fail_unstartable(
-        self,
-        start: StartRun,
-        reason: str,
-        now_ms: int,
-        p: int,
-        *,
-        error_type: str = "UnknownCapability",
-    ) -> None:
-        """A StartRun nobody can run: the engine closes its chain (RUN_FAILED) and tells
-        admission; the step is applied like any other."""
-        step = fail_unstartable(start, reason, now_ms=now_ms, error_type=error_type)
-        self._apply(start.session_id, p, None, step, previous=None)
-
     # ------------------------------------------------------------------ applying a step
     def _apply(
-        self,
-        sid: str,
-        p: int,
-        runtime: Runtime | None,
-        step: Step,
-        previous: SessionSnapshot | None,
+        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
     ) -> None:
         now = time.monotonic()
         part = self._parts[p]
@@ -539,122 +459,21 @@ class Executor:
         if step.end is not None:
             self._ended(sid, step, previous, now)
             return
-        if runtime is None:  # pragma: no cover - only the engine's failure steps lack one; they end
-            return
         for call in step.live_calls:
             if call.announce_first:
                 self._batch.after_commit(functools.partial(self._launch, sid, runtime, call), now)
             else:
                 self._launch(sid, runtime, call)
 
-    def _ended(self, sid: str, step: Step, previous: SessionSnapshot | None, now: float) -> None:
-        status = step.end
-        assert status is not None
-        self._metrics.runs_ended.labels(str(status).lower()).inc()
-        parked = previous.parked_on if previous is not None else None
-        close = withdrawal(parked, step, clock=self._wall_ms)
-        if close is not None:
-            # The run ended while a person was asked something: withdraw the task.
-            self._out("tasks.commands", close.task_id, close, now)
-        res = self._residents.pop(sid, None)
-        if res is not None:
-            res.runtime.close()
-        part = self._parts.get(partition_for(sid, self._npart))
-        if part is not None:
-            part.end(sid, status)
-
-    def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(
-            command, (OpenTask, CloseTask)
-        ):  # CloseTask: the core withdraws a task carried across eras
-            self._out("tasks.commands", command.task_id, command, now)
-        elif isinstance(command, _CASE_COMMANDS):
-            self._out("cases.commands", command.case_id, command, now)
-        elif isinstance(command, RunStatusUpdate):
-            self._out("admission", command.admission_key, command, now)
-        else:
-            # The core's Command union grew and this shell was not told: losing a command
-            # silently would strand a run, so stop and let the supervisor show the error.
-            raise TerminalError(f"no route for command {type(command).__name__}")
-
-    def _out(
-        self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
-    ) -> None:
-        if topic == "sessions":
-            # Encoded at commit, once per run per batch: later steps replace earlier rows.
-            lazy = functools.partial(self._serde.encode, topic, record)
-            out = Out(self._topic[topic], key.encode("utf-8"), None, partition, lazy=lazy)
-            self._batch.add(out, now, last_wins=True)
-            return
-        value = self._serde.encode(topic, record)
-        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
-
-    def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
-        self._metrics.deadletters.labels(kind).inc()
-        letter = dead_letter(msg, reason, SERVICE, at_ms=self._wall_ms())
-        key = letter.key or b""
-        value = self._serde.encode("deadletter", letter)
-        self._batch.add(Out(self._topic["deadletter"], key, value), time.monotonic())
-        log.info("dead-lettered inbox record", extra={"reason": reason})
-
     # ------------------------------------------------------------------ live calls
     def _launch(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
         res = self._residents.get(sid)
         if res is None or res.runtime is not runtime:
             return  # revoked, evicted or rebuilt meanwhile: the new owner decides
-        task = asyncio.get_running_loop().create_task(self._perform(sid, runtime, call))
+        task = asyncio.get_running_loop().create_task(self._performer.perform(sid, runtime, call))
         self._launched += 1
         self._tasks[task] = sid
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
-
-    async def _perform(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
-        policy = CallPolicy(
-            timeout_s=min(call.timeout_s, self.settings.call_timeout_s),
-            max_attempts=call.retry.max_attempts,
-            initial_backoff_s=call.retry.initial_backoff_s,
-            backoff_multiplier=call.retry.multiplier,
-            max_backoff_s=call.retry.max_backoff_s,
-            # A retry-declared effect is safe to repeat even when in doubt.
-            mutating=call.mutating and call.recovery.value != "retry",
-        )
-        outcome = await self._runner.run(lambda: self._call_once(call), policy)
-        calls, seconds = self._live_metrics(call.family, outcome.verdict.value)
-        calls.inc()
-        seconds.observe(outcome.elapsed_s)
-        self._completions.append(Completion(sid, runtime, call, outcome))
-
-    def _live_metrics(self, family: str, verdict: str) -> tuple[Any, Any]:
-        # labels() locks and looks the child up on every call; the label sets are few.
-        key = (family, verdict)
-        children = self._live_children.get(key)
-        if children is None:
-            children = (
-                self._metrics.live_calls.labels(family, verdict),
-                self._metrics.live_call_seconds.labels(family),
-            )
-            self._live_children[key] = children
-        return children
-
-    async def _call_once(self, call: LiveCall) -> Any:
-        request = call.request
-        if call.family == "generation":
-            provider = self._providers.get(call.target)
-            if provider is None:
-                raise TerminalError(f"no model provider named {call.target!r}")
-            gen = await provider.generate(
-                str(request.get("model", "")),
-                request.get("prompt"),
-                dict(request.get("params") or {}),
-            )
-            return gen
-        tool = self._tools.get(call.target)
-        if tool is None:
-            raise TerminalError(f"no tool named {call.target!r}")
-        # The core derives the key (the agent's, or one from the call's first announce) so
-        # that a probe and a later era use the very same one.
-        return await tool.call(
-            dict(request.get("args") or {}), idempotency_key=call.idempotency_key
-        )
 
     def _drain_completions(self) -> None:
         served = 0
@@ -686,143 +505,42 @@ class Executor:
             step = res.runtime.in_doubt(done.call.call_seq, now_ms=self._wall_ms())
         else:
             step = res.runtime.complete(
-                done.call.call_seq, _to_outcome(done.outcome), now_ms=self._wall_ms()
+                done.call.call_seq,
+                # A tool's declared label (trust, sensitivity) rides with its result.
+                to_outcome(done.outcome, getattr(self._tools.get(done.call.target), "label", None)),
+                now_ms=self._wall_ms(),
             )
         if step.rejected is not None:
             log.warning("live call outcome not applied: %s", step.rejected)
             return
         self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
 
-    def _poisoned(
-        self,
-        sid: str,
-        p: int,
-        before: SessionSnapshot | None,
-        mark: tuple[int, int],
-        exc: Exception,
-        where: str,
-        *,
-        start: StartRun | None = None,
-    ) -> None:
-        """Serving run ``sid`` raised: undo the half-applied work and fail the run, so that the
-        same input cannot crash every instance in turn (a poison pill). The run's chain goes
-        on from ``before`` — the last snapshot applied before this work began."""
-        log.exception("serving run %s raised (%s); failing the run", sid, where, exc_info=exc)
-        self._metrics.poisoned.labels(where).inc()
-        self._batch.rollback(mark)
-        res = self._residents.pop(sid, None)
-        if res is not None:
-            res.runtime.close()
-        part = self._parts.get(p)
-        if part is None:
-            return
-        reason = f"executor error while serving the run ({where}): {type(exc).__name__}: {exc}"
-        if before is None:
-            part.sessions.pop(sid, None)
-            part.forget_results(sid)
-            if start is not None:
-                self._fail_unstartable(
-                    start, reason, self._wall_ms(), p, error_type="ExecutorError"
-                )
-            return
-        part.ended.pop(sid, None)
-        part.sessions[sid] = before
-        if before.status not in ENDED:
-            self._fail_from(before, p, reason)
-
-    def _fail_from(self, snap: SessionSnapshot, p: int, reason: str) -> None:
-        """Close a run's chain with RUN_FAILED after ``snap`` and tell admission and the
-        worklist (a task it was parked on is withdrawn): the engine's step, applied."""
-        step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
-        self._apply(snap.session_id, p, None, step, previous=snap)
-
     # ------------------------------------------------------------------ commit
     def _serve_delivery_reports(self) -> None:
-        """Serve the producer's delivery reports here, on the loop thread, while a commit runs.
+        self._group.serve_delivery_reports()
 
-        confluent-kafka takes the GIL once per delivered message to run its delivery-report
-        callback. ``commit_transaction`` (on the commit worker) waits for every message of the
-        transaction to be reported, and with this thread busy each of those GIL hand-offs
-        waited for a switch interval: a 1,000-record commit took 100-300 ms instead of ~10.
-        Served from the thread that already holds the GIL, the same reports cost microseconds;
-        librdkafka allows polling from any thread while another commits.
-        """
-        if self._in_commit is not None and self._producer is not None:
-            self._producer.poll(0)
-
-    def _maybe_commit(self, now: float) -> None:
-        """Pipelined group commit: seal the batch when due and commit it on the worker while
-        the loop goes on; collect the previous commit's result first."""
-        if self._in_commit is not None:
-            if not self._in_commit[0].done():
-                return
-            try:
-                self._settle_commit()
-            except TxnAbortable as exc:
-                log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
-                self._after_abort()
-                return
-        if not self._batch.due(now, self.settings.batch_max, self.settings.batch_ms / 1000):
-            return
-        assert self._committer is not None
-        batch, self._batch = self._batch, Batch()
-        offsets, metadata = self._committer.seal()
-        future = self._commit_pool.submit(self._committer.commit_sealed, batch, offsets, metadata)
-        self._in_commit = (future, batch)
-
-    def _settle_commit(self) -> None:
-        """Wait for the commit in flight, if any; run its after-commit work (raises
-        ``TxnAbortable`` when it aborted, ``TxnFatal`` when the producer is gone)."""
-        if self._in_commit is None:
-            return
-        future, batch = self._in_commit
-        self._in_commit = None
-        future.result()
-        self._committed(batch)
-
-    def _committed(self, batch: Batch) -> None:
-        self.stats["commits"] += 1
-        self.stats["records"] += len(batch.records)
-        for fn in batch.callbacks:
-            fn()
-
-    def _commit(self) -> None:
-        """Commit the current batch now, synchronously (stop, revocation)."""
+    def _maybe_commit(self, now: float, *, drained: bool = False) -> None:
+        """Adaptive group commit (``GroupCommit``); an abort rebuilds what we own."""
         try:
-            self._commit_or_raise()
+            self._group.maybe_commit(now, drained=drained)
         except TxnAbortable as exc:
             log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
             self._after_abort()
 
-    def _commit_or_raise(self) -> None:
-        assert self._committer is not None
-        self._settle_commit()
-        batch, self._batch = self._batch, Batch()
-        offsets, metadata = self._committer.seal()
-        self._committer.commit_sealed(batch, offsets, metadata)
-        self._committed(batch)
+    def _commit(self) -> None:
+        """Commit the current batch now, synchronously (stop)."""
+        try:
+            self._group.commit_now()
+        except TxnAbortable as exc:
+            log.warning("group commit aborted, rebuilding owned partitions: %s", exc)
+            self._after_abort()
 
     def _after_abort(self) -> None:
         """Everything since the last commit is void: start over from what is durable."""
-        assert self._consumer is not None
-        owned = sorted(self._parts)
-        self._drop(set(owned))
+        self._drop(set(self._parts))
         self._completions.clear()
-        self._batch = Batch()  # built on the aborted state: void too
-        deadline = time.monotonic() + RESTORE_DEADLINE_S
-        assignment = self._consumer.assignment()
-        if assignment:
-            # Stable offsets first, then the tables they are consistent with (as on assign).
-            committed = await_previous_owner(
-                self._consumer, assignment, timeout_s=deadline - time.monotonic()
-            )
-            for tp in committed:
-                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                try:
-                    self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
-                except Exception as exc:  # partition being revoked: its next owner rewinds
-                    log.info("seek skipped for %s[%d]: %s", tp.topic, tp.partition, exc)
-        self._restore(owned, deadline)
+        self._group.discard()  # built on the aborted state: void too
+        self._loop.restart_from_committed()
 
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:
@@ -848,19 +566,7 @@ class Executor:
         self._update_lag()
 
     def _update_lag(self) -> None:
-        assert self._consumer is not None
-        assignment = self._consumer.assignment()
-        if not assignment:
-            return
-        total = 0
-        for tp in self._consumer.position(assignment):
-            try:
-                _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-            except Exception:  # no cached watermark yet; next time
-                continue
-            if tp.offset >= 0 and high >= 0:
-                total += max(0, high - tp.offset)
-        self._metrics.consumer_lag.set(total)
+        self._metrics.consumer_lag.set(self._loop.lag())
 
     # ------------------------------------------------------------------ introspection
     @property
@@ -870,21 +576,3 @@ class Executor:
     @property
     def owned_partitions(self) -> frozenset[int]:
         return frozenset(self._parts)
-
-
-def _to_outcome(out: LiveOutcome) -> Outcome:
-    if out.verdict is Verdict.OK:
-        value = out.value
-        cost = None
-        if isinstance(value, Generation):
-            cost = Cost(
-                tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
-            )
-            value = value.to_json()
-        return Outcome.success(value, attempts=out.attempts, cost=cost)
-    return Outcome.failure(
-        out.error_type or "Error",
-        out.error_message or "",
-        retryable=out.retryable,
-        attempts=out.attempts,
-    )

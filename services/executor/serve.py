@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import threading
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from urllib.parse import urlsplit
 
 import httpx
@@ -14,8 +15,8 @@ import httpx
 from runplane.config import Settings
 from runplane.core import AgentRegistry, ModelProvider, Tool
 from runplane.core.agents import import_agent_modules
-from runplane.providers import OpenAIProvider, billing_tools
 from runplane.service import Health, make_app, run_http
+from services.executor.catalog import offered, offered_with_mcp
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.topology import SERVICE
@@ -26,23 +27,6 @@ log = logging.getLogger(__name__)
 def load_agents(modules: tuple[str, ...]) -> AgentRegistry:
     """Import ``RUNPLANE_AGENT_MODULES``; importing a module registers its agents."""
     return import_agent_modules(modules)  # the one loader, shared with admission
-
-
-def default_tools(settings: ExecutorSettings, client: httpx.AsyncClient) -> dict[str, Tool]:
-    """The tools every executor offers: the billing API's (``RUNPLANE_BILLING_URL``)."""
-    return dict(billing_tools(settings.billing_url, client))
-
-
-def default_providers(
-    settings: ExecutorSettings, client: httpx.AsyncClient
-) -> dict[str, ModelProvider]:
-    openai = OpenAIProvider(
-        base_url=settings.openai_base_url,
-        model=settings.openai_model,
-        api_key=settings.openai_api_key,
-        client=client,
-    )
-    return {openai.name: openai}
 
 
 def _is_loopback(url: str) -> bool:
@@ -79,12 +63,20 @@ def build(
     providers: Mapping[str, ModelProvider] | None = None,
     registry: AgentRegistry | None = None,
 ) -> Executor:
-    """An executor, not started (tests run ``asyncio.run(executor.run(stop))`` in a thread)."""
+    """An executor, not started (tests run ``asyncio.run(executor.run(stop))`` in a thread).
+
+    Tools and providers default to what the configuration offers (``catalog``), read after
+    the agent modules are imported so their ``@tool`` functions count."""
+    agents = registry if registry is not None else load_agents(settings.modules)
+    if tools is None or providers is None:
+        own_tools, own_providers = offered(settings, client)
+        tools = own_tools if tools is None else tools
+        providers = own_providers if providers is None else providers
     return Executor(
         settings,
-        registry=registry if registry is not None else load_agents(settings.modules),
-        tools=tools if tools is not None else default_tools(settings, client),
-        providers=providers if providers is not None else default_providers(settings, client),
+        registry=agents,
+        tools=tools,
+        providers=providers,
         probe=health.probe("executor") if health is not None else None,
     )
 
@@ -93,10 +85,18 @@ async def _serve(settings: ExecutorSettings, stop: threading.Event, health: Heal
     limits = httpx.Limits(
         max_connections=settings.max_inflight, max_keepalive_connections=settings.max_inflight
     )
-    async with httpx.AsyncClient(
-        limits=limits, timeout=httpx.Timeout(settings.call_timeout_s, connect=5.0)
-    ) as client:
-        await build(settings, client, health=health).run(stop)
+    async with (
+        httpx.AsyncClient(
+            limits=limits, timeout=httpx.Timeout(settings.call_timeout_s, connect=5.0)
+        ) as client,
+        AsyncExitStack() as stack,
+    ):
+        registry = load_agents(settings.modules)
+        tools, providers = await offered_with_mcp(settings, client, stack)
+        executor = build(
+            settings, client, health=health, tools=tools, providers=providers, registry=registry
+        )
+        await executor.run(stop)
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:

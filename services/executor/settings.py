@@ -14,8 +14,9 @@ from runplane.errors import ConfigError
 class ExecutorSettings:
     """Everything the executor reads from its environment.
 
-    ``batch_max`` / ``batch_ms`` bound a group commit: a transaction is committed when it holds
-    ``batch_max`` records or its oldest record waited ``batch_ms``, whichever comes first.
+    ``batch_max`` / ``batch_ms`` bound a group commit whose input never drains: a batch is
+    committed as soon as the loop has nothing more in hand, else when it holds ``batch_max``
+    records or its oldest record waited ``batch_ms``, whichever comes first.
     ``transaction_timeout_ms`` and ``session_timeout_ms`` bound how long a killed instance's
     open transaction and group membership can hold up the survivors (the broker aborts the
     one and evicts the other after these times).

@@ -1,7 +1,9 @@
 """Run queries over HTTP (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
 
 Every endpoint needs ``Authorization: Bearer <token>`` of a configured principal (any role;
-401 without one); bodies need the role ``auditor`` as well (403 without it).
+401 without one); bodies need the role ``auditor`` as well (403 without it). A principal sees
+the runs of their own tenant only (``tenant`` in the principals file): another tenant's run is
+left out of lists and answers 404, as an unknown id does.
 
 - ``GET /runs`` — runs from the Redis index, newest first; filters: status, capability, case,
   time range (``since_ms``/``until_ms`` on the start time), ``limit``.
@@ -30,21 +32,22 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from runplane.auth import Principal, PrincipalSource
+from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
 from runplane.errors import RunplaneError
+from runplane.journal.index import RunFilter, RunIndex
+from runplane.journal.summary import RunSummary
+from runplane.journal.verify import bodies_of, verify_records
 from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
-from services.journal.chain import bodies_of, verify_records
-from services.journal.index import RunFilter, RunIndex
-from services.journal.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ class RunOut(BaseModel):
         description="ADMITTED, RUNNING, AWAITING_HUMAN, PARKED, COMPLETED, FAILED, QUARANTINED"
     )
     capability: str | None
+    tenant: str | None = Field(None, description="The run's tenant (only its principals see it)")
     case_id: str | None
     era: int
     last_seq: int
@@ -178,37 +182,75 @@ def build_api(
     """
     app = FastAPI(title=title, version="1", description=__doc__)
     app.state.readers = readers
-    scans = ScanLimit(max_scans)
-    auth_errors: dict[int | str, dict[str, Any]] = {
-        401: {"description": "missing or unknown bearer token"},
-    }
-
     install_backend_errors(app, redis_holds="run index")
 
     @app.exception_handler(RunplaneError)
     async def _runplane(_: Request, exc: RunplaneError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
-    def _index() -> RunIndex:
-        idx = index()
+    runs = Runs(index, reader, readers, ScanLimit(max_scans))
+    _install_index_routes(app, runs)
+    _install_journal_routes(app, runs)
+    return app
+
+
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or unknown bearer token"}
+}
+_SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_AUTH_ERRORS,
+    404: {},
+    503: {"description": "too many reads at once"},
+}
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What the routes share: the index, the Kafka reader, the principals, the scan limit."""
+
+    index: Callable[[], RunIndex | None]
+    reader: RunReader
+    readers: PrincipalSource
+    scans: ScanLimit
+
+    def run_index(self) -> RunIndex:
+        idx = self.index()
         if idx is None:
             raise HTTPException(503, "the run index is disabled on this instance")
         return idx
 
-    def _known(run_id: str) -> RunSummary:
-        # Only runs the index knows are read from Kafka: an unknown id costs one Redis GET,
-        # never a partition scan. A run admitted a moment ago may not be indexed yet (404
-        # until the audit stream reaches the index, typically well under a second).
-        summary = _index().get(run_id)
-        if summary is None:
+    def known(self, run_id: str, who: Principal) -> RunSummary:
+        """The indexed run, if ``who``'s tenant owns it; else 404 (as for an unknown id).
+
+        Only runs the index knows are read from Kafka: an unknown id costs one Redis GET,
+        never a partition scan. A run admitted a moment ago may not be indexed yet (404 until
+        the audit stream reaches the index, typically well under a second).
+        """
+        summary = self.run_index().get(run_id)
+        if summary is None or (summary.tenant or DEFAULT_TENANT) != who.tenant:
             raise HTTPException(404, f"no run {run_id!r} (not in the run index)")
         return summary
 
+    def history(
+        self, run_id: str, who: Principal, *, bodies: bool
+    ) -> tuple[RunSummary, RunHistory]:
+        """The run's summary and its records (and bodies) from Kafka, within the scan limit."""
+        summary = self.known(run_id, who)
+        with self.scans.slot():
+            history = self.reader.history(run_id, bodies=bodies, since_ms=scan_since(summary))
+        if not history.records:
+            raise HTTPException(404, f"no journal records for run {run_id!r}")
+        return summary, history
+
+
+def _install_index_routes(app: FastAPI, runs: Runs) -> None:
+    """``GET /runs`` and ``GET /runs/{id}``: answered from the Redis index alone."""
+
     @app.get(
-        "/runs", response_model=RunList, responses=auth_errors, summary="List runs, newest first"
+        "/runs", response_model=RunList, responses=_AUTH_ERRORS, summary="List runs, newest first"
     )
     def list_runs(
-        _: Who,
+        who: Who,
         status: RunStatus | None = None,
         capability: str | None = Query(None, max_length=256),
         case: str | None = Query(None, max_length=256),
@@ -218,35 +260,35 @@ def build_api(
     ) -> RunList:
         if since_ms is not None and until_ms is not None and since_ms > until_ms:
             raise HTTPException(400, "since_ms is after until_ms")
-        f = RunFilter(status, capability, case, since_ms, until_ms, limit)
-        return RunList(runs=[_run_out(s) for s in _index().list(f)])
+        f = RunFilter(status, capability, case, since_ms, until_ms, limit, tenant=who.tenant)
+        return RunList(runs=[_run_out(s) for s in runs.run_index().list(f)])
 
     @app.get(
         "/runs/{run_id}",
         response_model=RunOut,
-        responses={**auth_errors, 404: {"description": "unknown run"}},
+        responses={**_AUTH_ERRORS, 404: {"description": "unknown run"}},
     )
-    def get_run(run_id: RunId, _: Who) -> RunOut:
-        return _run_out(_known(run_id))
+    def get_run(run_id: RunId, who: Who) -> RunOut:
+        return _run_out(runs.known(run_id, who))
+
+
+def _install_journal_routes(app: FastAPI, runs: Runs) -> None:
+    """``GET /runs/{id}/journal`` and ``/verify``: a bounded scan of the run's partitions."""
 
     @app.get(
         "/runs/{run_id}/journal",
         response_model=JournalOut,
-        responses={**auth_errors, 403: {}, 404: {}, 503: {"description": "too many reads at once"}},
+        responses={**_SCAN_ERRORS, 403: {}},
     )
     def get_journal(
         run_id: RunId,
-        _: Who,
+        who: Who,
         bodies: bool = Query(False, description="include each call's body (role auditor)"),
         authorization: str | None = Header(None),
     ) -> JournalOut:
         if bodies:
-            body_reader(readers, authorization)  # 403 unless an auditor's token
-        summary = _known(run_id)
-        with scans.slot():
-            history = reader.history(run_id, bodies=bodies, since_ms=scan_since(summary))
-        if not history.records:
-            raise HTTPException(404, f"no journal records for run {run_id!r}")
+            body_reader(runs.readers, authorization)  # 403 unless an auditor's token
+        _, history = runs.history(run_id, who, bodies=bodies)
         out = JournalOut(
             run_id=run_id, records=[_jsonable(to_dict(r)) for r in history.records], bodies=None
         )
@@ -257,18 +299,12 @@ def build_api(
             }
         return out
 
-    @app.get(
-        "/runs/{run_id}/verify",
-        response_model=VerifyOut,
-        responses={**auth_errors, 404: {}, 503: {"description": "too many reads at once"}},
-    )
-    def verify(run_id: RunId, _: Who) -> VerifyOut:
-        summary = _known(run_id)
-        with scans.slot():
-            history = reader.history(run_id, bodies=True, since_ms=scan_since(summary))
-        if not history.records:
-            raise HTTPException(404, f"no journal records for run {run_id!r}")
-        report = verify_records(run_id, history.records, bodies_of(history.bodies))
+    @app.get("/runs/{run_id}/verify", response_model=VerifyOut, responses=_SCAN_ERRORS)
+    def verify(run_id: RunId, who: Who) -> VerifyOut:
+        summary, history = runs.history(run_id, who, bodies=True)
+        report = verify_records(
+            run_id, history.records, bodies_of(history.bodies), history.unsigned
+        )
         return VerifyOut(
             run_id=run_id,
             verified=report.verified,
@@ -278,8 +314,6 @@ def build_api(
             body_missing=list(report.body_missing),
             service_verdict=str(summary.verdict),
         )
-
-    return app
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:

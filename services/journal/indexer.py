@@ -1,7 +1,7 @@
 """The run indexer: folds the ``audit`` topic into the Redis run index.
 
 Delivery: at least once into Redis, made exactly-once in effect by the index's per-run
-``last_seq`` guard (see ``index.py``). Offsets live in Redis beside the index (written after
+``last_seq`` guard (see ``runplane.journal.index``). Offsets live in Redis beside the index (written after
 the records they cover), so a lost Redis means both are gone together and we start over from
 the beginning of ``audit`` — the rebuild. Every instance indexes every audit partition (no
 group): the writes are idempotent, and a query served by any instance sees every run.
@@ -20,11 +20,11 @@ from confluent_kafka import Message
 
 from runplane.config import Settings
 from runplane.errors import WireError
+from runplane.health import Probe
+from runplane.journal.index import RunIndex
 from runplane.kafka.feed import TopicFeed
-from runplane.service import Probe
 from runplane.wire import AuditRecord, Serde
 from services.journal import metrics as m
-from services.journal.index import RunIndex
 
 log = logging.getLogger(__name__)
 

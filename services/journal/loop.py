@@ -39,19 +39,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from runplane.errors import WireError
-from runplane.kafka.clients import consumer_config, transactional_producer_config
+from runplane.health import Probe
+from runplane.journal.signing import header_of
 from runplane.kafka.deadletter import dead_letter
-from runplane.kafka.restore import Restorer, await_previous_owner
-from runplane.kafka.txn import TransactionalProducer, TxnAbortable, TxnFatal
+from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, lag_behind
+from runplane.kafka.restore import Stopping
+from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.runs import key_text, parse_result_key
-from runplane.service import Probe
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
 from services.journal import metrics as m
 from services.journal import topology as topo
-from services.journal.handler import (
+from services.journal.decide import (
     AuditOut,
     JournalIn,
     Output,
@@ -107,90 +108,50 @@ class AuditLoop:
         self._journal = self._base.topic("journal")
         self._results = self._base.topic("results")
         self._states: dict[int, PartitionState] = {}
-        self._assignment: list[TopicPartition] = []
         self._paused = False
         self._txn: _Txn | None = None
-        self._consumer: Consumer | None = None
-        self._producer: TransactionalProducer | None = None
-        self._restorer: Restorer | None = None
-        self.ready = threading.Event()
+        self._loop = TxnLoop(
+            self._base,
+            LoopConfig(
+                service=topo.SERVICE,
+                group_id=self._base.topic_prefix + topo.GROUP_ID,
+                topics=(self._journal, self._results),
+                transactional_id=settings.transactional_id,
+                restore_timeout_s=RESTORE_DEADLINE_S,
+                producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
+                consumer_overrides={
+                    # EOF events: a partition read to its end releases records held for bodies.
+                    "enable.partition.eof": True,
+                    "session.timeout.ms": settings.session_timeout_ms,
+                    "fetch.wait.max.ms": 100,
+                },
+            ),
+            LoopHooks(restore=self._restore, revoke=self._revoke),
+            probe=probe,
+        )
+        self.ready = self._loop.ready
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop``; raises ``TxnFatal`` when fenced or broken."""
-        self._start()
+        self._loop.stop = stop
         try:
+            self._loop.start()
+            self._loop.subscribe()
             while not stop.is_set():
                 self._step()
+        except Stopping as exc:
+            log.info("journal loop stopped during a rebalance: %s", exc)
         finally:
-            self._close()
+            self._loop.close()
 
-    def _start(self) -> None:
-        s = self._s
-        self._producer = TransactionalProducer(
-            transactional_producer_config(
-                self._base,
-                s.transactional_id,
-                **{"transaction.timeout.ms": s.transaction_timeout_ms},
-            )
-        )
-        self._producer.init()
-        self._consumer = Consumer(
-            consumer_config(
-                self._base,
-                self._base.topic_prefix + topo.GROUP_ID,
-                **{
-                    # range: partition p of journal and of results go to the same member.
-                    "partition.assignment.strategy": "range",
-                    "enable.partition.eof": True,
-                    "session.timeout.ms": s.session_timeout_ms,
-                    "fetch.wait.max.ms": 100,
-                },
-            )
-        )
-        self._restorer = Restorer(self._base)
-        self._consumer.subscribe(
-            [self._journal, self._results],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_revoke,
-        )
-        if self._probe is not None:
-            self._probe.set_ready(False, "waiting for partition assignment")
-
-    def _close(self) -> None:
-        if self._producer is not None:
-            self._producer.abort()
-        if self._consumer is not None:
-            self._consumer.close()
-        if self._restorer is not None:
-            self._restorer.close()
-        if self._producer is not None:
-            self._producer.flush(5.0)
-
-    # --- rebalancing -------------------------------------------------------------------------
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._assignment = list(partitions)
-        numbers = sorted({tp.partition for tp in partitions})
-        if self._probe is not None:
-            self._probe.set_ready(False, f"restoring chain tips of partitions {numbers}")
-        deadline = time.monotonic() + RESTORE_DEADLINE_S
-        # Before reading audit: a previous owner's open transaction must have ended, or its
-        # audit records would be missing from the tips our committed position already skips.
-        await_previous_owner(consumer, partitions, timeout_s=deadline - time.monotonic())
-        self._restore(numbers, deadline)
-        log.info("journal partitions assigned", extra={"partitions": numbers})
-        self.ready.set()
-        if self._probe is not None:
-            self._probe.set_ready(True)
+    # --- rebalancing (TxnLoop hooks) ---------------------------------------------------------
 
     def _restore(self, numbers: list[int], deadline: float) -> None:
-        assert self._restorer is not None
         audit_topic = self._base.topic(topo.AUDIT)
-        restored = self._restorer.restore(
-            audit_topic, numbers, self._decode_audit, deadline=deadline
+        restored = self._loop.restorer.restore(
+            audit_topic, numbers, self._decode_audit, deadline=deadline, stop=self._loop.stop
         )
         for p in numbers:
             state = PartitionState(p, body_grace_ms=self._s.body_grace_ms)
@@ -203,24 +164,21 @@ class AuditLoop:
             raise WireError(f"{type(rec).__name__} on audit")
         return rec
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._producer is not None and self._producer.in_transaction:
-            self._producer.abort()
-            self._txn = None
-        for tp in partitions:
-            self._states.pop(tp.partition, None)
-        gone = {(tp.topic, tp.partition) for tp in partitions}
-        self._assignment = [tp for tp in self._assignment if (tp.topic, tp.partition) not in gone]
+    def _revoke(self, numbers: list[int], lost: bool) -> None:
+        # Partition p of journal and of results go together (range), so a batch's offsets
+        # never straddle an assignment: abort what is open, its next owner redoes it.
+        if self._loop.producer.in_transaction:
+            self._loop.producer.abort()
+        self._txn = None
+        for p in numbers:
+            self._states.pop(p, None)
         self._paused = False
-        log.info("journal partitions revoked", extra={"partitions": sorted({p for _, p in gone})})
 
     # --- the loop ----------------------------------------------------------------------------
 
     def _step(self) -> None:
-        assert self._consumer is not None
-        msgs = self._consumer.consume(num_messages=self._s.batch_max, timeout=0.1)
-        if self._probe is not None:
-            self._probe.beat()
+        msgs = self._take()
+        self._loop.beat()
         now = self._now()
         outputs: list[Output] = []
         try:
@@ -232,11 +190,25 @@ class AuditLoop:
                 self._ensure_txn()
                 for out in outputs:
                     self._produce(out)
-            self._maybe_commit(now)
+            self._maybe_commit(now, drained=not msgs)
         except TxnAbortable as exc:
             log.warning("audit transaction aborted: %s", exc)
             self._abort_and_rewind()
         m.HELD.set(sum(s.held_count() for s in self._states.values()))
+
+    def _take(self) -> list[Message]:
+        """What the consumer holds now; with no transaction open, wait up to 100 ms for it.
+
+        consume(n, t) waits for n records or t, so a lone journal record used to wait out the
+        timeout; poll() returns at the first one, and the rest is taken without waiting."""
+        # With a transaction open (and not held for bodies) nothing is waited for; with none
+        # open, or one held open for bodies, wait for the next record (briefly when held, so
+        # the body grace is checked often) instead of spinning.
+        held = self._txn is not None and self._held()
+        wait_s = 0.01 if held else (0.1 if self._txn is None else 0.0)
+        return self._loop.take(
+            wait_s=wait_s, max_records=self._s.batch_max, max_s=self._s.batch_ms / 1000
+        )
 
     def _handle(self, msg: Message, now: int) -> list[Output]:
         err = msg.error()
@@ -269,7 +241,15 @@ class AuditLoop:
         except WireError as exc:
             self._dead_letter(msg, str(exc), "journal", now)
             return []
-        return on_journal(state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0), now)
+        keyring = self._s.keyring
+        problem = (
+            None
+            if keyring is None
+            else keyring.problem(msg.value() or b"", header_of(msg.headers()))
+        )
+        return on_journal(
+            state, JournalIn(rec, msg.partition() or 0, msg.offset() or 0, problem), now
+        )
 
     def _handle_result(self, msg: Message, state: PartitionState, now: int) -> list[Output]:
         key = parse_result_key(key_text(msg) or "")
@@ -295,15 +275,15 @@ class AuditLoop:
 
     def _ensure_txn(self) -> None:
         if self._txn is None:
-            assert self._producer is not None
-            self._producer.begin()
+            self._loop.producer.begin()
             self._txn = _Txn(started=time.monotonic())
 
     def _produce(self, out: Output) -> None:
-        assert self._producer is not None and self._txn is not None
+        assert self._txn is not None
+        producer = self._loop.producer
         if isinstance(out, AuditOut):
             value = self._serde.encode(topo.AUDIT, out.record)
-            self._producer.produce(
+            producer.produce(
                 self._base.topic(topo.AUDIT),
                 out.record.session_id.encode(),
                 value,
@@ -315,7 +295,7 @@ class AuditLoop:
                 session_id=out.session_id, reason=quarantine_reason(out), sent_ms=self._now()
             )
             # Keyed by session with murmur2: lands on the run's inbox partition, i.e. its executor.
-            self._producer.produce(
+            producer.produce(
                 self._base.topic(topo.INBOX),
                 out.session_id.encode(),
                 self._serde.encode(topo.INBOX, wake),
@@ -323,11 +303,11 @@ class AuditLoop:
             self._txn.quarantines += 1
 
     def _dead_letter(self, msg: Message, reason: str, topic: str, now: int) -> None:
-        assert self._producer is not None and self._txn is not None
+        assert self._txn is not None
         dl = dead_letter(msg, reason, topo.SERVICE, at_ms=now)
         raw_key = msg.key()
         key = raw_key if isinstance(raw_key, bytes) or raw_key is None else raw_key.encode()
-        self._producer.produce(
+        self._loop.producer.produce(
             self._base.topic(topo.DEADLETTER), key, self._serde.encode(topo.DEADLETTER, dl)
         )
         self._txn.deadletters[topic] = self._txn.deadletters.get(topic, 0) + 1
@@ -335,12 +315,15 @@ class AuditLoop:
     def _held(self) -> int:
         return sum(s.held_count() for s in self._states.values())
 
-    def _maybe_commit(self, now: int) -> None:
+    def _maybe_commit(self, now: int, *, drained: bool = False) -> None:
+        """Commit when the input is ``drained`` (the last take came back empty) — at once
+        when quiet, while under load the batch grows as long as records keep coming, bounded
+        by batch_ms and batch_max."""
         txn = self._txn
         if txn is None:
             return
         age_ms = (time.monotonic() - txn.started) * 1000
-        due = age_ms >= self._s.batch_ms or txn.messages >= self._s.batch_max
+        due = drained or age_ms >= self._s.batch_ms or txn.messages >= self._s.batch_max
         if not due:
             return
         if self._held():
@@ -354,28 +337,26 @@ class AuditLoop:
             self._pause_journal(False)
 
     def _pause_journal(self, pause: bool) -> None:
-        assert self._consumer is not None
-        tps = [tp for tp in self._assignment if tp.topic == self._journal]
+        tps = [tp for tp in self._loop.assignment if tp.topic == self._journal]
         if pause:
-            self._consumer.pause(tps)
+            self._loop.consumer.pause(tps)
         else:
-            self._consumer.resume(tps)
+            self._loop.consumer.resume(tps)
         self._paused = pause
 
     def _commit(self) -> None:
-        assert self._consumer is not None and self._producer is not None and self._txn is not None
+        assert self._txn is not None
         offsets = self._offsets()
         started = time.monotonic()
-        self._producer.commit(offsets, self._consumer.consumer_group_metadata())
+        self._loop.producer.commit(offsets, self._loop.consumer.consumer_group_metadata())
         m.COMMIT_SECONDS.observe(time.monotonic() - started)
         self._count(self._txn)
         self._txn = None
         self._update_lag(offsets)
 
     def _offsets(self) -> list[TopicPartition]:
-        assert self._consumer is not None
         out = []
-        for tp in self._consumer.position(self._assignment):
+        for tp in self._loop.consumer.position(self._loop.assignment):
             if tp.offset < 0:
                 continue  # nothing consumed on this partition yet
             state = self._states.get(tp.partition)
@@ -404,33 +385,13 @@ class AuditLoop:
             m.DEADLETTERS.labels(topic).inc(n)
 
     def _update_lag(self, offsets: list[TopicPartition]) -> None:
-        assert self._consumer is not None
-        lag = 0
-        for tp in offsets:
-            if tp.topic != self._journal:
-                continue
-            try:
-                _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-            except Exception:  # no cached watermark yet; next time
-                continue
-            if high >= 0:
-                lag += max(0, high - tp.offset)
-        m.AUDIT_LAG.set(lag)
+        m.AUDIT_LAG.set(lag_behind(self._loop.consumer, offsets, topics=[self._journal]))
 
     def _abort_and_rewind(self) -> None:
         """Forget the open transaction and everything it saw: as a restart would."""
-        assert self._producer is not None and self._consumer is not None
-        self._producer.abort()
+        self._loop.producer.abort()
         self._txn = None
-        numbers = sorted({tp.partition for tp in self._assignment})
-        deadline = time.monotonic() + RESTORE_DEADLINE_S
         # Offsets first (stable ones), then the tips they are consistent with, as on assign.
-        committed = await_previous_owner(
-            self._consumer, self._assignment, timeout_s=deadline - time.monotonic()
-        )
-        self._restore(numbers, deadline)
-        for tp in committed:
-            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-            self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        self._loop.restart_from_committed()
         if self._paused:
             self._pause_journal(False)

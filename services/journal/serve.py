@@ -21,11 +21,12 @@ from typing import Protocol
 
 from runplane.auth import PrincipalsFile
 from runplane.config import Settings
+from runplane.journal.index import RunIndex
+from runplane.journal.signing import Keyring
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.service import Health, health_routes, run_http
 from runplane.wire import AuditRecord
 from services.journal.api import build_api
-from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
 from services.journal.loop import AuditLoop
 from services.journal.settings import JournalSettings
@@ -42,9 +43,12 @@ class KafkaRunReader:
     """Reads a run straight from the topics (``runplane.runs``)."""
 
     settings: Settings
+    keyring: Keyring | None = None  # checks each record's writer signature when set
 
     def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory:
-        return read_run(self.settings, run_id, bodies=bodies, since_ms=since_ms)
+        return read_run(
+            self.settings, run_id, bodies=bodies, since_ms=since_ms, keyring=self.keyring
+        )
 
     def audit(self, run_id: str) -> list[AuditRecord]:
         return read_audit(self.settings, run_id)
@@ -59,7 +63,7 @@ def serve(
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix) if js.index else None
     app = build_api(
         lambda: index,
-        KafkaRunReader(settings),
+        KafkaRunReader(settings, js.keyring),
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.errors import ConfigError
+from runplane.journal.signing import Keyring
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class JournalSettings:
 
     ``body_grace_ms`` (``RUNPLANE_JOURNAL_BODY_GRACE_MS``): how long a record whose body has not
     been read waits — with the results partition at its end — before it is BODY_MISSING (see
-    ``handler.py`` for why that bound is sound). ``batch_max``/``batch_ms`` bound one audit
+    ``decide.py`` for why that bound is sound). ``batch_max``/``batch_ms`` bound one audit
     transaction; ``max_hold_ms`` bounds how long a transaction stays open while records wait
     for bodies (journal intake pauses past it, so a transaction never outgrows its timeout).
     ``readers_file``: who may read bodies (``RUNPLANE_JOURNAL_READERS_FILE``, else the
@@ -36,6 +37,9 @@ class JournalSettings:
     transaction_timeout_ms: int = 60_000
     session_timeout_ms: int = 10_000
     max_scans: int = 4
+    # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.journal.signing): with
+    # them, a journal record not signed by one of them is a break (bad_signature).
+    keyring: Keyring | None = None
 
     def __post_init__(self) -> None:
         if self.max_scans < 1:
@@ -78,4 +82,5 @@ class JournalSettings:
             readers_file=Path(readers) if readers else None,
             index=env_bool(e, "RUNPLANE_JOURNAL_INDEX", True),
             max_scans=env_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
+            keyring=Keyring.from_env(e),
         )

@@ -8,7 +8,7 @@ the sealed sweep run, the follow-up admission). No Faust tables: the index lives
 
 **Delivery guarantee: at least once, and harmless when repeated.** A decision is sent and its
 delivery awaited before its index entry is postponed by ``retry_ms``; a crash in between sends
-it again. Every command is named from (case, obligation, due) (:mod:`services.sweeper.keys`),
+it again. Every command is named from (case, obligation, due) (:mod:`runplane.keys`),
 so a repeat — or the same decision from a second sweeper during a rebalance — is a duplicate
 to the cases service. A case record is applied to Redis before Faust acknowledges it, and the
 index records, with each batch, the next offset it covers; Faust's committed group offsets
@@ -63,8 +63,8 @@ from aiokafka.errors import KafkaError
 from faust.types import TP, EventT, Message, StreamT
 
 from runplane.errors import WireError
+from runplane.health import Probe
 from runplane.kafka.deadletter import dead_letter
-from runplane.service import Probe
 from runplane.wire import CaseRecord, Serde
 from services.sweeper import metrics
 from services.sweeper.committed import CommittedView, read_committed

@@ -128,6 +128,7 @@ class TaskList(BaseModel):
 class Me(BaseModel):
     name: str
     roles: list[str]
+    tenant: str = Field(description="The tenant whose tasks you see and decide")
 
 
 class DecideIn(BaseModel):
@@ -270,7 +271,7 @@ def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
 
     @app.get("/api/me", response_model=Me, responses=_ERRORS, summary="Who the token belongs to")
     def me(who: Who) -> Me:
-        return Me(name=who.name, roles=sorted(who.roles))
+        return Me(name=who.name, roles=sorted(who.roles), tenant=who.tenant)
 
     @app.get("/api/tasks", response_model=TaskList, responses=_ERRORS, summary="List tasks")
     def list_tasks(

@@ -53,10 +53,7 @@ opt-in was missing, so the record explains itself.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from runplane.wire import (
     ClaimTask,
@@ -72,9 +69,31 @@ from runplane.wire import (
     TaskRecord,
     TaskStatus,
 )
+from services.worklist.access import (
+    ACTIVE,
+    DEFAULT_CLAIM_TTL_MS,
+    FINAL,
+    Policy,
+    Refusal,
+    Verdict,
+    actor_problem,
+    refuse,
+    refuse_reason,
+    task_tenant,
+    visible_to,
+)
+from services.worklist.answers import (
+    MAX_JSON_DEPTH,
+    OperatorCall,
+    answer_value,
+    json_too_deep,
+    operator_call,
+    parse_json,
+)
 
 __all__ = [
     "ACTIVE",
+    "DEFAULT_CLAIM_TTL_MS",
     "FINAL",
     "MAX_JSON_DEPTH",
     "OPERATOR_VERDICTS",
@@ -94,66 +113,17 @@ __all__ = [
     "operator_call",
     "parse_json",
     "refuse_reason",
+    "task_tenant",
     "visible_to",
 ]
 
 Command = OpenTask | ClaimTask | ReleaseTask | DecideTask | ExpireTask | CloseTask
 
-ACTIVE = frozenset({TaskStatus.OPEN, TaskStatus.CLAIMED})
-FINAL = frozenset({TaskStatus.DECIDED, TaskStatus.EXPIRED, TaskStatus.CLOSED})
 # The answers to an operator task. APPROVED means "it happened" (the core reads the comment as
 # the call's observed result); REJECTED is not offered: it would not say whether it happened.
 OPERATOR_VERDICTS = frozenset(
     {DecisionOutcome.RETRY, DecisionOutcome.ABANDON, DecisionOutcome.APPROVED}
 )
-MAX_JSON_DEPTH = 64
-DEFAULT_CLAIM_TTL_MS = 30 * 60 * 1000
-
-
-class Refusal(enum.StrEnum):
-    """Why a command was not applied; the API maps these onto HTTP statuses."""
-
-    NOT_FOUND = "not_found"  # 404
-    FORBIDDEN = "forbidden"  # 403: role or four-eyes
-    CONFLICT = "conflict"  # 409: claimed by someone else, already decided, not due …
-    INVALID = "invalid"  # a malformed command (dead-lettered by the writer)
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What the rules need beyond the record: the principals' roles, the escalation role, the
-    supervisor role (may release anyone's claim) and the claim lease (None: claims never
-    lapse)."""
-
-    roles_of: Callable[[str], frozenset[str]]
-    escalation_role: str = "supervisor"
-    supervisor_role: str = "supervisor"
-    claim_ttl_ms: int | None = DEFAULT_CLAIM_TTL_MS
-
-    def __post_init__(self) -> None:
-        if self.claim_ttl_ms is not None and self.claim_ttl_ms <= 0:
-            raise ValueError("the claim lease must be positive (or None for no lease)")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The result of one command.
-
-    ``task``: the new record when it changed (None = nothing to write). ``decision``: the
-    TaskDecision for the run's inbox when the task reached a decision (or escalated).
-    ``refused`` / ``reason``: set when the command was not applied.
-    """
-
-    task: TaskRecord | None = None
-    decision: TaskDecision | None = None
-    refused: Refusal | None = None
-    reason: str = ""
-
-    @property
-    def result(self) -> str:
-        if self.refused is not None:
-            return "refused"
-        return "applied" if self.task is not None else "unchanged"
 
 
 def op_of(command: Command) -> str:
@@ -165,10 +135,6 @@ def op_of(command: Command) -> str:
         ExpireTask: "expire",
         CloseTask: "close",
     }[type(command)]
-
-
-def _refuse(kind: Refusal, reason: str) -> Verdict:
-    return Verdict(refused=kind, reason=reason)
 
 
 def decide(task: TaskRecord | None, command: Command, now_ms: int, policy: Policy) -> Verdict:
@@ -209,7 +175,7 @@ def _open_problem(t: OpenTask) -> str | None:
 def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> Verdict:
     problem = _open_problem(cmd)
     if problem:
-        return _refuse(Refusal.INVALID, problem)
+        return refuse(Refusal.INVALID, problem)
     if task is not None:
         # Idempotent: the executor re-sends OpenTask when it replays a run; the first one won,
         # and whatever happened to the task since (claims, decisions) stands.
@@ -217,66 +183,11 @@ def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> Verdict:
     return Verdict(task=TaskRecord(task=cmd, status=TaskStatus.OPEN, updated_ms=now_ms))
 
 
-# --- who may act -----------------------------------------------------------------------------
-
-
-def _actor_problem(
-    task: TaskRecord | None, principal: str, now_ms: int, policy: Policy, verb: str
-) -> Verdict | None:
-    """The refusal for ``principal`` acting on ``task`` (claim or decide), or None."""
-    if task is None:
-        return _refuse(Refusal.NOT_FOUND, "no such task")
-    t = task.task
-    if task.status in FINAL:
-        return _refuse(Refusal.CONFLICT, f"the task is already {task.status}")
-    if t.expires_ms is not None and now_ms >= t.expires_ms:
-        return _refuse(Refusal.CONFLICT, "the task has expired")
-    if principal == t.initiator:
-        return _refuse(
-            Refusal.FORBIDDEN,
-            f"four-eyes: {principal} started this run and cannot {verb} its own task",
-        )
-    if t.role not in policy.roles_of(principal):
-        return _refuse(Refusal.FORBIDDEN, f"{principal} does not hold the role {t.role!r}")
-    if principal in task.approved_by:
-        return _refuse(
-            Refusal.FORBIDDEN,
-            f"four-eyes: {principal} already approved this task; "
-            "the next approval must come from someone else",
-        )
-    if task.claimed_by is not None and task.claimed_by != principal:
-        return _refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}")
-    return None
-
-
-def refuse_reason(
-    task: TaskRecord | None, principal: str, now_ms: int, policy: Policy
-) -> Verdict | None:
-    """Whether ``principal`` may act on ``task`` at all (the page's 'may act on' filter)."""
-    return _actor_problem(task, principal, now_ms, policy, "act on")
-
-
-def visible_to(task: TaskRecord, principal: str, policy: Policy) -> bool:
-    """Whether ``principal`` may see ``task`` at all (list, show): they hold its role or the
-    role it escalates to, or they initiated, claimed, approved or decided it."""
-    t = task.task
-    if principal in (t.initiator, task.claimed_by) or principal in task.approved_by:
-        return True
-    roles = policy.roles_of(principal)
-    if t.role in roles:
-        return True
-    if task.status is TaskStatus.CLAIMED and policy.supervisor_role in roles:
-        return True
-    return (
-        t.on_expiry is ExpiryPolicy.ESCALATE and (t.escalate_to or policy.escalation_role) in roles
-    )
-
-
 # --- claim / release -------------------------------------------------------------------------
 
 
 def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy) -> Verdict:
-    refused = _actor_problem(task, cmd.principal, now_ms, policy, "claim")
+    refused = actor_problem(task, cmd.principal, now_ms, policy, "claim")
     if refused is not None:
         return refused
     assert task is not None
@@ -290,9 +201,9 @@ def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy)
 
 def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int, policy: Policy) -> Verdict:
     if task is None:
-        return _refuse(Refusal.NOT_FOUND, "no such task")
+        return refuse(Refusal.NOT_FOUND, "no such task")
     if task.status in FINAL:
-        return _refuse(Refusal.CONFLICT, f"the task is already {task.status}")
+        return refuse(Refusal.CONFLICT, f"the task is already {task.status}")
     if task.claimed_by is None:
         return Verdict()  # nothing held: releasing again changes nothing
     if task.claimed_by == cmd.principal:
@@ -301,7 +212,7 @@ def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int, policy: Pol
         )
         return Verdict(task=released)
     if policy.supervisor_role not in policy.roles_of(cmd.principal):
-        return _refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}, not you")
+        return refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}, not you")
     note = (
         f"released by {cmd.principal} (role {policy.supervisor_role}); "
         f"it was claimed by {task.claimed_by}"
@@ -391,13 +302,13 @@ def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
 
 
 def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Policy) -> Verdict:
-    refused = _actor_problem(task, cmd.principal, now_ms, policy, "decide")
+    refused = actor_problem(task, cmd.principal, now_ms, policy, "decide")
     if refused is not None:
         return refused
     assert task is not None
     problem = _kind_problem(task, cmd)
     if problem is not None:
-        return _refuse(Refusal.INVALID, problem)
+        return refuse(Refusal.INVALID, problem)
     if cmd.verdict is not None:
         return _operator_verdict(task, cmd, cmd.verdict, now_ms)
     comment = _comment_after(task, cmd.principal, cmd.comment)
@@ -458,16 +369,16 @@ def _operator_verdict(
 
 def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Policy) -> Verdict:
     if task is None:
-        return _refuse(Refusal.NOT_FOUND, "no such task")
+        return refuse(Refusal.NOT_FOUND, "no such task")
     if task.status in FINAL:
         return Verdict()  # decided (or closed) before it expired: nothing to do
     t = task.task
     if t.expires_ms is None:
-        return _refuse(Refusal.CONFLICT, "the task has no expiry")
+        return refuse(Refusal.CONFLICT, "the task has no expiry")
     # The writer's clock only: cmd.at_ms comes off the wire, and trusting it would let anyone
     # who can produce to tasks.commands expire a task early.
     if now_ms < t.expires_ms:
-        return _refuse(Refusal.CONFLICT, f"the task is not due until {t.expires_ms}")
+        return refuse(Refusal.CONFLICT, f"the task is not due until {t.expires_ms}")
     if t.on_expiry is ExpiryPolicy.PROCEED and t.allow_unattended:
         return _expired(
             task,
@@ -543,89 +454,3 @@ def next_due_ms(task: TaskRecord, policy: Policy) -> int | None:
         return None
     due = [d for d in (task.task.expires_ms, claim_lapses_ms(task, policy)) if d is not None]
     return min(due) if due else None
-
-
-def json_too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether ``value`` nests lists/objects more than ``limit`` levels (iteratively: a deep
-    value must not exhaust the stack while it is being measured)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children: Iterable[object]
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children)
-    return False
-
-
-def _nesting(text: str) -> int:
-    """The deepest bracket nesting of JSON ``text``, outside strings (a cheap pre-check so the
-    recursive parser never sees a document that would exhaust the stack)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_json(text: str, limit: int = MAX_JSON_DEPTH) -> object:
-    """``json.loads`` that refuses (ValueError) documents nested deeper than ``limit``."""
-    if _nesting(text) > limit:
-        raise ValueError(f"JSON nested deeper than {limit} levels")
-    try:
-        return json.loads(text)
-    except RecursionError as exc:  # belt and braces: the pre-check should make this unreachable
-        raise ValueError(f"JSON nested too deeply: {exc}") from None
-
-
-def answer_value(task: TaskRecord) -> object:
-    """The run's proposed answer as JSON, or the raw text when it is not JSON (or is nested
-    too deeply to show safely)."""
-    try:
-        return parse_json(task.task.answer_json)
-    except ValueError:
-        return task.task.answer_json
-
-
-@dataclass(frozen=True)
-class OperatorCall:
-    """What an operator task asks about: the call in doubt (from the core's answer_json,
-    ``{"effect": name, "request": {...}}``; a tool's request carries ``args`` and the
-    ``idempotency_key`` the peer knows the call by)."""
-
-    name: str
-    args: object
-    idempotency_key: str | None
-
-
-def operator_call(task: TaskRecord) -> OperatorCall | None:
-    """The call in doubt of an OPERATOR task; None for approvals or an unexpected answer."""
-    if task.task.kind is not TaskKind.OPERATOR:
-        return None
-    value = answer_value(task)
-    if not isinstance(value, dict) or not isinstance(value.get("effect"), str):
-        return None
-    request = value.get("request")
-    if isinstance(request, dict) and "args" in request:
-        key = request.get("idempotency_key")
-        return OperatorCall(value["effect"], request["args"], key if isinstance(key, str) else None)
-    return OperatorCall(value["effect"], request, None)

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Emit, Incoming, State
+from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import (
     ClaimTask,
     CloseTask,

@@ -32,7 +32,7 @@ import binascii
 import datetime as dt
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -419,11 +419,34 @@ def install_page(
     """Add the page's routes (hidden from the OpenAPI description), its static files and the
     security headers. ``public_origin``: the address people reach the page at (normalised
     ``scheme://host[:port]``; see the module docstring), or None."""
-    page = Page(worklist, principals, public_origin)
+    routes = _Routes(Page(worklist, principals, public_origin))
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.add_route("/", routes.home, methods=["GET"], include_in_schema=False)
+    app.add_route("/signin", routes.signin, methods=["POST"], include_in_schema=False)
+    app.add_route("/signout", routes.signout, methods=["POST"], include_in_schema=False)
+    # POST routes before the GET: ".../claim" must not be taken for a task id by a GET.
+    actions: tuple[tuple[str, str, Action], ...] = (
+        ("/tasks/{task_id:path}/claim", "POST", routes.claim),
+        ("/tasks/{task_id:path}/release", "POST", routes.release),
+        ("/tasks/{task_id:path}/decide", "POST", routes.decide),
+        ("/tasks/{task_id:path}", "GET", routes.show),
+    )
+    for path, method, fn in actions:
+        app.add_route(path, routes.guarded(method, fn), methods=[method], include_in_schema=False)
 
-    def route(path: str, method: str, fn: Action) -> None:
+
+class _Routes:
+    """The page's endpoints. Task actions are plain functions run by :meth:`guarded`, which
+    signs the person in, refuses cross-site posts and turns refusals into pages."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.worklist = page.worklist
+
+    def guarded(self, method: str, fn: Action) -> Callable[[Request], Awaitable[Response]]:
+        page = self.page
+
         async def handler(request: Request) -> Response:
             who = page.who(request)
             if who is None:
@@ -442,9 +465,10 @@ def install_page(
                 return page.render(request, "Try again", body, who, 503)
             return result
 
-        app.add_route(path, handler, methods=[method], include_in_schema=False)
+        return handler
 
-    async def home(request: Request) -> Response:
+    async def home(self, request: Request) -> Response:
+        page = self.page
         who = page.who(request)
         if who is None:
             return page.signin(request)
@@ -454,7 +478,8 @@ def install_page(
             body = f'<p class="note note-warn">The task list is unavailable: {e(exc)}.</p>'
             return page.render(request, "Try again", body, who, 503)
 
-    async def signin(request: Request) -> Response:
+    async def signin(self, request: Request) -> Response:
+        page = self.page
         if not page.same_origin(request):
             return page.signin(request, "Cross-site sign-in refused.", 403)
         token = (await page.form(request)).get("token", "").strip()
@@ -467,49 +492,40 @@ def install_page(
         )
         return response
 
-    async def signout(request: Request) -> Response:
+    async def signout(self, request: Request) -> Response:
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(TOKEN_COOKIE, path="/")
         return response
 
-    def show(request: Request, who: Principal, _: dict[str, str]) -> Response:
+    def show(self, request: Request, who: Principal, _: dict[str, str]) -> Response:
         try:
-            task = worklist.show(who, request.path_params["task_id"])
+            task = self.worklist.show(who, request.path_params["task_id"])
         except ActionError as exc:
             body = f'<p class="note">{e(exc.message)}.</p>'
-            return page.render(request, "Not found", body, who, 404)
-        return page.task(request, who, task)
+            return self.page.render(request, "Not found", body, who, 404)
+        return self.page.task(request, who, task)
 
-    def claim(request: Request, who: Principal, _: dict[str, str]) -> Response:
+    def claim(self, request: Request, who: Principal, _: dict[str, str]) -> Response:
         task_id = request.path_params["task_id"]
-        worklist.claim(who, task_id)
-        return page.back(task_href(task_id), "ok", "You hold the claim on this task.")
+        self.worklist.claim(who, task_id)
+        return self.page.back(task_href(task_id), "ok", "You hold the claim on this task.")
 
-    def release(request: Request, who: Principal, _: dict[str, str]) -> Response:
+    def release(self, request: Request, who: Principal, _: dict[str, str]) -> Response:
         task_id = request.path_params["task_id"]
-        task = worklist.release(who, task_id)
-        if not visible_to(task, who.name, worklist.policy):
+        task = self.worklist.release(who, task_id)
+        if not visible_to(task, who.name, self.worklist.policy):
             # A supervisor who released someone else's claim may not see the task once it is
             # open again (it is not their role's): back to the list, not to a 404.
-            return page.back("/", "ok", f"Claim released: {task.claim_note or task_id}.")
-        return page.back(task_href(task_id), "ok", "Claim released.")
+            return self.page.back("/", "ok", f"Claim released: {task.claim_note or task_id}.")
+        return self.page.back(task_href(task_id), "ok", "Claim released.")
 
-    def decide(request: Request, who: Principal, form: dict[str, str]) -> Response:
+    def decide(self, request: Request, who: Principal, form: dict[str, str]) -> Response:
         task_id = request.path_params["task_id"]
         choice, comment = _decision_from_form(form)
-        task = worklist.decide(who, task_id, choice, comment)
+        task = self.worklist.decide(who, task_id, choice, comment)
         if task.status is TaskStatus.DECIDED:
             said = choice if choice.verdict is not None else str(task.outcome).lower()
             text = f"Decided: {said}. The run has been told and resumes."
         else:
             text = "Approved. It still needs another person's approval."
-        return page.back(task_href(task_id), "ok", text)
-
-    app.add_route("/", home, methods=["GET"], include_in_schema=False)
-    app.add_route("/signin", signin, methods=["POST"], include_in_schema=False)
-    app.add_route("/signout", signout, methods=["POST"], include_in_schema=False)
-    # POST routes before the GET: ".../claim" must not be taken for a task id by a GET.
-    route("/tasks/{task_id:path}/claim", "POST", claim)
-    route("/tasks/{task_id:path}/release", "POST", release)
-    route("/tasks/{task_id:path}/decide", "POST", decide)
-    route("/tasks/{task_id:path}", "GET", show)
+        return self.page.back(task_href(task_id), "ok", text)

@@ -39,10 +39,11 @@ log = logging.getLogger(__name__)
 
 
 def policy_of(ws: WorklistSettings, principals: PrincipalSource) -> Policy:
-    """The rules' policy from the settings: roles from ``principals``, escalation and
-    supervisor roles, the claim lease."""
+    """The rules' policy from the settings: roles and tenants from ``principals``, escalation
+    and supervisor roles, the claim lease."""
     return Policy(
         principals.roles_of,
+        tenant_of=principals.tenant_of,
         escalation_role=ws.escalation_role,
         supervisor_role=ws.supervisor_role,
         claim_ttl_ms=ws.claim_ttl_ms,

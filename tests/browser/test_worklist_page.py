@@ -50,7 +50,10 @@ def test_sign_in_approve_and_the_run_resumes(
     ex = ExecutorSettings(
         base=settings, billing_url=billing.url, agent_modules=("examples.refund",)
     )
-    with worklist_service(settings, write_principals(tmp_path)) as wl, executor_thread(ex):
+    with (
+        worklist_service(settings, write_principals(tmp_path, tenant="acme")) as wl,
+        executor_thread(ex),
+    ):
         [run] = admit(
             plain_producer(settings),
             settings,

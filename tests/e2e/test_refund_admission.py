@@ -60,7 +60,7 @@ def settings() -> Iterator[Settings]:
 @pytest.fixture
 def admission(settings: Settings) -> Iterator[None]:
     processor = build_admission(
-        AdmissionSettings(base=settings, agent_modules=("examples.refund",))
+        AdmissionSettings(base=settings, agent_modules=("examples.refund",), allow_unsigned=True)
     )
     stop = threading.Event()
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)

@@ -29,7 +29,7 @@ from fastavro import schemaless_writer
 from test_processor import read_all, wait_for
 
 from runplane.client import Client
-from runplane.config import Settings
+from runplane.config import Settings, example_tools_config
 from runplane.kafka.clients import producer_config
 from runplane.kafka.processor import Processor
 from runplane.wire import (
@@ -47,7 +47,7 @@ from runplane.wire import (
     parsed_schema,
     schema_fingerprint,
 )
-from services.admission.handler import CapabilitySpec
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build, serve
 from services.admission.settings import AdmissionSettings
 
@@ -184,7 +184,10 @@ def serve_admission(settings: Settings, instance: str) -> subprocess.Popen[bytes
         "RUNPLANE_INSTANCE_ID": instance,
         "RUNPLANE_ADMISSION_PORT": "0",
         "RUNPLANE_AGENT_MODULES": "examples.refund",
+        # The refund's billing tools: admission refuses a capability the executor cannot run.
+        "RUNPLANE_TOOLS_CONFIG": example_tools_config() or "",
         "RUNPLANE_ADMISSION_BATCH_MAX": "50",
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
     }
     return subprocess.Popen(
         [str(RUNPLANE), "serve", "admission"],
@@ -208,7 +211,9 @@ def finish(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> tuple[in
 def test_thousand_keys_five_times_from_two_producers(settings: Settings) -> None:
     keys = [f"order-{i}" for i in range(1000)]
     emit_interleaved(settings, keys, copies=5)
-    with running(build(AdmissionSettings(base=settings), capabilities=CAPS)) as proc:
+    with running(
+        build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)
+    ) as proc:
         wait_for("5000 replies", lambda: len(committed_replies(settings)) >= 5000, timeout=90)
         assert proc.state.size("claims") == 1000
     check_one_run_per_key(settings, keys, requests_per_key=5)
@@ -268,7 +273,7 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
     ]
     produce_all(settings, raw)
     with (
-        running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
+        running(build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)),
         Client(settings) as client,
     ):
         unknown = client.admit(
@@ -299,7 +304,7 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
 
 def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) -> None:
     with (
-        running(build(AdmissionSettings(base=settings), capabilities=CAPS)),
+        running(build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)),
         Client(settings) as client,
     ):
         first = client.admit(
@@ -337,11 +342,36 @@ def _free_port() -> int:
 
 
 def test_serve_answers_healthz_metrics_and_the_emit_cli(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     port = _free_port()
     monkeypatch.setenv("RUNPLANE_ADMISSION_PORT", str(port))
     monkeypatch.setenv("RUNPLANE_AGENT_MODULES", "examples.refund")
+    monkeypatch.setenv("RUNPLANE_TOOLS_CONFIG", example_tools_config() or "")
+    # As deployed: signatures required; `runplane emit` signs with the key file it is given.
+    key_file = str(tmp_path / "cli.key")
+    keygen = subprocess.run(
+        [
+            str(RUNPLANE),
+            "emitters",
+            "new-key",
+            "--name",
+            "cli",
+            "--tenant",
+            "default",
+            "--out",
+            key_file,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert keygen.returncode == 0, keygen.stderr
+    entry = keygen.stdout.split("RUNPLANE_ADMISSION_EMITTERS_FILE):\n", 1)[1].split("\n\n")[0]
+    (tmp_path / "emitters.yaml").write_text(entry + "\n")
+    monkeypatch.setenv("RUNPLANE_ADMISSION_EMITTERS_FILE", str(tmp_path / "emitters.yaml"))
+    monkeypatch.delenv("RUNPLANE_ADMISSION_ALLOW_UNSIGNED", raising=False)
+    monkeypatch.delenv("RUNPLANE_EMITTER_KEY", raising=False)
     stop = threading.Event()
     thread = threading.Thread(target=serve, args=(settings, stop), daemon=True)
     thread.start()
@@ -351,6 +381,7 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_INITIATOR": "alice",  # emit never guesses the initiator from the OS user
+        "RUNPLANE_EMITTER_KEY_FILE": key_file,
     }
 
     def emit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -374,6 +405,8 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
         assert reply["outcome"] == "DUPLICATE" and ok.stdout.split()[1] == reply["run_id"]
         no = emit("nope", "--key", "cli-2")
         assert no.returncode == 1 and "refused: unknown capability 'nope'" in no.stdout
+        forged = emit("refund", "--key", "cli-3", "--input", "{}", "--tenant", "acme")
+        assert forged.returncode == 1 and "speaks for tenant 'default'" in forged.stdout
         after = _samples(httpx.get(f"{base}/metrics").text)
         assert after[admitted] == before.get(admitted, 0.0) + 1
         assert after[refused] == before.get(refused, 0.0) + 1

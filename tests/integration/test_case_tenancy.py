@@ -18,6 +18,7 @@ from test_cases_support import cases_service, read_all, reply_to, send, wait_for
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
+from runplane.keys import CASE_KEY
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -26,7 +27,7 @@ from runplane.wire import (
     RegisterDeadline,
     StartRun,
 )
-from services.admission.handler import CASE_KEY, CapabilitySpec, case_id_for
+from services.admission.decide import CapabilitySpec, case_id_for
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 
@@ -35,11 +36,8 @@ pytestmark = pytest.mark.integration
 CAPS = {"escalate": CapabilitySpec(None), "refund": CapabilitySpec(None)}
 
 
-def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_refused(
-    settings: Settings,
-) -> None:
-    case = case_id_for("acme", {"ticket": "T-9"})
-    assert case is not None
+def acme_deadline_breached(case: str) -> tuple[RegisterDeadline, BreachDeadline]:
+    """A deadline of tenant acme on ``case`` with an ``escalate`` follow-up, and its breach."""
     wall = WallClock()
     due = wall.resolve({"days": 1}, time.time_ns() // 1_000_000)
     register = RegisterDeadline(
@@ -61,7 +59,18 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
         due_ms=due,
         sweep_run_id="sweep-t9",
     )
-    admission = build(AdmissionSettings(base=settings, batch_ms=5), capabilities=CAPS)
+    return register, breach
+
+
+def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_refused(
+    settings: Settings,
+) -> None:
+    case = case_id_for("acme", {"ticket": "T-9"})
+    assert case is not None
+    register, breach = acme_deadline_breached(case)
+    admission = build(
+        AdmissionSettings(base=settings, batch_ms=5, allow_unsigned=True), capabilities=CAPS
+    )
     with cases_service(settings), running(admission), Client(settings) as client:
         assert admission.ready.wait(60)
         send(settings, register)

@@ -20,6 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
+from runplane.signing import SigningKey
 from runplane.wire import CaseRecord, CaseReply, Record, Serde
 from services.cases.serve import build
 from services.cases.settings import CasesSettings
@@ -110,9 +111,10 @@ def latest_case(settings: Settings, case_id: str) -> CaseRecord | None:
 
 
 @contextmanager
-def cases_service(settings: Settings) -> Iterator[None]:
-    """The cases service on the real broker, in a thread, until the block ends."""
-    processor = build(CasesSettings(base=settings, batch_ms=5))
+def cases_service(settings: Settings, emitter_key: SigningKey | None = None) -> Iterator[None]:
+    """The cases service on the real broker, in a thread, until the block ends (signing its
+    follow-ups to admission with ``emitter_key``)."""
+    processor = build(CasesSettings(base=settings, batch_ms=5, emitter_key=emitter_key))
     stop = threading.Event()
     errors: list[BaseException] = []
 

@@ -51,8 +51,8 @@ def test_same_instance_id_under_two_prefixes_gets_two_transactional_ids(
 def test_two_deployments_with_the_same_pod_names_both_keep_admitting(
     settings: Settings, other_deployment: Settings
 ) -> None:
-    first = build(AdmissionSettings(base=settings), capabilities=CAPS)
-    second = build(AdmissionSettings(base=other_deployment), capabilities=CAPS)
+    first = build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)
+    second = build(AdmissionSettings(base=other_deployment, allow_unsigned=True), capabilities=CAPS)
     with running(first), Client(settings) as a, Client(other_deployment) as b:
         assert first.ready.wait(60)
         before = a.admit("refund", "m6-before", {"invoice_id": "i"}, initiator="alice", timeout=30)

@@ -13,13 +13,13 @@ from test_journal_service import produce_run, read_audit, running, sample_run, w
 
 from runplane.auth import Principals, token_digest
 from runplane.config import Settings
+from runplane.journal.index import RunIndex
+from runplane.journal.summary import summarize
 from runplane.service import run_http
 from runplane.wire import RunStatus
 from services.journal.api import build_api
-from services.journal.index import RunIndex
 from services.journal.indexer import Indexer
 from services.journal.serve import KafkaRunReader
-from services.journal.summary import summarize
 
 AUDITOR_TOKEN = "tok-auditor-" + uuid.uuid4().hex
 CLERK_TOKEN = "tok-clerk-" + uuid.uuid4().hex

@@ -20,6 +20,7 @@ from test_journal_service import read_audit, running, wait_audit
 from runplane.config import Settings
 from runplane.core.chain import Draft, seal
 from runplane.fakes import FakeBillingServer
+from runplane.journal.summary import summarize
 from runplane.wire import (
     DecisionOutcome,
     JournalKind,
@@ -40,7 +41,6 @@ from services.executor.harness import (
     wait_for,
 )
 from services.executor.settings import ExecutorSettings
-from services.journal.summary import summarize
 
 
 @pytest.fixture

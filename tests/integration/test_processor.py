@@ -274,8 +274,10 @@ def test_zombie_late_commit_is_fenced(settings: Settings, tmp_path: Path) -> Non
     aborted = zcode == 0 and "transaction aborted" in zerr
     stopped = zcode == 3 and "STOPPED" in zerr
     assert aborted or stopped, (zcode, zerr[-2000:])
-    # Its records did reach the log; they were aborted, not lost in a buffer.
-    assert len(read_all(settings, "admission.replies", committed=False)) >= 50
+    # Its records did reach the log; they were aborted, not lost in a buffer. (How many
+    # depends on how many requests its stalled batch held: adaptive batching takes what had
+    # been fetched when the first record arrived, at least one.)
+    assert len(read_all(settings, "admission.replies", committed=False)) > len(keys)
 
 
 def test_partition_for_matches_librdkafka_murmur2(settings: Settings) -> None:

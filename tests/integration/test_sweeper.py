@@ -28,6 +28,7 @@ from test_cases_support import (
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
 from runplane.core.chain import verify_chain
+from runplane.keys import followup_admission_key, sweep_run_id
 from runplane.wire import (
     AdmissionRequest,
     CaseRecord,
@@ -39,7 +40,6 @@ from runplane.wire import (
     RegisterDeadline,
 )
 from services.sweeper.decide import decide_tick, entries_for
-from services.sweeper.keys import followup_admission_key, sweep_run_id
 
 pytestmark = pytest.mark.integration
 

@@ -1,20 +1,22 @@
 """The worklist with the real executor in the loop, on the real broker and Redis.
 
 The refund example parks on its approval; the task appears in the worklist API; the run's
-initiator is refused (403); another principal's approval resumes the run to completion with
+initiator is refused (403), a principal of another tenant holding the role finds no such task
+(404); another principal's approval resumes the run to completion with
 one charge. Expiry: an agent that declared both opt-ins proceeds unattended and its journal
 says so; one missing opt-in does not proceed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_worklist_support import auth, wait_for, worklist_service, write_principals
+from test_worklist_support import auth, token, wait_for, worklist_service, write_principals
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
@@ -43,7 +45,12 @@ def test_refund_parks_initiator_refused_another_approves_run_completes(
     ex = ExecutorSettings(
         base=settings, billing_url=billing.url, agent_modules=("examples.refund",)
     )
-    with worklist_service(settings, write_principals(tmp_path)) as wl, executor_thread(ex):
+    principals = write_principals(tmp_path, tenant="acme")
+    # gil holds the same role in another tenant: acme's task does not exist for them.
+    digest = hashlib.sha256(token("gil").encode()).hexdigest()
+    with principals.open("a") as f:
+        f.write(f"  - {{name: gil, token_sha256: {digest}, roles: [finance], tenant: globex}}\n")
+    with worklist_service(settings, principals) as wl, executor_thread(ex):
         c = wl.client
         [run] = admit(
             plain_producer(settings),
@@ -64,6 +71,10 @@ def test_refund_parks_initiator_refused_another_approves_run_completes(
         assert billing.counts().charges == {}  # nothing charged before a person decided
 
         url = f"/api/tasks/{task['task_id']}/decide"
+        assert c.get("/api/tasks", headers=auth("gil")).json()["tasks"] == []
+        assert c.get(f"/api/tasks/{task['task_id']}", headers=auth("gil")).status_code == 404
+        other = c.post(url, headers=auth("gil"), json={"decision": "approve"})
+        assert other.status_code == 404  # another tenant's task, whatever the role
         refused = c.post(url, headers=auth("ivan"), json={"decision": "approve"})
         assert refused.status_code == 403 and "four-eyes" in refused.json()["detail"]
         ok = c.post(url, headers=auth("ada"), json={"decision": "approve", "comment": "ok"})
@@ -114,7 +125,7 @@ def test_expiry_proceeds_only_with_both_opt_ins_and_the_journal_says_so(
 ) -> None:
     ex = ExecutorSettings(base=settings)
     with (
-        worklist_service(settings, write_principals(tmp_path)),
+        worklist_service(settings, write_principals(tmp_path, tenant="acme")),
         executor_thread(ex, registry=expiring_agents()),
     ):
         producer = plain_producer(settings)

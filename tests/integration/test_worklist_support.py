@@ -58,7 +58,9 @@ def auth(name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token(name)}"}
 
 
-def write_principals(directory: Path) -> Path:
+def write_principals(directory: Path, tenant: str = "default") -> Path:
+    """Everyone of PEOPLE in ``tenant``: the tenant of the runs whose tasks they decide (the
+    executor harness admits runs for ``acme``; tasks opened by hand have no tenant)."""
     lines = ["principals:"]
     for name, roles in PEOPLE.items():
         digest = hashlib.sha256(token(name).encode()).hexdigest()
@@ -66,6 +68,7 @@ def write_principals(directory: Path) -> Path:
             f"  - name: {name}",
             f"    token_sha256: {digest}",
             f"    roles: [{', '.join(roles)}]",
+            f"    tenant: {tenant}",
         ]
     path = directory / "principals.yaml"
     path.write_text("\n".join(lines) + "\n")

@@ -93,7 +93,7 @@ def test_each_operator_verdict_reaches_the_run(
     tool = FlakyCharge()
     ex = ExecutorSettings(base=settings)
     with (
-        worklist_service(settings, write_principals(tmp_path)) as wl,
+        worklist_service(settings, write_principals(tmp_path, tenant="acme")) as wl,
         executor_thread(ex, registry=agents(), tools={"charge": tool}),
     ):
         c = wl.client

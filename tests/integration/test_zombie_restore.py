@@ -28,12 +28,12 @@ from test_processor_support import GROUP, MiniAdmission
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, run_admitted
+from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.processor import Processor, ProcessorConfig
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs import read_audit
-from runplane.service import Probe
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
@@ -51,7 +51,7 @@ from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.topology import group_id as executor_group
 from services.journal import topology as journal_topo
-from services.journal.handler import AuditOut, JournalIn, PartitionState, on_journal
+from services.journal.decide import AuditOut, JournalIn, PartitionState, on_journal
 from services.journal.loop import AuditLoop
 from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from runplane.keys import CASE_KEY
 from runplane.wire import AdmissionRequest, BreachDeadline, CaseRecord, Obligation, RegisterDeadline
-from services.admission.handler import (
-    CASE_KEY,
+from services.admission.decide import (
     Admitted,
     CapabilitySpec,
     Position,

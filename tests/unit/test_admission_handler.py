@@ -19,7 +19,7 @@ from runplane.wire import (
     StartRun,
     encode,
 )
-from services.admission.handler import (
+from services.admission.decide import (
     Admitted,
     CapabilitySpec,
     Duplicate,

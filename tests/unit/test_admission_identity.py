@@ -7,11 +7,10 @@ import json
 
 import pytest
 
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.wire import AdmissionOutcome, AdmissionReply, AdmissionRequest
-from services.admission.handler import (
+from services.admission.decide import (
     MAX_INPUT_DEPTH,
-    AdmissionHandler,
     Admitted,
     CapabilitySpec,
     Position,
@@ -19,6 +18,7 @@ from services.admission.handler import (
     Refused,
     decide,
 )
+from services.admission.handler import AdmissionHandler
 
 CAPS = {
     "free": CapabilitySpec(None),

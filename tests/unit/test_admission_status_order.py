@@ -10,7 +10,7 @@ from __future__ import annotations
 from test_admission_handler import CAPS, NOW, POS, req
 
 from runplane.wire import RunStatus, RunStatusUpdate
-from services.admission.handler import Admitted, Ignored, StatusUpdated, decide
+from services.admission.decide import Admitted, Ignored, StatusUpdated, decide
 
 
 def _admitted() -> Admitted:

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from benchmarks.report import baseline_of, leaves, plot_series, ratio, render_markdown, render_plot
+from benchmarks.report import (
+    baseline_of,
+    curve_series,
+    leaves,
+    plot_series,
+    ratio,
+    render_markdown,
+    render_plot,
+)
 
 
 def _results() -> dict[str, Any]:
@@ -150,3 +158,48 @@ def test_plot_series_and_png(tmp_path: Path) -> None:
     out = tmp_path / "plot.png"
     render_plot(results, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _with_e2e() -> dict[str, Any]:
+    results = _results()
+    level = {"in_flight": 1, "runs": 100, "p50_ms": 40.0, "p99_ms": 80.0, "runs_per_s": 25.0}
+    busy = {"in_flight": 200, "runs": 2000, "p50_ms": 400.0, "p99_ms": 900.0, "runs_per_s": 500.0}
+    raw = {"in_flight": 1, "runs": 100, "p50_ms": 8.0, "p99_ms": 20.0, "runs_per_s": 100.0}
+    raw_busy = {"in_flight": 200, "runs": 2000, "p50_ms": 100.0, "p99_ms": 200.0}
+    results["benchmarks"]["e2e"] = {
+        "ok": True,
+        "seconds": 60.0,
+        "result": {
+            "step3": {"warm_up_runs_per_s": 30.0, "levels": [level, busy]},
+            "hops_ms_lone_step3": {"admission_commit": 5.5, "executor_run": 3.0},
+            "raw_kafka": {
+                "warm_up_runs_per_s": 90.0,
+                "levels": [raw, {**raw_busy, "runs_per_s": 2000.0}],
+            },
+        },
+    }
+    return results
+
+
+def test_e2e_levels_sit_beside_the_raw_path_with_ratios() -> None:
+    md = render_markdown(_with_e2e())
+    assert "## End to end: emit → COMPLETED, beside the raw-Kafka path" in md
+    # p50 40 ÷ 8; 25 runs/s ÷ 100
+    assert "| step3 | 1 | 40.0 | 80.0 | 25.0 | 8.00 | 20.0 | 100.0 | 5.00× | 0.25× |" in md
+    assert "| step3 | 200 | 400.0 | 900.0 | 500.0 | 100.0 | 200.0 | 2,000 | 4.00× | 0.25× |" in md
+    assert "runs/s: step3 30.0, raw_kafka 90.0." in md
+    assert "| StartRun produced → readable (admission's commit) | 5.50 |" in md
+    # the e2e figures are not repeated as bars of the other panels
+    assert not any(label.startswith("e2e") for label, _ in plot_series(_with_e2e())["latency"])
+
+
+def test_the_plot_has_latency_against_throughput(tmp_path: Path) -> None:
+    results = _with_e2e()
+    curves = curve_series(results)
+    assert curves["step3"] == [(25.0, 40.0, 80.0), (500.0, 400.0, 900.0)]
+    assert curves["raw_kafka"][1] == (2000.0, 100.0, 200.0)
+    out = tmp_path / "plot.png"
+    render_plot(results, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results["benchmarks"]["e2e"]["ok"] = False
+    assert curve_series(results) == {}

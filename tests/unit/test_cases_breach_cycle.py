@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from test_cases_decide import CASE, DAY, register, run
 
+from runplane import keys
 from runplane.wire import BreachDeadline, ObligationStatus
 from services.cases.decide import evaluate
-from services.sweeper import keys
 
 pytestmark = pytest.mark.unit
 

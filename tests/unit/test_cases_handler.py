@@ -8,7 +8,8 @@ import pytest
 
 from runplane.core.chain import verify_chain
 from runplane.errors import WireError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
+from runplane.keys import breach_request_id, followup_admission_key, sweep_run_id
 from runplane.wire import (
     AdmissionRequest,
     BreachDeadline,
@@ -21,7 +22,6 @@ from runplane.wire import (
     encode,
 )
 from services.cases.handler import CasesHandler, emits_for
-from services.sweeper.keys import breach_request_id, followup_admission_key, sweep_run_id
 
 pytestmark = pytest.mark.unit
 

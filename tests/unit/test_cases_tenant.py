@@ -7,10 +7,11 @@ import dataclasses
 from typing import Any
 
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, days, run_admitted
+from runplane.keys import CASE_KEY, TENANT_KEY
 from runplane.wire import BreachDeadline, CaseRecord, RegisterDeadline, StartRun
-from services.admission.handler import CASE_KEY, case_id_for
+from services.admission.decide import case_id_for
 from services.cases.breach import followup
-from services.cases.decide import TENANT_KEY, evaluate, tenant_of
+from services.cases.decide import evaluate, tenant_of
 
 NOW = 1_700_000_000_000
 CASE = case_id_for("acme", {"ticket": "T-1"}) or ""

@@ -76,7 +76,13 @@ class StubRestorer:
         self.log = log
 
     def restore(
-        self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None
+        self,
+        topic: str,
+        partitions: Any,
+        decode: Any,
+        *,
+        deadline: float | None = None,
+        stop: Any = None,
     ) -> Restored[Any]:
         self.log.calls.append(f"restore {topic}")
         assert deadline is not None  # one deadline for the whole assignment
@@ -85,8 +91,8 @@ class StubRestorer:
 
 def test_on_assign_waits_for_the_previous_owner_before_reading_any_table() -> None:
     ex, log = _executor(), Log()
-    ex._restorer = StubRestorer(log)  # type: ignore[assignment]
-    ex._on_assign(StubConsumer(log), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
+    ex._loop._restorer = StubRestorer(log)  # type: ignore[assignment]
+    ex._loop._on_assign(StubConsumer(log), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
     assert log.calls == [
         "committed",
         f"restore {BASE.topic('sessions')}",
@@ -252,7 +258,13 @@ class TableRestorer:
         self.rows = {BASE.topic("sessions"): sessions, BASE.topic("results"): results}
 
     def restore(
-        self, topic: str, partitions: Any, decode: Any, *, deadline: float | None = None
+        self,
+        topic: str,
+        partitions: Any,
+        decode: Any,
+        *,
+        deadline: float | None = None,
+        stop: Any = None,
     ) -> Restored[Any]:
         return Restored({0: dict(self.rows[topic])})
 
@@ -266,10 +278,10 @@ def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_th
     registry = AgentRegistry()
     registry.register(AgentSpec("gen", generates, Durability.REPLAYABLE, None, {}), lint=False)
     ex = Executor(ExecutorSettings(base=BASE), registry=registry, tools={}, providers={})
-    ex._restorer = TableRestorer(  # type: ignore[assignment]
+    ex._loop._restorer = TableRestorer(  # type: ignore[assignment]
         {"r-run": running, "r-done": done}, {f"r-done/0/{i}": e for i, e in enumerate(results)}
     )
-    ex._on_assign(StubConsumer(Log()), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
+    ex._loop._on_assign(StubConsumer(Log()), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
     part = ex._parts[0]
     assert part.ended == {"r-done": RunStatus.QUARANTINED} and "r-done" not in part.sessions
     assert part.results == {}  # nothing kept for an ended run

@@ -9,7 +9,7 @@ from runplane.config import Settings
 from runplane.core import Generation
 from runplane.errors import ConfigError
 from services.executor.batch import Batch, Out
-from services.executor.executor import _to_outcome
+from services.executor.calls import to_outcome as _to_outcome
 from services.executor.live import LiveOutcome, Verdict
 from services.executor.settings import ExecutorSettings
 from services.executor.state import results_key

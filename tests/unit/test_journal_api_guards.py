@@ -15,13 +15,13 @@ import httpx
 import pytest
 
 from runplane.auth import Principals, token_digest
+from runplane.journal.index import RunFilter
+from runplane.journal.summary import RunSummary
 from runplane.runs import RunHistory
 from runplane.service import run_http
 from runplane.wire import RunStatus
 from services.journal.api import SCAN_MARGIN_MS, build_api
-from services.journal.index import RunFilter
 from services.journal.sample import sample_run
-from services.journal.summary import RunSummary
 
 pytestmark = pytest.mark.unit
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from runplane.core.chain import ChainFault, default_label, verify_chain
+from runplane.journal.verify import verify_records
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
-from services.journal.chain import verify_records
-from services.journal.handler import (
+from services.journal.decide import (
     AuditOut,
     JournalIn,
     PartitionState,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from runplane.journal.summary import summarize
 from runplane.wire import Verdict
-from services.journal.handler import (
+from services.journal.decide import (
     AuditOut,
     JournalIn,
     PartitionState,
@@ -20,7 +21,6 @@ from services.journal.handler import (
     tick,
 )
 from services.journal.sample import sample_run
-from services.journal.summary import summarize
 
 SID = "r-handler-1"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from runplane.core.chain import default_label
+from runplane.journal.summary import RunSummary, apply, summarize
 from runplane.wire import AuditRecord, Cost, JournalKind, RunStatus, Verdict
-from services.journal.summary import RunSummary, apply, summarize
 
 K = JournalKind
 

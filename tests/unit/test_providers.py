@@ -12,7 +12,23 @@ import pytest
 from runplane.core.agents import Generation, ModelProvider, Recovery, Tool
 from runplane.errors import ConfigError, TerminalError
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
-from runplane.providers import HttpTool, OpenAIProvider, PeerCallError, Reach, billing_tools
+from runplane.providers import (
+    HttpTool,
+    OpenAIProvider,
+    PeerCallError,
+    Reach,
+    ToolRegistry,
+    build_tools,
+    load_tools_config,
+)
+
+BILLING_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "tools" / "billing.yaml"
+
+
+def billing_tools(url: str, client: httpx.AsyncClient | None = None) -> dict[str, Tool]:
+    """The example billing config's tools against the fake at ``url``."""
+    config = load_tools_config(BILLING_CONFIG, {"RUNPLANE_BILLING_URL": url})
+    return build_tools(config, client, {}, python_tools=ToolRegistry())
 
 
 @pytest.fixture

@@ -75,3 +75,36 @@ def test_server_properties_are_a_single_node_kraft_broker(tmp_path: Path) -> Non
         assert props[key] == "1"
     assert props["auto.create.topics.enable"] == "false"
     assert props["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_a_three_broker_cluster_interleaves_its_ports_and_names_every_voter(
+    tmp_path: Path,
+) -> None:
+    from runplane.stack import _cluster
+
+    settings = Settings(bootstrap_servers="127.0.0.1:19700", state_dir=tmp_path)
+    config = StackConfig.from_settings(settings, env={"RUNPLANE_KAFKA_BROKERS": "3"})
+    nodes = _cluster.nodes(config)
+    assert [(n.name, n.broker_port, n.controller_port) for n in nodes] == [
+        ("kafka-1", 19700, 19701),
+        ("kafka-2", 19702, 19703),
+        ("kafka-3", 19704, 19705),
+    ]
+    assert _cluster.bootstrap(config) == "127.0.0.1:19700,127.0.0.1:19702,127.0.0.1:19704"
+    text = _cluster.render(config, nodes[1]).read_text()
+    assert "node.id=2\n" in text
+    assert "controller.quorum.voters=1@127.0.0.1:19701,2@127.0.0.1:19703,3@127.0.0.1:19705" in text
+    assert "listeners=PLAINTEXT://127.0.0.1:19702,CONTROLLER://127.0.0.1:19703" in text
+    for line in ("min.insync.replicas=2", "transaction.state.log.replication.factor=3"):
+        assert line in text
+    assert "-Dkafka.logs.dir=" + str(nodes[1].logs) in _cluster.jvm(config, "java", nodes[1])
+    # Unset, the size is what the state dir was formatted for (1 when never formatted).
+    assert _cluster.size(StackConfig.from_settings(settings, env={})) == 1
+
+
+def test_cluster_ports_must_not_collide() -> None:
+    with pytest.raises(ConfigError):  # controller port = broker port + 2 collides with node 2
+        StackConfig.from_settings(
+            Settings(bootstrap_servers="127.0.0.1:19700"),
+            env={"RUNPLANE_KAFKA_BROKERS": "3", "RUNPLANE_KAFKA_CONTROLLER_PORT": "19702"},
+        )

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runplane.keys import followup_admission_key, sweep_run_id
 from runplane.wire import (
     BreachDeadline,
     CaseRecord,
@@ -16,7 +17,6 @@ from runplane.wire import (
 )
 from services.cases.decide import evaluate
 from services.sweeper.decide import Entry, decide_tick, entries_for
-from services.sweeper.keys import followup_admission_key, sweep_run_id
 
 pytestmark = pytest.mark.unit
 

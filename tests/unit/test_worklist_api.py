@@ -121,16 +121,21 @@ def writer() -> MemoryWriter:
     return w
 
 
-@pytest.fixture
-def client(writer: MemoryWriter) -> Iterator[httpx.Client]:
-    # A real server on a free loopback port: the HTTP layer exactly as deployed.
-    app = build_app(Worklist(writer, writer, POLICY, clock=lambda: NOW), PRINCIPALS)
+def serve(writer: MemoryWriter, policy: Policy, principals: Principals) -> Iterator[httpx.Client]:
+    """The worklist app over ``writer``, on a real server on a free loopback port: the HTTP
+    layer exactly as deployed."""
+    app = build_app(Worklist(writer, writer, policy, clock=lambda: NOW), principals)
     stop = threading.Event()
     with run_http(app, "127.0.0.1", 0, stop) as server:
         url = f"http://127.0.0.1:{server.port}"
         with httpx.Client(base_url=url, follow_redirects=True, timeout=10) as c:
             yield c
     stop.set()
+
+
+@pytest.fixture
+def client(writer: MemoryWriter) -> Iterator[httpx.Client]:
+    yield from serve(writer, POLICY, PRINCIPALS)
 
 
 def auth(name: str) -> dict[str, str]:
@@ -145,6 +150,7 @@ def test_no_or_unknown_token_is_401(client: httpx.Client) -> None:
     assert client.get("/api/me", headers=auth("ada")).json() == {
         "name": "ada",
         "roles": ["finance"],
+        "tenant": "default",
     }
 
 
@@ -549,7 +555,11 @@ def test_a_rotated_principals_file_takes_effect_without_a_restart(
         assert c.get("/api/me", headers=auth("bob")).status_code == 401
         assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 200
         write({"bob": "finance", "ada": "support"})  # bob added, ada moved to another role
-        assert c.get("/api/me", headers=auth("bob")).json() == {"name": "bob", "roles": ["finance"]}
+        assert c.get("/api/me", headers=auth("bob")).json() == {
+            "name": "bob",
+            "roles": ["finance"],
+            "tenant": "default",
+        }
         assert c.get("/api/tasks/run-1/0/1", headers=auth("ada")).status_code == 404
         r = c.post("/api/tasks/run-1/0/1/decide", headers=auth("bob"), json={"decision": "approve"})
         assert r.status_code == 200 and r.json()["outcome"] == "APPROVED"

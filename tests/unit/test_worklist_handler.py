@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from runplane.errors import WireError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.wire import (
     ClaimTask,
     DecideTask,

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from runplane.errors import ConfigError
-from runplane.kafka.processor import Incoming, State
+from runplane.kafka.handler import Incoming, State
 from runplane.wire import (
     ClaimTask,
     DecideTask,

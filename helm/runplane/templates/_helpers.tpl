@@ -110,6 +110,7 @@ RUNPLANE_FORWARDED_ALLOW_IPS: {{ .Values.http.forwardedAllowIps | quote }}
 RUNPLANE_LOG_LEVEL: {{ .Values.config.logLevel | quote }}
 RUNPLANE_STATE_DIR: "/var/lib/runplane"
 RUNPLANE_CALENDARS_FILE: "/etc/runplane/calendars/calendars.yaml"
+RUNPLANE_TOOLS_CONFIG: "/etc/runplane/tools/tools.yaml"
 {{- with .Values.config.openaiBaseUrl }}
 RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- end }}

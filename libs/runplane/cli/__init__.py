@@ -7,9 +7,29 @@ and journal, cases, tasks, demo.
 
 from __future__ import annotations
 
-import typer
+# First, before the imports below (seconds on a busy machine): when this is the console
+# script, a SIGTERM sent while they run is remembered and honoured once `serve` starts,
+# instead of killing the service with -15 (every other command gets it back in main()).
+from runplane.shutdown import catch_early, release_early
 
-from runplane.cli import cases, demo, emit, journal, lint, principals, serve, stack, tasks, topics
+catch_early()
+
+import sys  # noqa: E402
+
+import typer  # noqa: E402
+
+from runplane.cli import (  # noqa: E402
+    cases,
+    demo,
+    emit,
+    journal,
+    lint,
+    principals,
+    serve,
+    stack,
+    tasks,
+    topics,
+)
 
 app = typer.Typer(
     name="runplane",
@@ -23,4 +43,6 @@ for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, princip
 
 
 def main() -> None:
+    if sys.argv[1:2] != ["serve"]:
+        release_early()  # only `serve` installs handlers of its own
     app()

@@ -17,6 +17,7 @@ import typer
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
+from runplane.signing import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
 
 
@@ -65,6 +66,13 @@ def emit_command(
     wait: bool = typer.Option(False, "--wait", help="wait until the run ends"),
     timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each answer"),
     as_json: bool = typer.Option(False, "--json", help="print the reply as JSON"),
+    key_file: str | None = typer.Option(
+        None,
+        "--signing-key-file",
+        envvar="RUNPLANE_EMITTER_KEY_FILE",
+        help="sign the request with this emitter key (runplane emitters new-key); default "
+        "RUNPLANE_EMITTER_KEY_FILE or RUNPLANE_EMITTER_KEY; none = unsigned (dev mode only)",
+    ),
 ) -> None:
     """Ask admission for a run of CAPABILITY."""
     try:
@@ -79,7 +87,11 @@ def emit_command(
         typer.echo("error: no initiator: pass --initiator NAME or set RUNPLANE_INITIATOR", err=True)
         raise typer.Exit(code=2)
     try:
-        with Client(settings) as client:
+        # An explicit file wins over RUNPLANE_EMITTER_KEY; without one, the environment's key.
+        signing = SigningKey.from_env({EMITTER_KEY_FILE_ENV: key_file} if key_file else None)
+        with Client(settings, signing_key=signing) as client:
+            # Taken before the request: the wait for a run admitted now never reads back past it.
+            mark = client.mark() if wait else None
             reply = client.admit(
                 capability,
                 key,
@@ -91,7 +103,11 @@ def emit_command(
             )
             final = None
             if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
-                final = client.wait(reply.run_id, timeout=max(timeout, 300.0))
+                final = client.wait(
+                    reply.run_id,
+                    timeout=max(timeout, 300.0),
+                    since=Client.floor_for(reply, mark),
+                )
     except (WireError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from typing import Any
 
 import typer
@@ -20,7 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
+from runplane.journal.signing import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.runs import RunHistory, read_audit, read_run
+from runplane.signing import SigningKey
 from runplane.wire import RunStatus, Verdict, to_dict
 
 runs_app = typer.Typer(
@@ -55,7 +58,7 @@ def runs_list(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """List runs, newest first, from the journal service's run index."""
-    from services.journal.index import RunFilter, RunIndex
+    from runplane.journal.index import RunFilter, RunIndex
 
     settings = Settings.from_env()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
@@ -102,8 +105,8 @@ def _verdict_cell(v: Verdict) -> str:
 @runs_app.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
-    from services.journal.index import RunIndex
-    from services.journal.summary import summarize
+    from runplane.journal.index import RunIndex
+    from runplane.journal.summary import summarize
 
     settings = Settings.from_env()
     summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
@@ -146,13 +149,13 @@ def journal_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
-    history = read_run(Settings.from_env(), run_id, bodies=True)
+    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     if not history.records:
         typer.echo(f"no journal records for run {run_id!r}", err=True)
         raise typer.Exit(1)
-    report = verify_records(run_id, history.records, bodies_of(history.bodies))
+    report = verify_records(run_id, history.records, bodies_of(history.bodies), history.unsigned)
     if as_json:
         out: dict[str, Any] = {
             "run_id": run_id,
@@ -211,9 +214,11 @@ def journal_show(
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
-    from services.journal.chain import bodies_of, verify_records
+    from runplane.journal.verify import bodies_of, verify_records
 
-    report = verify_records(history.run_id, history.records, bodies_of(history.bodies))
+    report = verify_records(
+        history.run_id, history.records, bodies_of(history.bodies), history.unsigned
+    )
     absent = [
         seq
         for seq, rec in ((r.seq, r) for r in history.records)
@@ -236,7 +241,7 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 @journal_app.command("verify")
 def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
-    history = read_run(Settings.from_env(), run_id, bodies=True)
+    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     code, data = verify_exit_code(history)
     if as_json:
         _print_json(data)
@@ -250,6 +255,26 @@ def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -
     else:
         typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
     raise typer.Exit(code)
+
+
+def _keyring() -> Keyring | None:
+    # The chain writers' public keys, as the journal service reads them: with them, an
+    # unsigned record is a break here too (one verdict for every reader).
+    return Keyring.from_env(os.environ)
+
+
+@journal_app.command("keygen")
+def journal_keygen(
+    key_id: str = typer.Argument(..., help="a name for the key, e.g. the date: k2026-11"),
+) -> None:
+    """Print a fresh Ed25519 key pair for signing the journal (docs/security.md).
+
+    The first line goes to the chain writers (admission, executor, cases) as
+    RUNPLANE_JOURNAL_SIGNING_KEY, the second to every reader's RUNPLANE_JOURNAL_PUBLIC_KEYS.
+    """
+    key = SigningKey.generate(key_id)
+    typer.echo(f"{SIGNING_KEY_ENV}={key.to_text()}")
+    typer.echo(f"{PUBLIC_KEYS_ENV}={key_id}:{key.public_b64()}")
 
 
 def register(app: typer.Typer) -> None:

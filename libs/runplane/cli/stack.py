@@ -5,6 +5,9 @@ Thin: the logic lives in :mod:`runplane.stack`; this module only renders it.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import typer
 from confluent_kafka import KafkaException
 from rich.console import Console
@@ -14,7 +17,16 @@ from rich.text import Text
 from runplane.config import Settings
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import TOPICS, create_topics
-from runplane.stack import StackConfig, StackError, StackReport, down, status, up
+from runplane.stack import (
+    StackConfig,
+    StackError,
+    StackReport,
+    cluster_bootstrap,
+    cluster_size,
+    down,
+    status,
+    up,
+)
 
 _STYLE = {
     "running": "green",
@@ -55,11 +67,21 @@ def up_command(
     topics: bool = typer.Option(
         True, "--topics/--no-topics", help="Also create the catalogue's topics (idempotent)."
     ),
+    brokers: int | None = typer.Option(
+        None,
+        "--brokers",
+        min=1,
+        help="Kafka brokers: 1 (default) or a local KRaft cluster of N combined nodes "
+        "(replication factor 3, min.insync.replicas 2). Also RUNPLANE_KAFKA_BROKERS.",
+    ),
 ) -> None:
     """Start the local Kafka (KRaft) and Redis in the background and wait until they answer."""
     console = Console()
     settings = Settings.from_env()
     config = StackConfig.from_settings(settings)
+    if brokers is not None:
+        config = dataclasses.replace(config, brokers=brokers)
+    settings = cluster_settings(settings, config)
     try:
         with console.status("starting the local stack") as line:
             report = up(config, progress=lambda msg: line.update(msg))
@@ -76,6 +98,23 @@ def up_command(
             highlight=False,
         )
     console.print(f"state and logs: {config.state_dir}", highlight=False)
+    if cluster_size(config) > 1:
+        console.print(
+            f"a {cluster_size(config)}-broker cluster: export "
+            f"RUNPLANE_BOOTSTRAP_SERVERS={cluster_bootstrap(config)} "
+            f"RUNPLANE_REPLICATION_FACTOR={settings.replication_factor}",
+            highlight=False,
+        )
+
+
+def cluster_settings(settings: Settings, config: StackConfig) -> Settings:
+    """The settings topics are created with: on a cluster of 3 or more brokers, replication
+    factor 3 (so min.insync.replicas 2, ``runplane.kafka.topics``) unless
+    RUNPLANE_REPLICATION_FACTOR says otherwise."""
+    n = cluster_size(config)
+    if n >= 3 and not os.environ.get("RUNPLANE_REPLICATION_FACTOR"):
+        return dataclasses.replace(settings, replication_factor=3)
+    return settings
 
 
 def down_command(

@@ -186,12 +186,41 @@ class AgentSpec:
     # Declarative agents (runplane.core.manifest): hex SHA-256 of the manifest, covering the
     # whole agent; None for coded agents (their code is not hashed).
     digest: str | None = None
+    # The model providers (``ctx.generate``'s first argument) the agent calls, and tools it
+    # calls on their own declaration (named here, not re-declared in ``effects``).
+    models: frozenset[str] = frozenset()
+    tools: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.capability:
             raise ValueError("an agent needs a capability name")
         if not isinstance(self.durability, Durability):
             object.__setattr__(self, "durability", Durability(self.durability))
+        object.__setattr__(self, "models", frozenset(self.models))
+        object.__setattr__(self, "tools", frozenset(self.tools))
+
+    def needs(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(tools, model providers) this agent declares it calls: its effect declarations
+        and their probes, ``tools``, and ``models``."""
+        probes = {d.probe for d in self.effects.values() if d.probe}
+        return frozenset(self.effects) | frozenset(probes) | self.tools, self.models
+
+    def unavailable(self, tools: Iterable[str], models: Iterable[str]) -> str | None:
+        """Why an executor offering ``tools`` and ``models`` cannot run this agent, or None.
+
+        Admission refuses such a run with this reason, instead of the run failing mid-way at
+        its first call of what is missing (after, perhaps, a mutation and a human decision)."""
+        need_tools, need_models = self.needs()
+        missing_tools = sorted(need_tools - set(tools))
+        missing_models = sorted(need_models - set(models))
+        parts = []
+        if missing_tools:
+            parts.append(f"tool(s) {', '.join(missing_tools)}")
+        if missing_models:
+            parts.append(f"model provider(s) {', '.join(missing_models)}")
+        if not parts:
+            return None
+        return f"{self.capability} needs {' and '.join(parts)}, which the executor does not offer"
 
     def input_problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid input for this agent, or None (admission refuses with it)."""
@@ -240,6 +269,8 @@ class AgentRegistry(Mapping[str, AgentSpec]):
         durability: Durability | str = Durability.REPLAYABLE,
         input_schema: Mapping[str, Any] | None = None,
         effects: Iterable[EffectDecl] = (),
+        models: Iterable[str] = (),
+        tools: Iterable[str] = (),
     ) -> Callable[[AgentFn], AgentFn]:
         """Decorator registering ``async def fn(ctx, input)`` under ``capability``."""
 
@@ -250,6 +281,8 @@ class AgentRegistry(Mapping[str, AgentSpec]):
                 durability=Durability(durability),
                 input_schema=input_schema,
                 effects={decl.name: decl for decl in effects},
+                models=frozenset(models),
+                tools=frozenset(tools),
             )
             self.register(spec)
             fn.__runplane_agent__ = spec  # type: ignore[attr-defined]
@@ -287,12 +320,23 @@ def agent(
     durability: Durability | str = Durability.REPLAYABLE,
     input_schema: Mapping[str, Any] | None = None,
     effects: Iterable[EffectDecl] = (),
+    models: Iterable[str] = (),
+    tools: Iterable[str] = (),
     registry: AgentRegistry | None = None,
 ) -> Callable[[AgentFn], AgentFn]:
-    """Register an agent in ``registry`` (default: ``REGISTRY``)."""
+    """Register an agent in ``registry`` (default: ``REGISTRY``).
+
+    The tools it calls are ``effects`` (declared here) and ``tools`` (names of tools that
+    declare themselves: ``@tool``, the tools config); ``models`` the model providers it
+    calls. Admission refuses its runs while the executor does not offer all of them."""
     target = REGISTRY if registry is None else registry
     return target.agent(
-        capability, durability=durability, input_schema=input_schema, effects=effects
+        capability,
+        durability=durability,
+        input_schema=input_schema,
+        effects=effects,
+        models=models,
+        tools=tools,
     )
 
 

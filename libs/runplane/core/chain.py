@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ from runplane.wire import (
 )
 
 __all__ = [
+    "TERMINAL_KINDS",
     "ChainFault",
     "Draft",
     "Verdict",
@@ -53,6 +54,7 @@ __all__ = [
     "check_entry",
     "check_link",
     "check_next",
+    "check_signed",
     "entry_body_digest",
     "fault_seq",
     "record_canonical_bytes",
@@ -271,6 +273,16 @@ class ChainFault(enum.StrEnum):
     BAD_HASH = "bad_hash"  # the record's content does not hash to its hash (tampered)
     BODY_DIGEST_MISMATCH = "body_digest_mismatch"  # results body does not match the chain
     BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
+    AFTER_END = "after_end"  # a record after the run's terminal record (nothing may follow it)
+    BAD_SIGNATURE = "bad_signature"  # not signed by a chain writer's key (runplane.journal.signing)
+
+
+# The records that end a run. The engine writes nothing after one (an event for an ended run
+# is rejected, not journaled), so any record that follows one — however well chained — was
+# written by someone other than the run's writer: a break, not an extension.
+TERMINAL_KINDS = frozenset(
+    {JournalKind.RUN_COMPLETED, JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED}
+)
 
 
 @dataclass(frozen=True)
@@ -302,15 +314,25 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
         )
     if prev is None:
         return check_link(record, 0, ZERO_HASH)
-    return check_link(record, prev.seq + 1, prev.hash)
+    return check_link(record, prev.seq + 1, prev.hash, ended=prev.kind in TERMINAL_KINDS)
 
 
 def check_link(
-    record: JournalRecord, expected_seq: int, expected_prev: str
+    record: JournalRecord, expected_seq: int, expected_prev: str, *, ended: bool = False
 ) -> tuple[ChainFault, str] | None:
     """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
-    linking to ``expected_prev``. For consumers that keep only that much of a chain (the
-    journal service keeps a session's next seq and last hash, restored from ``audit``)."""
+    linking to ``expected_prev``; ``ended`` when the chain's last record is terminal. For
+    consumers that keep only that much of a chain (the journal service keeps a session's next
+    seq, last hash and whether it ended, restored from ``audit``).
+
+    An ended chain takes no record at all, checked first: a correct link after the end is
+    still a break (it extends a closed chain), and a re-sent old record after the end is the
+    same fault at the same position, so every reader names one fault for one forgery."""
+    if ended:
+        return (
+            ChainFault.AFTER_END,
+            f"seq {record.seq} ({record.kind}) after the run ended at seq {expected_seq - 1}",
+        )
     if record.seq > expected_seq:
         return ChainFault.GAP, f"expected seq {expected_seq}, got {record.seq}"
     if record.seq < expected_seq:
@@ -330,9 +352,14 @@ def check_link(
 
 
 def fault_seq(fault: ChainFault, expected_seq: int, record: JournalRecord) -> int:
-    """The position a fault is reported at: for a gap or a reorder the seq that was expected
-    there (the record found is not the one that is wrong), otherwise the record's own seq."""
-    return expected_seq if fault in (ChainFault.GAP, ChainFault.REORDER) else record.seq
+    """The position a fault is reported at: for a gap, a reorder or a record after the end the
+    seq that was expected there (the record found is not where it should be), otherwise the
+    record's own seq."""
+    return expected_seq if fault in _POSITIONAL else record.seq
+
+
+# Faults found at a position rather than in a record: the seq expected there is reported.
+_POSITIONAL = frozenset({ChainFault.GAP, ChainFault.REORDER, ChainFault.AFTER_END})
 
 
 def _check_body(
@@ -385,19 +412,34 @@ def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, 
     return None
 
 
+def check_signed(record: JournalRecord, problem: str | None) -> tuple[ChainFault, str] | None:
+    """The record's writer signature, as a reader found it (``runplane.journal.signing``: None = signed
+    by a key of the keyring). Checked after position, link and hash, so an edited record is
+    still ``bad_hash`` and only a well-formed record by a foreign writer is ``bad_signature``."""
+    if problem is None:
+        return None
+    return ChainFault.BAD_SIGNATURE, f"seq {record.seq}: {problem}"
+
+
 def verify_chain(
     records: Iterable[JournalRecord],
     results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
+    *,
+    unsigned: Sequence[str | None] | None = None,
 ) -> Verdict:
     """Verify a whole chain from seq 0 in the order given; name the first bad record.
 
     ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
-    purpose); without it, bodies are not checked.
+    purpose); without it, bodies are not checked. ``unsigned`` (aligned with ``records``):
+    why each record is not signed by a chain writer (``runplane.journal.signing.unsigned``); without it,
+    signatures are not checked.
     """
     prev: JournalRecord | None = None
     count = 0
-    for record in records:
+    for i, record in enumerate(records):
         fault = check_next(prev, record)
+        if fault is None and unsigned is not None:
+            fault = check_signed(record, unsigned[i])
         if fault is None and results is not None:
             fault = _check_body(record, results)
         if fault is not None:

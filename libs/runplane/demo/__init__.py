@@ -12,15 +12,7 @@ approves the refund on the worklist as a demo principal (or waits for a person w
 
 from __future__ import annotations
 
-from runplane.demo._flow import (
-    DemoConfig,
-    DemoError,
-    Emitter,
-    Reporter,
-    default_calendars_file,
-    default_principals_file,
-    run_demo,
-)
+from runplane.demo._flow import run_demo
 from runplane.demo._plan import (
     APPROVER,
     INITIATOR,
@@ -37,6 +29,14 @@ from runplane.demo._plan import (
     principals_yaml,
     published_principals,
     status_changes,
+)
+from runplane.demo._setup import (
+    DemoConfig,
+    DemoError,
+    Emitter,
+    Reporter,
+    default_calendars_file,
+    default_principals_file,
 )
 
 __all__ = [

@@ -140,6 +140,8 @@ def platform_env(
             "RUNPLANE_OPENAI_BASE_URL": ports.openai_base_url,
             PRINCIPALS_FILE_ENV: str(principals_file),
             "RUNPLANE_JOURNAL_READERS_FILE": str(principals_file),
+            # The demo emits unsigned requests: admission in dev mode (docs/security.md).
+            "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
         }
     )
     if calendars_file is not None:

@@ -25,17 +25,31 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from runplane.config import Settings
-from runplane.errors import RetryableError, WireError
+from runplane.errors import RetryableError, RunplaneError, WireError
 from runplane.kafka.clients import consumer_config
 
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
+
+# How often a long wait (a restore, a previous owner's transaction) looks at the stop event.
+STOP_CHECK_S = 1.0
+
+
+class Stopping(RunplaneError):
+    """The service is stopping: a restore or wait in a rebalance callback gave up for it.
+
+    Raised out of the callback (and so out of the consumer's poll): the loop catches it and
+    shuts down cleanly, exit 0. The partitions are void for us; their next owner restores."""
+
+
+class StopFlag(Protocol):
+    def is_set(self) -> bool: ...
 
 
 @dataclass
@@ -76,6 +90,7 @@ class Restorer:
         decode: Callable[[bytes], V],
         *,
         deadline: float | None = None,
+        stop: StopFlag | None = None,
     ) -> Restored[V]:
         """Read ``partitions`` of ``topic`` (full name) from the beginning to the end.
 
@@ -84,7 +99,8 @@ class Restorer:
         when the end is not reached by ``deadline`` (``time.monotonic()``; default: the
         restorer's timeout from now), e.g. another producer's transaction is still open past
         its ``transaction.timeout.ms``. Pass one deadline to every restore of one assignment
-        so that all of them together stay under ``max.poll.interval.ms``.
+        so that all of them together stay under ``max.poll.interval.ms``. Raises
+        ``Stopping`` as soon as ``stop`` is set.
         """
         wanted = sorted(set(partitions))
         result: Restored[V] = Restored({p: {} for p in wanted})
@@ -96,6 +112,8 @@ class Restorer:
             deadline = time.monotonic() + self._timeout_s
         try:
             while pending:
+                if stop is not None and stop.is_set():
+                    raise Stopping(f"stopped while restoring {topic}")
                 if time.monotonic() > deadline:
                     raise RetryableError(
                         f"restore of {topic} partitions {sorted(pending)} did not reach the end "
@@ -157,7 +175,11 @@ class Restorer:
 
 
 def await_previous_owner(
-    consumer: Consumer, partitions: Sequence[TopicPartition], *, timeout_s: float
+    consumer: Consumer,
+    partitions: Sequence[TopicPartition],
+    *,
+    timeout_s: float,
+    stop: StopFlag | None = None,
 ) -> list[TopicPartition]:
     """Wait until no transaction of a previous owner is pending on ``partitions``' offsets.
 
@@ -173,18 +195,32 @@ def await_previous_owner(
     transaction is open and the client retries, so this returns only once it has committed
     or aborted (at most its ``transaction.timeout.ms``). Kafka Streams orders it the same
     way. Returns the committed offsets; raises ``RetryableError`` when they cannot be read
-    within ``timeout_s`` (restart and try again from a fresh assignment).
+    within ``timeout_s`` (restart and try again from a fresh assignment), ``Stopping`` once
+    ``stop`` is set (asked again every second, so a stopping service does not wait out a
+    zombie's transaction).
     """
     if not partitions:
         return []
-    try:
-        committed = consumer.committed(list(partitions), timeout=max(timeout_s, 0.001))
-    except KafkaException as exc:
-        raise RetryableError(
-            f"committed offsets of {len(partitions)} partitions not stable within {timeout_s:.1f}s "
-            f"(a previous owner's transaction is still open?): {exc}",
-            retry_after=1.0,
-        ) from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            committed = consumer.committed(
+                list(partitions), timeout=max(0.001, min(left, STOP_CHECK_S))
+            )
+            break
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            timed_out = isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
+            if stop is not None and stop.is_set():
+                raise Stopping("stopped while waiting for the previous owner") from exc
+            if timed_out and time.monotonic() < deadline:
+                continue
+            raise RetryableError(
+                f"committed offsets of {len(partitions)} partitions not stable within "
+                f"{timeout_s:.1f}s (a previous owner's transaction is still open?): {exc}",
+                retry_after=1.0,
+            ) from exc
     failed = [tp for tp in committed if tp.error is not None]
     if failed:
         raise RetryableError(

@@ -29,6 +29,7 @@ from runplane.errors import RunplaneError, TerminalError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+HeadersFor = Callable[[str, bytes | None], list[tuple[str, bytes]] | None]
 
 # Codes that mean another producer owns our transactional.id now, or our epoch is gone.
 _FENCED_CODES = frozenset(
@@ -97,8 +98,12 @@ class TransactionalProducer:
         *,
         op_timeout_s: float = 30.0,
         retry_sleep_s: float = 0.1,
+        headers: HeadersFor | None = None,
     ) -> None:
         self.transactional_id = str(config["transactional.id"])
+        # Headers a record gets from its topic and value (the journal's writer signature,
+        # ``runplane.journal.signing.journal_headers``); None: no headers.
+        self._headers = headers
         self._producer = Producer(config)
         self._op_timeout_s = op_timeout_s
         self._retry_sleep_s = retry_sleep_s
@@ -118,12 +123,20 @@ class TransactionalProducer:
         self.in_transaction = True
 
     def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         """Queue one record in the open transaction; waits for room when the queue is full."""
         kwargs: dict[str, Any] = {"key": key, "value": value}
         if partition is not None:
             kwargs["partition"] = partition
+        extra = self._headers(topic, value) if self._headers is not None else None
+        if headers or extra:
+            kwargs["headers"] = [*(headers or ()), *(extra or ())]
         deadline = time.monotonic() + self._op_timeout_s
         while True:
             try:

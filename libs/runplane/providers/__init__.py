@@ -1,9 +1,13 @@
-"""Model providers and HTTP tools: the executor's outward calls.
+"""Model providers and tools: the executor's outward calls.
 
-* :class:`OpenAIProvider` — an OpenAI-compatible chat-completions provider (httpx).
-* :class:`FunctionTool` — a registered Python callable as a tool.
-* :class:`HttpTool` — a tool that is one HTTP request; :func:`billing_tools` for the refund
-  example.
+* :class:`OpenAIProvider` — any OpenAI-compatible chat-completions endpoint (httpx);
+  :class:`AnthropicProvider` — the Messages API, whose shape differs.
+* :func:`tool` — declare a Python function in an agent module as a tool (``TOOLS``).
+* :class:`HttpTool` — a tool that is one HTTP request; :class:`McpTool` — a tool on an MCP
+  server (stdio or streamable HTTP), provenance ``tool://{server}/{tool}``.
+* :func:`load_tools_config` — the tools config file (``RUNPLANE_TOOLS_CONFIG``): HTTP tools,
+  model providers and MCP servers; :func:`build_tools` / :func:`build_providers` make the
+  live objects, :class:`Offer` the names admission checks a capability's needs against.
 * :class:`PeerCallError` / :class:`Reach` — the "did it reach the peer?" classification the
   live-call runner retries by.
 
@@ -12,19 +16,39 @@ Each call is one attempt; timeouts, retries and concurrency bounds are the execu
 
 from __future__ import annotations
 
+from runplane.providers._anthropic import AnthropicProvider
+from runplane.providers._catalog import Offer, build_providers, build_tools, load_offer, offer_of
+from runplane.providers._config import ToolsConfig, load_tools_config, parse_tools_config
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
 from runplane.providers._function_tool import FunctionTool
-from runplane.providers._http_tool import HttpTool, billing_tools
+from runplane.providers._http_tool import HttpTool
+from runplane.providers._mcp import McpSession, McpTool, open_mcp_sessions, schema_digest
 from runplane.providers._openai import Completion, OpenAIProvider
+from runplane.providers._registry import TOOLS, ToolRegistry, tool
 
 __all__ = [
+    "TOOLS",
+    "AnthropicProvider",
     "Completion",
     "FunctionTool",
     "HttpTool",
+    "McpSession",
+    "McpTool",
+    "Offer",
     "OpenAIProvider",
     "PeerCallError",
     "Reach",
-    "billing_tools",
+    "ToolRegistry",
+    "ToolsConfig",
+    "build_providers",
+    "build_tools",
     "classify_status",
     "classify_transport",
+    "load_offer",
+    "load_tools_config",
+    "offer_of",
+    "open_mcp_sessions",
+    "parse_tools_config",
+    "schema_digest",
+    "tool",
 ]

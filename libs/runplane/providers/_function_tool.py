@@ -14,16 +14,24 @@ from typing import Any
 
 from runplane.core.agents import EffectDecl
 from runplane.errors import ConfigError
+from runplane.wire import Label
 
 
 class FunctionTool:
     def __init__(
-        self, name: str, fn: Callable[..., Any], *, decl: EffectDecl | None = None
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        decl: EffectDecl | None = None,
+        label: Label | None = None,
     ) -> None:
         if not name:
             raise ConfigError("a tool needs a name")
         self.name = name
         self.decl = decl if decl is not None else EffectDecl(name)
+        self.label = label  # what the tool declares for its results; None: the source label
+        self.fn = fn
         self._fn = fn
         self._wants_key = "idempotency_key" in inspect.signature(fn).parameters
 

@@ -18,9 +18,10 @@ from urllib.parse import quote
 
 import httpx
 
-from runplane.core.agents import EffectDecl, Recovery
+from runplane.core.agents import EffectDecl
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
+from runplane.wire import Label
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH"})
 
@@ -38,6 +39,8 @@ class HttpTool:
         not_found_is_none: bool = False,
         idempotency_header: str = "Idempotency-Key",
         client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        label: Label | None = None,
     ) -> None:
         if not name:
             raise ConfigError("a tool needs a name")
@@ -53,6 +56,10 @@ class HttpTool:
         self.not_found_is_none = not_found_is_none
         self.idempotency_header = idempotency_header
         self._client = client
+        # Sent with every request (auth, read from the environment by the config loader);
+        # kept out of repr and of the journal: only the arguments are witnessed.
+        self._headers = dict(headers or {})
+        self.label = label
 
     def bind(self, client: httpx.AsyncClient) -> HttpTool:
         """The same tool sending through ``client`` (the executor's pooled client)."""
@@ -64,6 +71,8 @@ class HttpTool:
             not_found_is_none=self.not_found_is_none,
             idempotency_header=self.idempotency_header,
             client=client,
+            headers=self._headers,
+            label=self.label,
         )
 
     def placeholders(self) -> frozenset[str]:
@@ -85,7 +94,7 @@ class HttpTool:
     async def call(self, args: Mapping[str, Any], *, idempotency_key: str | None = None) -> Any:
         """Perform one attempt; raise :class:`PeerCallError` classified by reach."""
         url, rest = self._request_parts(args, idempotency_key)
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(self._headers)
         if self.decl.mutating:
             if not idempotency_key:
                 raise TerminalError(f"tool {self.name} mutates and needs an idempotency key")
@@ -122,39 +131,3 @@ class HttpTool:
             raise PeerCallError(
                 f"tool {self.name}: reply is not JSON", reach=Reach.IN_DOUBT, retryable=True
             ) from exc
-
-
-def billing_tools(base_url: str, client: httpx.AsyncClient | None = None) -> dict[str, HttpTool]:
-    """The refund example's tools against a billing API (``runplane.fakes``), by tool name.
-
-    ``charge_card`` mutates and reconciles through the ``get_charge`` probe: after a crash
-    between announce and record, the probe asks the billing API whether the charge with that
-    idempotency key exists, instead of charging again or paging an operator.
-    """
-    base = base_url.rstrip("/")
-    return {
-        "fetch_invoice": HttpTool(
-            "fetch_invoice",
-            "GET",
-            base + "/invoices/{invoice_id}",
-            decl=EffectDecl("fetch_invoice", mutating=False),
-            client=client,
-        ),
-        "charge_card": HttpTool(
-            "charge_card",
-            "POST",
-            base + "/charges",
-            decl=EffectDecl(
-                "charge_card", mutating=True, recovery=Recovery.RECONCILE, probe="get_charge"
-            ),
-            client=client,
-        ),
-        "get_charge": HttpTool(
-            "get_charge",
-            "GET",
-            base + "/charges/{idempotency_key}",
-            decl=EffectDecl("get_charge", mutating=False),
-            not_found_is_none=True,
-            client=client,
-        ),
-    }

@@ -1,4 +1,5 @@
-"""The local stack: a real single-node Apache Kafka 4.x (KRaft) and Redis, no Docker.
+"""The local stack: a real Apache Kafka 4.x (KRaft; one node, or a cluster of N with
+``brokers=N`` / ``runplane up --brokers 3``) and Redis, no Docker.
 
 ``runplane up`` / ``down`` / ``status`` and the integration-test fixture call these::
 
@@ -15,6 +16,8 @@ keep their pid files, configs, data and logs under ``Settings.state_dir`` (``.ru
 
 from __future__ import annotations
 
+from runplane.stack._cluster import bootstrap as cluster_bootstrap
+from runplane.stack._cluster import size as cluster_size
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError
 from runplane.stack._kafka import jars_resolved, kafka_answers, kafka_log_tail, resolve_jars
@@ -28,6 +31,8 @@ __all__ = [
     "StackConfig",
     "StackError",
     "StackReport",
+    "cluster_bootstrap",
+    "cluster_size",
     "down",
     "ensure_up",
     "jars_resolved",

@@ -20,6 +20,10 @@ from runplane.errors import ConfigError
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 DEFAULT_KAFKA_HEAP_OPTS = "-Xms512m -Xmx1g"
 DEFAULT_START_TIMEOUT = 120.0
+MAX_BROKERS = 9
+# Node k of a cluster (0-based) listens on broker_port + 2k and controller_port + 2k, so the
+# default controller port (broker port + 1) interleaves: 19700/19701, 19702/19703, …
+NODE_PORT_STEP = 2
 
 
 def _find_tools_dir() -> Path:
@@ -57,6 +61,9 @@ class StackConfig:
     redis_server: str = "redis-server"
     kafka_heap_opts: str = DEFAULT_KAFKA_HEAP_OPTS
     start_timeout: float = DEFAULT_START_TIMEOUT
+    # Brokers of the local cluster: 1 (the default single node) or a KRaft cluster of N
+    # combined nodes (``runplane up --brokers 3``). None: what the state dir was formatted for.
+    brokers: int | None = None
 
     def __post_init__(self) -> None:
         if not self.state_dir.is_absolute():
@@ -67,6 +74,19 @@ class StackConfig:
                 raise ConfigError(f"{name} out of range: {port}")
         if len({self.broker_port, self.controller_port}) != 2:
             raise ConfigError("the Kafka broker and controller ports must differ")
+        if self.brokers is not None and not 1 <= self.brokers <= MAX_BROKERS:
+            raise ConfigError(f"brokers must be 1..{MAX_BROKERS}, got {self.brokers}")
+        n = self.brokers or 1
+        ports = [p + NODE_PORT_STEP * i for p in self.kafka_ports for i in range(n)]
+        if len(set(ports)) != len(ports) or max(ports) >= 65536:
+            raise ConfigError(
+                f"{n} brokers need broker ports {self.broker_port}+{NODE_PORT_STEP}k and "
+                f"controller ports {self.controller_port}+{NODE_PORT_STEP}k, all distinct"
+            )
+
+    @property
+    def kafka_ports(self) -> tuple[int, int]:
+        return self.broker_port, self.controller_port
 
     @classmethod
     def from_settings(
@@ -95,6 +115,7 @@ class StackConfig:
             java=str(Path(java_home) / "bin" / "java") if java_home else "java",
             kafka_heap_opts=e.get("RUNPLANE_KAFKA_HEAP_OPTS", DEFAULT_KAFKA_HEAP_OPTS),
             start_timeout=env_float(e, "RUNPLANE_STACK_START_TIMEOUT", DEFAULT_START_TIMEOUT),
+            brokers=env_int(e, "RUNPLANE_KAFKA_BROKERS", 0) or None,
         )
 
     # -- derived paths -------------------------------------------------------------------

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from string import Template
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -112,7 +113,7 @@ def java_binary(config: StackConfig) -> str:
     return java
 
 
-def _jvm_base(config: StackConfig, java: str) -> list[str]:
+def jvm_base(config: StackConfig, java: str) -> list[str]:
     return [
         java,
         f"-Dlog4j2.configurationFile={config.tools_dir / 'log4j2.properties'}",
@@ -173,7 +174,7 @@ def format_storage(config: StackConfig, java: str, progress: Progress | None = N
     shutil.rmtree(config.kafka_data_dir, ignore_errors=True)
     cluster_id = new_cluster_id()
     argv = [
-        *_jvm_base(config, java), STORAGE_TOOL, "format", "--standalone",
+        *jvm_base(config, java), STORAGE_TOOL, "format", "--standalone",
         "-t", cluster_id, "-c", str(properties_path(config)), "--ignore-formatted",
     ]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
@@ -198,12 +199,12 @@ def format_storage(config: StackConfig, java: str, progress: Progress | None = N
 def server_argv(config: StackConfig, java: str) -> list[str]:
     heap = config.kafka_heap_opts.split()
     return [
-        *_jvm_base(config, java)[:1],
+        *jvm_base(config, java)[:1],
         *heap,
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         "-XX:+ExitOnOutOfMemoryError",
-        *_jvm_base(config, java)[1:],
+        *jvm_base(config, java)[1:],
         MAIN_CLASS,
         str(properties_path(config)),
     ]
@@ -217,25 +218,42 @@ def kafka_markers(config: StackConfig) -> tuple[str, ...]:
 LOG_FILES = ("kafka.out", "kafka.log")
 
 
-def log_marks(config: StackConfig) -> dict[str, int]:
+def log_marks(config: StackConfig, logs: Path | None = None) -> dict[str, int]:
     """Where each log ends now, so a failure shows only what this start wrote."""
-    return {name: log_size(config.logs_dir / name) for name in LOG_FILES}
+    return {name: log_size((logs or config.logs_dir) / name) for name in LOG_FILES}
 
 
 def kafka_log_tail(
-    config: StackConfig, lines: int = 30, *, since: dict[str, int] | None = None
+    config: StackConfig,
+    lines: int = 30,
+    *,
+    since: dict[str, int] | None = None,
+    logs: Path | None = None,
 ) -> str:
+    folder = logs or config.logs_dir
     parts = []
     for name in LOG_FILES:
-        text = tail(config.logs_dir / name, lines, since=(since or {}).get(name, 0))
+        text = tail(folder / name, lines, since=(since or {}).get(name, 0))
         if text:
-            parts.append(f"--- {config.logs_dir / name} (last lines) ---\n{text}")
+            parts.append(f"--- {folder / name} (last lines) ---\n{text}")
     return "\n".join(parts)
+
+
+def cluster_brokers(bootstrap: str, timeout: float = 5.0) -> int | None:
+    """Number of brokers in the metadata of whoever answers at ``bootstrap``; None otherwise."""
+    metadata = _metadata(bootstrap, timeout)
+    return None if metadata is None else len(metadata.brokers)
 
 
 def kafka_answers(bootstrap: str, timeout: float = 5.0) -> int | None:
     """Number of topics if a broker at ``bootstrap`` answers ``list_topics``; None otherwise."""
-    host, _, port = bootstrap.rpartition(":")
+    metadata = _metadata(bootstrap, timeout)
+    return None if metadata is None else len(metadata.topics)
+
+
+def _metadata(bootstrap: str, timeout: float) -> Any:
+    """The cluster's metadata (confluent-kafka's ClusterMetadata), None if nobody answers."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
     if not port_open(host, int(port)):
         return None  # don't let librdkafka log connection-refused noise while it starts
     client = AdminClient(
@@ -246,10 +264,9 @@ def kafka_answers(bootstrap: str, timeout: float = 5.0) -> int | None:
         }
     )
     try:
-        metadata = client.list_topics(timeout=timeout)
+        return client.list_topics(timeout=timeout)
     except Exception:  # KafkaException while the broker is still starting
         return None
-    return len(metadata.topics)
 
 
 def wait_kafka(
@@ -259,19 +276,25 @@ def wait_kafka(
     started: float,
     *,
     marks: dict[str, int] | None = None,
+    address: str | None = None,
+    logs: Path | None = None,
 ) -> None:
+    """Wait until the broker at ``address`` (default: the single node's) answers."""
+    where = address or config.bootstrap
     deadline = started + config.start_timeout
     while time.monotonic() < deadline:
         if not alive():
             raise StackError(
-                "Kafka exited during start-up.\n" + kafka_log_tail(config, since=marks)
+                f"Kafka on {where} exited during start-up.\n"
+                + kafka_log_tail(config, since=marks, logs=logs)
             )
-        if kafka_answers(config.bootstrap, timeout=3.0) is not None:
+        if kafka_answers(where, timeout=3.0) is not None:
             return
         if progress:
-            progress(f"waiting for Kafka on {config.bootstrap} ({time.monotonic() - started:.0f}s)")
+            progress(f"waiting for Kafka on {where} ({time.monotonic() - started:.0f}s)")
         time.sleep(0.25)
     raise StackStartTimeout(
-        f"Kafka did not answer on {config.bootstrap} within {config.start_timeout:.0f}s "
-        "(set RUNPLANE_STACK_START_TIMEOUT to wait longer).\n" + kafka_log_tail(config, since=marks)
+        f"Kafka did not answer on {where} within {config.start_timeout:.0f}s "
+        "(set RUNPLANE_STACK_START_TIMEOUT to wait longer).\n"
+        + kafka_log_tail(config, since=marks, logs=logs)
     )

@@ -8,16 +8,18 @@ reused by ``up`` and never stopped by ``down``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from runplane.stack import _kafka, _platform, _redis
+from runplane.stack import _cluster, _kafka, _platform, _redis
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError, StackStartTimeout
 from runplane.stack._process import (
@@ -29,6 +31,7 @@ from runplane.stack._process import (
     spawn,
     terminate,
 )
+from runplane.stack._warm import after_start
 
 Progress = Callable[[str], None]
 State = Literal["running", "external", "unhealthy", "blocked", "stopped"]
@@ -36,6 +39,18 @@ State = Literal["running", "external", "unhealthy", "blocked", "stopped"]
 KAFKA = "kafka"
 REDIS = "redis"
 _GRACE = {KAFKA: 30.0, REDIS: 10.0}
+
+
+def _node(config: StackConfig, name: str) -> _cluster.Node | None:
+    """The cluster node called ``name`` (``kafka-2``), None for the single node and Redis."""
+    return next((n for n in _cluster.nodes(config) if n.name == name), None)
+
+
+def kafka_names(config: StackConfig) -> tuple[str, ...]:
+    """The Kafka components: ``kafka`` for the single node, ``kafka-1`` … for a cluster."""
+    if _cluster.size(config) == 1:
+        return (KAFKA,)
+    return tuple(n.name for n in _cluster.nodes(config))
 
 
 @dataclass(frozen=True)
@@ -77,21 +92,27 @@ def _pid_file(config: StackConfig, name: str) -> Path:
 
 
 def _markers(config: StackConfig, name: str) -> tuple[str, ...]:
+    node = _node(config, name)
+    if node is not None:
+        return _cluster.markers(node)
     return _kafka.kafka_markers(config) if name == KAFKA else _redis.redis_markers(config)
 
 
 def _address(config: StackConfig, name: str) -> str:
+    node = _node(config, name)
+    if node is not None:
+        return node.address
     return config.bootstrap if name == KAFKA else f"{config.redis_host}:{config.redis_port}"
 
 
 def _answers(config: StackConfig, name: str) -> int | None:
-    if name == KAFKA:
-        return _kafka.kafka_answers(config.bootstrap, timeout=3.0)
-    return _redis.redis_answers(config.redis_url)
+    if name == REDIS:
+        return _redis.redis_answers(config.redis_url)
+    return _kafka.kafka_answers(_address(config, name), timeout=3.0)
 
 
 def _detail(name: str, count: int) -> str:
-    return f"{count} topics" if name == KAFKA else f"{count} keys"
+    return f"{count} keys" if name == REDIS else f"{count} topics"
 
 
 @contextlib.contextmanager
@@ -137,7 +158,8 @@ def status(config: StackConfig) -> StackReport:
     """The state of Kafka and Redis now, and of any platform process started from this state
     dir (no side effects beyond clearing stale pid files)."""
     started = time.monotonic()
-    components = (_observe(config, KAFKA), _observe(config, REDIS), *_platform_status(config))
+    kafka = tuple(_observe(config, name) for name in kafka_names(config))
+    components = (*kafka, _observe(config, REDIS), *_platform_status(config))
     return StackReport(components, time.monotonic() - started)
 
 
@@ -226,8 +248,61 @@ def up(config: StackConfig, *, progress: Progress | None = None) -> StackReport:
         if progress:
             progress("starting Redis")
         redis_status = _bring_up(config, REDIS, progress)
-        kafka_status = _bring_up(config, KAFKA, progress)
-    return StackReport((kafka_status, redis_status), time.monotonic() - started)
+        if _cluster.size(config) == 1:
+            kafka_status = _bring_up(config, KAFKA, progress)
+            # A broker it has just started is warmed before `up` returns (_warm.py says why).
+            warmed = after_start(config.bootstrap, kafka_status.action, progress)
+            kafka: tuple[ComponentStatus, ...] = (replace(kafka_status, action=warmed),)
+        else:
+            kafka = _bring_up_cluster(config, progress)
+    return StackReport((*kafka, redis_status), time.monotonic() - started)
+
+
+def _bring_up_cluster(
+    config: StackConfig, progress: Progress | None
+) -> tuple[ComponentStatus, ...]:
+    """Start every node that is not running, *then* wait for each: a node cannot answer
+    before a majority of the controller quorum is up, so waiting node by node would hang."""
+    java = _kafka.java_binary(config)
+    _kafka.resolve_jars(config, progress)
+    _cluster.format_storage(config, java, progress)
+    started = time.monotonic()
+    spawned: dict[str, tuple[int, dict[str, int]]] = {}
+    for node in _cluster.nodes(config):
+        seen = _observe(config, node.name)
+        if seen.state == "blocked":
+            raise StackError(f"cannot start {node.name} on {seen.address}: {seen.detail}")
+        if seen.state != "stopped":
+            continue
+        _cluster.render(config, node)
+        if progress:
+            progress(f"starting {node.name} on {node.address}")
+        marks = _kafka.log_marks(config, node.logs)
+        pid = spawn(
+            _cluster.jvm(config, java, node),
+            log_path=node.logs / "kafka.out",
+            pid_file=_pid_file(config, node.name),
+        )
+        spawned[node.name] = (pid, marks)
+    for node in _cluster.nodes(config):
+        owner = owned_pid(_pid_file(config, node.name), _cluster.markers(node))
+        if owner is None:
+            continue  # external: answered already
+        marks = spawned.get(node.name, (owner, {}))[1]
+        _kafka.wait_kafka(
+            config,
+            functools.partial(is_alive, owner),
+            progress,
+            started,
+            marks=marks,
+            address=node.address,
+            logs=node.logs,
+        )
+    took = f"started in {time.monotonic() - started:.1f}s"
+    return tuple(
+        _observe(config, n.name, took if n.name in spawned else "already running")
+        for n in _cluster.nodes(config)
+    )
 
 
 # -- down --------------------------------------------------------------------------------------
@@ -244,7 +319,7 @@ def _stop(config: StackConfig, name: str, progress: Progress | None) -> Componen
     if progress:
         progress(f"stopping {name} (pid {pid})")
     started = time.monotonic()
-    killed = terminate(pid, grace=_GRACE[name])
+    killed = terminate(pid, grace=_GRACE[REDIS if name == REDIS else KAFKA])
     pid_file.unlink(missing_ok=True)
     how = "killed after SIGTERM timed out" if killed else "stopped"
     return ComponentStatus(
@@ -280,10 +355,14 @@ def down(
         # Platform processes first: they commit or abort their transactions on SIGTERM, which
         # needs the broker still up.
         platform = _stop_platform(config, progress)
-        kafka_status = _stop(config, KAFKA, progress)
+        # A cluster's nodes stop together: stopped one by one, the last would wait for a
+        # controller quorum that is already gone (its controlled shutdown never completes).
+        names = kafka_names(config)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+            kafka = tuple(pool.map(lambda n: _stop(config, n, progress), names))
         redis_status = _stop(config, REDIS, progress)
         if wipe:
             shutil.rmtree(config.kafka_dir, ignore_errors=True)
             shutil.rmtree(config.redis_dir, ignore_errors=True)
             shutil.rmtree(config.logs_dir, ignore_errors=True)
-    return StackReport((kafka_status, redis_status, *platform), time.monotonic() - started)
+    return StackReport((*kafka, redis_status, *platform), time.monotonic() - started)

@@ -33,7 +33,8 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from runplane.errors import SchemaError, WireError
-from runplane.wire._base import Record, _compile, _Source, from_dict, to_dict
+from runplane.wire._base import Record, from_dict, to_dict
+from runplane.wire._codecs import _compile, _Source
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8

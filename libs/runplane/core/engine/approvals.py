@@ -71,6 +71,7 @@ def approval(run: Run, slot: Slot) -> Resolution:
             allow_unattended=bool(req["allow_unattended"]),
             escalate_to=req.get("escalate_to"),
             opened_ms=run.now,
+            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
         )
     )
     run.rec.at(

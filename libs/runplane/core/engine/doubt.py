@@ -183,6 +183,7 @@ def open_operator_task(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
             allow_unattended=False,
             escalate_to=None,
             opened_ms=run.now,
+            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
         )
     )
     run.rec.at(JournalKind.TASK_OPENED, slot, {"task_id": task_id, "kind": "OPERATOR"})

@@ -1,4 +1,4 @@
-"""The journal service's pure handler: journal and results messages in, audit records out.
+"""The journal service's pure logic: journal and results messages in, audit records out.
 
 One :class:`PartitionState` per assigned partition number (``journal``, ``results`` and
 ``audit`` are co-partitioned by session, so partition *p* of each holds the same sessions).
@@ -35,8 +35,8 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
-from services.journal.chain import (
+from runplane.core.chain import TERMINAL_KINDS
+from runplane.journal.verify import (
     ERASED,
     Body,
     Erased,
@@ -48,6 +48,7 @@ from services.journal.chain import (
     check_links,
     needs_body,
 )
+from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
 
 BodyKey = tuple[str, int, int]
 
@@ -61,6 +62,9 @@ class JournalIn:
     record: JournalRecord
     partition: int
     offset: int
+    # Why the message is not signed by a chain writer (runplane.journal.signing); None when it is, or
+    # when no keyring is configured.
+    unsigned: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,7 @@ def restore_tip(audit: AuditRecord) -> Tip:
         reason=audit.reason if broken else None,
         capability=audit.capability,
         case_id=audit.case_id,
+        ended=audit.kind in TERMINAL_KINDS,
     )
 
 
@@ -203,7 +208,7 @@ def _drain(state: PartitionState, sid: str, now_ms: int) -> Iterator[Output]:
         head = queue[0]
         rec = head.msg.record
         tip = state.tips.get(sid) or Tip(sid)
-        finding = check_links(tip, rec)
+        finding = check_links(tip, rec, head.msg.unsigned)
         if not finding.breaks and needs_body(rec):
             cached = state.bodies.get(body_key(rec))
             if cached is None and not _body_overdue(state, head, now_ms):

@@ -9,7 +9,8 @@ first two by the core's ``check_link`` and the third by its ``check_entry`` (the
 ``runplane.core.verify_chain`` makes, so this fold cannot hold a chain to less):
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
-   older record, a higher one is a gap: records are missing).
+   older record, a higher one is a gap: records are missing), and the chain must not have
+   ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED is ``after_end``.
 2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
    core's recomputation (``runplane.core``: SHA-256 over prev_hash ‖ canonical record).
 3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
@@ -35,10 +36,17 @@ body is absent, and an erased body reads the same way).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from runplane.core.chain import ChainFault, check_entry, check_link, fault_seq
+from runplane.core.chain import (
+    TERMINAL_KINDS,
+    ChainFault,
+    check_entry,
+    check_link,
+    check_signed,
+    fault_seq,
+)
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
 GENESIS_HASH = "0" * 64
@@ -89,6 +97,7 @@ class Tip:
     reason: str | None = None
     capability: str | None = None
     case_id: str | None = None
+    ended: bool = False  # the last record was terminal: any further record is a break
 
     @property
     def broken(self) -> bool:
@@ -111,7 +120,7 @@ def _broken(seq: int, kind: str, detail: str) -> Finding:
     return Finding(Verdict.BROKEN, seq, f"{kind}: {detail}")
 
 
-def check_links(tip: Tip, rec: JournalRecord) -> Finding:
+def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Finding:
     """Position, link and hash of ``rec`` against ``tip`` (no body): the core's
     ``check_link``, positioned by the core's ``fault_seq``.
 
@@ -126,7 +135,9 @@ def check_links(tip: Tip, rec: JournalRecord) -> Finding:
         return _broken(
             rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
         )
-    fault = check_link(rec, tip.next_seq, tip.last_hash)
+    fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended)
+    if fault is None:
+        fault = check_signed(rec, unsigned)
     if fault is None:
         return VERIFIED
     return _broken(fault_seq(fault[0], tip.next_seq, rec), *fault)
@@ -150,9 +161,9 @@ def check_body(rec: JournalRecord, body: Body) -> Finding:
     return _broken(rec.seq, *fault)
 
 
-def check(tip: Tip, rec: JournalRecord, body: Body) -> Finding:
-    """The verdict on ``rec``: links first (a broken link makes the body irrelevant)."""
-    finding = check_links(tip, rec)
+def check(tip: Tip, rec: JournalRecord, body: Body, unsigned: str | None = None) -> Finding:
+    """The verdict on ``rec``: links and signature first (then the body is irrelevant)."""
+    finding = check_links(tip, rec, unsigned)
     if finding.breaks:
         return finding
     return check_body(rec, body)
@@ -160,7 +171,12 @@ def check(tip: Tip, rec: JournalRecord, body: Body) -> Finding:
 
 def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
     """The tip after ``rec`` with ``finding``; one function per record kind where it matters."""
-    nxt = replace(tip, next_seq=max(tip.next_seq, rec.seq + 1), last_hash=rec.hash)
+    nxt = replace(
+        tip,
+        next_seq=max(tip.next_seq, rec.seq + 1),
+        last_hash=rec.hash,
+        ended=tip.ended or rec.kind in TERMINAL_KINDS,
+    )
     if finding.breaks and not tip.broken:
         nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)
     apply = _APPLY.get(rec.kind)
@@ -198,21 +214,24 @@ def verify_records(
     session_id: str,
     records: Iterable[JournalRecord],
     bodies: Mapping[tuple[int, int], Body],
+    unsigned: Sequence[str | None] | None = None,
 ) -> ChainReport:
     """Fold the checker over a whole chain in journal order (records as they are on the topic).
 
     ``bodies`` maps (era, call_seq) → the ResultEntry, ``ERASED`` for a tombstone; absent means
-    no entry. An empty chain does not verify (there is nothing to trust).
+    no entry. ``unsigned`` (aligned with ``records``, ``runplane.journal.signing.unsigned``): why each
+    record is not signed by a chain writer; None when no keyring is configured. An empty chain
+    does not verify (there is nothing to trust).
     """
     tip = Tip(session_id)
     findings: list[tuple[int, Finding]] = []
-    for rec in records:
+    for i, rec in enumerate(records):
         body = (
             bodies.get((rec.era, rec.call_seq))
             if needs_body(rec) and rec.call_seq is not None
             else None
         )
-        finding = check(tip, rec, body)
+        finding = check(tip, rec, body, None if unsigned is None else unsigned[i])
         findings.append((rec.seq, finding))
         tip = advance(tip, rec, finding)
     missing = tuple(seq for seq, f in findings if f.verdict is Verdict.BODY_MISSING)

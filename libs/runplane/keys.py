@@ -1,10 +1,17 @@
-"""Deterministic names for a sweeper decision. Pure.
+"""Names two services must agree on, so neither imports the other. Pure.
 
-Everything the sweeper sends is named from the obligation it is about — (case, obligation
-name, due instant) — never from the instance, the tick or the wall clock. So two sweepers,
-two ticks or a restarted sweeper that decide the same thing send byte-identical commands:
-the cases service answers the repeats as duplicates, the sweep run has one session id, and
-admission sees one admission key for the follow-up run.
+**Reserved correlation keys.** Every correlation key under ``runplane.`` is reserved for the
+platform, so no business key collides with one. ``runplane.case`` (``CASE_KEY``) names a case
+id outright: admission honours it (for a case of the request's tenant) and the cases service
+puts it on a breach's follow-up request. ``runplane.tenant`` (``TENANT_KEY``) is where a case
+records its tenant.
+
+**A sweeper decision's deterministic names.** Everything the sweeper sends is named from the
+obligation it is about — (case, obligation name, due instant) — never from the instance, the
+tick or the wall clock. So two sweepers, two ticks or a restarted sweeper that decide the same
+thing send byte-identical commands: the cases service answers the repeats as duplicates, the
+sweep run has one session id, and admission sees one admission key for the follow-up run
+(which the cases service writes).
 
 The due instant is part of the name because an obligation's name can be registered again
 for a new cycle once the old one is discharged; each cycle is its own breach.
@@ -13,16 +20,24 @@ for a new cycle once the old one is discharged; each cycle is its own breach.
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 from runplane.core.canonical import canonical_bytes
 
 __all__ = [
+    "CASE_KEY",
+    "RESERVED_PREFIX",
+    "TENANT_KEY",
     "breach_request_id",
     "followup_admission_key",
     "obligation_digest",
     "sweep_run_id",
     "warn_request_id",
 ]
+
+RESERVED_PREFIX: Final = "runplane."
+CASE_KEY: Final = "runplane.case"
+TENANT_KEY: Final = "runplane.tenant"
 
 
 def obligation_digest(

@@ -6,7 +6,7 @@ the offsets key is missing (a new deployment, or someone flushed Redis) the inde
 ``audit`` from the beginning again, so flushing Redis loses nothing.
 
 Idempotent by construction: a run's summary carries ``last_seq`` and a record at or below it
-changes nothing, so re-reading audit (after a crash between a Redis write and the offsets
+changes nothing (except a BROKEN one, which breaks the verdict once and is never dropped), so re-reading audit (after a crash between a Redis write and the offsets
 write, or from two journal instances indexing the same partition) never counts cost twice.
 The run summary and the case/capability cost increments are written in one MULTI under a
 WATCH of the summary, so a concurrent writer makes us retry instead of double counting.
@@ -29,8 +29,9 @@ from typing import Any
 
 import redis
 
+from runplane.auth import DEFAULT_TENANT
+from runplane.journal.summary import CostTotals, RunSummary, apply
 from runplane.wire import AuditRecord, RunStatus, Verdict
-from services.journal.summary import CostTotals, RunSummary, apply
 
 
 def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
@@ -41,6 +42,7 @@ def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
         run_id=run_id,
         status=None if status is None else RunStatus(status),
         capability=data.get("capability"),
+        tenant=data.get("tenant"),
         case_id=data.get("case_id"),
         era=int(data.get("era", 0)),
         last_seq=int(data.get("last_seq", -1)),
@@ -71,10 +73,12 @@ class RunFilter:
     since_ms: int | None = None
     until_ms: int | None = None
     limit: int = 100
+    tenant: str | None = None  # the asking principal's; a run without one is DEFAULT_TENANT's
 
     def matches(self, s: RunSummary) -> bool:
         return (
-            (self.status is None or s.status == self.status)
+            (self.tenant is None or (s.tenant or DEFAULT_TENANT) == self.tenant)
+            and (self.status is None or s.status == self.status)
             and (self.capability is None or s.capability == self.capability)
             and (self.case_id is None or s.case_id == self.case_id)
         )
@@ -104,10 +108,8 @@ class RunIndex:
         by_run: dict[str, list[AuditRecord]] = {}
         for a in audits:
             by_run.setdefault(a.session_id, []).append(a)
-        return sum(
-            self._apply_run(run_id, sorted(recs, key=lambda a: a.seq))
-            for run_id, recs in by_run.items()
-        )
+        # Topic order, not seq order: see summary.apply (a forged record carries an old seq).
+        return sum(self._apply_run(run_id, recs) for run_id, recs in by_run.items())
 
     def _apply_run(self, run_id: str, audits: list[AuditRecord]) -> int:
         key = self.key("run", run_id)

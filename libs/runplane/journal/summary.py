@@ -1,8 +1,8 @@
 """What a run looks like from its audit records: status, era, cost, timestamps, verdict.
 
-Pure. A run's summary is a fold over its records in seq order (:func:`apply`), one rule per
+Pure. A run's summary is a fold over its audit records in topic order (:func:`apply`), one rule per
 record kind where the kind matters. The Redis index applies the same rules incrementally (see
-``index.py``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
+``runplane.journal.index``; a test checks both agree), and ``runplane runs show`` folds a run's journal read
 straight from Kafka when no index is at hand.
 
 Cost is summed from every record that carries one (the executor puts a generation's tokens
@@ -92,6 +92,9 @@ class RunSummary:
     run_id: str
     status: RunStatus | None = None
     capability: str | None = None
+    # From the run's RunAdmitted (seq 0); None until it is folded in (or in an index entry
+    # older than this field: rebuild the index). The journal API shows a run to its tenant only.
+    tenant: str | None = None
     case_id: str | None = None
     era: int = 0
     last_seq: int = -1
@@ -115,9 +118,17 @@ class RunSummary:
 
 
 def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
-    """The summary after one more record; a record at or below ``last_seq`` changes nothing."""
+    """The summary after one more record, in audit topic order.
+
+    A record at or below ``last_seq`` is a re-delivery (a re-read after a crash, two indexers)
+    and changes nothing — unless it is BROKEN: a forged or re-sent record carries an old seq
+    (a copy of seq 3 re-sent after the run ended is published as seq 3, BROKEN), and its
+    verdict is the only evidence of the forgery, so it is never deduplicated away. It breaks
+    the summary's verdict (the first break wins) and touches nothing else, so applying it
+    again is still a no-op.
+    """
     if audit.seq <= summary.last_seq:
-        return summary
+        return _late_break(summary, audit)
     status = status_of(audit)
     if status is None or (summary.status in TERMINAL and status not in TERMINAL):
         status = summary.status
@@ -129,6 +140,7 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         summary,
         status=status,
         capability=summary.capability or audit.capability,
+        tenant=summary.tenant or _tenant_of(audit),
         case_id=summary.case_id or audit.case_id,
         era=max(summary.era, audit.era),
         last_seq=audit.seq,
@@ -149,14 +161,31 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
     )
 
 
+def _late_break(summary: RunSummary, audit: AuditRecord) -> RunSummary:
+    if audit.verdict is not Verdict.BROKEN or summary.verdict is Verdict.BROKEN:
+        return summary
+    return replace(
+        summary,
+        verdict=Verdict.BROKEN,
+        broken_at_seq=audit.broken_at_seq,
+        reason=audit.reason,
+    )
+
+
+def _tenant_of(audit: AuditRecord) -> str | None:
+    return audit.attrs.get("tenant") if audit.kind is JournalKind.RUN_ADMITTED else None
+
+
 def _worse(a: Verdict, b: Verdict) -> Verdict:
     rank = {Verdict.VERIFIED: 0, Verdict.BODY_MISSING: 1, Verdict.BROKEN: 2}
     return a if rank[a] >= rank[b] else b
 
 
 def summarize(run_id: str, audits: Iterable[AuditRecord]) -> RunSummary:
-    """Fold a run's records (in any order: they are applied by seq)."""
+    """Fold a run's records in audit topic order (the order the journal service published
+    them: seq order for an intact chain). Not sorted by seq: a forged record carries an old
+    seq, and the first BROKEN record published is the one that names the break."""
     summary = RunSummary(run_id)
-    for audit in sorted(audits, key=lambda a: a.seq):
+    for audit in audits:
         summary = apply(summary, audit)
     return summary

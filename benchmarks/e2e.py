@@ -1,0 +1,222 @@
+"""End to end: from the emitter's produce to the run's COMPLETED status, beside raw Kafka.
+
+    python -m benchmarks.e2e        # needs the local stack (`runplane up` / `make up`)
+
+Admission and one executor run as threads of this process, as ``runplane serve all`` runs
+them, with their default settings (whatever batching they do is what is measured). Two
+agents: ``step3`` makes three ``ctx.tool`` calls to a tool returning n+1; ``noop`` returns its
+input. Each is driven as a closed loop (``benchmarks.e2e_drive``) one at a time, 16 in flight
+and 200 in flight; latency is from just before the AdmissionRequest's produce to the moment
+the run's COMPLETED SessionSnapshot is readable (read_committed) on ``sessions``.
+
+The raw-Kafka baseline (``benchmarks.e2e_baseline``) is the same path with no runplane in it,
+measured in the same run by the same driver: two transactional consume→produce hops (as
+admission and the executor are), each committing as soon as its input is drained.
+
+Where the time goes, per hop, for the lone 3-step run (medians, from record timestamps, which
+are the producing service's wall clock in ms, and the watcher's arrival times):
+
+    emit → admission produced StartRun        admission: fetch + batch window + handler
+    StartRun produced → readable              admission's transaction commit
+    StartRun readable → COMPLETED produced    executor: fetch + batch window + the run's steps
+    COMPLETED produced → readable             executor's last commit
+
+(A lone 3-step run writes no snapshot between its start and its end: the executor runs its
+three steps before the batch commits, so there is no finer stamp inside the executor.)
+
+Numbers only: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import Message, Producer
+
+from benchmarks import e2e_baseline
+from benchmarks.e2e_drive import Judge, Level, Watcher, closed_loop
+from runplane.config import Settings
+from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
+from runplane.kafka.clients import admin, producer_config
+from runplane.kafka.topics import create_topics, delete_topics
+from runplane.providers import FunctionTool
+from runplane.wire import AdmissionRequest, RunStatus, Serde, SessionSnapshot, StartRun
+from services.admission.decide import CapabilitySpec
+from services.admission.serve import build as build_admission
+from services.admission.settings import AdmissionSettings
+from services.executor.harness import executor_thread
+from services.executor.settings import ExecutorSettings
+
+# (in flight, completions measured): each level runs a few seconds on this machine.
+LEVELS = ((1, 100), (16, 800), (200, 2000))
+WARM = 200  # runs before the first level, at 16 in flight (the first ones pay for warm-up)
+WORKLOADS = ("step3", "noop")
+
+REGISTRY = AgentRegistry()
+_INC = EffectDecl("inc", mutating=False, recovery=Recovery.RETRY, timeout_s=5.0)
+
+
+@REGISTRY.agent("step3", effects=[_INC])
+async def step3(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    n = int(input["n"])
+    for _ in range(3):
+        n = int((await ctx.tool("inc", {"n": n}))["n"])
+    return {"n": n}
+
+
+@REGISTRY.agent("noop")
+async def noop(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    return input
+
+
+def _inc(n: int) -> dict[str, int]:
+    return {"n": n + 1}
+
+
+@contextlib.contextmanager
+def _topics(settings: Settings) -> Iterator[Settings]:
+    own = dataclasses.replace(
+        settings,
+        topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
+        instance_id=f"bench-{uuid.uuid4().hex[:6]}",
+    )
+    client = admin(own)
+    create_topics(own, client)
+    try:
+        yield own
+    finally:
+        delete_topics(own, client)
+
+
+@contextlib.contextmanager
+def _admission(settings: Settings) -> Iterator[None]:
+    caps = {name: CapabilitySpec({"type": "object"}) for name in WORKLOADS}
+    # Unsigned requests (dev mode): signing is not what this measures.
+    processor = build_admission(
+        AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=processor.run, args=(stop,), name="admission", daemon=True)
+    thread.start()
+    try:
+        if not processor.ready.wait(120):
+            raise TimeoutError("admission never got its partitions")
+        yield
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def _judge(settings: Settings) -> Judge:
+    """Watcher judge: the admission key a COMPLETED snapshot completes, plus hop stamps."""
+    serde = Serde.from_settings(settings)
+    logical = {settings.topic(n): n for n in ("sessions", "runs.inbox")}
+
+    def judge(msg: Message) -> tuple[str | None, dict[str, float]]:
+        record = serde.decode(logical[msg.topic() or ""], msg.value() or b"")
+        produced = (msg.timestamp()[1] or 0) / 1000
+        now = time.time()
+        if isinstance(record, StartRun):
+            return None, {"start_produced": produced, "start_readable": now}
+        if isinstance(record, SessionSnapshot) and record.status is RunStatus.COMPLETED:
+            return record.admission_key, {"done_produced": produced}
+        return None, {}
+
+    return judge
+
+
+def _hops(watcher: Watcher, keys: set[str]) -> dict[str, float]:
+    """Median ms per hop over ``keys`` (admission keys), from the watcher's stamps."""
+    st = watcher.stamps
+    names = ("start_produced", "start_readable", "done_produced")
+    spans: dict[str, list[float]] = {
+        "emit_to_admission_output": [],
+        "admission_commit": [],
+        "executor_run": [],
+        "executor_last_commit": [],
+    }
+    for key in keys:
+        run = st.record_key.get(key)
+        if run is None or any(run not in st.hops.get(n, {}) for n in names):
+            continue
+        t = [st.sent[key], *(st.hops[n][run] for n in names), st.done[key]]
+        for name, a, b in zip(spans, t, t[1:], strict=False):
+            spans[name].append((b - a) * 1000)
+    out = {k: round(statistics.median(v), 1) for k, v in spans.items() if v}
+    # Medians of the hops need not add up to the median run: say what the runs took.
+    totals = [(st.done[k] - st.sent[k]) * 1000 for k in keys if k in st.done]
+    return {**out, "total": round(statistics.median(totals), 1)} if totals else out
+
+
+def _runplane(base: Settings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with _topics(base) as settings, _admission(settings):
+        serde = Serde.from_settings(settings)
+        tools = {"inc": FunctionTool("inc", _inc, decl=_INC)}
+        own = ExecutorSettings(base=settings, agent_modules=())
+        producer = Producer(producer_config(settings, linger_ms=0))
+        topic = settings.topic("admission")
+        watcher = Watcher(
+            settings, [settings.topic("sessions"), settings.topic("runs.inbox")], _judge(settings)
+        )
+        try:
+            with executor_thread(own, tools=tools, providers={}, registry=REGISTRY):
+                for workload in WORKLOADS:
+
+                    def send(key: str, workload: str = workload) -> None:
+                        request = AdmissionRequest(
+                            admission_key=key,
+                            capability=workload,
+                            input_json='{"n":1}',
+                            tenant="bench",
+                            initiator="bench",
+                            requested_ms=time.time_ns() // 1_000_000,
+                        )
+                        producer.produce(
+                            topic, key=key.encode(), value=serde.encode("admission", request)
+                        )
+                        producer.poll(0)
+
+                    warm = closed_loop(
+                        send, watcher, in_flight=16, total=WARM, tag=f"{workload}-warm"
+                    )
+                    levels: list[Level] = []
+                    for in_flight, total in LEVELS:
+                        tag = f"{workload}-{in_flight}"
+                        levels.append(
+                            closed_loop(send, watcher, in_flight=in_flight, total=total, tag=tag)
+                        )
+                    out[workload] = {
+                        "warm_up_runs_per_s": warm.runs_per_s,
+                        "levels": [lv.as_dict() for lv in levels],
+                    }
+            lone = {f"step3-1-{i}" for i in range(LEVELS[0][1])}
+            out["hops_ms_lone_step3"] = _hops(watcher, lone)
+        finally:
+            watcher.close()
+    return out
+
+
+def run(settings: Settings | None = None) -> dict[str, Any]:
+    base = settings if settings is not None else Settings.from_env()
+    result = _runplane(base)
+    with _topics(base) as s:
+        result["raw_kafka"] = e2e_baseline.measure(s, LEVELS, WARM)
+    return result
+
+
+def main() -> None:
+    from benchmarks.report import e2e_lines
+
+    print("\n".join(e2e_lines(run())))
+
+
+if __name__ == "__main__":
+    main()

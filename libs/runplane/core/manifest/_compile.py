@@ -1,0 +1,154 @@
+"""Compilation: a manifest's behaviour as an agent function. Everything goes through
+``StepCtx``, so every model call, tool call and decision is an ordinary journaled effect."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from runplane.core.agents import AgentFn, AgentSpec
+from runplane.core.canonical import canonical_json
+from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
+from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep, parse_path
+from runplane.core.manifest._parse import parse_manifest
+
+
+def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:
+    """An ``AgentSpec`` running the manifest; ``ManifestError`` if it does not validate."""
+    manifest = parse_manifest(doc, origin)
+    return AgentSpec(
+        capability=manifest.name,
+        fn=_agent_fn(manifest),
+        durability=manifest.durability,
+        input_schema=manifest.input_schema,
+        effects={d.name: d for d in manifest.tools},
+        digest=manifest.digest,
+        models=frozenset({manifest.model.provider} if manifest.model else ()),
+    )
+
+
+def _agent_fn(m: Manifest) -> AgentFn:
+    async def declarative_agent(ctx: StepCtx, input: Any) -> Any:
+        # First effect of every run: which agent this is. The digest is in the witness, so a
+        # replay under another manifest diverges here, at call_seq 0.
+        record = {"manifest": m.name, "digest": m.digest, "kind": m.kind}
+        await Effect("manifest", f"manifest:{m.name}", record, Op.OBSERVE, {"fn": lambda: record})
+        if m.kind == "generate":
+            return {"text": await _generate(ctx, m, input)}
+        if m.kind == "generate-then-approve":
+            return await _generate_then_approve(ctx, m, input)
+        return await _tool_sequence(ctx, m, input)
+
+    # The registry tells agents apart by qualified name: two manifests under one capability
+    # are refused, the same manifest registered again replaces itself.
+    declarative_agent.__qualname__ = f"manifest:{m.name}@{m.digest[:16]}"
+    return declarative_agent
+
+
+async def _generate(ctx: StepCtx, m: Manifest, input: Any) -> str:
+    assert m.model is not None and m.prompt is not None  # guaranteed by validation for these kinds
+    generation = await ctx.generate(
+        m.model.provider, m.model.name, render(m.prompt, input), **dict(m.model.params)
+    )
+    return str(generation.text)
+
+
+async def _approve(ctx: StepCtx, m: Manifest, input: Any, answer: Any) -> Decision:
+    a = m.approval
+    assert a is not None
+    question = render(a.question, input) if a.question else f"Approve the answer of {m.name}?"
+    decision: Decision = await ctx.approval(
+        question,
+        answer,
+        role=a.role,
+        approvals=a.approvals,
+        expires_in=a.expires_in_ms,
+        on_expiry=a.on_expiry,
+        allow_unattended=a.allow_unattended,
+        escalate_to=a.escalate_to,
+    )
+    return decision
+
+
+async def _generate_then_approve(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
+    text = await _generate(ctx, m, input)
+    decision = await _approve(ctx, m, input, {"text": text})
+    if not decision.approved:
+        return {"status": "rejected", "text": text, "comment": decision.comment}
+    scope: dict[str, Any] = {"input": input, "generation": {"text": text}}
+    for step in m.steps:
+        scope[step.id] = await _call(ctx, m, step, scope)
+    return {
+        "status": "approved",
+        "text": text,
+        "decided_by": list(decision.decided_by),
+        "steps": {s.id: scope[s.id] for s in m.steps},
+    }
+
+
+async def _tool_sequence(ctx: StepCtx, m: Manifest, input: Any) -> Any:
+    scope: dict[str, Any] = {"input": input}
+    ask_at = m.approve_before if m.approval is not None else None
+    for i, step in enumerate(m.steps):
+        if i == ask_at:
+            decision = await _approve(
+                ctx, m, input, {"steps": _done(m, scope), "next": [s.id for s in m.steps[i:]]}
+            )
+            if not decision.approved:
+                return {"status": "rejected", "comment": decision.comment, "steps": _done(m, scope)}
+        scope[step.id] = await _call(ctx, m, step, scope)
+    output = (
+        _done(m, scope)
+        if m.output is None
+        else {k: resolve(src, scope, f"output.{k}") for k, src in m.output.items()}
+    )
+    if ask_at == len(m.steps):
+        decision = await _approve(ctx, m, input, output)
+        if not decision.approved:
+            return {"status": "rejected", "comment": decision.comment, "steps": _done(m, scope)}
+    return output
+
+
+def _done(m: Manifest, scope: Mapping[str, Any]) -> dict[str, Any]:
+    return {s.id: scope[s.id] for s in m.steps if s.id in scope}
+
+
+async def _call(ctx: StepCtx, m: Manifest, step: ToolStep, scope: Mapping[str, Any]) -> Any:
+    args = {name: resolve(src, scope, f"{step.id}.args.{name}") for name, src in step.args.items()}
+    decl = next(d for d in m.tools if d.name == step.tool)
+    # Derived from the run: every attempt, replay and era presents the same key to the peer.
+    key = f"{m.name}/{ctx.session_id}/{step.id}" if decl.mutating else None
+    return await ctx.tool(step.tool, args, idempotency_key=key)
+
+
+def resolve(source: Source, scope: Mapping[str, Any], where: str = "argument") -> Any:
+    """The value a source names in ``scope`` (input, generation, step outputs by id);
+    ``EffectError("SourceMissing")`` when the value does not have that path (the run fails
+    with the position, never with a KeyError from inside the runtime)."""
+    if source.root == "const":
+        return source.value
+    value = scope[source.root]
+    for part in source.path:
+        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):  # noqa: SIM114  (two branches: mypy narrows each index type)
+            value = value[part]
+        elif isinstance(part, str) and isinstance(value, Mapping) and part in value:
+            value = value[part]
+        else:
+            raise EffectError(
+                "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
+            )
+    return value
+
+
+def render(template: str, input: Any) -> str:
+    """Fill ``{{ input.a.b }}`` placeholders; strings as themselves, other values as canonical JSON."""
+
+    def fill(match: re.Match[str]) -> str:
+        expr = match.group(1)
+        parts = parse_path("$" + expr[len("input") :])
+        assert parts is not None  # validated
+        value = resolve(Source("input", parts), {"input": input}, f"placeholder {match.group(0)}")
+        return value if isinstance(value, str) else canonical_json(value)
+
+    return PLACEHOLDER.sub(fill, template)

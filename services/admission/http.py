@@ -1,0 +1,139 @@
+"""``POST /admit``: admission over HTTP, for emitters that do not speak Kafka.
+
+The same emitters, keys and rules as on Kafka (``runplane.signing``); only the signed bytes
+differ. The emitter signs its JSON body — ``{"admission_key", "capability", "input",
+"correlation_keys", "tenant", "initiator"}`` — with the three headers ``Runplane-Key-Id``,
+``Runplane-Signed-Ms`` and ``Runplane-Signature`` (base64 here), over
+``message(key id, signed ms, admission key, body)``::
+
+    sig = key.sign(runplane.signing.message(key_id, now_ms, b"order-17", body))
+
+The endpoint checks the signature and the emitter's tenant and initiator *before* anything
+reaches Kafka (401 / 403 with the reason: the network cannot fill the admission topic), then
+produces the AdmissionRequest with the emitter's own signature and body in its headers
+(``SIGNED_JSON_HEADER``) and answers with admission's reply (200 admitted or duplicate, 422
+refused, 503 no answer in time: retrying with the same key is safe). It adds no trust of its
+own: admission checks the forwarded signature again and that the record says what the signed
+JSON says, so a request is admitted exactly as if the emitter had produced it.
+
+Unsigned requests are refused here even in dev mode. One request is forwarded at a time per
+admission instance (one Kafka client, not thread-safe): this is an entry for systems that emit
+a few requests, not a bulk path.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import time
+from typing import Protocol
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from runplane.errors import RetryableError, WireError
+from runplane.signing import (
+    KEY_ID_HEADER,
+    SIGNATURE_HEADER,
+    SIGNED_JSON_HEADER,
+    SIGNED_MS_HEADER,
+    Headers,
+    Verified,
+    verify,
+)
+from runplane.wire import AdmissionOutcome, AdmissionReply, AdmissionRequest, to_dict
+from services.admission.identity import Authentication, identity_problem, request_from_json
+
+__all__ = ["HttpAdmission"]
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class Sender(Protocol):
+    def send(
+        self,
+        request: AdmissionRequest,
+        *,
+        timeout: float = 30.0,
+        signed: tuple[Headers, int] | None = None,
+    ) -> AdmissionReply: ...
+
+
+def _refused(status: int, code: str, reason: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Runplane-Signature"} if status == 401 else None
+    return JSONResponse({"refused": code, "reason": reason}, status_code=status, headers=headers)
+
+
+def _signature_headers(request: Request) -> Headers | str:
+    """The Kafka form of the request's signature headers, or why there is none."""
+    key_id = request.headers.get(KEY_ID_HEADER)
+    signed_ms = request.headers.get(SIGNED_MS_HEADER)
+    signature = request.headers.get(SIGNATURE_HEADER)
+    if key_id is None or signed_ms is None or signature is None:
+        return "unsigned request: sign the body (Runplane-Key-Id, -Signed-Ms, -Signature)"
+    try:
+        raw = base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError):
+        return "Runplane-Signature is not base64"
+    return [
+        (KEY_ID_HEADER, key_id.encode()),
+        (SIGNED_MS_HEADER, signed_ms.encode()),
+        (SIGNATURE_HEADER, raw),
+    ]
+
+
+class HttpAdmission:
+    """The endpoint; ``sender`` is a :class:`runplane.client.Client` (one request at a time)."""
+
+    def __init__(self, auth: Authentication, sender: Sender, *, timeout: float = 30.0) -> None:
+        self._auth = auth
+        self._sender = sender
+        self._timeout = timeout
+        self._lock = threading.Lock()
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route("/admit", self.admit, methods=["POST"])]
+
+    async def admit(self, request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return _refused(413, "invalid_input", f"the body is larger than {MAX_BODY_BYTES} bytes")
+        headers = _signature_headers(request)
+        if isinstance(headers, str):
+            return _refused(401, "unauthenticated", headers)
+        now_ms = time.time_ns() // 1_000_000
+        try:
+            req = request_from_json(body, now_ms)
+        except (ValueError, WireError) as exc:
+            return _refused(400, "bad_request", str(exc))
+        verification = verify(
+            self._auth.registry(),
+            req.admission_key.encode("utf-8"),
+            body,
+            headers,
+            now_ms,
+            window_ms=self._auth.window_ms,
+        )
+        if not isinstance(verification, Verified):
+            problem = identity_problem(req, verification, allow_unsigned=False)
+            assert problem is not None  # not Verified and unsigned not allowed: refused
+            return _refused(401, problem[0].value, problem[1])
+        problem = identity_problem(req, verification, allow_unsigned=False)
+        if problem is not None:
+            return _refused(403, problem[0].value, problem[1])
+        forwarded = [*headers, (SIGNED_JSON_HEADER, body)]
+        try:
+            reply = await run_in_threadpool(self._send, req, (forwarded, now_ms))
+        except RetryableError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+        refused = reply.outcome is AdmissionOutcome.REFUSED
+        content = json.loads(json.dumps(to_dict(reply), default=str))
+        return JSONResponse(content, status_code=422 if refused else 200)
+
+    def _send(self, req: AdmissionRequest, signed: tuple[Headers, int]) -> AdmissionReply:
+        with self._lock:
+            return self._sender.send(req, timeout=self._timeout, signed=signed)

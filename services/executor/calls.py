@@ -1,0 +1,118 @@
+"""Carrying out one live call (a tool or a model) and handing its outcome to the loop.
+
+The loop launches ``Performer.perform`` as an asyncio task per call; the outcome is queued
+as a ``Completion`` for the loop to apply to the run's runtime on its next turn (a stale one
+— the run moved, was evicted or rebuilt meanwhile — is dropped there: its journal decides).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
+from runplane.errors import TerminalError
+from runplane.wire import Cost, Label
+from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
+from services.executor.metrics import executor_metrics
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished live call, waiting for the loop to hand it to its runtime."""
+
+    session_id: str
+    runtime: Runtime
+    call: LiveCall
+    outcome: LiveOutcome
+
+
+class Performer:
+    """Performs live calls with the runner's policy and queues their completions."""
+
+    def __init__(
+        self,
+        *,
+        tools: Mapping[str, Tool],
+        providers: Mapping[str, ModelProvider],
+        max_inflight: int,
+        call_timeout_s: float,
+        completions: deque[Completion],
+    ) -> None:
+        self._tools = dict(tools)
+        self._providers = dict(providers)
+        self._runner = LiveCallRunner(max_inflight)
+        self._call_timeout_s = call_timeout_s
+        self._completions = completions
+        self._metrics = executor_metrics()
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    async def perform(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+        policy = CallPolicy(
+            timeout_s=min(call.timeout_s, self._call_timeout_s),
+            max_attempts=call.retry.max_attempts,
+            initial_backoff_s=call.retry.initial_backoff_s,
+            backoff_multiplier=call.retry.multiplier,
+            max_backoff_s=call.retry.max_backoff_s,
+            # A retry-declared effect is safe to repeat even when in doubt.
+            mutating=call.mutating and call.recovery.value != "retry",
+        )
+        outcome = await self._runner.run(lambda: self._call_once(call), policy)
+        calls, seconds = self._live_metrics(call.family, outcome.verdict.value)
+        calls.inc()
+        seconds.observe(outcome.elapsed_s)
+        self._completions.append(Completion(sid, runtime, call, outcome))
+
+    def _live_metrics(self, family: str, verdict: str) -> tuple[Any, Any]:
+        # labels() locks and looks the child up on every call; the label sets are few.
+        key = (family, verdict)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self._metrics.live_calls.labels(family, verdict),
+                self._metrics.live_call_seconds.labels(family),
+            )
+            self._children[key] = children
+        return children
+
+    async def _call_once(self, call: LiveCall) -> Any:
+        request = call.request
+        if call.family == "generation":
+            provider = self._providers.get(call.target)
+            if provider is None:
+                raise TerminalError(f"no model provider named {call.target!r}")
+            gen = await provider.generate(
+                str(request.get("model", "")),
+                request.get("prompt"),
+                dict(request.get("params") or {}),
+            )
+            return gen
+        tool = self._tools.get(call.target)
+        if tool is None:
+            raise TerminalError(f"no tool named {call.target!r}")
+        # The core derives the key (the agent's, or one from the call's first announce) so
+        # that a probe and a later era use the very same one.
+        return await tool.call(
+            dict(request.get("args") or {}), idempotency_key=call.idempotency_key
+        )
+
+
+def to_outcome(out: LiveOutcome, label: Label | None = None) -> Outcome:
+    """The core's Outcome for a live call's collapsed result (a model's cost kept apart)."""
+    if out.verdict is Verdict.OK:
+        value = out.value
+        cost = None
+        if isinstance(value, Generation):
+            cost = Cost(
+                tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
+            )
+            value = value.to_json()
+        return Outcome.success(value, attempts=out.attempts, cost=cost, label=label)
+    return Outcome.failure(
+        out.error_type or "Error",
+        out.error_message or "",
+        retryable=out.retryable,
+        attempts=out.attempts,
+    )

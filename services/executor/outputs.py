@@ -1,0 +1,84 @@
+"""Where the executor's records go: every output lands in the current group-commit batch.
+
+A mixin of ``Executor`` (it shares the executor's batch, serde and topic names): routing a
+core command to its topic, queueing a record (a table row last-wins within a batch), and
+dead-lettering an inbox record.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Message
+
+from runplane.errors import TerminalError
+from runplane.kafka.deadletter import dead_letter
+from runplane.wire import (
+    CancelDeadline,
+    CloseTask,
+    GetCaseState,
+    MeetDeadline,
+    OpenTask,
+    PutCaseState,
+    Record,
+    RegisterDeadline,
+    RunStatusUpdate,
+    Serde,
+)
+from services.executor.batch import Batch, Out
+from services.executor.metrics import ExecutorMetrics
+from services.executor.topology import SERVICE
+
+log = logging.getLogger("services.executor.executor")
+
+_CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+
+
+class Outputs:
+    """Queueing the executor's records into the group-commit batch (a mixin)."""
+
+    _serde: Serde
+    _topic: dict[str, str]
+    _metrics: ExecutorMetrics
+    _wall_ms: Callable[[], int]
+
+    @property
+    def _batch(self) -> Batch:
+        raise NotImplementedError  # the executor's current group-commit batch
+
+    def _out_command(self, command: Record, now: float) -> None:
+        if isinstance(
+            command, (OpenTask, CloseTask)
+        ):  # CloseTask: the core withdraws a task carried across eras
+            self._out("tasks.commands", command.task_id, command, now)
+        elif isinstance(command, _CASE_COMMANDS):
+            self._out("cases.commands", command.case_id, command, now)
+        elif isinstance(command, RunStatusUpdate):
+            self._out("admission", command.admission_key, command, now)
+        else:
+            # The core's Command union grew and this shell was not told: losing a command
+            # silently would strand a run, so stop and let the supervisor show the error.
+            raise TerminalError(f"no route for command {type(command).__name__}")
+
+    def _out(
+        self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
+    ) -> None:
+        if topic == "sessions":
+            # Encoded at commit, once per run per batch: later steps replace earlier rows.
+            lazy = functools.partial(self._serde.encode, topic, record)
+            out = Out(self._topic[topic], key.encode("utf-8"), None, partition, lazy=lazy)
+            self._batch.add(out, now, last_wins=True)
+            return
+        value = self._serde.encode(topic, record)
+        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
+
+    def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
+        self._metrics.deadletters.labels(kind).inc()
+        letter = dead_letter(msg, reason, SERVICE, at_ms=self._wall_ms())
+        key = letter.key or b""
+        value = self._serde.encode("deadletter", letter)
+        self._batch.add(Out(self._topic["deadletter"], key, value), time.monotonic())
+        log.info("dead-lettered inbox record", extra={"reason": reason})
