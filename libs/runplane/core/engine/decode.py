@@ -35,7 +35,9 @@ def serve(rec: Recorder, effect: Effect, entry: ResultEntry) -> Resolution:
     else:
         raw = json.loads(entry.value_json) if entry.value_json is not None else None
     try:
-        return Value(_DECODE.get(effect.op, _identity)(effect, raw))
+        # tuple.__new__, not Value(...): a NamedTuple's __new__ is a Python function, and
+        # every effect served goes through here.
+        return tuple.__new__(Value, (_DECODE.get(effect.op, _identity)(effect, raw),))
     except EffectError as exc:
         return Throw(exc)
 

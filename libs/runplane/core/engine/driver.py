@@ -159,9 +159,18 @@ def _dispatch(run: Run, effect: Effect) -> Resolution:
         run.rec.out.replayed += 1
         run.rec.clock_ms = entry.stamp_ms
         return serve(run.rec, effect, entry)
-    slot = Slot(effect, call_seq, witness)
+    # tuple.__new__, not Slot(...): a NamedTuple's __new__ is a Python function (per effect).
+    slot = tuple.__new__(Slot, (effect, call_seq, witness))
     if case is SlotCase.FRESH:
-        return _fresh(run, slot)
+        # Nothing recorded here: what the era carries decides first, then the op's handler.
+        if run.prior and (served := from_prior_era(run, slot)) is not None:
+            return served
+        if run.doubts:
+            return _carried_doubt(run, slot)
+        carried = run.open
+        if carried is not None and carried.era < era and carried.matches(effect, witness):
+            return adopt(run, carried, slot)
+        return HANDLERS[effect.op](run, slot)
     if case is SlotCase.IN_DOUBT:
         assert run.in_flight is not None
         return in_doubt(run, slot, run.in_flight.recovery)
@@ -184,19 +193,15 @@ def _rewait(run: Run, slot: Slot) -> Resolution:
     return SUSPEND
 
 
-def _fresh(run: Run, slot: Slot) -> Resolution:
-    """Nothing recorded at this slot: what the era carries decides, then the op's handler."""
-    if run.prior:
-        served = from_prior_era(run, slot)
-        if served is not None:
-            return served
+def _carried_doubt(run: Run, slot: Slot) -> Resolution:
+    """A fresh slot while earlier eras' calls are in doubt: the same call asked again runs its
+    declared recovery before it can be performed; any other call goes on as fresh."""
     effect, call_seq, witness = slot
     key = (effect.family, effect.name, witness)
     doubt = next((d for d in run.doubts if d.key() == key), None)
     if doubt is not None:
-        # An earlier era's call in doubt, asked again: its declared recovery runs before it
-        # can be performed. It moves to this slot (still durable: the snapshot's in-flight
-        # call, carried again by the next restore) and keeps its origin.
+        # It moves to this slot (still durable: the snapshot's in-flight call, carried again by
+        # the next restore) and keeps its origin.
         run.doubts.remove(doubt)
         run.in_flight = InFlight(
             run.era, call_seq, effect.family, effect.name, witness, doubt.recovery, doubt.origin

@@ -189,7 +189,14 @@ class Recorder:
         # a fresh serve from a replay (tuples become lists, 2.0 becomes 2, on both paths).
         decoded = json.loads(value_json) if ok and value_json is not None else None
         digest = body_digest(ok, decoded, None if ok else error)
-        label = self._source(effect.family, effect.name, label)
+        # Applied at the source; a label the performer supplies can add to it, never lower it.
+        # (Inline, not a method: it runs once per result on the hot path.)
+        source = self._source_labels.get((effect.family, effect.name))
+        if source is None:
+            source = self._source_labels[(effect.family, effect.name)] = at_source(
+                effect.family, effect.name, self.capability
+            )
+        label = source if label is None else join(source, label)
         entry = ResultEntry(
             session_id=self.session_id,
             era=at_era,
@@ -223,10 +230,3 @@ class Recorder:
             self.clock_ms = self.now
         self.decoded = (entry, decoded)
         return entry
-
-    def _source(self, family: str, name: str, label: Label | None) -> Label:
-        # Applied at the source; a label the performer supplies can add to it, never lower it.
-        source = self._source_labels.get((family, name))
-        if source is None:
-            source = self._source_labels[(family, name)] = at_source(family, name, self.capability)
-        return source if label is None else join(source, label)

@@ -134,29 +134,34 @@ class Run:
     def capture(self) -> SnapState:
         # Everything captured is immutable or copied: pending and doubts change in place.
         rec = self.rec
-        return SnapState(
-            self.session_id,
-            self.spec.capability,
-            self.status,
-            rec.era,
-            rec.next_seq,
-            rec.last_hash,
-            self.parked,
-            self.case_id,
-            self.admission_key,
-            self.tenant,
-            self.initiator,
-            self.input_json,
-            self.checkpoint_json,
-            self.output_json,
-            self.error,
-            self.started_ms,
-            self.updated_ms,
-            self.in_flight,
-            tuple(self.pending) if self.pending else (),
-            self.era_started_ms,
-            self.open,
-            tuple(self.doubts) if self.doubts else (),
+        # tuple.__new__, not SnapState(...): a NamedTuple's own __new__ is a Python function,
+        # and one snapshot state is captured per step.
+        return tuple.__new__(
+            SnapState,
+            (
+                self.session_id,
+                self.spec.capability,
+                self.status,
+                rec.era,
+                rec.next_seq,
+                rec.last_hash,
+                self.parked,
+                self.case_id,
+                self.admission_key,
+                self.tenant,
+                self.initiator,
+                self.input_json,
+                self.checkpoint_json,
+                self.output_json,
+                self.error,
+                self.started_ms,
+                self.updated_ms,
+                self.in_flight,
+                tuple(self.pending) if self.pending else (),
+                self.era_started_ms,
+                self.open,
+                tuple(self.doubts) if self.doubts else (),
+            ),
         )
 
 
@@ -186,21 +191,25 @@ class Mark(NamedTuple):
     def take(cls, run: Run) -> Mark:
         rec = run.rec
         o = rec.out
-        return cls(
-            run.cursor,
-            rec.next_seq,
-            rec.last_hash,
-            (len(o.records), len(o.results), len(o.commands), len(o.live)),
-            run.status,
-            run.parked,
-            run.in_flight,
-            run.open,
-            run.waiting,
-            run.pending_live,
-            tuple(run.pending),
-            tuple(run.doubts),
-            run.checkpoint_json,
-            rec.clock_ms,
+        # tuple.__new__: one mark is taken per effect (see capture).
+        return tuple.__new__(
+            cls,
+            (
+                run.cursor,
+                rec.next_seq,
+                rec.last_hash,
+                (len(o.records), len(o.results), len(o.commands), len(o.live)),
+                run.status,
+                run.parked,
+                run.in_flight,
+                run.open,
+                run.waiting,
+                run.pending_live,
+                tuple(run.pending),
+                tuple(run.doubts),
+                run.checkpoint_json,
+                rec.clock_ms,
+            ),
         )
 
     def restore(self, run: Run) -> None:
