@@ -164,13 +164,9 @@ class Recorder:
         era: int | None = None,
     ) -> ResultEntry:
         """Write the slot's ResultEntry (a failure when ``error`` is given) and the chain
-        record carrying its body digest.
-
-        ``era``: the slot's era when it is not the current one (an early answer to a request
-        carried from an earlier era); the chain record names the same era, so the verifier
-        finds the body where the record says it is. Such an answer does not move the logical
-        clock: the agent is suspended elsewhere.
-        """
+        record carrying its body digest. ``era``: the slot's era when it is not the current
+        one (an early answer to a request carried from an earlier era; the chain record names
+        it too, and the logical clock does not move: the agent is suspended elsewhere)."""
         effect, call_seq = slot.effect, slot.call_seq
         ok = error is None
         at_era = self.era if era is None else era

@@ -19,15 +19,12 @@ from runplane.core.engine.ends import fail, quarantine
 from runplane.core.engine.eras import new_era
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.registry import INBOX
-from runplane.core.engine.state import Run
+from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.step import TERMINAL, Event, Quarantine, Step, inbox_event
 from runplane.core.engine.values import (
-    InFlight,
     LiveCall,
-    OpenRequest,
     Outcome,
     ReplayReport,
-    doubts_from_json,
 )
 from runplane.core.engine.vocab import Calendars, Rejected, WaitKind
 from runplane.errors import TerminalError
@@ -336,53 +333,6 @@ class Runtime:
             rejected=None if rejected is None else rejected.reason,
             rejected_kind=None if rejected is None else rejected.kind,
         )
-
-
-def run_from_snapshot(
-    spec: AgentSpec,
-    snapshot: SessionSnapshot,
-    results: Mapping[tuple[int, int], ResultEntry],
-    *,
-    calendars: Calendars | None,
-    tools: Mapping[str, EffectDecl] | None,
-) -> Run:
-    """A run's state as its snapshot left it (the coroutine not yet launched)."""
-    clock = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
-    rec = Recorder(
-        snapshot.session_id,
-        spec.capability,
-        era=snapshot.era,
-        next_seq=snapshot.next_seq,
-        last_hash=snapshot.last_hash,
-        results=results,
-        now_ms=clock,
-    )
-    run = Run(
-        spec,
-        rec,
-        case_id=snapshot.case_id,
-        admission_key=snapshot.admission_key,
-        tenant=snapshot.tenant,
-        initiator=snapshot.initiator,
-        input_json=snapshot.input_json,
-        started_ms=snapshot.started_ms,
-        calendars=calendars,
-        tools=tools,
-    )
-    run.status = run.status_before = snapshot.status
-    run.parked = snapshot.parked_on
-    if snapshot.in_flight_json:
-        run.in_flight = InFlight.from_json(snapshot.in_flight_json)
-    if snapshot.open_request_json:
-        run.open = OpenRequest.from_json(snapshot.open_request_json)
-    run.doubts = doubts_from_json(snapshot.doubts_json)
-    run.pending = list(snapshot.pending_signals)
-    run.checkpoint_json = snapshot.checkpoint_json
-    run.output_json = snapshot.output_json
-    run.error = snapshot.error
-    run.updated_ms = snapshot.updated_ms
-    run.era_started_ms = snapshot.era_started_ms
-    return run
 
 
 def replay_history(
