@@ -2,25 +2,20 @@
 run whose serving raised (a poison pill: failed, not retried by every instance in turn).
 
 A mixin of ``Executor``: these paths close a run's chain and tell admission and the worklist,
-through the same outputs as every step.
+through the same outputs as every step. The engine decides what ends a run (the failure
+steps and the task to withdraw are ``runplane.core.engine``'s); this module only applies it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass
 
-from runplane.core import Draft, Runtime, Step, seal
+from runplane.core import Runtime, Step
+from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.kafka.partition import partition_for
 from runplane.wire import (
-    CloseTask,
-    ErrorInfo,
-    JournalKind,
-    ParkKind,
-    RunStatus,
-    RunStatusUpdate,
     SessionSnapshot,
     StartRun,
 )
@@ -55,68 +50,32 @@ class RunEnding(Outputs):
         *,
         error_type: str = "UnknownCapability",
     ) -> None:
-        """A StartRun nobody can run: close its chain with RUN_FAILED and tell admission."""
-        record = seal(
-            Draft(
-                session_id=start.session_id,
-                seq=1,
-                era=0,
-                kind=JournalKind.RUN_FAILED,
-                stamp_ms=now_ms,
-                attrs={"error_type": error_type, "reason": reason[:500]},
-            ),
-            start.admitted_hash,
-        )
-        snap = SessionSnapshot(
-            session_id=start.session_id,
-            capability=start.capability,
-            status=RunStatus.FAILED,
-            era=0,
-            next_seq=2,
-            last_hash=record.hash,
-            case_id=start.case_id,
-            admission_key=start.admission_key,
-            tenant=start.tenant,
-            initiator=start.initiator,
-            input_json=start.input_json,
-            error=ErrorInfo(type=error_type, message=reason, retryable=False),
-            started_ms=start.admitted_ms,
-            updated_ms=now_ms,
-        )
+        """A StartRun nobody can run: the engine closes its chain (RUN_FAILED) and tells
+        admission."""
+        step = fail_unstartable(start, reason, now_ms=now_ms, error_type=error_type)
+        self._apply_ending(start.session_id, p, step, previous=None)
+
+    def _apply_ending(self, sid: str, p: int, step: Step, previous: SessionSnapshot | None) -> None:
+        """Apply a step of the engine's that ends a run it could not serve (records and
+        commands, no results, no live calls), in the order ``Executor._apply`` uses."""
         now = time.monotonic()
-        self._out("journal", start.session_id, record, now)
-        self._out("sessions", start.session_id, snap, now)
-        self._out(
-            "admission",
-            start.admission_key,
-            RunStatusUpdate(
-                admission_key=start.admission_key,
-                run_id=start.session_id,
-                status=RunStatus.FAILED,
-                updated_ms=now_ms,
-                seq=record.seq,
-            ),
-            now,
-        )
-        self._parts[p].end(start.session_id, RunStatus.FAILED)
-        self._metrics.runs_ended.labels("failed").inc()
+        for record in step.records:
+            self._out("journal", sid, record, now)
+        for command in step.commands:
+            self._out_command(command, now)
+        self._out("sessions", sid, step.snapshot, now)
+        self._parts[p].sessions[sid] = step.snapshot
+        self._ended(sid, step, previous, now)
 
     def _ended(self, sid: str, step: Step, previous: SessionSnapshot | None, now: float) -> None:
         status = step.end
         assert status is not None
         self._metrics.runs_ended.labels(str(status).lower()).inc()
         parked = previous.parked_on if previous is not None else None
-        decided = any(r.kind is JournalKind.TASK_DECIDED for r in step.records)
-        closed = any(isinstance(c, CloseTask) for c in step.commands)
-        if (
-            parked is not None
-            and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR)
-            and not decided
-            and not closed
-        ):
+        close = withdrawal(parked, step, clock=self._wall_ms)
+        if close is not None:
             # The run ended while a person was asked something: withdraw the task.
-            close = CloseTask(task_id=parked.ref, reason=f"run {status}", at_ms=self._wall_ms())
-            self._out("tasks.commands", parked.ref, close, now)
+            self._out("tasks.commands", close.task_id, close, now)
         res = self._residents.pop(sid, None)
         if res is not None:
             res.runtime.close()
@@ -163,44 +122,6 @@ class RunEnding(Outputs):
 
     def _fail_from(self, snap: SessionSnapshot, p: int, reason: str) -> None:
         """Close a run's chain with RUN_FAILED after ``snap`` and tell admission and the
-        worklist (a task it was parked on is withdrawn)."""
-        now_ms = self._wall_ms()
-        error = ErrorInfo(type="ExecutorError", message=reason[:1000], retryable=False)
-        record = seal(
-            Draft(
-                session_id=snap.session_id,
-                seq=snap.next_seq,
-                era=snap.era,
-                kind=JournalKind.RUN_FAILED,
-                stamp_ms=now_ms,
-                attrs={"error_type": error.type, "reason": reason[:500]},
-            ),
-            snap.last_hash,
-        )
-        failed = dataclasses.replace(
-            snap,
-            status=RunStatus.FAILED,
-            next_seq=snap.next_seq + 1,
-            last_hash=record.hash,
-            parked_on=None,
-            error=error,
-            updated_ms=now_ms,
-        )
-        now = time.monotonic()
-        sid = snap.session_id
-        self._out("journal", sid, record, now)
-        self._out("sessions", sid, failed, now)
-        update = RunStatusUpdate(
-            admission_key=snap.admission_key,
-            run_id=sid,
-            status=RunStatus.FAILED,
-            updated_ms=now_ms,
-            seq=record.seq,
-        )
-        self._out("admission", snap.admission_key, update, now)
-        parked = snap.parked_on
-        if parked is not None and parked.kind in (ParkKind.TASK, ParkKind.OPERATOR):
-            close = CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms)
-            self._out("tasks.commands", parked.ref, close, now)
-        self._parts[p].end(sid, failed.status)
-        self._metrics.runs_ended.labels("failed").inc()
+        worklist (a task it was parked on is withdrawn): the engine's step, applied."""
+        step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
+        self._apply_ending(snap.session_id, p, step, previous=snap)

@@ -8,8 +8,9 @@
 - ``ctx``: ``StepCtx`` (what an agent calls), the values it returns (``Decision``,
   ``CaseState``) and the errors an agent may catch (``EffectError``, ``CaseConflict``,
   ``CaseRefused``, ``ApprovalExpired``); rule helpers ``minutes/hours/days/working_days``.
-- ``engine``: ``Runtime`` (one run; ``start`` / ``restore`` / ``deliver`` / ``complete``
-  return a ``Step``), ``LiveCall``, ``Outcome``, ``replay_history``.
+- ``engine`` (a package, one module per responsibility; see its docstring): ``Runtime`` (one
+  run; ``start`` / ``restore`` / ``deliver`` / ``complete`` return a ``Step``), ``LiveCall``,
+  ``Outcome``, ``replay_history``, and the failure steps for runs it cannot serve.
 - ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``verify_chain`` → ``Verdict``,
   ``check_next``, ``record_hash``, ``request_witness``, ``body_digest``.
 - ``canonical``: the canonical JSON that every hash is computed over.

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
 from runplane.errors import RunplaneError
 
 if TYPE_CHECKING:
-    from runplane.core.engine import Runtime
+    from runplane.core.agents import AgentSpec
     from runplane.core.groups import Group
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "Decision",
     "Effect",
     "EffectError",
+    "Op",
+    "RunHost",
     "StepCtx",
     "days",
     "hours",
@@ -116,6 +119,49 @@ def working_days(n: int) -> dict[str, int]:
     return {"working_days": n}
 
 
+class Op(StrEnum):
+    """Which engine handler an ``Effect`` goes to (the engine's registry maps each to one).
+    Not on the wire: the family and name are; an op only routes inside the engine."""
+
+    LIVE = "live"  # a generation or a tool: performed by the executor
+    OBSERVE = "observe"
+    CHECKPOINT = "checkpoint"
+    SIGNAL = "signal"
+    APPROVAL = "approval"
+    CASE_GET = "case_get"
+    CASE_PUT = "case_put"
+    DEADLINE = "deadline"
+    DEADLINE_MEET = "deadline_meet"
+    DEADLINE_CANCEL = "deadline_cancel"
+
+    # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
+    # and equal to its str value, so the str's hash is the right one (and a C call).
+    __hash__ = str.__hash__
+
+
+class RunHost(Protocol):
+    """What a ``StepCtx`` reads of the run it belongs to. The engine's run state provides it;
+    ``StepCtx`` names only this protocol, so the context module never imports the engine
+    (which imports the context)."""
+
+    @property
+    def spec(self) -> AgentSpec: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def case_id(self) -> str | None: ...
+    @property
+    def era(self) -> int: ...
+    @property
+    def restored(self) -> Any: ...
+    @property
+    def clock_ms(self) -> int: ...
+    @property
+    def seed(self) -> str: ...
+
+    def take_derived_slot(self, family: str) -> int: ...
+
+
 @dataclass(eq=False)
 class Effect:
     """One journaled call, as the agent issues it.
@@ -128,7 +174,7 @@ class Effect:
     family: str
     name: str
     request: Any
-    op: str
+    op: Op
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __await__(self) -> Generator[Effect, Any, Any]:
@@ -139,7 +185,7 @@ class Effect:
 class StepCtx:
     """The context of one run inside one era. Built by the Runtime; agents only call it."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RunHost) -> None:
         self._rt = runtime
 
     # -- identity ---------------------------------------------------------------------------
@@ -198,7 +244,7 @@ class StepCtx:
             "generation",
             f"model:{provider}/{model}",
             request,
-            "live",
+            Op.LIVE,
             {"decode": Generation.from_json},
         )
 
@@ -224,7 +270,7 @@ class StepCtx:
             "mutating": mutating,
             "recovery": None if recovery is None else Recovery(recovery),
         }
-        return Effect("tool", f"tool://{name}", request, "live", options)
+        return Effect("tool", f"tool://{name}", request, Op.LIVE, options)
 
     def group(self, name: str, members: Iterable[str]) -> Group:
         """An effect group (``runplane.core.groups``): ``async with ctx.group("checkout",
@@ -236,15 +282,15 @@ class StepCtx:
 
     def observe(self, name: str, fn: Callable[[], Any]) -> Effect:
         """Tier 3: compute ``fn()`` locally once, journal it, serve the record on replay."""
-        return Effect("observe", name, {"observe": name}, "observe", {"fn": fn})
+        return Effect("observe", name, {"observe": name}, Op.OBSERVE, {"fn": fn})
 
     def wait_signal(self, name: str) -> Effect:
         """Wait for the next signal ``name`` (consumed in delivery order) → its payload."""
-        return Effect("signal", name, {"signal": name}, "signal")
+        return Effect("signal", name, {"signal": name}, Op.SIGNAL)
 
     def checkpoint(self, state: Any) -> Effect:
         """Report the run's position (checkpointed runs restore from the last one)."""
-        return Effect("checkpoint", "checkpoint", {"state": state}, "checkpoint")
+        return Effect("checkpoint", "checkpoint", {"state": state}, Op.CHECKPOINT)
 
     def approval(
         self,
@@ -284,12 +330,12 @@ class StepCtx:
         if escalate_to is not None:
             # Only when given: approvals recorded before this option existed keep their witness.
             request["escalate_to"] = escalate_to
-        return Effect("approval", f"approval:{role}", request, "approval")
+        return Effect("approval", f"approval:{role}", request, Op.APPROVAL)
 
     def case_state(self) -> Effect:
         """Read the run's case → CaseState(state, version)."""
         return Effect(
-            "case", "case:get_state", {"op": "get_state", "case_id": self.case_id}, "case_get"
+            "case", "case:get_state", {"op": "get_state", "case_id": self.case_id}, Op.CASE_GET
         )
 
     def put_case_state(self, version: int, state: Any) -> Effect:
@@ -301,7 +347,7 @@ class StepCtx:
             "expected_version": version,
             "state": state,
         }
-        return Effect("case", "case:put_state", request, "case_put")
+        return Effect("case", "case:put_state", request, Op.CASE_PUT)
 
     def deadline(
         self,
@@ -327,7 +373,7 @@ class StepCtx:
             "calendar": calendar,
             "on_breach": on_breach,
         }
-        return Effect("deadline", f"deadline:{name}", request, "deadline")
+        return Effect("deadline", f"deadline:{name}", request, Op.DEADLINE)
 
     def meet_deadline(self, name: str) -> Effect:
         """Discharge the obligation ``name`` of the case (waits for the cases service;
@@ -336,7 +382,7 @@ class StepCtx:
             "deadline",
             f"deadline:{name}",
             {"op": "meet_deadline", "case_id": self.case_id, "name": name},
-            "deadline_meet",
+            Op.DEADLINE_MEET,
         )
 
     def cancel_deadline(self, name: str) -> Effect:
@@ -346,5 +392,5 @@ class StepCtx:
             "deadline",
             f"deadline:{name}",
             {"op": "cancel_deadline", "case_id": self.case_id, "name": name},
-            "deadline_cancel",
+            Op.DEADLINE_CANCEL,
         )

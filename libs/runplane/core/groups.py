@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.agents import Recovery
-from runplane.core.ctx import Effect, EffectError
+from runplane.core.ctx import Effect, EffectError, Op
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
@@ -391,7 +391,7 @@ class Group:
     def _mark(self, event: str, detail: Mapping[str, Any]) -> Effect:
         # The decision is the request (so the witness covers it) and its recorded value.
         request = {"group": self.name, "event": event, **detail}
-        return Effect("group", f"group:{self.name}", request, "observe", {"fn": lambda: request})
+        return Effect("group", f"group:{self.name}", request, Op.OBSERVE, {"fn": lambda: request})
 
 
 def _invariant(group: str, item: Any) -> Invariant:

@@ -9,7 +9,7 @@ from typing import Any
 
 from runplane.core.agents import AgentFn, AgentSpec
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Decision, Effect, EffectError, StepCtx
+from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
 from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep, parse_path
 from runplane.core.manifest._parse import parse_manifest
 
@@ -33,7 +33,7 @@ def _agent_fn(m: Manifest) -> AgentFn:
         # First effect of every run: which agent this is. The digest is in the witness, so a
         # replay under another manifest diverges here, at call_seq 0.
         record = {"manifest": m.name, "digest": m.digest, "kind": m.kind}
-        await Effect("manifest", f"manifest:{m.name}", record, "observe", {"fn": lambda: record})
+        await Effect("manifest", f"manifest:{m.name}", record, Op.OBSERVE, {"fn": lambda: record})
         if m.kind == "generate":
             return {"text": await _generate(ctx, m, input)}
         if m.kind == "generate-then-approve":

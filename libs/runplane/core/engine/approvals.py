@@ -1,0 +1,259 @@
+"""Effect family: approvals — a human task opened with the run's actual answer.
+
+``ctx.approval`` opens an APPROVAL task on the worklist and parks the run until its
+TaskDecision (four-eyes checked here again, behind the worklist). An ESCALATED decision keeps
+the run waiting on the same task; a decision on a task carried from an earlier era is
+journaled at that task's own slot. Inbox decisions for operator tasks go to ``doubt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runplane.core.canonical import canonical_json
+from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.engine.decode import serve
+from runplane.core.engine.doubt import decide_operator
+from runplane.core.engine.eras import note_early, set_open
+from runplane.core.engine.state import Run
+from runplane.core.engine.values import OpenRequest, RequestKind
+from runplane.core.engine.vocab import (
+    SUSPEND,
+    Rejected,
+    Resolution,
+    Slot,
+    Throw,
+    Wait,
+    WaitKind,
+)
+from runplane.wire import (
+    DecisionOutcome,
+    ErrorInfo,
+    ExpiryPolicy,
+    JournalKind,
+    OpenTask,
+    ParkKind,
+    RunStatus,
+    TaskDecision,
+    TaskKind,
+)
+
+__all__ = ["approval", "decision_identity_problem", "on_decision"]
+
+
+def approval(run: Run, slot: Slot) -> Resolution:
+    """Open the approval task and park until it is decided."""
+    effect, call_seq, witness = slot
+    req = effect.request
+    task_id = f"{run.session_id}/{run.era}/{call_seq}"
+    expires = None if req["expires_in"] is None else run.clock_ms + int(req["expires_in"])
+    try:
+        answer_json = canonical_json(req["answer"])
+    except (TypeError, ValueError) as exc:
+        return Throw(EffectError("InvalidRequest", str(exc)))
+    run.rec.out.commands.append(
+        OpenTask(
+            task_id=task_id,
+            session_id=run.session_id,
+            era=run.era,
+            call_seq=call_seq,
+            kind=TaskKind.APPROVAL,
+            question=str(req["question"]),
+            answer_json=answer_json,
+            case_id=run.case_id,
+            capability=run.spec.capability,
+            role=str(req["role"]),
+            approvals=int(req["approvals"]),
+            initiator=run.initiator,
+            expires_ms=expires,
+            on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()),
+            allow_unattended=bool(req["allow_unattended"]),
+            escalate_to=req.get("escalate_to"),
+            opened_ms=run.now,
+            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
+        )
+    )
+    run.rec.at(
+        JournalKind.TASK_OPENED,
+        slot,
+        {"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])},
+    )
+    unattended_ok = _unattended_ok(req)
+    set_open(
+        run,
+        OpenRequest(
+            RequestKind.TASK,
+            task_id,
+            run.era,
+            call_seq,
+            effect.family,
+            effect.name,
+            witness,
+            {"unattended_ok": unattended_ok},
+        ),
+    )
+    run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
+    run.waiting = Wait(WaitKind.APPROVAL, slot)
+    return SUSPEND
+
+
+def _unattended_ok(req: Mapping[str, Any]) -> bool:
+    return req["on_expiry"] == "proceed" and bool(req["allow_unattended"])
+
+
+def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
+    """A TaskDecision on the inbox: an approval's, an operator's verdict, or an early one."""
+    wait = run.waiting
+    parked = run.parked
+    waited = (
+        wait
+        if wait is not None
+        and parked is not None
+        and parked.ref == decision.task_id
+        and wait.kind in (WaitKind.APPROVAL, WaitKind.OPERATOR)
+        else None
+    )
+    open_ = run.open
+    carried = (
+        open_
+        if open_ is not None and open_.kind is RequestKind.TASK and open_.ref == decision.task_id
+        else None
+    )
+    if waited is None and carried is None:
+        return Rejected(f"no open task {decision.task_id!r} for this run")
+    required = (
+        int(waited.slot.effect.request["approvals"])
+        if waited is not None and waited.kind is WaitKind.APPROVAL
+        else 1
+    )
+    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=required)
+    if problem is not None:
+        return Rejected(problem)  # the executor dead-letters it with this reason
+    attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
+    if decision.outcome is DecisionOutcome.ESCALATED:
+        _escalated(run, decision, waited, carried, attrs)
+        return SUSPEND
+    if waited is None:
+        assert carried is not None
+        return _early_decision(run, carried, decision, attrs)
+    if waited.kind is WaitKind.APPROVAL:
+        return _decide_approval(run, waited, decision, attrs)
+    return decide_operator(run, waited, decision, attrs)
+
+
+def _escalated(
+    run: Run,
+    decision: TaskDecision,
+    wait: Wait | None,
+    carried: OpenRequest | None,
+    attrs: dict[str, str],
+) -> None:
+    """The worklist reopened the task for another role; the run keeps waiting on the same
+    task. Journaled (TASK_DECIDED outcome ESCALATED, then RUN_PARKED on that task) so the
+    chain shows why the run still waits and who it waits for now."""
+    declared = (
+        wait.slot.effect.request.get("escalate_to")
+        if wait is not None and isinstance(wait.slot.effect.request, Mapping)
+        else None
+    )
+    # The TaskDecision names no role; without a declared one it is the deployment's default.
+    attrs["escalate_to"] = str(declared) if declared else "deployment-default"
+    if decision.comment:
+        attrs["reason"] = decision.comment[:200]
+    if wait is None:
+        assert carried is not None
+        attrs["carried_from"] = f"{carried.era}/{carried.call_seq}"
+        run.rec.seal(
+            JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs
+        )
+        return
+    run.rec.at(JournalKind.TASK_DECIDED, wait.slot, attrs, witness=False)
+    run.rec.seal(
+        JournalKind.RUN_PARKED,
+        call_seq=wait.slot.call_seq,
+        attrs={
+            "parked_on": f"task:{decision.task_id}",
+            "task_id": decision.task_id,
+            "escalated": "true",
+        },
+    )
+
+
+def _early_decision(
+    run: Run, carried: OpenRequest, decision: TaskDecision, attrs: dict[str, str]
+) -> Resolution | Rejected:
+    """A decision on a task carried from an earlier era, before the new era has asked again:
+    journal it at the task's own slot; the side-effect log serves it when the era asks."""
+    if decision.outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
+        return Rejected(f"{decision.outcome} is an operator verdict, not an approval decision")
+    unattended_ok = bool((carried.value or {}).get("unattended_ok"))
+    value, error = _approval_result(decision, unattended_ok)
+    attrs["answers"] = f"{carried.era}/{carried.call_seq}"
+    run.open = None
+    slot = Slot(
+        Effect(carried.family, carried.name, None, Op.APPROVAL), carried.call_seq, carried.witness
+    )
+    entry = run.rec.result(
+        slot, JournalKind.TASK_DECIDED, value=value, error=error, attrs=attrs, era=carried.era
+    )
+    note_early(run, carried, entry)
+    return SUSPEND
+
+
+def _decide_approval(
+    run: Run, wait: Wait, decision: TaskDecision, attrs: dict[str, str]
+) -> Resolution | Rejected:
+    outcome = decision.outcome
+    if outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
+        return Rejected(f"{outcome} is an operator verdict, not an approval decision")
+    unattended_ok = _unattended_ok(wait.slot.effect.request)
+    run.waiting = None
+    run.open = None
+    run.unpark()
+    value, error = _approval_result(decision, unattended_ok)
+    entry = run.rec.result(
+        wait.slot, JournalKind.TASK_DECIDED, value=value, error=error, attrs=attrs
+    )
+    return serve(run.rec, wait.slot.effect, entry)
+
+
+def decision_identity_problem(
+    decision: TaskDecision, *, initiator: str, approvals: int
+) -> str | None:
+    """Why ``decision`` breaks four-eyes for a run started by ``initiator``, or None.
+
+    Defence in depth behind the worklist (security review C1): the worklist already refuses the
+    initiator and a second approval by the same person, but a TaskDecision is only a record on
+    ``runs.inbox``; one produced around the worklist must not resume the run. The run's
+    initiator may not appear among ``decided_by`` at all, and an APPROVED decision needs at
+    least ``approvals`` distinct, non-blank principals.
+    """
+    if initiator in decision.decided_by:
+        return f"four-eyes: decided_by names the run's initiator {initiator!r}"
+    if decision.outcome is DecisionOutcome.APPROVED:
+        distinct = {p for p in decision.decided_by if p.strip()}
+        if len(distinct) < approvals:
+            return f"four-eyes: {len(distinct)} distinct principal(s) decided, the task needs {approvals}"
+    return None
+
+
+def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[Any, ErrorInfo | None]:
+    """What an approval's decision records: (value, None), or (None, the failure)."""
+    outcome = decision.outcome
+    if outcome is DecisionOutcome.EXPIRED_FAILED or (
+        outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok
+    ):
+        return None, ErrorInfo(
+            type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False
+        )
+    approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
+    return (
+        {
+            "outcome": str(outcome),
+            "approved": approved,
+            "comment": decision.comment,
+            "decided_by": list(decision.decided_by),
+        },
+        None,
+    )

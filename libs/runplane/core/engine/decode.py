@@ -1,0 +1,82 @@
+"""Serving a recorded result to the agent: the value its op decodes to, or the recorded
+failure as the ``EffectError`` subclass the agent may catch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from runplane.core.ctx import (
+    ApprovalExpired,
+    CaseConflict,
+    CaseRefused,
+    CaseState,
+    Decision,
+    Effect,
+    EffectError,
+    Op,
+)
+from runplane.core.engine.recorder import Recorder
+from runplane.core.engine.vocab import Resolution, Throw, Value
+from runplane.wire import ErrorInfo, ResultEntry
+
+__all__ = ["error_from", "error_info", "serve"]
+
+
+def serve(rec: Recorder, effect: Effect, entry: ResultEntry) -> Resolution:
+    """What the agent gets for ``entry``: its decoded value, or its failure raised."""
+    if not entry.ok:
+        assert entry.error is not None  # the wire validator guarantees it
+        return Throw(error_from(entry.error))
+    fresh, rec.decoded = rec.decoded, None
+    if fresh is not None and fresh[0] is entry:
+        raw = fresh[1]  # just recorded: decoded once already
+    else:
+        raw = json.loads(entry.value_json) if entry.value_json is not None else None
+    try:
+        # tuple.__new__, not Value(...): a NamedTuple's __new__ is a Python function, and
+        # every effect served goes through here.
+        return tuple.__new__(Value, (_DECODE.get(effect.op, _identity)(effect, raw),))
+    except EffectError as exc:
+        return Throw(exc)
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, EffectError):
+        return ErrorInfo(type=exc.type, message=exc.message, retryable=exc.retryable)
+    return ErrorInfo(type=type(exc).__name__, message=str(exc), retryable=False)
+
+
+def error_from(error: ErrorInfo) -> EffectError:
+    if error.type == "ApprovalExpired":
+        return ApprovalExpired(error.type, error.message, retryable=error.retryable)
+    if error.type == "CaseRefused":
+        return CaseRefused(error.message)
+    return EffectError(error.type, error.message, retryable=error.retryable)
+
+
+def _identity(effect: Effect, raw: Any) -> Any:
+    decode = effect.options.get("decode")
+    return decode(raw) if decode is not None else raw
+
+
+def _decode_case_put(effect: Effect, raw: Any) -> int:
+    if not raw["accepted"]:
+        raise CaseConflict(int(raw["version"]), str(raw.get("reason") or "the case moved"))
+    return int(raw["version"])
+
+
+# What each op's recorded value decodes to for the agent (observe and signal: the value as is).
+_DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
+    Op.LIVE: _identity,
+    Op.APPROVAL: lambda _e, raw: Decision(
+        str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])
+    ),
+    Op.CASE_GET: lambda _e, raw: CaseState(raw["state"], int(raw["version"])),
+    Op.CASE_PUT: _decode_case_put,
+    Op.DEADLINE: lambda _e, raw: int(raw["due_ms"]),
+    Op.DEADLINE_MEET: lambda _e, raw: None,
+    Op.DEADLINE_CANCEL: lambda _e, raw: None,
+    Op.CHECKPOINT: lambda _e, raw: None,
+}

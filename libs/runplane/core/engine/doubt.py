@@ -1,0 +1,240 @@
+"""Effect family: calls in doubt — announced, with no outcome — and their recovery.
+
+A call's declared recovery decides: ``retry`` performs it again under the same key;
+``reconcile`` asks the tool's probe whether it happened; ``requires_operator`` (or a probe
+that cannot tell) opens an operator task and parks until a verdict: APPROVED (it happened),
+RETRY (perform it again, announced first) or ABANDON/REJECTED (record it failed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from runplane.core.agents import EffectDecl, Recovery
+from runplane.core.canonical import canonical_json
+from runplane.core.chain import request_witness
+from runplane.core.engine.decode import serve
+from runplane.core.engine.state import Run
+from runplane.core.engine.tools import decl_for, idempotency_key, request_live
+from runplane.core.engine.values import LiveCall, Outcome
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
+from runplane.wire import (
+    DecisionOutcome,
+    ErrorInfo,
+    ExpiryPolicy,
+    JournalKind,
+    OpenTask,
+    ParkKind,
+    RunStatus,
+    TaskDecision,
+    TaskKind,
+)
+
+__all__ = ["decide_operator", "in_doubt", "open_operator_task", "probe_done"]
+
+_VERDICTS = (
+    DecisionOutcome.APPROVED,
+    DecisionOutcome.RETRY,
+    DecisionOutcome.ABANDON,
+    DecisionOutcome.REJECTED,
+)
+
+
+def in_doubt(run: Run, slot: Slot, recovery: Recovery) -> Resolution:
+    """Journal that the call at ``slot`` is in doubt and run its declared recovery."""
+    effect, call_seq, _ = slot
+    decl = decl_for(run, effect)
+    attrs = {"recovery": str(recovery)}
+    flight = run.in_flight
+    if flight is not None and flight.origin != f"{run.era}/{call_seq}":
+        attrs["origin"] = flight.origin  # carried from an earlier era's announce
+    run.rec.at(JournalKind.EFFECT_IN_DOUBT, slot, attrs)
+    if recovery is Recovery.RETRY:
+        # The announce is already durable; repeating is safe by declaration.
+        return request_live(run, slot, decl, announce_first=False)
+    if recovery is Recovery.RECONCILE and decl.probe:
+        return _probe(run, slot, decl)
+    return open_operator_task(run, slot, decl)
+
+
+def _probe(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
+    assert decl.probe is not None
+    effect, call_seq, _ = slot
+    # The probe is called like the tool it checks: same args, same idempotency key, so a
+    # peer can look the call up by key (billing: GET /charges/{idempotency_key}).
+    key = idempotency_key(run, effect, call_seq, decl)
+    request = {
+        "tool": decl.probe,
+        "args": effect.request.get("args"),
+        "idempotency_key": key,
+        "probe_for": effect.name,
+    }
+    probe_witness = request_witness(request)
+    name = f"tool://{decl.probe}"
+    run.rec.seal(
+        JournalKind.EFFECT_ANNOUNCED,
+        call_seq=call_seq,
+        family="probe",
+        name=name,
+        witness=probe_witness,
+        attrs={"probe_for": effect.name},
+    )
+    call = LiveCall(
+        run.session_id,
+        run.era,
+        call_seq,
+        "probe",
+        name,
+        decl.probe,
+        request,
+        probe_witness,
+        False,
+        Recovery.RETRY,
+        decl.retry,
+        decl.timeout_s,
+        False,
+        key,
+    )
+    run.rec.out.live.append(call)
+    run.pending_live = call
+    run.waiting = Wait(WaitKind.PROBE, slot, decl)
+    return SUSPEND
+
+
+def _applied(outcome: Outcome) -> tuple[bool | None, Any]:
+    """What a probe's answer says: ``None`` → the call never happened; ``{"applied": bool,
+    "result": v}`` → as it says; any other value → it happened and that is its result; a
+    failed probe → nobody knows (None)."""
+    if not outcome.ok:
+        return None, None
+    value = outcome.value
+    if value is None:
+        return False, None
+    if (
+        isinstance(value, Mapping)
+        and isinstance(value.get("applied"), bool)
+        and set(value) <= {"applied", "result"}
+    ):
+        return bool(value["applied"]), value.get("result")
+    return True, value
+
+
+def probe_done(run: Run, wait: Wait, outcome: Outcome) -> Resolution:
+    """The probe answered: record the call as it says, perform it, or ask an operator."""
+    assert wait.decl is not None
+    slot = wait.slot
+    applied, result = _applied(outcome)
+    run.rec.seal(
+        JournalKind.EFFECT_RECORDED,
+        call_seq=slot.call_seq,
+        family="probe",
+        name=f"tool://{wait.decl.probe}",
+        attrs={
+            "applied": "unknown" if applied is None else str(applied).lower(),
+            "probe_for": slot.effect.name,
+        },
+    )
+    if applied is True:
+        entry = run.rec.result(
+            slot, JournalKind.EFFECT_RECORDED, value=result, attrs={"reconciled": "applied"}
+        )
+        run.in_flight = None
+        return serve(run.rec, slot.effect, entry)
+    if applied is False:
+        # The peer says it never happened: performing it now is the first application.
+        return request_live(run, slot, wait.decl, announce_first=False)
+    return open_operator_task(run, slot, wait.decl)
+
+
+def open_operator_task(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
+    """Ask an operator whether the call took effect, and park until the verdict."""
+    effect, call_seq, _ = slot
+    task_id = f"{run.session_id}/{run.era}/{call_seq}/operator"
+    flight = run.in_flight
+    if flight is not None and (flight.era, flight.call_seq) == (run.era, call_seq):
+        # The same slot can be in doubt again in the same era (a replayable run: RETRY
+        # verdict, then a crash after the act): the repeat needs a task id of its own.
+        if flight.asks:
+            task_id = f"{task_id}/{flight.asks}"
+        run.in_flight = replace(flight, asks=flight.asks + 1)
+    question = (
+        f"Did {effect.name} (call {call_seq} of run {run.session_id}) take effect? APPROVED = it happened "
+        "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed."
+    )
+    run.rec.out.commands.append(
+        OpenTask(
+            task_id=task_id,
+            session_id=run.session_id,
+            era=run.era,
+            call_seq=call_seq,
+            kind=TaskKind.OPERATOR,
+            question=question,
+            answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
+            case_id=run.case_id,
+            capability=run.spec.capability,
+            role="operator",
+            approvals=1,
+            initiator=run.initiator,
+            expires_ms=None,
+            on_expiry=ExpiryPolicy.ESCALATE,
+            allow_unattended=False,
+            escalate_to=None,
+            opened_ms=run.now,
+            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
+        )
+    )
+    run.rec.at(JournalKind.TASK_OPENED, slot, {"task_id": task_id, "kind": "OPERATOR"})
+    run.park(ParkKind.OPERATOR, task_id, call_seq, RunStatus.AWAITING_HUMAN)
+    run.waiting = Wait(WaitKind.OPERATOR, slot, decl)
+    return SUSPEND
+
+
+def decide_operator(
+    run: Run, wait: Wait, decision: TaskDecision, attrs: dict[str, str]
+) -> Resolution | Rejected:
+    """Operator verdict on a call in doubt: APPROVED = it happened (comment: its result
+    as JSON, or null); RETRY = perform it again; ABANDON/REJECTED = record it failed."""
+    outcome = decision.outcome
+    if outcome not in _VERDICTS:
+        return Rejected(f"{outcome} is not an operator verdict")
+    slot = wait.slot
+    run.waiting = None
+    run.unpark()
+    run.rec.at(JournalKind.TASK_DECIDED, slot, attrs, witness=False)
+    decl = wait.decl or decl_for(run, slot.effect)
+    if outcome is DecisionOutcome.RETRY:
+        # Announced again, and durable before the call is performed: if the process dies
+        # after the act, the restored run finds the call in doubt (and asks again) instead
+        # of re-reading the verdict from the inbox and performing it once more.
+        run.rec.at(
+            JournalKind.EFFECT_ANNOUNCED,
+            slot,
+            {
+                "recovery": str(decl.effective_recovery),
+                "verdict": "retry",
+                "mutating": "true" if decl.mutating else "false",
+            },
+        )
+        return request_live(run, slot, decl, announce_first=True)
+    if outcome is DecisionOutcome.APPROVED:
+        try:
+            value = json.loads(decision.comment) if decision.comment.strip() else None
+        except ValueError:
+            value = decision.comment
+        entry = run.rec.result(
+            slot, JournalKind.EFFECT_RECORDED, value=value, attrs={"verdict": "applied"}
+        )
+    else:
+        error = ErrorInfo(
+            type="EffectAbandoned",
+            message=decision.comment or f"operator abandoned {slot.effect.name}",
+            retryable=False,
+        )
+        entry = run.rec.result(
+            slot, JournalKind.EFFECT_RECORDED, error=error, attrs={"verdict": "abandoned"}
+        )
+    run.in_flight = None
+    return serve(run.rec, slot.effect, entry)

@@ -1,0 +1,226 @@
+"""How a run ends: completed, failed or quarantined — one end record each, sealed here.
+
+Ending closes the coroutine, withdraws what the run waited on (a carried task), and names in
+the end record the calls still in doubt that nobody resolved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from runplane.core.agents import Recovery
+from runplane.core.canonical import canonical_json
+from runplane.core.chain import Draft, request_witness, seal
+from runplane.core.engine.eras import withdraw_carried
+from runplane.core.engine.state import Run
+from runplane.core.engine.step import Command, Step
+from runplane.wire import (
+    CloseTask,
+    ErrorInfo,
+    JournalKind,
+    JournalRecord,
+    ParkedOn,
+    ParkKind,
+    RunStatus,
+    RunStatusUpdate,
+    SessionSnapshot,
+    StartRun,
+)
+
+__all__ = ["fail", "fail_from_snapshot", "fail_unstartable", "finish", "quarantine", "withdrawal"]
+
+
+def finish(run: Run, output: Any) -> None:
+    """The agent returned ``output``."""
+    run.coro = None
+    if run.max_slot.get(run.era, -1) >= run.cursor:
+        at = run.cursor
+        quarantine(
+            run,
+            f"non-determinism at era {run.era} call_seq {at}: history has {run.slot_desc(at)}, agent returned instead",
+        )
+        return
+    try:
+        run.output_json = canonical_json(output)
+    except (TypeError, ValueError) as exc:
+        fail(
+            run,
+            ErrorInfo(
+                type="NotJsonValue",
+                message=f"agent output is not canonical JSON: {exc}",
+                retryable=False,
+            ),
+        )
+        return
+    run.status = RunStatus.COMPLETED
+    _clear_waits(run)
+    run.rec.seal(
+        JournalKind.RUN_COMPLETED,
+        attrs={
+            "output_digest": request_witness(json.loads(run.output_json)),
+            **_unresolved(run),
+        },
+    )
+
+
+def fail(run: Run, error: ErrorInfo) -> None:
+    """The run failed with ``error`` (the agent raised, or the engine could not serve it)."""
+    _close_coro(run)
+    run.status = RunStatus.FAILED
+    run.error = error
+    _clear_waits(run)
+    run.rec.seal(
+        JournalKind.RUN_FAILED,
+        attrs={"error_type": error.type, "reason": error.message[:500], **_unresolved(run)},
+    )
+
+
+def quarantine(run: Run, reason: str) -> None:
+    """Stop the run: its history and its code disagree, or its chain was found broken."""
+    _close_coro(run)
+    run.status = RunStatus.QUARANTINED
+    run.error = ErrorInfo(type="NonDeterminismError", message=reason, retryable=False)
+    _clear_waits(run)
+    run.rec.out.live.clear()
+    run.rec.seal(JournalKind.RUN_QUARANTINED, attrs={"reason": reason[:500]})
+
+
+def _unresolved(run: Run) -> dict[str, str]:
+    """Doubts the run ended without asking again (a re-executed generation took another
+    path): nobody knows whether they took effect, so the end record names them for an
+    operator (the terminal snapshot keeps them too). A retry-recovery call is left out: it
+    is safe to repeat by declaration, so there is nothing to check."""
+    unsure = [d.origin for d in run.doubts if d.recovery is not Recovery.RETRY]
+    return {"in_doubt": ",".join(unsure)} if unsure else {}
+
+
+def _close_coro(run: Run) -> None:
+    coro, run.coro = run.coro, None
+    if coro is not None:
+        # An agent's `finally` raising must not stop the end of the run.
+        with contextlib.suppress(Exception):
+            coro.close()
+
+
+def _clear_waits(run: Run) -> None:
+    withdraw_carried(run, f"run {run.status}")
+    run.waiting = None
+    run.pending_live = None
+    run.parked = None
+
+
+# -- ending a run the engine cannot serve (the executor's failure paths) -----------------------
+def fail_unstartable(
+    start: StartRun, reason: str, *, now_ms: int, error_type: str = "UnknownCapability"
+) -> Step:
+    """A StartRun nobody can run (no such capability, or serving it crashed before its first
+    step was applied): close its chain with RUN_FAILED at seq 1 and tell admission."""
+    record = seal(
+        Draft(
+            session_id=start.session_id,
+            seq=1,
+            era=0,
+            kind=JournalKind.RUN_FAILED,
+            stamp_ms=now_ms,
+            attrs={"error_type": error_type, "reason": reason[:500]},
+        ),
+        start.admitted_hash,
+    )
+    snapshot = SessionSnapshot(
+        session_id=start.session_id,
+        capability=start.capability,
+        status=RunStatus.FAILED,
+        era=0,
+        next_seq=2,
+        last_hash=record.hash,
+        case_id=start.case_id,
+        admission_key=start.admission_key,
+        tenant=start.tenant,
+        initiator=start.initiator,
+        input_json=start.input_json,
+        error=ErrorInfo(type=error_type, message=reason, retryable=False),
+        started_ms=start.admitted_ms,
+        updated_ms=now_ms,
+    )
+    return _failed_step(record, snapshot, (_failed_update(snapshot, record, now_ms),))
+
+
+def fail_from_snapshot(snapshot: SessionSnapshot, reason: str, *, now_ms: int) -> Step:
+    """Close a run's chain with RUN_FAILED after ``snapshot`` (serving it raised in the
+    executor), tell admission, and withdraw a task it was parked on."""
+    error = ErrorInfo(type="ExecutorError", message=reason[:1000], retryable=False)
+    record = seal(
+        Draft(
+            session_id=snapshot.session_id,
+            seq=snapshot.next_seq,
+            era=snapshot.era,
+            kind=JournalKind.RUN_FAILED,
+            stamp_ms=now_ms,
+            attrs={"error_type": error.type, "reason": reason[:500]},
+        ),
+        snapshot.last_hash,
+    )
+    failed = replace(
+        snapshot,
+        status=RunStatus.FAILED,
+        next_seq=snapshot.next_seq + 1,
+        last_hash=record.hash,
+        parked_on=None,
+        error=error,
+        updated_ms=now_ms,
+    )
+    commands: list[Command] = [_failed_update(failed, record, now_ms)]
+    parked = snapshot.parked_on
+    if parked is not None and parked.kind in _TASK_PARKS:
+        commands.append(CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms))
+    return _failed_step(record, failed, tuple(commands))
+
+
+def withdrawal(
+    previous: ParkedOn | None, step: Step, *, clock: Callable[[], int]
+) -> CloseTask | None:
+    """The task to withdraw when ``step`` ended a run that was parked on ``previous``: a
+    person was asked something nobody waits for any more. None when the step decided or
+    closed it itself, or the run was not waiting on a task. ``clock`` is read only when
+    there is a task to withdraw."""
+    if step.end is None or previous is None or previous.kind not in _TASK_PARKS:
+        return None
+    if any(r.kind is JournalKind.TASK_DECIDED for r in step.records):
+        return None
+    if any(isinstance(c, CloseTask) for c in step.commands):
+        return None
+    return CloseTask(task_id=previous.ref, reason=f"run {step.end}", at_ms=clock())
+
+
+_TASK_PARKS = (ParkKind.TASK, ParkKind.OPERATOR)
+
+
+def _failed_update(
+    snapshot: SessionSnapshot, record: JournalRecord, now_ms: int
+) -> RunStatusUpdate:
+    return RunStatusUpdate(
+        admission_key=snapshot.admission_key,
+        run_id=snapshot.session_id,
+        status=RunStatus.FAILED,
+        updated_ms=now_ms,
+        seq=record.seq,
+    )
+
+
+def _failed_step(
+    record: JournalRecord, snapshot: SessionSnapshot, commands: tuple[Command, ...]
+) -> Step:
+    return Step(
+        records=(record,),
+        results=(),
+        commands=commands,
+        live_calls=(),
+        _state=snapshot,
+        parked_on=None,
+        end=RunStatus.FAILED,
+        replayed=0,
+    )

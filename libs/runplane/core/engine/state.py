@@ -1,0 +1,290 @@
+"""A run's resident state: what the handlers read and change, one object per run.
+
+``Run`` is the engine's working memory for one run (internal to the engine package; the
+public face is ``Runtime``). It provides what ``StepCtx`` reads (``ctx.RunHost``), the slot
+bookkeeping the replay decision needs, parking, and the undo mark that lets a handler that
+raised halfway leave nothing behind.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Coroutine, Mapping
+from typing import Any, NamedTuple
+
+from runplane.core.agents import AgentSpec, EffectDecl
+from runplane.core.determinism import session_seed
+from runplane.core.engine.recorder import Recorder
+from runplane.core.engine.replay import describe_slot, divergence
+from runplane.core.engine.step import SnapState
+from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
+from runplane.core.engine.vocab import Calendars, Wait
+from runplane.wire import (
+    ErrorInfo,
+    ParkedOn,
+    ParkKind,
+    ResultEntry,
+    RunStatus,
+    SessionSnapshot,
+    Signal,
+)
+
+__all__ = ["Mark", "Run", "run_from_snapshot"]
+
+
+class Run:
+    """One run's state inside the engine. Build through ``Runtime``."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        rec: Recorder,
+        *,
+        case_id: str | None,
+        admission_key: str,
+        tenant: str,
+        initiator: str,
+        input_json: str,
+        started_ms: int,
+        calendars: Calendars | None = None,
+        tools: Mapping[str, EffectDecl] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.rec = rec
+        self.session_id = rec.session_id
+        # The recorder's era, kept here too for the hot path; both move only in eras.new_era.
+        self.era = rec.era
+        self.case_id = case_id
+        self.admission_key = admission_key
+        self.tenant = tenant
+        self.initiator = initiator
+        self.input_json = input_json
+        self.started_ms = started_ms
+        self.seed = session_seed(rec.session_id)
+        self.restored: Any = None
+        self.max_slot: dict[int, int] = {}
+        for e, s in rec.results:
+            self.max_slot[e] = max(self.max_slot.get(e, -1), s)
+        self.calendars = calendars
+        self.tools = dict(tools or {})
+        self.status = RunStatus.RUNNING
+        self.status_before = self.status
+        self.parked: ParkedOn | None = None
+        self.in_flight: InFlight | None = None
+        self.open: OpenRequest | None = None
+        self.pending: list[Signal] = []
+        self.checkpoint_json: str | None = None
+        self.output_json: str | None = None
+        self.error: ErrorInfo | None = None
+        self.updated_ms = started_ms
+        self.cursor = 0
+        self.coro: Coroutine[Any, Any, Any] | None = None
+        self.waiting: Wait | None = None
+        self.pending_live: LiveCall | None = None
+        self.fault: str | None = None
+        self.prior: dict[tuple[str, str, str], deque[ResultEntry]] = {}
+        # Calls announced in earlier eras and never resolved (see eras.new_era): durable in the
+        # snapshot until the new era re-reaches the call and its recovery resolves it.
+        self.doubts: list[InFlight] = []
+        self.verify_only = False
+        self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
+
+    # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
+    @property
+    def clock_ms(self) -> int:
+        return self.rec.clock_ms
+
+    @property
+    def now(self) -> int:
+        """The stamp of the step being built."""
+        return self.rec.now
+
+    @property
+    def results(self) -> dict[tuple[int, int], ResultEntry]:
+        return self.rec.results
+
+    def take_derived_slot(self, family: str) -> int:
+        """A call_seq for a derived (unjournaled) draw; notes a divergence if history has a
+        journaled call there (the engine quarantines at the agent's next suspension)."""
+        call_seq = self.cursor
+        self.cursor += 1
+        if self.fault is None and self.slot_taken(call_seq):
+            self.fault = self.diverged(
+                call_seq, f"{family} (derived, unjournaled)", self.slot_desc(call_seq)
+            )
+        return call_seq
+
+    # -- slots ---------------------------------------------------------------------------------
+    def slot_taken(self, call_seq: int) -> bool:
+        if (self.era, call_seq) in self.rec.results:
+            return True
+        for mark in (self.in_flight, self.parked):
+            if mark is not None and mark.era == self.era and mark.call_seq == call_seq:
+                return True
+        return False
+
+    def slot_desc(self, call_seq: int) -> str:
+        return describe_slot(self.rec.results.get((self.era, call_seq)), self.in_flight, call_seq)
+
+    def diverged(self, call_seq: int, issued: str, recorded: str) -> str:
+        return divergence(self.era, call_seq, issued, recorded)
+
+    # -- parking -------------------------------------------------------------------------------
+    def park(self, kind: ParkKind, ref: str, call_seq: int, status: RunStatus) -> None:
+        self.parked = ParkedOn(kind=kind, ref=ref, call_seq=call_seq, era=self.era)
+        self.status = status
+
+    def unpark(self) -> None:
+        self.parked = None
+        self.status = RunStatus.RUNNING
+
+    # -- the snapshot --------------------------------------------------------------------------
+    def capture(self) -> SnapState:
+        # Everything captured is immutable or copied: pending and doubts change in place.
+        rec = self.rec
+        # tuple.__new__, not SnapState(...): a NamedTuple's own __new__ is a Python function,
+        # and one snapshot state is captured per step.
+        return tuple.__new__(
+            SnapState,
+            (
+                self.session_id,
+                self.spec.capability,
+                self.status,
+                rec.era,
+                rec.next_seq,
+                rec.last_hash,
+                self.parked,
+                self.case_id,
+                self.admission_key,
+                self.tenant,
+                self.initiator,
+                self.input_json,
+                self.checkpoint_json,
+                self.output_json,
+                self.error,
+                self.started_ms,
+                self.updated_ms,
+                self.in_flight,
+                tuple(self.pending) if self.pending else (),
+                self.era_started_ms,
+                self.open,
+                tuple(self.doubts) if self.doubts else (),
+            ),
+        )
+
+
+class Mark(NamedTuple):
+    """What dispatching one effect may change, taken before it runs so that a handler raising
+    halfway can be undone. Records already sealed are dropped from the step and the chain tip
+    goes back with them: nothing of it was ever emitted. A tuple, not a frozen dataclass: one
+    is taken per effect, and a frozen dataclass sets its fields one ``object.__setattr__`` at
+    a time."""
+
+    cursor: int
+    next_seq: int
+    last_hash: str
+    outs: tuple[int, int, int, int]
+    status: RunStatus
+    parked: ParkedOn | None
+    in_flight: InFlight | None
+    open: OpenRequest | None
+    waiting: Wait | None
+    pending_live: LiveCall | None
+    pending: tuple[Signal, ...]
+    doubts: tuple[InFlight, ...]
+    checkpoint_json: str | None
+    clock_ms: int
+
+    @classmethod
+    def take(cls, run: Run) -> Mark:
+        rec = run.rec
+        o = rec.out
+        # tuple.__new__: one mark is taken per effect (see capture).
+        return tuple.__new__(
+            cls,
+            (
+                run.cursor,
+                rec.next_seq,
+                rec.last_hash,
+                (len(o.records), len(o.results), len(o.commands), len(o.live)),
+                run.status,
+                run.parked,
+                run.in_flight,
+                run.open,
+                run.waiting,
+                run.pending_live,
+                tuple(run.pending),
+                tuple(run.doubts),
+                run.checkpoint_json,
+                rec.clock_ms,
+            ),
+        )
+
+    def restore(self, run: Run) -> None:
+        rec = run.rec
+        o = rec.out
+        for entry in o.results[self.outs[1] :]:
+            rec.results.pop((entry.era, entry.call_seq), None)
+        del (
+            o.records[self.outs[0] :],
+            o.results[self.outs[1] :],
+            o.commands[self.outs[2] :],
+            o.live[self.outs[3] :],
+        )
+        run.cursor, rec.next_seq, rec.last_hash = self.cursor, self.next_seq, self.last_hash
+        run.status, run.parked, run.in_flight, run.open = (
+            self.status,
+            self.parked,
+            self.in_flight,
+            self.open,
+        )
+        run.waiting, run.pending_live = self.waiting, self.pending_live
+        run.pending, run.doubts = list(self.pending), list(self.doubts)
+        run.checkpoint_json, rec.clock_ms = self.checkpoint_json, self.clock_ms
+
+
+def run_from_snapshot(
+    spec: AgentSpec,
+    snapshot: SessionSnapshot,
+    results: Mapping[tuple[int, int], ResultEntry],
+    *,
+    calendars: Calendars | None,
+    tools: Mapping[str, EffectDecl] | None,
+) -> Run:
+    """A run's state as its snapshot left it (the coroutine not yet launched)."""
+    clock = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
+    rec = Recorder(
+        snapshot.session_id,
+        spec.capability,
+        era=snapshot.era,
+        next_seq=snapshot.next_seq,
+        last_hash=snapshot.last_hash,
+        results=results,
+        now_ms=clock,
+    )
+    run = Run(
+        spec,
+        rec,
+        case_id=snapshot.case_id,
+        admission_key=snapshot.admission_key,
+        tenant=snapshot.tenant,
+        initiator=snapshot.initiator,
+        input_json=snapshot.input_json,
+        started_ms=snapshot.started_ms,
+        calendars=calendars,
+        tools=tools,
+    )
+    run.status = run.status_before = snapshot.status
+    run.parked = snapshot.parked_on
+    if snapshot.in_flight_json:
+        run.in_flight = InFlight.from_json(snapshot.in_flight_json)
+    if snapshot.open_request_json:
+        run.open = OpenRequest.from_json(snapshot.open_request_json)
+    run.doubts = doubts_from_json(snapshot.doubts_json)
+    run.pending = list(snapshot.pending_signals)
+    run.checkpoint_json = snapshot.checkpoint_json
+    run.output_json = snapshot.output_json
+    run.error = snapshot.error
+    run.updated_ms = snapshot.updated_ms
+    run.era_started_ms = snapshot.era_started_ms
+    return run

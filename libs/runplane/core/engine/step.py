@@ -1,0 +1,172 @@
+"""What one engine step hands the executor: the ``Step`` (records, results, commands, live
+calls, the snapshot built on first read), and the vocabulary of what goes in and out of a
+run: ``Command`` (for other services) and ``Event`` (from the run's inbox)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_to_json
+from runplane.wire import (
+    CancelDeadline,
+    CaseReply,
+    CloseTask,
+    ErrorInfo,
+    GetCaseState,
+    JournalRecord,
+    MeetDeadline,
+    OpenTask,
+    ParkedOn,
+    PutCaseState,
+    RegisterDeadline,
+    ResultEntry,
+    RunStatus,
+    RunStatusUpdate,
+    SessionSnapshot,
+    Signal,
+    TaskDecision,
+    Wake,
+)
+
+__all__ = [
+    "QUARANTINE_PREFIX",
+    "TERMINAL",
+    "Command",
+    "Event",
+    "Quarantine",
+    "SnapState",
+    "Step",
+    "inbox_event",
+]
+
+Command = (
+    OpenTask
+    | CloseTask
+    | GetCaseState
+    | PutCaseState
+    | RegisterDeadline
+    | MeetDeadline
+    | CancelDeadline
+    | RunStatusUpdate
+)
+
+TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+
+# On the wire a request to quarantine a run is a Wake on runs.inbox whose reason carries this
+# prefix (the journal service sends it); the engine reads that convention in one place only.
+QUARANTINE_PREFIX: Final = "quarantine:"
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """An inbox request to quarantine the run (its chain was found broken)."""
+
+    session_id: str
+    reason: str
+
+
+Event = Signal | TaskDecision | CaseReply | Wake | Quarantine
+
+
+def inbox_event(wake: Wake) -> Wake | Quarantine:
+    """The typed event a Wake stands for: a ``Quarantine`` when its reason says so."""
+    if not wake.reason.startswith(QUARANTINE_PREFIX):
+        return wake
+    reason = wake.reason.removeprefix(QUARANTINE_PREFIX).strip()
+    return Quarantine(wake.session_id, reason or "quarantined by request")
+
+
+class SnapState(NamedTuple):
+    """What a SessionSnapshot says, captured when a step is flushed (the runtime moves on
+    after it). A plain tuple: capturing it costs a fraction of building the snapshot, which
+    validates every field and encodes the in-flight call; ``build`` does that on demand."""
+
+    session_id: str
+    capability: str
+    status: RunStatus
+    era: int
+    next_seq: int
+    last_hash: str
+    parked_on: ParkedOn | None
+    case_id: str | None
+    admission_key: str
+    tenant: str
+    initiator: str
+    input_json: str
+    checkpoint_json: str | None
+    output_json: str | None
+    error: ErrorInfo | None
+    started_ms: int
+    updated_ms: int
+    in_flight: InFlight | None
+    pending_signals: tuple[Signal, ...]
+    era_started_ms: int
+    open_request: OpenRequest | None
+    doubts: tuple[InFlight, ...]
+
+    def build(self) -> SessionSnapshot:
+        return SessionSnapshot(
+            session_id=self.session_id,
+            capability=self.capability,
+            status=self.status,
+            era=self.era,
+            next_seq=self.next_seq,
+            last_hash=self.last_hash,
+            parked_on=self.parked_on,
+            case_id=self.case_id,
+            admission_key=self.admission_key,
+            tenant=self.tenant,
+            initiator=self.initiator,
+            input_json=self.input_json,
+            checkpoint_json=self.checkpoint_json,
+            output_json=self.output_json,
+            error=self.error,
+            started_ms=self.started_ms,
+            updated_ms=self.updated_ms,
+            in_flight_json=None if self.in_flight is None else self.in_flight.to_json(),
+            pending_signals=self.pending_signals,
+            era_started_ms=self.era_started_ms,
+            open_request_json=None if self.open_request is None else self.open_request.to_json(),
+            doubts_json=doubts_to_json(self.doubts),
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """The decisions of one engine step, to be committed together (except as
+    ``announce_first`` says). ``end`` is set when the run ended in this step; ``rejected``
+    says why an event did not apply (nothing else in the step then)."""
+
+    records: tuple[JournalRecord, ...]
+    results: tuple[ResultEntry, ...]
+    commands: tuple[Command, ...]
+    live_calls: tuple[LiveCall, ...]
+    # The run's state as the step left it, from which ``snapshot`` is built on first read:
+    # a SessionSnapshot is validated and carries the in-flight call as canonical JSON, which
+    # a caller that never reads it (a replay, a rejected event) need not pay for.
+    # (A step the engine builds around an existing snapshot — fail_from_snapshot — holds it.)
+    _state: SnapState | SessionSnapshot = field(repr=False, compare=False)
+    parked_on: ParkedOn | None
+    end: RunStatus | None
+    replayed: int
+    rejected: str | None = None
+    # Why, as a typed code for metrics, when it is not just "does not apply": "signals_full".
+    rejected_kind: str | None = None
+
+    @property
+    def snapshot(self) -> SessionSnapshot:
+        """The run's snapshot after this step (what the executor writes to ``sessions``);
+        built once, on first read, from the state captured when the step was flushed."""
+        # Cached by hand: functools.cached_property takes a lock on every first read (3.11).
+        built: SessionSnapshot | None = self.__dict__.get("_built")
+        if built is None:
+            state = self._state
+            built = state if isinstance(state, SessionSnapshot) else state.build()
+            object.__setattr__(self, "_built", built)
+        return built
+
+    @property
+    def announce_first(self) -> bool:
+        """True when this step must be durable before any of its live calls is performed."""
+        return any(call.announce_first for call in self.live_calls)

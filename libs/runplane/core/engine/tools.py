@@ -1,0 +1,116 @@
+"""Effect family: live calls (generations and tools), which the executor performs.
+
+A live call is announced (EFFECT_ANNOUNCED) and handed to the executor as a ``LiveCall``;
+its outcome comes back through ``Runtime.complete``. Announce before act: only a ``retry``
+effect may let the announce ride with its outcome (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from runplane.core.agents import EffectDecl, Recovery
+from runplane.core.ctx import Effect
+from runplane.core.engine.decode import serve
+from runplane.core.engine.state import Run
+from runplane.core.engine.values import InFlight, LiveCall
+from runplane.core.engine.vocab import (
+    GENERATION_DECL,
+    SUSPEND,
+    Resolution,
+    Slot,
+    Wait,
+    WaitKind,
+)
+from runplane.wire import ErrorInfo, JournalKind, RunStatus
+
+__all__ = ["decl_for", "idempotency_key", "live", "request_live"]
+
+
+def decl_for(run: Run, effect: Effect) -> EffectDecl:
+    """The declaration a call is performed under: the agent's, the tool's, or the default
+    (mutating, ``requires_operator``), with the call's own overrides."""
+    if effect.family == "generation":
+        return GENERATION_DECL
+    tool = str(effect.options.get("tool", effect.name))
+    base = run.spec.decl_for(tool) or run.tools.get(tool) or EffectDecl(tool)
+    mutating = effect.options.get("mutating")
+    recovery = effect.options.get("recovery")
+    if mutating is None and recovery is None:
+        return base
+    return EffectDecl(
+        tool,
+        mutating=base.mutating if mutating is None else bool(mutating),
+        recovery=recovery if recovery is not None else base.recovery,
+        retry=base.retry,
+        timeout_s=base.timeout_s,
+        probe=base.probe,
+    )
+
+
+def live(run: Run, slot: Slot) -> Resolution:
+    """A fresh slot: announce the call and ask the executor to perform it."""
+    effect, call_seq, witness = slot
+    try:
+        decl = decl_for(run, effect)
+    except ValueError as exc:
+        # Recorded, not just raised: a replay must find this slot taken by the same failure.
+        error = ErrorInfo(type="InvalidDeclaration", message=str(exc)[:500], retryable=False)
+        entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error)
+        return serve(run.rec, effect, entry)
+    recovery = decl.effective_recovery
+    run.rec.seal(  # seal, not at(): one call fewer on the hot path
+        JournalKind.EFFECT_ANNOUNCED,
+        call_seq=call_seq,
+        family=effect.family,
+        name=effect.name,
+        witness=witness,
+        attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"},
+    )
+    run.in_flight = InFlight(run.era, call_seq, effect.family, effect.name, witness, recovery)
+    # Announce-before-act: only a RETRY effect may let the announce ride with its outcome.
+    return request_live(run, slot, decl, announce_first=recovery is not Recovery.RETRY)
+
+
+def request_live(run: Run, slot: Slot, decl: EffectDecl, *, announce_first: bool) -> Resolution:
+    """Hand the call to the executor and wait for its outcome (no record of its own)."""
+    effect, call_seq, witness = slot
+    target = (
+        str(effect.request["provider"])
+        if effect.family == "generation"
+        else str(effect.options.get("tool", effect.name))
+    )
+    call = LiveCall(
+        run.session_id,
+        run.era,
+        call_seq,
+        effect.family,
+        effect.name,
+        target,
+        effect.request,
+        witness,
+        decl.mutating,
+        decl.effective_recovery,
+        decl.retry,
+        decl.timeout_s,
+        announce_first,
+        idempotency_key(run, effect, call_seq, decl),
+    )
+    run.rec.out.live.append(call)
+    run.pending_live = call
+    run.waiting = tuple.__new__(Wait, (WaitKind.LIVE, slot, decl, None))  # hot: see driver
+    run.status = RunStatus.RUNNING
+    return SUSPEND
+
+
+def idempotency_key(run: Run, effect: Effect, call_seq: int, decl: EffectDecl) -> str | None:
+    """The key a tool call is performed (and probed) under; see ``LiveCall``."""
+    if effect.family != "tool":
+        return None
+    explicit = effect.request.get("idempotency_key")
+    if explicit is not None:
+        return str(explicit)
+    if not decl.mutating:
+        return None
+    flight = run.in_flight
+    here = flight is not None and (flight.era, flight.call_seq) == (run.era, call_seq)
+    origin = flight.origin if here and flight is not None else f"{run.era}/{call_seq}"
+    return f"{run.session_id}/{origin}"

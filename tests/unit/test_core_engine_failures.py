@@ -1,0 +1,137 @@
+"""A run ends in one place: the engine's failure steps for what the executor cannot serve.
+
+The records and snapshots are pinned field by field to what the executor sealed by hand
+before these steps existed, so moving the derivation did not move a byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from runplane.core.chain import Draft, run_start, seal, verify_chain
+from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.wire import (
+    CloseTask,
+    ErrorInfo,
+    JournalKind,
+    ParkedOn,
+    ParkKind,
+    RunStatus,
+    RunStatusUpdate,
+    SessionSnapshot,
+    encode,
+)
+
+
+def _start():  # type: ignore[no-untyped-def]
+    return run_start(
+        "r-fail",
+        capability="nobody",
+        admission_key="k-1",
+        tenant="t",
+        initiator="alice",
+        input_json='{"a":1}',
+        now_ms=10,
+    )
+
+
+def test_an_unstartable_run_fails_at_seq_1_as_the_executor_sealed_it() -> None:
+    admitted, start = _start()
+    step = fail_unstartable(start, "no agent 'nobody'", now_ms=20)
+    expected = seal(
+        Draft(
+            session_id="r-fail",
+            seq=1,
+            era=0,
+            kind=JournalKind.RUN_FAILED,
+            stamp_ms=20,
+            attrs={"error_type": "UnknownCapability", "reason": "no agent 'nobody'"},
+        ),
+        start.admitted_hash,
+    )
+    assert step.records == (expected,)
+    assert encode(step.records[0]) == encode(expected)
+    assert step.end is RunStatus.FAILED and step.results == () and step.live_calls == ()
+    assert step.commands == (
+        RunStatusUpdate(
+            admission_key="k-1", run_id="r-fail", status=RunStatus.FAILED, updated_ms=20, seq=1
+        ),
+    )
+    snap = step.snapshot
+    assert snap == SessionSnapshot(
+        session_id="r-fail",
+        capability="nobody",
+        status=RunStatus.FAILED,
+        era=0,
+        next_seq=2,
+        last_hash=expected.hash,
+        case_id=None,
+        admission_key="k-1",
+        tenant="t",
+        initiator="alice",
+        input_json='{"a":1}',
+        error=ErrorInfo(type="UnknownCapability", message="no agent 'nobody'", retryable=False),
+        started_ms=start.admitted_ms,
+        updated_ms=20,
+    )
+    assert verify_chain([admitted, *step.records], {}).ok
+
+
+def _parked(kind: ParkKind) -> SessionSnapshot:
+    admitted, start = _start()
+    return SessionSnapshot(
+        session_id="r-fail",
+        capability="nobody",
+        status=RunStatus.AWAITING_HUMAN,
+        era=0,
+        next_seq=1,
+        last_hash=admitted.hash,
+        parked_on=ParkedOn(kind=kind, ref="task-9", call_seq=0, era=0),
+        admission_key="k-1",
+        tenant="t",
+        initiator="alice",
+        input_json='{"a":1}',
+        started_ms=start.admitted_ms,
+        updated_ms=11,
+    )
+
+
+def test_failing_from_a_snapshot_continues_its_chain_and_withdraws_its_task() -> None:
+    snap = _parked(ParkKind.TASK)
+    step = fail_from_snapshot(snap, "boom " * 300, now_ms=30)
+    (record,) = step.records
+    assert (record.seq, record.prev_hash, record.kind) == (
+        1,
+        snap.last_hash,
+        JournalKind.RUN_FAILED,
+    )
+    assert record.attrs == {"error_type": "ExecutorError", "reason": ("boom " * 300)[:500]}
+    assert step.snapshot == dataclasses.replace(
+        snap,
+        status=RunStatus.FAILED,
+        next_seq=2,
+        last_hash=record.hash,
+        parked_on=None,
+        error=ErrorInfo(type="ExecutorError", message=("boom " * 300)[:1000], retryable=False),
+        updated_ms=30,
+    )
+    assert step.commands[1] == CloseTask(task_id="task-9", reason="run FAILED", at_ms=30)
+    # The step closed the task itself: nothing more to withdraw.
+    assert withdrawal(snap.parked_on, step, clock=lambda: 99) is None
+
+
+def test_a_run_parked_on_a_signal_has_no_task_to_withdraw() -> None:
+    snap = _parked(ParkKind.SIGNAL)
+    step = fail_from_snapshot(snap, "boom", now_ms=30)
+    assert [type(c) for c in step.commands] == [RunStatusUpdate]
+    assert withdrawal(snap.parked_on, step, clock=lambda: 99) is None
+
+
+def test_withdrawal_of_a_task_the_ending_step_left_open() -> None:
+    _, start = _start()
+    ended = fail_unstartable(start, "x", now_ms=20)  # ends, closes nothing, decides nothing
+    parked = ParkedOn(kind=ParkKind.OPERATOR, ref="op-1", call_seq=0, era=0)
+    assert withdrawal(parked, ended, clock=lambda: 99) == CloseTask(
+        task_id="op-1", reason="run FAILED", at_ms=99
+    )
+    assert withdrawal(None, ended, clock=lambda: 99) is None
