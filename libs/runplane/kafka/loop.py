@@ -3,7 +3,7 @@ producer, restore-on-assign, rewind after an abort, adaptive batches, lag, a cle
 
 The shared processor (admission, cases, worklist), the executor and the journal service each
 own a :class:`TxnLoop` and supply two hooks; what they do between a batch's first record
-and its commit is theirs (docs/decisions.md §9).
+and its commit is theirs (docs/decisions.md §13).
 
 ``restore(partitions, deadline)``
     Called on assignment, *after* :func:`await_previous_owner` saw every transaction of the
