@@ -30,11 +30,9 @@ Numbers only: nothing here asserts a timing.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import statistics
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,10 +40,10 @@ from confluent_kafka import Message, Producer
 
 from benchmarks import e2e_baseline
 from benchmarks.e2e_drive import Judge, Level, Watcher, closed_loop
+from benchmarks.executor import scratch_topics
 from runplane.config import Settings
 from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
-from runplane.kafka.clients import admin, producer_config
-from runplane.kafka.topics import create_topics, delete_topics
+from runplane.kafka.clients import producer_config
 from runplane.providers import FunctionTool
 from runplane.wire import AdmissionRequest, RunStatus, Serde, SessionSnapshot, StartRun
 from services.admission.decide import CapabilitySpec
@@ -78,21 +76,6 @@ async def noop(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
 
 def _inc(n: int) -> dict[str, int]:
     return {"n": n + 1}
-
-
-@contextlib.contextmanager
-def _topics(settings: Settings) -> Iterator[Settings]:
-    own = dataclasses.replace(
-        settings,
-        topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
-        instance_id=f"bench-{uuid.uuid4().hex[:6]}",
-    )
-    client = admin(own)
-    create_topics(own, client)
-    try:
-        yield own
-    finally:
-        delete_topics(own, client)
 
 
 @contextlib.contextmanager
@@ -157,7 +140,7 @@ def _hops(watcher: Watcher, keys: set[str]) -> dict[str, float]:
 
 def _runplane(base: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with _topics(base) as settings, _admission(settings):
+    with scratch_topics(base) as settings, _admission(settings):
         serde = Serde.from_settings(settings)
         tools = {"inc": FunctionTool("inc", _inc, decl=_INC)}
         own = ExecutorSettings(base=settings, agent_modules=())
@@ -207,7 +190,7 @@ def _runplane(base: Settings) -> dict[str, Any]:
 def run(settings: Settings | None = None) -> dict[str, Any]:
     base = settings if settings is not None else Settings.from_env()
     result = _runplane(base)
-    with _topics(base) as s:
+    with scratch_topics(base) as s:
         result["raw_kafka"] = e2e_baseline.measure(s, LEVELS, WARM)
     return result
 

@@ -122,7 +122,7 @@ def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def _topics(settings: Settings) -> Iterator[Settings]:
+def scratch_topics(settings: Settings) -> Iterator[Settings]:
     own = dataclasses.replace(
         settings,
         topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
@@ -367,11 +367,11 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
     base = settings if settings is not None else Settings.from_env()
     batch = ExecutorSettings()
 
-    with _topics(base) as s:
+    with scratch_topics(base) as s:
         executor = _executor_phase(s, lambda st: ExecutorSettings(base=st, agent_modules=()))
-    with _topics(base) as s:
+    with scratch_topics(base) as s:
         executor["profile_top"] = _profile_phase(s, ExecutorSettings(base=s, agent_modules=()))
-    with _topics(base) as s:
+    with scratch_topics(base) as s:
         records = max(1, round(executor["records_per_run"]) - 1)
         baseline = _baseline_phase(s, records, 300, batch.batch_max, batch.batch_ms)
     return {
