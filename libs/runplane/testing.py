@@ -22,9 +22,11 @@ import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from runplane.core import (
+    REGISTRY,
     AgentRegistry,
     AgentSpec,
     Generation,
@@ -38,6 +40,8 @@ from runplane.core import (
 )
 from runplane.core.chain import run_start
 from runplane.core.engine import Event
+from runplane.core.recording import Recording, load_recordings
+from runplane.core.replaytest import RunReplay, replay_recording
 from runplane.errors import RetryableError
 from runplane.wire import (
     CancelDeadline,
@@ -59,7 +63,7 @@ from runplane.wire import (
     Wake,
 )
 
-__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider"]
+__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider", "assert_replays"]
 
 
 class FakeClock:
@@ -542,3 +546,27 @@ class Driver:
 
 async def _await(value: Any) -> Any:
     return await value
+
+
+def assert_replays(
+    source: str | Path | Iterable[Recording], agents: AgentRegistry | None = None
+) -> list[RunReplay]:
+    """Replay golden journals (an export file, a recorded run's JSON, a folder of them, or
+    ``Recording``s) against the agent code importable now; fail the test with each divergence
+    (position and recorded vs new request as a diff). ``agents`` defaults to ``REGISTRY``.
+
+        def test_deployed_runs_still_replay():
+            assert_replays(Path(__file__).parent / "golden")
+    """
+    registry = REGISTRY if agents is None else agents
+    if isinstance(source, str | Path):
+        path = Path(source)
+        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        source = [r for f in files for r in load_recordings(f.read_text(encoding="utf-8"))]
+    reports = [replay_recording(registry.get(r.capability), r) for r in source]
+    if not reports:
+        raise AssertionError(f"no recorded runs to replay in {source!r}")
+    bad = [r.explain() for r in reports if not r.ok]
+    if bad:
+        raise AssertionError("recorded runs do not replay:\n" + "\n".join(bad))
+    return reports

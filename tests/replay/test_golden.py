@@ -59,3 +59,10 @@ def test_a_recorded_golden_matches_what_the_code_records_today() -> None:
     spec.loader.exec_module(recorder)
     stored = json.loads((GOLDEN / "refund_approved.json").read_text(encoding="utf-8"))
     assert recorder.dump(recorder.record_refund())["journal"] == stored["journal"]
+
+
+def test_the_pytest_helper_replays_every_golden_journal() -> None:
+    from runplane.testing import assert_replays
+
+    reports = assert_replays(GOLDEN)
+    assert len(reports) == len(FILES) and all(r.replayed > 0 for r in reports)

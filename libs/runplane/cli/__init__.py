@@ -40,6 +40,9 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo):
     _module.register(app)
+from runplane.cli import replay  # noqa: E402  (journal export, replay: issue 16)
+
+replay.register(app)
 
 
 def main() -> None:
