@@ -161,6 +161,8 @@ class RunHost(Protocol):
 
     def take_derived_slot(self, family: str) -> int: ...
 
+    def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
+
 
 @dataclass(eq=False)
 class Effect:
@@ -231,6 +233,16 @@ class StepCtx:
         """An integer in [low, high], derived like ``random``; takes a call_seq."""
         call_seq = self._rt.take_derived_slot("random")
         return derive_randint(self._rt.seed, call_seq, low, high)
+
+    # -- patch markers (runplane.core.engine.patches) ---------------------------------------
+    def patched(self, change_id: str) -> bool:
+        """True for new runs and for histories that recorded this marker here, False for a
+        history that predates the change (its old calls replay unchanged); journaled."""
+        return self._rt.patch(change_id, deprecated=False)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The change is in every run now: consume a recorded marker, record none."""
+        self._rt.patch(change_id, deprecated=True)
 
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:

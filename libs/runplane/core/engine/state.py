@@ -114,6 +114,15 @@ class Run:
             )
         return call_seq
 
+    def patch(self, change_id: str, *, deprecated: bool) -> bool:
+        """``ctx.patched`` / ``ctx.deprecate_patch`` (``engine.patches``)."""
+        from runplane.core.engine import patches  # patches imports this module
+
+        if deprecated:
+            patches.deprecate_patch(self, change_id)
+            return True
+        return patches.patched(self, change_id)
+
     # -- slots ---------------------------------------------------------------------------------
     def slot_taken(self, call_seq: int) -> bool:
         if (self.era, call_seq) in self.rec.results:
