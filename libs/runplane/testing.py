@@ -212,6 +212,7 @@ class Driver:
         sid = session_id or f"run-{self._counter}"
         input_json = canonical_json(input)
         now = self.clock.now_ms()
+        version = self.agents.spec(capability).version  # the newest, as admission picks
         admitted, start = run_start(
             sid,
             capability=capability,
@@ -221,10 +222,11 @@ class Driver:
             input_json=input_json,
             now_ms=now,
             case_id=case_id,
+            agent_version=version,
         )
         session = self.sessions.setdefault(sid, _Session())
         session.journal.append(admitted)
-        spec = self.agents.spec(capability)
+        spec = self.agents.spec_for(capability, version)
         try:
             runtime, step = Runtime.start(
                 spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars
@@ -307,7 +309,7 @@ class Driver:
         session = self.sessions[sid]
         try:
             runtime, step = Runtime.start(
-                self.agents.spec(start.capability),
+                self.agents.spec_for(start.capability, start.agent_version),
                 start,
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
@@ -343,7 +345,8 @@ class Driver:
                         RunStatus.QUARANTINED,
                     ):
                         continue
-                    spec = self.agents.spec(session.snapshot.capability)
+                    snap = session.snapshot
+                    spec = self.agents.spec_for(snap.capability, snap.agent_version)
                     runtime, step = Runtime.restore(
                         spec,
                         session.snapshot,

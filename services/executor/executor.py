@@ -57,6 +57,7 @@ from runplane.core import (
     Tool,
     UnknownCapability,
 )
+from runplane.core.versions import VersionNotDeployed
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop
 from runplane.kafka.partition import partition_for
@@ -83,6 +84,7 @@ from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
+from services.executor.versions import not_deployed
 
 log = logging.getLogger(__name__)
 
@@ -378,9 +380,12 @@ class Executor(RunEnding):
             return
         now_ms = self._wall_ms()
         try:
-            spec = self._registry.spec(start.capability)
+            spec = self._registry.spec_for(start.capability, start.agent_version)
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
+            return
+        except VersionNotDeployed as exc:  # not failed: admitted, waiting for its version
+            self._dead_letter(msg, f"run {start.session_id}: {exc}", "version_not_deployed")
             return
         runtime, step = Runtime.start(
             spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
@@ -406,6 +411,10 @@ class Executor(RunEnding):
                 self._dead_letter(
                     msg, f"run {sid} ended during its rebuild ({part.ended[sid]})", "run_ended"
                 )
+            elif (stranded := not_deployed(self._registry, snap)) is not None:
+                # Parked, not failed: the event is kept (dead letter, with its bytes) for when a
+                # version of the run's line is deployed again (docs/operations.md, upgrades).
+                self._dead_letter(msg, f"run {sid}: {stranded}", "version_not_deployed")
             else:
                 self._dead_letter(
                     msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
@@ -422,9 +431,12 @@ class Executor(RunEnding):
     def _rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
         """Bring a non-resident run back by replaying its result journal."""
         try:
-            spec = self._registry.spec(snap.capability)
+            spec = self._registry.spec_for(snap.capability, snap.agent_version)
         except UnknownCapability:
             log.error("cannot rebuild run %s: unknown capability %s", sid, snap.capability)
+            return None
+        except VersionNotDeployed as exc:
+            log.warning("run %s stays parked: %s %s", sid, snap.capability, exc)
             return None
         results = self._parts[p].results_of(sid)
         runtime, step = Runtime.restore(

@@ -231,6 +231,7 @@ def run_start(
     input_json: str,
     now_ms: int,
     case_id: str | None = None,
+    agent_version: str | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
 
@@ -247,6 +248,8 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
+        # Only when versioned: an unversioned run's seq 0 stays byte-identical.
+        attrs=None if agent_version is None else {"agent_version": agent_version},
     )
     start = StartRun(
         session_id=session_id,
@@ -258,6 +261,7 @@ def run_start(
         initiator=initiator,
         admitted_hash=admitted.hash,
         admitted_ms=now_ms,
+        agent_version=agent_version,
     )
     return admitted, start
 

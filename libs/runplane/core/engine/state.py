@@ -178,6 +178,7 @@ class Run:
                 self.era_started_ms,
                 self.open,
                 tuple(self.doubts) if self.doubts else (),
+                self.spec.version,
             ),
         )
 

@@ -104,6 +104,7 @@ class SnapState(NamedTuple):
     era_started_ms: int
     open_request: OpenRequest | None
     doubts: tuple[InFlight, ...]
+    agent_version: str | None  # the version serving the run (runplane.core.versions)
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -129,6 +130,7 @@ class SnapState(NamedTuple):
             era_started_ms=self.era_started_ms,
             open_request_json=None if self.open_request is None else self.open_request.to_json(),
             doubts_json=doubts_to_json(self.doubts),
+            agent_version=self.agent_version,
         )
 
 
