@@ -135,3 +135,24 @@ def test_admission_starts_new_runs_on_the_newest_or_the_pinned_line() -> None:
         refused = decide(None, "k1", pos, _request(pin), caps, 1)
         assert isinstance(refused, Refused) and refused.reply.reason is not None
         assert "flow" in refused.reply.reason
+
+
+def test_the_inventory_counts_runs_per_version_and_names_stranded_ones() -> None:
+    from runplane.core.versions import inventory
+
+    rows = inventory(
+        {"flow": {"1.1": "d11", "2": "d2"}, "plain": {None: "dp"}},
+        [("flow", "1"), ("flow", "1"), ("flow", "2"), ("plain", None), ("gone", "3")],
+    )
+    got = {
+        (r.capability, r.version): (r.deployed, r.in_flight, r.served_by, r.stranded) for r in rows
+    }
+    assert got == {
+        ("flow", "1"): (False, 2, "1.1", False),
+        ("flow", "1.1"): (True, 0, "1.1", False),
+        ("flow", "2"): (True, 1, "2", False),
+        ("plain", None): (True, 1, None, False),
+        ("gone", "3"): (False, 1, None, True),
+    }
+    only_2 = inventory({"flow": {"2": "d2"}}, [("flow", "1")])
+    assert [(r.version, r.stranded) for r in only_2] == [("1", True), ("2", False)]

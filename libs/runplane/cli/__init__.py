@@ -40,9 +40,13 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo):
     _module.register(app)
-from runplane.cli import replay  # noqa: E402  (journal export, replay: issue 16)
 
-replay.register(app)
+# Versions and replay testing: `journal export`, `replay`, `agents list`.
+from runplane.cli import agents as _agents  # noqa: E402
+from runplane.cli import replay as _replay  # noqa: E402
+
+for _module in (_replay, _agents):
+    _module.register(app)
 
 
 def main() -> None:

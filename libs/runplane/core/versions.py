@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from runplane.errors import RunplaneError
 
 __all__ = [
     "VersionNotDeployed",
+    "VersionRow",
     "code_digest",
+    "inventory",
     "line_of",
     "newest",
     "resolve",
@@ -83,3 +87,63 @@ def code_digest(fn: Callable[..., Any]) -> str | None:
     except (OSError, TypeError):
         return None
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One line of ``runplane agents list``: a version deployed here or still in flight.
+
+    ``served_by``: the deployed version its runs continue on (itself when deployed, else the
+    newest of its line; None for an unversioned agent). ``stranded``: no deployed version can
+    serve its runs (its line is gone): they stay parked. A version with no runs in flight, or
+    whose runs a newer version of its line serves, can be removed."""
+
+    capability: str
+    version: str | None
+    digest: str | None
+    deployed: bool
+    in_flight: int
+    served_by: str | None
+    stranded: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capability": self.capability,
+            "version": self.version,
+            "digest": self.digest,
+            "deployed": self.deployed,
+            "in_flight": self.in_flight,
+            "served_by": self.served_by,
+            "stranded": self.stranded,
+        }
+
+
+def inventory(
+    deployed: Mapping[str, Mapping[str | None, str | None]],
+    in_flight: Iterable[tuple[str, str | None]],
+) -> list[VersionRow]:
+    """Rows for every (capability, version) deployed (``deployed``: capability → version →
+    code digest) or recorded by a run in flight (``in_flight``: (capability, version) per run)."""
+    counts = Counter(in_flight)
+    keys = {(c, v) for c, vs in deployed.items() for v in vs} | set(counts)
+    rows = []
+    for cap, version in keys:
+        here = deployed.get(cap, {})
+        served: str | None = None
+        stranded = not here
+        if here and None not in here:
+            try:
+                served = resolve([v for v in here if v is not None], version)
+            except VersionNotDeployed:
+                stranded = True
+        row = VersionRow(
+            cap,
+            version,
+            here.get(version),
+            version in here,
+            counts[(cap, version)],
+            served,
+            stranded,
+        )
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r.capability, version_key(r.version or "0")))
