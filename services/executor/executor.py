@@ -385,7 +385,8 @@ class Executor(RunEnding):
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
         except VersionNotDeployed as exc:  # not failed: admitted, waiting for its version
-            self._dead_letter(msg, f"run {start.session_id}: {exc}", "version_not_deployed")
+            reason = f"run {start.session_id}: version_not_deployed: {start.capability} {exc}"
+            self._dead_letter(msg, reason, "version_not_deployed")
             return
         runtime, step = Runtime.start(
             spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls

@@ -19,7 +19,7 @@ def not_deployed(registry: AgentRegistry, snap: SessionSnapshot) -> str | None:
     try:
         registry.spec_for(snap.capability, snap.agent_version)
     except VersionNotDeployed as exc:
-        return f"{snap.capability} {exc}"
+        return f"version_not_deployed: {snap.capability} {exc}; the run stays parked"
     except UnknownCapability:
         return None
     return None
