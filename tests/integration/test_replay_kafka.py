@@ -138,3 +138,24 @@ def test_exported_runs_replay_and_a_diverging_image_fails_the_gate(
     passing = _cli(settings, "examples.refund", "replay", "--from-kafka", "--sample", "5")
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert f"{parked} (refund): OK" in passing.stdout
+
+
+def test_the_charts_gate_command_fails_the_upgrade_on_a_diverging_image(
+    settings: Settings, billing: FakeBillingServer
+) -> None:
+    from tests.replay.gate import find_helm, gate_jobs
+
+    helm = find_helm()
+    if helm is None:
+        pytest.skip("helm not found: run scripts/install-helm-tools.sh")
+    [job] = gate_jobs(helm, "upgradeGate.enabled=true")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    empty = _cli(settings, "standins.refund_diverging", *args)
+    assert empty.returncode == 0, empty.stdout + empty.stderr  # nothing in flight: pass
+    parked, _ = _park_two_and_finish_one(settings, billing)
+    diverging = _cli(settings, "standins.refund_diverging", *args)
+    assert diverging.returncode == 1, diverging.stdout + diverging.stderr
+    [report] = json.loads(diverging.stdout)["reports"]
+    assert report["run_id"] == parked and report["verdict"] == "diverged"
+    same = _cli(settings, "examples.refund", *args)
+    assert same.returncode == 0, same.stdout + same.stderr

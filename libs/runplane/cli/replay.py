@@ -7,8 +7,8 @@ divergence report shows both requests in full rather than the recorded one's wit
 
 ``replay`` replays recordings against the agent code importable now and prints, per run, OK
 or the first divergence (position, recorded vs new request, a diff). Exit status: 0 all OK,
-1 any divergence, a broken recording or a capability no longer registered, 2 nothing to
-replay or an unreadable file. ``--from-kafka`` reads the runs in flight (the default sample:
+1 any divergence, a broken recording or a capability no longer registered, 2 a file with no
+runs or an unreadable one (no runs in flight is 0: nothing can diverge). ``--from-kafka`` reads the runs in flight (the default sample:
 the runs a deploy would carry over) straight from the topics.
 """
 
@@ -88,8 +88,8 @@ def replay(
         recordings = _sampled(recordings, sample)
     reports = [replay_recording(REGISTRY.get(r.capability), r) for r in recordings]
     _print(reports, as_json)
-    if not reports:
-        raise typer.Exit(EXIT_USAGE)
+    if not reports and file is not None:
+        raise typer.Exit(EXIT_USAGE)  # an empty file is a mistake; no runs in flight is not
     if not all(r.ok for r in reports):
         raise typer.Exit(EXIT_DIVERGED)
 
