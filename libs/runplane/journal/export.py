@@ -33,7 +33,7 @@ def read_snapshots(settings: Settings, *, timeout_s: float = 60.0) -> dict[str, 
     """Every run's latest snapshot (the ``sessions`` table), by run id."""
     serde = Serde.from_settings(settings)
     topic = settings.topic("sessions")
-    consumer = Consumer(consumer_config(settings, f"runplane-export-{uuid.uuid4().hex[:12]}"))
+    consumer = Consumer(consumer_config(settings, f"runplane-reader-{uuid.uuid4().hex[:12]}"))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         partitions = sorted(meta.partitions) if meta is not None and meta.partitions else []
