@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runplane.errors import RunplaneError, TerminalError
+from runplane.kafka.acls import AUTHORIZATION_CODES, authorization_hint
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ class ErrorClass(Enum):
 
 def classify(err: KafkaError) -> ErrorClass:
     """Which of the four responses an error from the transactional API calls for."""
-    if err.fatal() or err.code() in _FENCED_CODES:
+    if err.fatal() or err.code() in _FENCED_CODES or err.code() in AUTHORIZATION_CODES:
+        # A missing ACL is not fixed by aborting and retrying: stop, saying what to grant.
         return ErrorClass.FATAL
     if err.txn_requires_abort():
         return ErrorClass.ABORTABLE
@@ -249,5 +251,9 @@ class TransactionalProducer:
         cls = classify(err)
         message = f"{what} failed: {err.name()}: {err.str()}"
         if cls is ErrorClass.FATAL:
-            raise TxnFatal(message, code=err.code(), fenced=err.code() in _FENCED_CODES) from exc
+            hint = authorization_hint(err.code())
+            if hint is not None:
+                message = f"{message}: {hint}"
+            fenced = err.code() in _FENCED_CODES and hint is None
+            raise TxnFatal(message, code=err.code(), fenced=fenced) from exc
         raise TxnAbortable(message, code=err.code(), broken=cls is ErrorClass.BROKEN) from exc
