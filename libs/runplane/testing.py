@@ -22,11 +22,9 @@ import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runplane.core import (
-    REGISTRY,
     AgentRegistry,
     AgentSpec,
     Generation,
@@ -39,10 +37,9 @@ from runplane.core import (
     verify_chain,
 )
 from runplane.core.chain import run_start
-from runplane.core.engine import Event
-from runplane.core.recording import Recording, load_recordings
-from runplane.core.replaytest import RunReplay, replay_recording
+from runplane.core.engine import Command, Event, apply_step
 from runplane.errors import RetryableError
+from runplane.golden import assert_replays
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
@@ -383,16 +380,11 @@ class Driver:
         self._commit(session, held)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:
+        out = _SessionOut(self, session)
         for step in steps:
-            session.journal.extend(step.records)
-            for entry in step.results:
-                session.results[(entry.era, entry.call_seq)] = entry
-            session.snapshot = step.snapshot
+            parked = session.snapshot.parked_on if session.snapshot is not None else None
+            apply_step(step, out, parked_before=parked, clock=self.clock.now_ms)
             self.replayed += step.replayed
-            for command in step.commands:
-                self._route(session, command)
-            if step.end is not None:
-                session.open_tasks.clear()
 
     def _perform(self, call: LiveCall) -> Outcome:
         self.live_calls += 1
@@ -547,29 +539,30 @@ class Driver:
         )
 
 
+class _SessionOut:
+    """A step carried into the driver's memory: the executor's ``apply_step``, in memory."""
+
+    def __init__(self, driver: Driver, session: _Session) -> None:
+        self._driver = driver
+        self._session = session
+
+    def put_records(self, records: tuple[JournalRecord, ...]) -> None:
+        self._session.journal.extend(records)
+
+    def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
+        for entry in entries:
+            self._session.results[(entry.era, entry.call_seq)] = entry
+
+    def put_commands(self, commands: tuple[Command, ...]) -> None:
+        for command in commands:
+            self._driver._route(self._session, command)
+
+    def put_snapshot(self, snapshot: SessionSnapshot) -> None:
+        self._session.snapshot = snapshot
+
+    def run_ended(self, status: RunStatus) -> None:
+        self._session.open_tasks.clear()
+
+
 async def _await(value: Any) -> Any:
     return await value
-
-
-def assert_replays(
-    source: str | Path | Iterable[Recording], agents: AgentRegistry | None = None
-) -> list[RunReplay]:
-    """Replay golden journals (an export file, a recorded run's JSON, a folder of them, or
-    ``Recording``s) against the agent code importable now; fail the test with each divergence
-    (position and recorded vs new request as a diff). ``agents`` defaults to ``REGISTRY``.
-
-        def test_deployed_runs_still_replay():
-            assert_replays(Path(__file__).parent / "golden")
-    """
-    registry = REGISTRY if agents is None else agents
-    if isinstance(source, str | Path):
-        path = Path(source)
-        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-        source = [r for f in files for r in load_recordings(f.read_text(encoding="utf-8"))]
-    reports = [replay_recording(registry.get(r.capability), r) for r in source]
-    if not reports:
-        raise AssertionError(f"no recorded runs to replay in {source!r}")
-    bad = [r.explain() for r in reports if not r.ok]
-    if bad:
-        raise AssertionError("recorded runs do not replay:\n" + "\n".join(bad))
-    return reports
