@@ -114,7 +114,10 @@ def _deployed(settings: Settings, billing: FakeBillingServer, *versions: str) ->
     return executor_thread(own, registry=AgentRegistry([SPECS[v] for v in versions]))
 
 
-def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[int, bool]]:
+def _cli(
+    settings: Settings, versions: tuple[str, ...], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``runplane ARGS`` with the agent modules of ``versions`` deployed."""
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -122,13 +125,17 @@ def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[i
         "RUNPLANE_AGENT_MODULES": ",".join(MODULES[v] for v in versions),
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "integration")]),
     }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "runplane"), "agents", "list", "--json"],
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "runplane"), *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=240,
     )
+
+
+def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[int, bool]]:
+    done = _cli(settings, versions, "agents", "list", "--json")
     assert done.returncode == 0, done.stderr
     rows = [r for r in json.loads(done.stdout) if r["capability"] == "vflow"]
     return {r["version"]: (r["in_flight"], r["stranded"]) for r in rows}
@@ -139,7 +146,7 @@ def _output(settings: Settings, run_id: str) -> Any:
 
 
 def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
-    settings: Settings, billing: FakeBillingServer
+    settings: Settings, billing: FakeBillingServer, tmp_path: Path
 ) -> None:
     with _deployed(settings, billing, "1"):
         a, b = _admit(settings, ("1",), 2)
@@ -180,3 +187,15 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     # INV-0: a once and c once; INV-1: b once on 1, then its re-check on 1.1 (the patch).
     assert billing.counts().fetches == {"INV-0": 2, "INV-1": 2}
     assert _agents_list(settings, "1.1", "2") == {"1.1": (0, False), "2": (0, False)}
+
+    # The exported journal of b (recorded by 1, finished by 1.1 with the marker) replays on
+    # 1.1; on 1 it diverges exactly at the marker, the call after the approval.
+    out = tmp_path / f"{b}.json"
+    exported = _cli(settings, ("1.1",), "journal", "export", b, "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert _cli(settings, ("1.1",), "replay", str(out)).returncode == 0
+    old_code = _cli(settings, ("1",), "replay", str(out), "--json")
+    assert old_code.returncode == 1, old_code.stdout + old_code.stderr
+    [report] = json.loads(old_code.stdout)["reports"]
+    assert report["divergence"]["call_seq"] == 2, json.dumps(report, indent=1)
+    assert report["divergence"]["recorded"]["name"] == "patch:recheck"

@@ -112,3 +112,21 @@ def test_every_version_completes_a_fresh_run(version: str) -> None:
     driver = _driver(version)
     run = driver.decide(driver.run("fix", {}).session_id, "APPROVED")
     assert run.status is RunStatus.COMPLETED
+
+
+def test_old_code_that_stops_before_a_recorded_marker_is_reported_at_the_marker() -> None:
+    reg = AgentRegistry()
+
+    @reg.agent("fix", tools=["a", "b", "c"])
+    async def shorter(ctx: StepCtx, value: Any) -> str:
+        await ctx.tool("a", {})
+        await ctx.approval("go?", {}, role="ops")
+        return "old"
+
+    driver = _driver("1.1")
+    new = driver.decide(driver.run("fix", {}, session_id="s-m").session_id, "APPROVED")
+    report = replay_recording(reg.spec("fix"), _recording(new))
+    d = report.divergence
+    assert d is not None and d.call_seq == 2 and d.issued is None
+    assert d.recorded is not None and d.recorded.name == "patch:use-c"
+    assert "returned instead" in d.reason

@@ -246,6 +246,14 @@ def _first_divergence(
             reason = run.error.message if run.error is not None else "quarantined"
             return Divergence(0, None, reason, None, None)
         slot, effect = issued[-1]
+        if _replayed(recording, slot, effect):  # the code stopped where the history goes on
+            reason = run.error.message if run.error is not None else "ended early"
+            later = sorted(s for s in calls if s[1] > slot[1])
+            if not later:
+                return Divergence(0, None, reason, None, None)
+            return Divergence(
+                0, later[0][1], reason, _recorded(recording, later[0], calls[later[0]]), None
+            )
         now = _call(effect)
         recorded = calls.get(slot)
         later = any(s[1] > slot[1] for s in (*calls, *recording.results) if s[0] == 0)
@@ -288,6 +296,11 @@ def _ending_differs(recording: Recording, run: Run, kind: JournalKind) -> Diverg
                 0, None, f"another output: recorded {old}, new code {new}", None, None
             )
     return None
+
+
+def _replayed(recording: Recording, slot: Slot, effect: Effect) -> bool:
+    entry = recording.results.get(slot)
+    return entry is not None and (entry.family, entry.name, entry.request_witness) == _key(effect)
 
 
 def _call(effect: Effect) -> Call:
