@@ -242,31 +242,7 @@ def _first_divergence(
     ended = recording.ended
     ended_in_era0 = ended is not None and ended.era == 0
     if run.status is RunStatus.QUARANTINED:
-        if run.fault is not None or not issued:  # a derived draw landed on a journaled slot
-            reason = run.error.message if run.error is not None else "quarantined"
-            return Divergence(0, None, reason, None, None)
-        slot, effect = issued[-1]
-        if _replayed(recording, slot, effect):  # the code stopped where the history goes on
-            reason = run.error.message if run.error is not None else "ended early"
-            later = sorted(s for s in calls if s[1] > slot[1])
-            if not later:
-                return Divergence(0, None, reason, None, None)
-            return Divergence(
-                0, later[0][1], reason, _recorded(recording, later[0], calls[later[0]]), None
-            )
-        now = _call(effect)
-        recorded = calls.get(slot)
-        later = any(s[1] > slot[1] for s in (*calls, *recording.results) if s[0] == 0)
-        if slot in recording.results or later:
-            reason = (run.error.message if run.error is not None else "") or "diverged"
-            return Divergence(0, slot[1], reason, _recorded(recording, slot, recorded), now)
-        if ended_in_era0:
-            reason = f"the recorded run ended at call_seq {slot[1]}; the new code issues more calls"
-            return Divergence(0, slot[1], reason, None, now)
-        if recorded is not None and recorded != _key(effect):
-            reason = f"the call in flight at call_seq {slot[1]} differs"
-            return Divergence(0, slot[1], reason, _recorded(recording, slot, recorded), now)
-        return None  # in flight: the history ends here, consistently
+        return _quarantined(recording, run, issued, calls, ended_in_era0)
     # The new code ended (completed or failed) without leaving the history.
     past = sorted(s for s in calls if s[1] >= run.cursor)
     if past:
@@ -276,6 +252,39 @@ def _first_divergence(
     if not ended_in_era0 or ended is None:
         return None
     return _ending_differs(recording, run, ended.kind)
+
+
+def _quarantined(
+    recording: Recording,
+    run: Run,
+    issued: list[tuple[Slot, Effect]],
+    calls: dict[Slot, CallKey],
+    ended_in_era0: bool,
+) -> Divergence | None:
+    """The verify-only replay stopped the run: where, and whether that is a divergence (an
+    in-flight history simply ends)."""
+    reason = (run.error.message if run.error is not None else "") or "diverged"
+    if run.fault is not None or not issued:  # a derived draw landed on a journaled slot
+        return Divergence(0, None, reason, None, None)
+    slot, effect = issued[-1]
+    if _replayed(recording, slot, effect):  # the code stopped where the history goes on
+        skipped = sorted(s for s in calls if s[1] > slot[1])
+        if not skipped:
+            return Divergence(0, None, reason, None, None)
+        first = skipped[0]
+        return Divergence(0, first[1], reason, _recorded(recording, first, calls[first]), None)
+    now = _call(effect)
+    recorded = calls.get(slot)
+    later = any(s[1] > slot[1] for s in (*calls, *recording.results) if s[0] == 0)
+    if slot in recording.results or later:
+        return Divergence(0, slot[1], reason, _recorded(recording, slot, recorded), now)
+    if ended_in_era0:
+        reason = f"the recorded run ended at call_seq {slot[1]}; the new code issues more calls"
+        return Divergence(0, slot[1], reason, None, now)
+    if recorded is not None and recorded != _key(effect):
+        reason = f"the call in flight at call_seq {slot[1]} differs"
+        return Divergence(0, slot[1], reason, _recorded(recording, slot, recorded), now)
+    return None  # in flight: the history ends here, consistently
 
 
 def _ending_differs(recording: Recording, run: Run, kind: JournalKind) -> Divergence | None:
