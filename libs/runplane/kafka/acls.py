@@ -135,6 +135,9 @@ ACCESS: dict[str, Access] = {
         shared_groups=("runplane-client-",),
     ),
     "operator": Access(reads=("cases",), shared_groups=("runplane-cli-",)),
+    # The chart's upgrade gate (`runplane replay --from-kafka`): the sessions table, then each
+    # sampled run's journal and results.
+    "gate": Access(reads=("sessions", "journal", "results"), shared_groups=(_RESTORE, "runplane-reader-")),
     "admin": Access(admin=True),
 }  # fmt: skip
 
