@@ -119,3 +119,24 @@ def test_export_files_round_trip_and_golden_journals_load() -> None:
     assert golden[0].capability == "refund" and not golden[0].problems()
     with pytest.raises(RecordingError):
         load_recordings('{"format": "other"}')
+
+
+def test_the_cli_replays_a_folder_and_fails_on_a_tampered_file(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from runplane.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["replay", str(GOLDEN), "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["ok"] == len(list(GOLDEN.glob("*.json")))
+    data = json.loads((GOLDEN / "refund_approved.json").read_text(encoding="utf-8"))
+    data["snapshot"]["input_json"] = '{"invoice_id": "forged"}'
+    (tmp_path / "forged.json").write_text(json.dumps(data), encoding="utf-8")
+    bad = runner.invoke(app, ["replay", str(tmp_path / "forged.json")])
+    assert bad.exit_code == 1 and "BROKEN" in bad.output
+    (tmp_path / "empty.json").write_text('{"format": "runplane.journal-export/1", "runs": []}')
+    assert runner.invoke(app, ["replay", str(tmp_path / "empty.json")]).exit_code == 2
+    assert runner.invoke(app, ["replay"]).exit_code == 2  # neither a file nor --from-kafka

@@ -23,7 +23,7 @@ from runplane.cli.journal import journal_app
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY, import_agent_modules
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
-from runplane.core.replaytest import RunReplay, attach_requests, replay_recording
+from runplane.core.replaytest import ReplayVerdict, RunReplay, attach_requests, replay_recording
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -82,11 +82,13 @@ def replay(
         raise typer.Exit(EXIT_USAGE)
     settings = Settings.from_env()
     _registry(settings)
-    recordings = _from_kafka(settings, capability, sample) if file is None else _from_file(file)
-    if file is not None:
-        recordings = [r for r in recordings if capability in (None, r.capability)]
-        recordings = _sampled(recordings, sample)
-    reports = [replay_recording(REGISTRY.get(r.capability), r) for r in recordings]
+    if file is None:
+        reports = _from_kafka(settings, capability, sample)
+    else:
+        recordings = [r for r in _from_file(file) if capability in (None, r.capability)]
+        reports = [
+            replay_recording(REGISTRY.get(r.capability), r) for r in _sampled(recordings, sample)
+        ]
     _print(reports, as_json)
     if not reports and file is not None:
         raise typer.Exit(EXIT_USAGE)  # an empty file is a mistake; no runs in flight is not
@@ -110,11 +112,23 @@ def _sampled(recordings: list[Recording], n: int | None) -> list[Recording]:
     return [by_id[i] for i in pick(by_id, n)]
 
 
-def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> list[Recording]:
+def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> list[RunReplay]:
+    """Replay the (sampled) runs in flight; a run that cannot be read whole is BROKEN."""
     from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
 
     running = {s.session_id: s for s in in_flight(read_snapshots(settings), capability)}
-    return [read_recording(settings, running[i]) for i in sample(running, n)]
+    reports = []
+    for run_id in sample(running, n):
+        snap = running[run_id]
+        try:
+            recording = read_recording(settings, snap)
+        except RecordingError as exc:
+            reports.append(
+                RunReplay(run_id, snap.capability, ReplayVerdict.BROKEN, detail=str(exc))
+            )
+            continue
+        reports.append(replay_recording(REGISTRY.get(snap.capability), recording))
+    return reports
 
 
 def _print(reports: list[RunReplay], as_json: bool) -> None:
