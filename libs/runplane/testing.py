@@ -203,13 +203,14 @@ class Driver:
         *,
         session_id: str | None = None,
         case_id: str | None = None,
+        agent_version: str | None = None,
     ) -> RunView:
-        """Admit and start a run; process everything that follows until the platform is idle."""
+        """Admit and start a run; process everything that follows until the platform is idle.
+        ``agent_version``: the emitter's pin (None: the newest version registered)."""
         self._counter += 1
         sid = session_id or f"run-{self._counter}"
         input_json = canonical_json(input)
         now = self.clock.now_ms()
-        version = self.agents.spec(capability).version  # the newest, as admission picks
         admitted, start = run_start(
             sid,
             capability=capability,
@@ -219,11 +220,11 @@ class Driver:
             input_json=input_json,
             now_ms=now,
             case_id=case_id,
-            agent_version=version,
+            agent_version=agent_version,
         )
         session = self.sessions.setdefault(sid, _Session())
         session.journal.append(admitted)
-        spec = self.agents.spec_for(capability, version)
+        spec = self.agents.spec_for(capability, agent_version)
         try:
             runtime, step = Runtime.start(
                 spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars

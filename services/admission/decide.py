@@ -341,7 +341,8 @@ def admit(
     req: AdmissionRequest, position: Position, now_ms: int, agent_version: str | None = None
 ) -> Admitted:
     """The four records of a new run (the caller has checked the request); ``agent_version``:
-    the version it starts on (the newest deployed, or the newest of the emitter's pin)."""
+    the emitter's pin (the executor starts the run on the newest version of its line), or
+    None (on the newest version the executor hosts)."""
     run_id = mint_run_id(req.admission_key, position)
     case_id = case_id_for(req.tenant, req.correlation_keys)
     seq0, start = run_start(
@@ -410,9 +411,10 @@ def decide(
     problem = _problem(key, record, capabilities, max_input_bytes)
     if problem is not None:
         return refusal(key, problem[0], problem[1], now_ms)
-    versions = capabilities[record.capability].versions
-    version = resolve(versions, record.agent_version) if versions else None
-    return admit(record, position, now_ms, version)
+    # The pin (checked above), not the newest version: the executor that starts the run
+    # resolves "newest" against what it hosts, so a rolling upgrade (admission on the new
+    # version, an executor still on the old one) starts runs instead of stranding them.
+    return admit(record, position, now_ms, record.agent_version)
 
 
 def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:

@@ -84,7 +84,7 @@ def test_parked_runs_finish_on_their_version_and_new_runs_start_on_the_newest() 
     driver.clock = FakeClock(1_700_000_000_000, 3)
     old = driver.run("flow", {}, session_id="s-old")
     assert old.snapshot.agent_version == "1" and old.status is RunStatus.AWAITING_HUMAN
-    assert old.journal[0].attrs["agent_version"] == "1"
+    assert "agent_version" not in old.journal[0].attrs  # not pinned
 
     driver.agents = AgentRegistry([V1, V2])  # version 2 deployed beside 1
     driver.crash("s-old")
@@ -122,9 +122,9 @@ def _request(pin: str | None = None) -> AdmissionRequest:
 def test_admission_starts_new_runs_on_the_newest_or_the_pinned_line() -> None:
     pos = Position("admission", 0, 1)
     for caps, pin, want in (
-        (_caps("1", "2"), None, "2"),
+        (_caps("1", "2"), None, None),  # the executor starts it on the newest it hosts
         (_caps("1", "2"), "1", "1"),
-        (_caps("1.1", "2"), "1", "1.1"),
+        (_caps("1.1", "2"), "1", "1"),  # the executor resolves the line: 1.1
         ({"flow": CapabilitySpec(None)}, None, None),
     ):
         d = decide(None, "k1", pos, _request(pin), caps, 1)
@@ -156,3 +156,10 @@ def test_the_inventory_counts_runs_per_version_and_names_stranded_ones() -> None
     }
     only_2 = inventory({"flow": {"2": "d2"}}, [("flow", "1")])
     assert [(r.version, r.stranded) for r in only_2] == [("1", True), ("2", False)]
+
+
+def test_a_pinned_run_starts_on_the_newest_of_its_line() -> None:
+    driver = Driver(AgentRegistry([V11, V2]), tools={n: lambda a, k: {} for n in "abc"})
+    run = driver.decide(driver.run("flow", {}, agent_version="1").session_id, "APPROVED")
+    assert (run.snapshot.agent_version, run.output) == ("1.1", "1.1")
+    assert run.journal[0].attrs["agent_version"] == "1"  # the pin, in the chain

@@ -248,7 +248,7 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
-        # Only when versioned: an unversioned run's seq 0 stays byte-identical.
+        # Only when pinned: an unpinned run's seq 0 stays byte-identical.
         attrs=None if agent_version is None else {"agent_version": agent_version},
     )
     start = StartRun(
