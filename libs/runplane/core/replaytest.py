@@ -264,15 +264,16 @@ def _quarantined(
     """The verify-only replay stopped the run: where, and whether that is a divergence (an
     in-flight history simply ends)."""
     reason = (run.error.message if run.error is not None else "") or "diverged"
-    if run.fault is not None or not issued:  # a derived draw landed on a journaled slot
+    if run.fault is not None:  # a derived draw landed on a journaled slot
         return Divergence(0, None, reason, None, None)
-    slot, effect = issued[-1]
-    if _replayed(recording, slot, effect):  # the code stopped where the history goes on
-        skipped = sorted(s for s in calls if s[1] > slot[1])
+    if not issued or _replayed(recording, *issued[-1]):  # it stopped; the history goes on
+        after = issued[-1][0][1] if issued else -1
+        skipped = sorted(s for s in calls if s[1] > after)
         if not skipped:
             return Divergence(0, None, reason, None, None)
         first = skipped[0]
         return Divergence(0, first[1], reason, _recorded(recording, first, calls[first]), None)
+    slot, effect = issued[-1]
     now = _call(effect)
     recorded = calls.get(slot)
     later = any(s[1] > slot[1] for s in (*calls, *recording.results) if s[0] == 0)
