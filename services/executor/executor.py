@@ -77,11 +77,12 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunEnding
+from services.executor.ending import Resident
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
+from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(RunEnding):
+class Executor(TimerScan):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -190,6 +191,7 @@ class Executor(RunEnding):
                 self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
+                    self._fire_timers()
                 self._loop.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.
                 self._launched = 0

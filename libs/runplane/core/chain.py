@@ -281,7 +281,12 @@ class ChainFault(enum.StrEnum):
 # is rejected, not journaled), so any record that follows one — however well chained — was
 # written by someone other than the run's writer: a break, not an extension.
 TERMINAL_KINDS = frozenset(
-    {JournalKind.RUN_COMPLETED, JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED}
+    {
+        JournalKind.RUN_COMPLETED,
+        JournalKind.RUN_FAILED,
+        JournalKind.RUN_QUARANTINED,
+        JournalKind.RUN_CANCELLED,
+    }
 )
 
 

@@ -31,7 +31,15 @@ from runplane.wire import (
     StartRun,
 )
 
-__all__ = ["fail", "fail_from_snapshot", "fail_unstartable", "finish", "quarantine", "withdrawal"]
+__all__ = [
+    "cancelled",
+    "fail",
+    "fail_from_snapshot",
+    "fail_unstartable",
+    "finish",
+    "quarantine",
+    "withdrawal",
+]
 
 
 def finish(run: Run, output: Any) -> None:
@@ -43,6 +51,9 @@ def finish(run: Run, output: Any) -> None:
             run,
             f"non-determinism at era {run.era} call_seq {at}: history has {run.slot_desc(at)}, agent returned instead",
         )
+        return
+    if run.cancel is not None:
+        cancelled(run)  # however the agent ended after a cancel, the run ends cancelled
         return
     try:
         run.output_json = canonical_json(output)
@@ -69,6 +80,9 @@ def finish(run: Run, output: Any) -> None:
 
 def fail(run: Run, error: ErrorInfo) -> None:
     """The run failed with ``error`` (the agent raised, or the engine could not serve it)."""
+    if run.cancel is not None:
+        cancelled(run)
+        return
     _close_coro(run)
     run.status = RunStatus.FAILED
     run.error = error
@@ -87,6 +101,22 @@ def quarantine(run: Run, reason: str) -> None:
     _clear_waits(run)
     run.rec.out.live.clear()
     run.rec.seal(JournalKind.RUN_QUARANTINED, attrs={"reason": reason[:500]})
+
+
+def cancelled(run: Run) -> None:
+    """End a run an operator cancelled (``engine.cancel``): RUN_CANCELLED, status FAILED
+    with error type ``RunCancelled``; what it waited on is withdrawn, its timer dropped."""
+    request = run.cancel
+    assert request is not None
+    _close_coro(run)
+    run.status = RunStatus.FAILED
+    run.error = ErrorInfo(type="RunCancelled", message=request.reason, retryable=False)
+    _clear_waits(run)
+    run.wake_at = None
+    run.rec.seal(
+        JournalKind.RUN_CANCELLED,
+        attrs={"reason": request.reason, "cancelled_by": request.by, **_unresolved(run)},
+    )
 
 
 def _unresolved(run: Run) -> dict[str, str]:

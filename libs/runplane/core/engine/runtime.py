@@ -265,8 +265,6 @@ class Runtime:
         if isinstance(event, Quarantine):
             quarantine(run, event.reason)
             return self._flush()
-        if isinstance(event, Wake):
-            return self._flush()  # a plain wake: the step only stamps the run
         handler = INBOX.get(type(event))
         if handler is None:  # pragma: no cover - typed callers cannot get here
             return self._flush(Rejected(f"unknown event type {type(event).__name__}"))

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from runplane.core.agents import AgentSpec, EffectDecl
 from runplane.core.determinism import session_seed
+from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
@@ -88,6 +89,10 @@ class Run:
         self.doubts: list[InFlight] = []
         self.verify_only = False
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
+        # Operating a run (signals, timers, cancel): see engine.signals / timers / cancel.
+        self.wake_at: int | None = None  # the journaled instant a timer wakes the run
+        self.signal_ids: list[str] = []  # ids of signals accepted (bounded, newest last)
+        self.cancel: CancelRequest | None = None
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
@@ -137,6 +142,7 @@ class Run:
     def unpark(self) -> None:
         self.parked = None
         self.status = RunStatus.RUNNING
+        self.wake_at = None  # a timer belongs to the park it bounds
 
     # -- the snapshot --------------------------------------------------------------------------
     def capture(self) -> SnapState:
@@ -169,6 +175,9 @@ class Run:
                 self.era_started_ms,
                 self.open,
                 tuple(self.doubts) if self.doubts else (),
+                self.wake_at,
+                tuple(self.signal_ids),
+                None if self.cancel is None else self.cancel.to_json(),
             ),
         )
 
@@ -194,6 +203,7 @@ class Mark(NamedTuple):
     doubts: tuple[InFlight, ...]
     checkpoint_json: str | None
     clock_ms: int
+    operate: tuple[int | None, tuple[str, ...], CancelRequest | None]
 
     @classmethod
     def take(cls, run: Run) -> Mark:
@@ -217,6 +227,7 @@ class Mark(NamedTuple):
                 tuple(run.doubts),
                 run.checkpoint_json,
                 rec.clock_ms,
+                (run.wake_at, tuple(run.signal_ids), run.cancel),
             ),
         )
 
@@ -241,6 +252,8 @@ class Mark(NamedTuple):
         run.waiting, run.pending_live = self.waiting, self.pending_live
         run.pending, run.doubts = list(self.pending), list(self.doubts)
         run.checkpoint_json, rec.clock_ms = self.checkpoint_json, self.clock_ms
+        run.wake_at, ids, run.cancel = self.operate
+        run.signal_ids = list(ids)
 
 
 def run_from_snapshot(
@@ -287,4 +300,7 @@ def run_from_snapshot(
     run.error = snapshot.error
     run.updated_ms = snapshot.updated_ms
     run.era_started_ms = snapshot.era_started_ms
+    run.wake_at = snapshot.wake_at_ms
+    run.signal_ids = list(snapshot.signal_ids)
+    run.cancel = CancelRequest.from_json(snapshot.cancel_json) if snapshot.cancel_json else None
     return run

@@ -104,6 +104,9 @@ class SnapState(NamedTuple):
     era_started_ms: int
     open_request: OpenRequest | None
     doubts: tuple[InFlight, ...]
+    wake_at_ms: int | None
+    signal_ids: tuple[str, ...]
+    cancel_json: str | None
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -129,6 +132,9 @@ class SnapState(NamedTuple):
             era_started_ms=self.era_started_ms,
             open_request_json=None if self.open_request is None else self.open_request.to_json(),
             doubts_json=doubts_to_json(self.doubts),
+            wake_at_ms=self.wake_at_ms,
+            signal_ids=self.signal_ids,
+            cancel_json=self.cancel_json,
         )
 
 

@@ -81,6 +81,7 @@ class WaitKind(StrEnum):
     APPROVAL = "approval"
     OPERATOR = "operator"  # an operator's verdict on a call in doubt
     CASE = "case"  # a case command's reply
+    TIMER = "timer"  # a durable timer's instant (ctx.sleep)
 
 
 class Slot(NamedTuple):
