@@ -70,7 +70,7 @@ def test_a_buffered_signal_is_deduplicated_too() -> None:
     driver.signal("s", "go", 1, signal_id="a")
     driver.signal("s", "go", 1, signal_id="a")  # buffered once only
     driver.advance(61_000)
-    run = driver.advance_view = driver.view("s")
+    run = driver.view("s")
     assert run.status is RunStatus.PARKED  # the second wait has nothing buffered
     driver.advance(2_000)
     assert driver.view("s").status is RunStatus.FAILED
@@ -262,3 +262,33 @@ def test_a_cancel_without_a_requester_is_refused() -> None:
     before = driver.view("s")
     after = driver.cancel("s", "x", by=" ")
     assert after.journal == before.journal and after.status is RunStatus.PARKED
+
+
+# ------------------------------------------------------------------------------ the examples
+def _example_driver() -> Driver:
+    import examples.operate as ops
+    from runplane.core import REGISTRY
+
+    tools = {
+        "reserve_stock": lambda args, key: ops.reserve_stock(**args),
+        "release_stock": lambda args, key: ops.release_stock(**args),
+    }
+    return Driver(REGISTRY, tools=tools)
+
+
+def test_await_payment_completes_on_its_signal() -> None:
+    driver = _example_driver()
+    driver.run("await_payment", {"sku": "a"}, session_id="s")
+    done = driver.signal("s", "payment_received", {"amount": 3}, signal_id="p-1")
+    assert done.output == {"status": "paid", "hold": "hold-a", "payment": {"amount": 3}}
+
+
+def test_await_payment_releases_its_stock_on_timeout_and_on_cancel() -> None:
+    driver = _example_driver()
+    driver.run("await_payment", {"sku": "a"}, session_id="late")
+    driver.advance(31 * 60_000)
+    assert driver.view("late").output == {"status": "expired"}
+    driver.run("await_payment", {"sku": "b"}, session_id="gone")
+    gone = driver.cancel("gone", "customer withdrew", by="ada")
+    assert gone.status is RunStatus.FAILED and gone.journal[-1].kind is JournalKind.RUN_CANCELLED
+    assert driver.tool_calls["release_stock"] == 2

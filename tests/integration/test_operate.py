@@ -1,0 +1,208 @@
+"""Operating runs on the real broker: a run waiting on signals completes when they are sent
+and a redelivered signal id changes nothing; a cancel mid-run unwinds the run (its effect
+group's compensation runs) and leaves no announced call without a disposition; a sleeping run
+wakes on time after the executor that owned it is SIGKILLed while it sleeps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from runplane.client import Client
+from runplane.config import Settings
+from runplane.core import verify_chain
+from runplane.operate import RunRefused
+from runplane.wire import JournalKind, RunStatus, Signal
+from services.executor.harness import (
+    admit,
+    chain_of,
+    executor_thread,
+    plain_producer,
+    sessions,
+    wait_for,
+)
+from services.executor.settings import ExecutorSettings
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ("examples.operate",)
+
+
+def _status(settings: Settings, run_id: str) -> RunStatus | None:
+    snap = sessions(settings).get(run_id)
+    return None if snap is None else snap.status
+
+
+def _unanswered(records: list[object]) -> set[tuple[int, int | None]]:
+    """Announced calls with no outcome in the chain (era, call_seq)."""
+    announced = {(r.era, r.call_seq) for r in records if r.kind is JournalKind.EFFECT_ANNOUNCED}  # type: ignore[attr-defined]
+    answered = {
+        (r.era, r.call_seq)  # type: ignore[attr-defined]
+        for r in records
+        if r.kind in (JournalKind.EFFECT_RECORDED, JournalKind.EFFECT_IN_DOUBT)  # type: ignore[attr-defined]
+    }
+    return announced - answered
+
+
+def test_signals_complete_a_waiting_run_and_a_redelivered_id_changes_nothing(
+    settings: Settings,
+) -> None:
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    producer = plain_producer(settings)
+    with executor_thread(own), Client(settings) as client:
+        [run] = admit(producer, settings, "tally", [{"count": 2}], tenant="acme")
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=60)
+        with pytest.raises(RunRefused) as other:
+            client.signal(run.run_id, "vote", "x", sent_by="eve", tenant="globex")
+        assert other.value.code == "unknown"
+        first = client.signal(run.run_id, "vote", "yes", signal_id="v-1", sent_by="ada")
+        assert first.run_id == run.run_id and first.signal_id == "v-1"
+        # A redelivery of the same id (a sender's retry): produced again, as Kafka may.
+        client.to_inbox(
+            Signal(
+                session_id=run.run_id,
+                name="vote",
+                payload_json='"again"',
+                sent_ms=0,
+                signal_id="v-1",
+                sent_by="ada",
+            )
+        )
+        client.signal(run.run_id, "vote", "no", signal_id="v-2", sent_by="bob", tenant="acme")
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.COMPLETED, timeout_s=60)
+        snap = sessions(settings)[run.run_id]
+        assert snap.output_json == '{"votes":["yes","no"]}'
+        with pytest.raises(RunRefused) as ended:
+            client.signal(run.run_id, "vote", "late", sent_by="ada")
+        assert ended.value.code == "ended" and ended.value.status is RunStatus.COMPLETED
+        with pytest.raises(RunRefused) as unknown:
+            client.signal("r-nosuchrun", "vote", "x", sent_by="ada")
+        assert unknown.value.code == "unknown"
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    received = [r for r in records if r.kind is JournalKind.SIGNAL_RECEIVED]
+    assert [(r.attrs["signal_id"], r.attrs["sent_by"]) for r in received] == [
+        ("v-1", "ada"),
+        ("v-2", "bob"),
+    ]
+
+
+def test_cancel_unwinds_a_waiting_run_and_leaves_no_call_without_a_disposition(
+    settings: Settings,
+) -> None:
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    producer = plain_producer(settings)
+    with executor_thread(own), Client(settings) as client:
+        [run] = admit(producer, settings, "await_payment", [{"sku": "lamp"}], tenant="acme")
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=60)
+        client.cancel(run.run_id, reason="customer withdrew", sent_by="ops", request_id="c-1")
+        # A redelivery of the same request (the run may already have ended: then it is
+        # dead-lettered; either way nothing more is journaled).
+        client.to_inbox(
+            Signal(
+                session_id=run.run_id,
+                name="runplane.cancel",
+                payload_json='{"reason":"again"}',
+                sent_ms=0,
+                signal_id="c-1",
+                sent_by="ops",
+            )
+        )
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.FAILED, timeout_s=60)
+        snap = sessions(settings)[run.run_id]
+        assert snap.error is not None and snap.error.type == "RunCancelled"
+        with pytest.raises(RunRefused) as late:  # a retry once it ended is refused, not sent
+            client.cancel(run.run_id, reason="again", sent_by="ops", request_id="c-1")
+        assert late.value.code == "ended"
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    kinds = [r.kind for r in records]
+    assert kinds.count(JournalKind.CANCEL_REQUESTED) == 1
+    assert kinds[-1] is JournalKind.RUN_CANCELLED
+    assert records[-1].attrs["cancelled_by"] == "ops"
+    assert "tool://release_stock" in {
+        r.name for r in records if r.kind is JournalKind.EFFECT_RECORDED
+    }
+    assert _unanswered(list(records)) == set()
+
+
+class _Executor:
+    """A stock executor process (``python -m services.executor``) serving examples.operate."""
+
+    def __init__(self, settings: Settings, instance: str, logs: Path) -> None:
+        env = {
+            **os.environ,
+            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+            "RUNPLANE_PARTITIONS": str(settings.partitions),
+            "RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{instance}",
+            "RUNPLANE_EXECUTOR_PORT": "0",
+            "RUNPLANE_AGENT_MODULES": ",".join(MODULES),
+            "RUNPLANE_LOG_LEVEL": "WARNING",
+        }
+        env.pop("RUNPLANE_TOOLS_CONFIG", None)
+        self._log: IO[bytes] = (logs / f"executor-{instance}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.executor"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+
+
+def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
+    settings: Settings, logs: Path
+) -> None:
+    producer = plain_producer(settings)
+    first = _Executor(settings, "a", logs)
+    second: _Executor | None = None
+    try:
+        [run] = admit(producer, settings, "nap", [{"seconds": 6}], tenant="acme")
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=90)
+        parked = sessions(settings)[run.run_id]
+        assert parked.wake_at_ms is not None
+        first.kill()  # SIGKILL while it sleeps: nothing of the timer lives in the process
+        second = _Executor(settings, "b", logs)
+        wait_for(lambda: _status(settings, run.run_id) is RunStatus.COMPLETED, timeout_s=120)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    done = sessions(settings)[run.run_id]
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    [park] = [r for r in records if r.kind is JournalKind.RUN_PARKED]
+    woke = int(park.attrs["wake_at"])
+    assert woke == parked.wake_at_ms
+    # On time: never before the journaled instant, and the value is the instant, not a clock.
+    assert done.output_json is not None and f'"woke_ms":{woke}' in done.output_json
+    [recorded] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED]
+    assert recorded.stamp_ms >= woke and recorded.attrs["wake_at"] == str(woke)
