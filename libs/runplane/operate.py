@@ -38,6 +38,10 @@ CANCEL_SIGNAL: Final = "runplane.cancel"  # == runplane.core.engine.cancel.CANCE
 _ENDED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class RunRefused(TerminalError):
     """The run cannot take this request. ``code``: ``unknown`` (no such run, or another
     tenant's), ``ended`` (it already ended; ``status`` says how) or ``bad_request``."""
@@ -91,11 +95,25 @@ def signal(
     sent_by: str,
     signal_id: str | None = None,
     tenant: str | None = None,
-    now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    now_ms: Callable[[], int] | None = None,
 ) -> Sent:
-    """Send the signal ``name`` to a live run (see the module docstring)."""
-    if not name.strip() or (name.startswith("runplane.") and name != CANCEL_SIGNAL):
+    """Send the signal ``name`` to a live run (see the module docstring). Names under
+    ``runplane.`` are the platform's (``cancel`` sends one): refused here."""
+    if not name.strip() or name.startswith("runplane."):
         raise RunRefused("bad_request", f"signal name {name!r} is empty or reserved")
+    return _send(target, run_or_key, name, payload, sent_by, signal_id, tenant, now_ms or _now_ms)
+
+
+def _send(
+    target: Target,
+    run_or_key: str,
+    name: str,
+    payload: Any,
+    sent_by: str,
+    signal_id: str | None,
+    tenant: str | None,
+    now_ms: Callable[[], int],
+) -> Sent:
     if not sent_by.strip():
         raise RunRefused("bad_request", "a signal names its sender")
     try:
@@ -127,12 +145,6 @@ def cancel(
     tenant: str | None = None,
 ) -> Sent:
     """Ask a live run to cancel (``runplane.core.engine.cancel`` says what follows)."""
-    return signal(
-        target,
-        run_or_key,
-        CANCEL_SIGNAL,
-        {"reason": reason},
-        sent_by=sent_by,
-        signal_id=request_id,
-        tenant=tenant,
+    return _send(
+        target, run_or_key, CANCEL_SIGNAL, {"reason": reason}, sent_by, request_id, tenant, _now_ms
     )
