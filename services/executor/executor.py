@@ -385,7 +385,12 @@ class Executor(TimerScan):
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
         runtime, step = Runtime.start(
-            spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
+            spec,
+            start,
+            now_ms=now_ms,
+            calendars=self._calendars,
+            tools=self._tool_decls,
+            limits=self.settings.limits,
         )
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
@@ -436,6 +441,7 @@ class Executor(TimerScan):
             now_ms=self._wall_ms(),
             calendars=self._calendars,
             tools=self._tool_decls,
+            limits=self.settings.limits,
         )
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)

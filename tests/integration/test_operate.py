@@ -5,20 +5,25 @@ wakes on time after the executor that owned it is SIGKILLed while it sleeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from runplane.client import Client
 from runplane.config import Settings
-from runplane.core import verify_chain
+from runplane.core import AgentRegistry, AgentSpec, EffectDecl, Recovery, StepCtx, verify_chain
+from runplane.core.ctx import EffectError
+from runplane.kafka.topics import create_topics
 from runplane.operate import RunRefused
+from runplane.providers import FunctionTool
 from runplane.wire import JournalKind, RunStatus, Signal
 from services.executor.harness import (
     admit,
@@ -206,3 +211,51 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     assert done.output_json is not None and f'"woke_ms":{woke}' in done.output_json
     [recorded] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED]
     assert recorded.stamp_ms >= woke and recorded.attrs["wake_at"] == str(woke)
+
+
+@pytest.fixture
+def one_partition(empty_settings: Settings, admin_client: AdminClient) -> Settings:
+    """Every run on one partition: the oversized result and the runs after it share it."""
+    narrow = dataclasses.replace(empty_settings, partitions=1)
+    create_topics(narrow, admin_client)
+    return narrow
+
+
+def test_a_result_larger_than_a_kafka_message_fails_its_call_and_the_partition_moves_on(
+    one_partition: Settings,
+) -> None:
+    settings = one_partition
+
+    async def fetch(ctx: StepCtx, input: dict[str, Any]) -> Any:
+        try:
+            body = await ctx.tool("blob", {"bytes": input["bytes"]})
+        except EffectError as exc:
+            return {"refused": exc.type}
+        return {"len": len(body)}
+
+    registry = AgentRegistry()
+    registry.register(AgentSpec("fetch", fetch, tools=frozenset({"blob"})), lint=False)
+    blob = FunctionTool(
+        "blob",
+        lambda bytes: "x" * int(bytes),
+        decl=EffectDecl("blob", mutating=False, recovery=Recovery.RETRY),
+    )
+    own = ExecutorSettings(base=settings, agent_modules=())
+    producer = plain_producer(settings)
+    with executor_thread(own, tools={"blob": blob}, registry=registry):
+        # 2 MiB: over the broker's message.max.bytes (1 MiB by default) and max_result_bytes.
+        big, *small = admit(
+            producer, settings, "fetch", [{"bytes": 2 * 1024 * 1024}, {"bytes": 10}, {"bytes": 20}]
+        )
+        ids = [big.run_id, *(r.run_id for r in small)]
+        wait_for(
+            lambda: all(_status(settings, i) is RunStatus.COMPLETED for i in ids),
+            timeout_s=90,
+            what="every run on the partition to complete",
+        )
+    rows = sessions(settings)
+    assert rows[big.run_id].output_json == '{"refused":"ResultTooLarge"}'
+    assert [rows[r.run_id].output_json for r in small] == ['{"len":10}', '{"len":20}']
+    records, results = chain_of(settings, big.run_id)
+    assert verify_chain(records, results).ok
+    assert results[(0, 0)].error is not None and results[(0, 0)].value_json is None

@@ -15,6 +15,7 @@ from runplane.core import (
     AgentSpec,
     Durability,
     EffectDecl,
+    Recovery,
     StepCtx,
     replay_history,
 )
@@ -73,8 +74,9 @@ def test_a_buffered_signal_is_deduplicated_too() -> None:
     run = driver.view("s")
     assert run.status is RunStatus.PARKED  # the second wait has nothing buffered
     driver.advance(2_000)
-    assert driver.view("s").status is RunStatus.FAILED
-    assert driver.view("s").error is not None and "WaitTimedOut" in driver.view("s").error
+    failed = driver.view("s")
+    assert failed.status is RunStatus.FAILED
+    assert failed.error is not None and "WaitTimedOut" in failed.error
 
 
 # ------------------------------------------------------------------------------ timers
@@ -180,12 +182,15 @@ def test_cancel_while_parked_reverses_open_groups_and_ends_cancelled() -> None:
             await g.commit()
         return "done"
 
-    tools = {
-        "reserve": lambda args, key: {"hold": "h1"},
-        "release": lambda args, key: undone.append(args) or {"released": True},
-    }
-    decls = (EffectDecl("reserve", mutating=True, recovery="retry"),)
-    decls += (EffectDecl("release", mutating=True, recovery="retry"),)
+    def release(args: Any, key: Any) -> Any:
+        undone.append(args)
+        return {"released": True}
+
+    tools = {"reserve": lambda args, key: {"hold": "h1"}, "release": release}
+    decls = (
+        EffectDecl("reserve", mutating=True, recovery=Recovery.RETRY),
+        EffectDecl("release", mutating=True, recovery=Recovery.RETRY),
+    )
     driver = Driver(_spec(agent, decls), tools=tools)
     driver.run("t", {}, session_id="s")
     done = driver.cancel("s", "customer withdrew", by="ada")
@@ -223,7 +228,7 @@ def test_cancel_during_a_live_call_waits_for_its_outcome() -> None:
         await ctx.tool("charge", {"n": 2})
         return "charged twice"
 
-    decl = EffectDecl("charge", mutating=True, recovery="requires_operator")
+    decl = EffectDecl("charge", mutating=True, recovery=Recovery.REQUIRES_OPERATOR)
     spec = _spec(agent, (decl,))
     _, start = run_start(
         "s",

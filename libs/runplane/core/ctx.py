@@ -149,6 +149,7 @@ class Op(StrEnum):
     DEADLINE_MEET = "deadline_meet"
     DEADLINE_CANCEL = "deadline_cancel"
     SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
+    CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).
@@ -323,6 +324,14 @@ class StepCtx:
         or ``until``, an instant in ms. The run parks; it wakes at that instant even across a
         crash, a restart or a rebalance (the executor owning it delivers the wake)."""
         return Effect("timer", "sleep", timer_request(duration, until, calendar), Op.SLEEP)
+
+    def continue_as_new(self, input: Any) -> Effect:
+        """End this run and start its successor — same capability, case, tenant and
+        initiator, a fresh history — on ``input`` → ``{"continued_as": <successor run id>}``.
+        Write ``return await ctx.continue_as_new(next_input)``: the run ends at this call
+        (RUN_COMPLETED naming the successor; its output is that value), so nothing after it
+        runs. The way out of a long history (``HistoryTooLong``)."""
+        return Effect("run", "continue_as_new", {"input": input}, Op.CONTINUE_AS_NEW)
 
     def checkpoint(self, state: Any) -> Effect:
         """Report the run's position (checkpointed runs restore from the last one)."""

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from runplane.core.chain import request_witness
 from runplane.core.ctx import Effect, EffectError, StepCtx
-from runplane.core.engine import cancel
+from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.doubt import in_doubt
 from runplane.core.engine.ends import fail, finish, quarantine
@@ -167,6 +167,8 @@ def _dispatch(run: Run, effect: Effect) -> Resolution:
         # Nothing recorded here: what the era carries decides first, then the op's handler.
         if run.cancel is not None and not run.cancel.delivered:
             return cancel.at_slot(run, slot)  # a cancel waiting for the agent's next effect
+        if run.rec.next_seq >= run.limits.max_journal_records:
+            return bounds.history_too_long(run, slot)
         if run.prior and (served := from_prior_era(run, slot)) is not None:
             return served
         if run.doubts:

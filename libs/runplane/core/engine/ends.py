@@ -18,6 +18,7 @@ from runplane.core.chain import Draft, request_witness, seal
 from runplane.core.engine.eras import withdraw_carried
 from runplane.core.engine.state import Run
 from runplane.core.engine.step import Command, Step
+from runplane.core.limits import too_large
 from runplane.wire import (
     CloseTask,
     ErrorInfo,
@@ -42,8 +43,9 @@ __all__ = [
 ]
 
 
-def finish(run: Run, output: Any) -> None:
-    """The agent returned ``output``."""
+def finish(run: Run, output: Any, attrs: dict[str, str] | None = None) -> None:
+    """The agent returned ``output`` (``attrs``: more for the end record, e.g. the successor
+    of a continue-as-new)."""
     run.coro = None
     if run.max_slot.get(run.era, -1) >= run.cursor:
         at = run.cursor
@@ -67,6 +69,11 @@ def finish(run: Run, output: Any) -> None:
             ),
         )
         return
+    oversized = too_large(run.output_json, run.rec.max_result_bytes)
+    if oversized is not None:  # the snapshot carrying it could not be written
+        run.output_json = None
+        fail(run, oversized)
+        return
     run.status = RunStatus.COMPLETED
     _clear_waits(run)
     run.rec.seal(
@@ -74,6 +81,7 @@ def finish(run: Run, output: Any) -> None:
         attrs={
             "output_digest": request_witness(json.loads(run.output_json)),
             **_unresolved(run),
+            **(attrs or {}),
         },
     )
 

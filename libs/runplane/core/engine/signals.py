@@ -17,11 +17,10 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from runplane.core.engine import cancel, timers
+from runplane.core.engine import bounds, cancel, timers
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import (
-    MAX_BUFFERED_SIGNALS,
     SUSPEND,
     Rejected,
     Resolution,
@@ -71,6 +70,11 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     one already accepted under the same id changes nothing; ``runplane.cancel`` is a cancel."""
     if signal.signal_id is not None and signal.signal_id in run.signal_ids:
         return SUSPEND  # a redelivery: accepted once already
+    if len(signal.payload_json.encode("utf-8", "surrogatepass")) > run.limits.max_signal_bytes:
+        return Rejected(
+            f"signal {signal.name!r} is over {run.limits.max_signal_bytes} bytes",
+            "signal_too_large",
+        )
     if signal.name == cancel.CANCEL_SIGNAL:
         answer = cancel.on_request(run, signal)
         if not isinstance(answer, Rejected):
@@ -82,13 +86,9 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
         run.waiting = None
         run.unpark()
         return serve(run.rec, wait.slot.effect, _record_signal(run, wait.slot, signal))
-    if len(run.pending) >= MAX_BUFFERED_SIGNALS:
-        # Every buffered signal rides in every snapshot of the run: unbounded, a chatty
-        # sender would grow each commit (and the sessions row) without limit.
-        return Rejected(
-            f"{MAX_BUFFERED_SIGNALS} signals already buffered and not awaited; refused {signal.name!r}",
-            "signals_full",
-        )
+    refused = bounds.refuse_buffering(run, signal)
+    if refused is not None:
+        return refused
     # Not awaited yet: keep it (in the snapshot) for the wait_signal that will consume it.
     _remember(run, signal)
     run.pending.append(signal)

@@ -20,6 +20,7 @@ from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
 from runplane.core.engine.vocab import Calendars, Wait
+from runplane.core.limits import DEFAULT_LIMITS, Limits
 from runplane.wire import (
     ErrorInfo,
     ParkedOn,
@@ -49,6 +50,7 @@ class Run:
         started_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.spec = spec
         self.rec = rec
@@ -93,6 +95,8 @@ class Run:
         self.wake_at: int | None = None  # the journaled instant a timer wakes the run
         self.signal_ids: list[str] = []  # ids of signals accepted (bounded, newest last)
         self.cancel: CancelRequest | None = None
+        self.limits = DEFAULT_LIMITS if limits is None else limits
+        rec.max_result_bytes = self.limits.max_result_bytes
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
@@ -263,6 +267,7 @@ def run_from_snapshot(
     *,
     calendars: Calendars | None,
     tools: Mapping[str, EffectDecl] | None,
+    limits: Limits | None = None,
 ) -> Run:
     """A run's state as its snapshot left it (the coroutine not yet launched)."""
     clock = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
@@ -286,6 +291,7 @@ def run_from_snapshot(
         started_ms=snapshot.started_ms,
         calendars=calendars,
         tools=tools,
+        limits=limits,
     )
     run.status = run.status_before = snapshot.status
     run.parked = snapshot.parked_on

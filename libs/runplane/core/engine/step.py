@@ -25,6 +25,7 @@ from runplane.wire import (
     RunStatusUpdate,
     SessionSnapshot,
     Signal,
+    StartRun,
     TaskDecision,
     Wake,
 )
@@ -49,6 +50,8 @@ Command = (
     | MeetDeadline
     | CancelDeadline
     | RunStatusUpdate
+    | JournalRecord  # seq 0 of a successor (continue-as-new), on its own chain
+    | StartRun  # ... and its start, on its own inbox
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})

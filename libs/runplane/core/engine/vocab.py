@@ -10,6 +10,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.ctx import Effect, Op
+from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
 # Families reconstructed through the side-effect log across eras (checkpointed restores).
 CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"})
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
-MAX_BUFFERED_SIGNALS: Final = 256
+MAX_BUFFERED_SIGNALS: Final = DEFAULT_LIMITS.max_buffered_signals
 GENERATION_DECL: Final = EffectDecl(
     "generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0
 )
