@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from runplane.core.canonical import canonical_json
+from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 from runplane.wire import AdmissionClaim, RunStatus, SessionSnapshot, Signal
 
@@ -120,6 +121,11 @@ def _send(
         payload_json = canonical_json(payload)
     except (TypeError, ValueError) as exc:
         raise RunRefused("bad_request", f"the payload is not JSON: {exc}") from None
+    if len(payload_json.encode("utf-8")) > DEFAULT_LIMITS.max_signal_bytes:
+        # The run would refuse it (dead-lettered, unseen by the sender): say so now.
+        raise RunRefused(
+            "bad_request", f"the payload is over {DEFAULT_LIMITS.max_signal_bytes} bytes"
+        )
     snap = resolve(target, run_or_key, tenant)
     sid = signal_id if signal_id is not None else f"sig-{uuid.uuid4().hex}"
     target.to_inbox(

@@ -6,16 +6,12 @@ wakes on time after the executor that owned it is SIGKILLed while it sleeps."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from executor_process_support import ExecutorProcess
 
 from runplane.client import Client
 from runplane.config import Settings
@@ -46,6 +42,21 @@ def _status(settings: Settings, run_id: str) -> RunStatus | None:
     return None if snap is None else snap.status
 
 
+def _redeliver(
+    client: Client, run_id: str, name: str, payload_json: str, signal_id: str, by: str
+) -> None:
+    """Produce a signal straight to the inbox again, as a sender's retry or Kafka would."""
+    record = Signal(
+        session_id=run_id,
+        name=name,
+        payload_json=payload_json,
+        sent_ms=0,
+        signal_id=signal_id,
+        sent_by=by,
+    )
+    client.to_inbox(record)
+
+
 def _unanswered(records: list[object]) -> set[tuple[int, int | None]]:
     """Announced calls with no outcome in the chain (era, call_seq)."""
     announced = {(r.era, r.call_seq) for r in records if r.kind is JournalKind.EFFECT_ANNOUNCED}  # type: ignore[attr-defined]
@@ -71,16 +82,7 @@ def test_signals_complete_a_waiting_run_and_a_redelivered_id_changes_nothing(
         first = client.signal(run.run_id, "vote", "yes", signal_id="v-1", sent_by="ada")
         assert first.run_id == run.run_id and first.signal_id == "v-1"
         # A redelivery of the same id (a sender's retry): produced again, as Kafka may.
-        client.to_inbox(
-            Signal(
-                session_id=run.run_id,
-                name="vote",
-                payload_json='"again"',
-                sent_ms=0,
-                signal_id="v-1",
-                sent_by="ada",
-            )
-        )
+        _redeliver(client, run.run_id, "vote", '"again"', "v-1", "ada")
         client.signal(run.run_id, "vote", "no", signal_id="v-2", sent_by="bob", tenant="acme")
         wait_for(lambda: _status(settings, run.run_id) is RunStatus.COMPLETED, timeout_s=60)
         snap = sessions(settings)[run.run_id]
@@ -111,16 +113,7 @@ def test_cancel_unwinds_a_waiting_run_and_leaves_no_call_without_a_disposition(
         client.cancel(run.run_id, reason="customer withdrew", sent_by="ops", request_id="c-1")
         # A redelivery of the same request (the run may already have ended: then it is
         # dead-lettered; either way nothing more is journaled).
-        client.to_inbox(
-            Signal(
-                session_id=run.run_id,
-                name="runplane.cancel",
-                payload_json='{"reason":"again"}',
-                sent_ms=0,
-                signal_id="c-1",
-                sent_by="ops",
-            )
-        )
+        _redeliver(client, run.run_id, "runplane.cancel", '{"reason":"again"}', "c-1", "ops")
         wait_for(lambda: _status(settings, run.run_id) is RunStatus.FAILED, timeout_s=60)
         snap = sessions(settings)[run.run_id]
         assert snap.error is not None and snap.error.type == "RunCancelled"
@@ -139,63 +132,25 @@ def test_cancel_unwinds_a_waiting_run_and_leaves_no_call_without_a_disposition(
     assert _unanswered(list(records)) == set()
 
 
-class _Executor:
-    """A stock executor process (``python -m services.executor``) serving examples.operate."""
-
-    def __init__(self, settings: Settings, instance: str, logs: Path) -> None:
-        env = {
-            **os.environ,
-            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
-            "RUNPLANE_PARTITIONS": str(settings.partitions),
-            "RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{instance}",
-            "RUNPLANE_EXECUTOR_PORT": "0",
-            "RUNPLANE_AGENT_MODULES": ",".join(MODULES),
-            "RUNPLANE_LOG_LEVEL": "WARNING",
-        }
-        env.pop("RUNPLANE_TOOLS_CONFIG", None)
-        self._log: IO[bytes] = (logs / f"executor-{instance}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.executor"],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._log.close()
-
-
-@pytest.fixture
-def logs(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
+def _executor(settings: Settings, instance: str, logs: Path) -> ExecutorProcess:
+    modules = {"RUNPLANE_AGENT_MODULES": ",".join(MODULES), "RUNPLANE_TOOLS_CONFIG": None}
+    return ExecutorProcess(settings, instance, logs, modules)
 
 
 def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
-    settings: Settings, logs: Path
+    settings: Settings, tmp_path: Path
 ) -> None:
     producer = plain_producer(settings)
-    first = _Executor(settings, "a", logs)
-    second: _Executor | None = None
+    first = _executor(settings, "a", tmp_path)
+    second: ExecutorProcess | None = None
     try:
         [run] = admit(producer, settings, "nap", [{"seconds": 6}], tenant="acme")
         wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=90)
         parked = sessions(settings)[run.run_id]
         assert parked.wake_at_ms is not None
         first.kill()  # SIGKILL while it sleeps: nothing of the timer lives in the process
-        second = _Executor(settings, "b", logs)
+        first.proc.wait(10)
+        second = _executor(settings, "b", tmp_path)
         wait_for(lambda: _status(settings, run.run_id) is RunStatus.COMPLETED, timeout_s=120)
     finally:
         first.stop()

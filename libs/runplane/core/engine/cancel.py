@@ -72,7 +72,7 @@ def at_slot(run: Run, slot: Slot) -> Resolution:
     raise it in the agent."""
     request = run.cancel
     assert request is not None
-    run.cancel = request.told()
+    run.cancel = request.told(run.era)
     parked = run.parked
     if parked is not None and parked.kind is ParkKind.TASK:
         run.rec.out.commands.append(

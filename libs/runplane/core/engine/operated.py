@@ -14,15 +14,16 @@ __all__ = ["CancelRequest"]
 class CancelRequest:
     """A cancel accepted by the run and not yet ended (``cancel_json`` in the snapshot).
 
-    ``delivered``: the agent has been told (``RunCancelled`` recorded at a slot). Until then
-    the run is busy with something that must get its disposition first — a live call, a case
-    command, an operator's verdict on a call in doubt — and the cancel is raised at the next
-    effect the agent issues."""
+    ``told_era``: the era in which the agent was told (``RunCancelled`` recorded at a slot);
+    None until then — the run is busy with something that must get its disposition first (a
+    live call, a case command, an operator's verdict on a call in doubt) and the cancel is
+    raised at the next effect the agent issues. A checkpointed restore starts a new era that
+    re-executes from the checkpoint: the agent is told again there (``pending``)."""
 
     reason: str
     by: str
     at_ms: int
-    delivered: bool = False
+    told_era: int | None = None
 
     def __post_init__(self) -> None:
         if not self.by.strip():
@@ -30,17 +31,25 @@ class CancelRequest:
         if self.at_ms < 0:
             raise ValueError("CancelRequest.at_ms must be >= 0")
 
-    def told(self) -> CancelRequest:
-        return replace(self, delivered=True)
+    def told(self, era: int) -> CancelRequest:
+        return replace(self, told_era=era)
+
+    def pending(self, era: int) -> bool:
+        """Whether the agent, running in ``era``, has yet to be told."""
+        return self.told_era is None or self.told_era < era
 
     def to_json(self) -> str:
         return canonical_json(
-            {"reason": self.reason, "by": self.by, "at_ms": self.at_ms, "delivered": self.delivered}
+            {"reason": self.reason, "by": self.by, "at_ms": self.at_ms, "told_era": self.told_era}
         )
 
     @classmethod
     def from_json(cls, text: str) -> CancelRequest:
         data = json.loads(text)
+        era = data.get("told_era")
         return cls(
-            str(data["reason"]), str(data["by"]), int(data["at_ms"]), bool(data["delivered"])
+            str(data["reason"]),
+            str(data["by"]),
+            int(data["at_ms"]),
+            None if era is None else int(era),
         )
