@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import Message
 
 from runplane.core import (
     AgentRegistry,
@@ -57,15 +57,16 @@ from runplane.core import (
     Tool,
     UnknownCapability,
 )
+from runplane.core.engine import apply_step
 from runplane.errors import TerminalError, WireError
-from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop
+from runplane.kafka.acls import authorization_hint
+from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
 from runplane.wire import (
     CaseReply,
-    JournalKind,
     RunStatus,
     Serde,
     SessionSnapshot,
@@ -77,11 +78,11 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident
+from services.executor.ending import Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
-from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
+from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
 from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
@@ -207,6 +208,13 @@ class Executor(TimerScan):
         consumer = self._loop.consumer
         self._group.bind(self._loop.producer, Committer(self._loop.producer, consumer))
         meta = consumer.list_topics(self._topic[INPUT], timeout=30).topics.get(self._topic[INPUT])
+        hint = (
+            None
+            if meta is None or meta.error is None
+            else authorization_hint(meta.error.code(), SERVICE)
+        )
+        if hint is not None:
+            raise TerminalError(f"cannot read topic {self._topic[INPUT]}: {hint}")
         if meta is None or meta.error is not None or not meta.partitions:
             raise TerminalError(f"topic {self._topic[INPUT]} does not exist")
         self._npart = len(meta.partitions)
@@ -333,10 +341,7 @@ class Executor(TimerScan):
         return bool(msgs)
 
     def _on_message(self, msg: Message) -> None:
-        err = msg.error()
-        if err is not None:
-            if err.code() != KafkaError._PARTITION_EOF:
-                log.warning("inbox consumer error: %s", err.str())
+        if not usable(msg):  # an event, not a record (raises on a fatal error or missing ACL)
             return
         self._batch.consumed(time.monotonic())
         p = msg.partition() or 0
@@ -454,28 +459,15 @@ class Executor(TimerScan):
     def _apply(
         self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
     ) -> None:
-        now = time.monotonic()
-        part = self._parts[p]
-        for record in step.records:
-            self._out("journal", sid, record, now)
-            if record.kind is JournalKind.EFFECT_IN_DOUBT:
-                self._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
-        for entry in step.results:
-            self._out(
-                "results", results_key(sid, entry.era, entry.call_seq), entry, now, partition=p
-            )
-            part.results_of(sid)[(entry.era, entry.call_seq)] = entry
-        for command in step.commands:
-            self._out_command(command, now)
-        if step.records or step.results:
-            self._out("sessions", sid, step.snapshot, now)
-            part.sessions[sid] = step.snapshot
-        if step.end is not None:
-            self._ended(sid, step, previous, now)
+        out = RunOut(self, sid, p)
+        parked = previous.parked_on if previous is not None else None
+        if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
             return
         for call in step.live_calls:
             if call.announce_first:
-                self._batch.after_commit(functools.partial(self._launch, sid, runtime, call), now)
+                self._batch.after_commit(
+                    functools.partial(self._launch, sid, runtime, call), time.monotonic()
+                )
             else:
                 self._launch(sid, runtime, call)
 
