@@ -7,6 +7,7 @@ and clean up when cancelled. Registered by importing this module (add ``examples
   a cancel while it waits releases the stock too (``RunCancelled`` abandons the group).
 - ``nap``: sleeps ``seconds`` on a durable timer and returns the journaled wake instant.
 - ``tally``: collects ``count`` ``vote`` signals (a signal id is accepted once).
+- ``countdown``: counts ``n`` down, one run (a fresh history) per step: continue-as-new.
 """
 
 from __future__ import annotations
@@ -82,3 +83,20 @@ async def tally(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     """Collects ``count`` ``vote`` signals, in delivery order (a redelivered one counts once)."""
     votes = [await ctx.wait_signal("vote") for _ in range(int(input["count"]))]
     return {"votes": votes}
+
+
+COUNTDOWN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 1000}},
+    "required": ["n"],
+}
+
+
+@agent("countdown", durability="replayable", input_schema=COUNTDOWN_SCHEMA)
+async def countdown(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    """One generation per step down to zero, each with a fresh history (continue-as-new)."""
+    n = int(input["n"])
+    await ctx.checkpoint({"n": n})
+    if n == 0:
+        return {"done": True}
+    return dict(await ctx.continue_as_new({"n": n - 1}))

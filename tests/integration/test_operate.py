@@ -6,6 +6,7 @@ wakes on time after the executor that owned it is SIGKILLed while it sleeps."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,32 @@ def test_a_result_larger_than_a_kafka_message_fails_its_call_and_the_partition_m
     records, results = chain_of(settings, big.run_id)
     assert verify_chain(records, results).ok
     assert results[(0, 0)].error is not None and results[(0, 0)].value_json is None
+
+
+def test_continue_as_new_hands_over_to_a_linked_successor_in_one_transaction(
+    settings: Settings,
+) -> None:
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    producer = plain_producer(settings)
+    with executor_thread(own):
+        [run] = admit(producer, settings, "countdown", [{"n": 2}], tenant="acme")
+        ids = [run.run_id, f"{run.run_id}.n1", f"{run.run_id}.n2"]
+        wait_for(
+            lambda: all(_status(settings, i) is RunStatus.COMPLETED for i in ids),
+            timeout_s=90,
+            what="three generations",
+        )
+    rows = sessions(settings)
+    assert [rows[i].output_json for i in ids] == [
+        f'{{"continued_as":"{ids[1]}"}}',
+        f'{{"continued_as":"{ids[2]}"}}',
+        '{"done":true}',
+    ]
+    for before, after in itertools.pairwise(ids):
+        old, old_results = chain_of(settings, before)
+        new, new_results = chain_of(settings, after)
+        assert verify_chain(old, old_results).ok and verify_chain(new, new_results).ok
+        assert old[-1].attrs["continued_as"] == after
+        assert new[0].attrs["continued_from"] == before
+        assert new[0].attrs["predecessor_hash"] == old[-2].hash
+        assert rows[after].tenant == "acme" and rows[after].admission_key.endswith("/next")
