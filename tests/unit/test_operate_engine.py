@@ -297,3 +297,55 @@ def test_await_payment_releases_its_stock_on_timeout_and_on_cancel() -> None:
     gone = driver.cancel("gone", "customer withdrew", by="ada")
     assert gone.status is RunStatus.FAILED and gone.journal[-1].kind is JournalKind.RUN_CANCELLED
     assert driver.tool_calls["release_stock"] == 2
+
+
+def test_a_checkpointed_run_restored_mid_clean_up_cleans_up_from_the_same_wait() -> None:
+    crashed: list[str] = []
+
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        await ctx.checkpoint({"at": "start"})
+        try:
+            await ctx.wait_signal("go")
+        except RunCancelled:
+            await ctx.tool("cleanup", {})
+        return "not reached after a cancel"
+
+    def crash_once(phase: str, call: Any) -> bool:
+        if phase == "before_act" and not crashed:
+            crashed.append(phase)
+            return True
+        return False
+
+    spec = AgentRegistry().register(
+        AgentSpec(
+            "t",
+            agent,
+            Durability.CHECKPOINTED,
+            None,
+            {
+                # Reconciled: its announce commits before the act, so the crash leaves era 0's
+                # "told" durable and the call in doubt, resolved by the probe in era 1.
+                "cleanup": EffectDecl(
+                    "cleanup", mutating=True, recovery=Recovery.RECONCILE, probe="cleaned"
+                ),
+                "cleaned": EffectDecl("cleaned", mutating=False, recovery=Recovery.RETRY),
+            },
+        ),
+        lint=False,
+    )
+    tools = {"cleanup": lambda args, key: "ok", "cleaned": lambda args, key: None}
+    driver = Driver(spec, tools=tools, crash_hook=crash_once)
+    driver.run("t", {}, session_id="s")
+    done = driver.cancel("s", "stop", by="ada")
+    assert crashed and done.status is RunStatus.FAILED and done.snapshot.era == 1
+    assert done.journal[-1].kind is JournalKind.RUN_CANCELLED
+    told = [e for e in done.results.values() if e.error is not None]
+    # Told once, at the wait in era 0; era 1 re-reaches that wait and the side-effect log
+    # serves the same RunCancelled (recorded as era 1's reconstruction of it) ...
+    assert [(e.era, e.call_seq, e.name) for e in told] == [(0, 1, "go"), (1, 1, "go")]
+    # ... so the clean-up runs again from there, and the call its crash left in doubt is
+    # resolved by its probe (never happened → performed once).
+    assert not [r for r in done.journal if r.kind is JournalKind.RUN_CANCELLED][0].attrs.get(
+        "in_doubt"
+    )
+    assert driver.tool_calls["cleanup"] == 1 and driver.verify("s").ok

@@ -17,8 +17,11 @@ class CancelRequest:
     ``told_era``: the era in which the agent was told (``RunCancelled`` recorded at a slot);
     None until then — the run is busy with something that must get its disposition first (a
     live call, a case command, an operator's verdict on a call in doubt) and the cancel is
-    raised at the next effect the agent issues. A checkpointed restore starts a new era that
-    re-executes from the checkpoint: the agent is told again there (``pending``)."""
+    raised at the next effect the agent issues. Told once: a checkpointed restore re-executes
+    from the checkpoint in a new era, where the side-effect log serves the recorded
+    ``RunCancelled`` again at the same wait (signals, approvals, timers and tools cross eras),
+    so the clean-up runs again from the same place and a call it left in doubt is resolved
+    there."""
 
     reason: str
     by: str
@@ -34,9 +37,9 @@ class CancelRequest:
     def told(self, era: int) -> CancelRequest:
         return replace(self, told_era=era)
 
-    def pending(self, era: int) -> bool:
-        """Whether the agent, running in ``era``, has yet to be told."""
-        return self.told_era is None or self.told_era < era
+    def pending(self) -> bool:
+        """Whether the agent has yet to be told."""
+        return self.told_era is None
 
     def to_json(self) -> str:
         return canonical_json(
