@@ -40,6 +40,7 @@ from runplane.core.chain import run_start
 from runplane.core.engine import Command, Event, apply_step
 from runplane.core.limits import Limits
 from runplane.errors import RetryableError
+from runplane.testing_operate import OperateVerbs
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
@@ -54,7 +55,6 @@ from runplane.wire import (
     ResultEntry,
     RunStatus,
     SessionSnapshot,
-    Signal,
     StartRun,
     TaskDecision,
     Wake,
@@ -145,7 +145,7 @@ ToolFn = Callable[..., Any]
 CrashHook = Callable[[str, LiveCall], bool]
 
 
-class Driver:
+class Driver(OperateVerbs):
     """An in-memory executor + cases + worklist for one or many runs.
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
@@ -261,43 +261,6 @@ class Driver:
         self._inbox.append(self._decision(task, outcome, comment, by))
         self._drain()
         return self.view(session_id)
-
-    def signal(
-        self,
-        session_id: str,
-        name: str,
-        payload: Any = None,
-        *,
-        signal_id: str | None = None,
-        sent_by: str | None = None,
-    ) -> RunView:
-        self._inbox.append(
-            Signal(
-                session_id=session_id,
-                name=name,
-                payload_json=canonical_json(payload),
-                sent_ms=self.clock.now_ms(),
-                signal_id=signal_id,
-                sent_by=sent_by,
-            )
-        )
-        self._drain()
-        return self.view(session_id)
-
-    def cancel(self, session_id: str, reason: str = "", *, by: str = "operator") -> RunView:
-        """Cancel the run as ``by`` (``runplane runs cancel``: the reserved signal)."""
-        return self.signal(session_id, "runplane.cancel", {"reason": reason}, sent_by=by)
-
-    def advance(self, ms: int) -> None:
-        """Move the clock on by ``ms`` and wake every run whose durable timer is due (what
-        the executor's timer scan does)."""
-        self.clock.advance(ms)
-        now = self.clock.now_ms()
-        for sid, session in self.sessions.items():
-            due = None if session.snapshot is None else session.snapshot.wake_at_ms
-            if due is not None and due <= now:
-                self._inbox.append(Wake(session_id=sid, reason="timer", sent_ms=now))
-        self._drain()
 
     def crash(self, session_id: str) -> None:
         """Drop the resident runtime (a crash or an eviction): the next message rebuilds it."""
