@@ -345,7 +345,27 @@ def test_a_checkpointed_run_restored_mid_clean_up_cleans_up_from_the_same_wait()
     assert [(e.era, e.call_seq, e.name) for e in told] == [(0, 1, "go"), (1, 1, "go")]
     # ... so the clean-up runs again from there, and the call its crash left in doubt is
     # resolved by its probe (never happened → performed once).
-    assert not [r for r in done.journal if r.kind is JournalKind.RUN_CANCELLED][0].attrs.get(
-        "in_doubt"
-    )
+    assert "in_doubt" not in done.journal[-1].attrs
     assert driver.tool_calls["cleanup"] == 1 and driver.verify("s").ok
+
+
+def test_a_checkpointed_run_restored_while_it_sleeps_keeps_its_instant() -> None:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        await ctx.checkpoint({"at": "start"})
+        return await ctx.sleep(600)
+
+    spec = AgentRegistry().register(
+        AgentSpec("t", agent, Durability.CHECKPOINTED, None, {}), lint=False
+    )
+    driver = Driver(spec, clock=FakeClock(0, step_ms=1))
+    parked = driver.run("t", {}, session_id="s")
+    due = parked.snapshot.wake_at_ms
+    assert due is not None
+    driver.crash("s")
+    driver.advance(300_000)  # a message rebuilds it in a new era: it sleeps on, same instant
+    driver.wake("s")
+    again = driver.view("s")
+    assert again.snapshot.era == 1 and again.snapshot.wake_at_ms == due
+    driver.advance(301_000)
+    done = driver.view("s")
+    assert done.status is RunStatus.COMPLETED and done.output == due

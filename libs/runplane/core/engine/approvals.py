@@ -96,7 +96,7 @@ def approval(run: Run, slot: Slot) -> Resolution:
     )
     run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
     if req.get("timeout") is not None:  # a durable timeout of the run's own (engine.timers)
-        timers.arm(run, slot, timers.resolve(run, req["timeout"]), f"task:{task_id}")
+        timers.arm(run, slot, timers.instant(run, req["timeout"]), f"task:{task_id}")
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 

@@ -53,7 +53,7 @@ def wait_signal(run: Run, slot: Slot) -> Resolution:
             return serve(run.rec, slot.effect, _record_signal(run, slot, signal))
     attrs = {"parked_on": f"signal:{name}"}
     timeout = slot.effect.request.get("timeout")
-    due = None if timeout is None else timers.resolve(run, timeout)
+    due = None if timeout is None else timers.instant(run, timeout)
     if due is not None and due <= run.now:
         return timers.timed_out(run, slot, due)  # a timeout already past: no park
     run.park(ParkKind.SIGNAL, name, slot.call_seq, RunStatus.PARKED)

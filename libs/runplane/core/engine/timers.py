@@ -24,7 +24,7 @@ from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
 from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, RunStatus, Wake
 
-__all__ = ["arm", "on_wake", "resolve", "sleep", "timed_out"]
+__all__ = ["arm", "instant", "on_wake", "resolve", "sleep", "timed_out"]
 
 
 def resolve(run: Run, timer: Mapping[str, Any]) -> int:
@@ -38,8 +38,16 @@ def resolve(run: Run, timer: Mapping[str, Any]) -> int:
     return due
 
 
+def instant(run: Run, timer: Mapping[str, Any]) -> int:
+    """The instant a fresh timed wait waits for: the run's timer if one is still set — a
+    checkpointed restore re-executes from the checkpoint in a new era while the timer of the
+    wait it was parked on stays armed (only leaving a park drops one), so the re-issued wait
+    keeps its journaled instant instead of starting its duration again — else ``resolve``."""
+    return run.wake_at if run.wake_at is not None else resolve(run, timer)
+
+
 def sleep(run: Run, slot: Slot) -> Resolution:
-    due = resolve(run, slot.effect.request)
+    due = instant(run, slot.effect.request)
     if due <= run.now:
         return _woke(run, slot, due)  # already past: nothing to wait for
     run.park(ParkKind.WAKE, str(due), slot.call_seq, RunStatus.PARKED)
