@@ -12,7 +12,7 @@ limit                       default     when exceeded
 ``max_result_bytes``        900,000     the call fails with ``ResultTooLarge`` (recorded; nothing
                                         of the body is kept); an agent output that large fails the
                                         run with it
-``max_journal_records``     10,000      the next effect fails with ``HistoryTooLong`` (recorded):
+``max_journal_records``     1,000,000   the next effect fails with ``HistoryTooLong`` (recorded):
                                         the agent may ``ctx.continue_as_new``; one that goes on
                                         past ``+ HISTORY_GRACE`` records is failed
 ``max_signal_bytes``        65,536      the signal is refused (dead-lettered; ``runplane signal``
@@ -47,7 +47,7 @@ class Limits:
     """Per-run limits (see the module docstring). All must be positive."""
 
     max_result_bytes: int = 900_000
-    max_journal_records: int = 10_000
+    max_journal_records: int = 1_000_000
     max_signal_bytes: int = 65_536
     max_buffered_signals: int = 256
     max_buffered_bytes: int = 524_288
