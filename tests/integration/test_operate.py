@@ -244,3 +244,35 @@ def test_continue_as_new_hands_over_to_a_linked_successor_in_one_transaction(
         assert new[0].attrs["continued_from"] == before
         assert new[0].attrs["predecessor_hash"] == old[-2].hash
         assert rows[after].tenant == "acme" and rows[after].admission_key.endswith("/next")
+
+
+def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings) -> None:
+    from typer.testing import CliRunner
+
+    from runplane.cli import app
+
+    env = {
+        "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+        "RUNPLANE_PARTITIONS": str(settings.partitions),
+        "RUNPLANE_INITIATOR": "ops-cli",
+    }
+    cli = CliRunner()
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    producer = plain_producer(settings)
+    with executor_thread(own):
+        done, waiting = admit(producer, settings, "tally", [{"count": 1}, {"count": 1}])
+        ids = (done.run_id, waiting.run_id)
+        wait_for(lambda: all(_status(settings, i) is RunStatus.PARKED for i in ids), timeout_s=60)
+        sent = cli.invoke(app, ["signal", done.run_id, "vote", "--payload", '"aye"'], env=env)
+        assert sent.exit_code == 0, sent.output
+        wait_for(lambda: _status(settings, done.run_id) is RunStatus.COMPLETED, timeout_s=60)
+        late = cli.invoke(app, ["signal", done.run_id, "vote"], env=env)
+        assert late.exit_code == 2 and "ended" in late.output
+        cancel = ["runs", "cancel", waiting.run_id, "--reason", "test over"]
+        assert cli.invoke(app, cancel, env=env).exit_code == 0
+        wait_for(lambda: _status(settings, waiting.run_id) is RunStatus.FAILED, timeout_s=60)
+        unknown = cli.invoke(app, ["runs", "cancel", "r-nosuch", "--reason", "x"], env=env)
+        assert unknown.exit_code == 2 and "unknown" in unknown.output
+    records, _ = chain_of(settings, waiting.run_id)
+    assert records[-1].attrs["cancelled_by"] == "ops-cli"
