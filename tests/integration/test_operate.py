@@ -167,6 +167,8 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     assert done.output_json is not None and f'"woke_ms":{woke}' in done.output_json
     [recorded] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED]
     assert recorded.stamp_ms >= woke and recorded.attrs["wake_at"] == str(woke)
+    # Reported, not asserted (no timed assertions): how late the second executor woke it.
+    print(f"timer lateness after SIGKILL + a new executor: {recorded.stamp_ms - woke} ms")
 
 
 @pytest.fixture
