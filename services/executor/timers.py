@@ -65,6 +65,8 @@ class TimerScan(RunEnding):
                 previous = self._parts[p].sessions.get(sid)
                 wake = Wake(session_id=sid, reason="timer", sent_ms=now_ms)
                 step = res.runtime.deliver(wake, now_ms=now_ms)
+                if step.records and snap.wake_at_ms is not None:
+                    self._metrics.timer_lateness.observe(max(0, now_ms - snap.wake_at_ms) / 1000)
                 if step.rejected is None:
                     self._apply(sid, p, res.runtime, step, previous=previous)
             except (TxnAbortable, TxnFatal):
