@@ -70,7 +70,9 @@ def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
         return SUSPEND  # early, or no timer: the step only stamps the run
     if wait.kind is WaitKind.TIMER:
         return _woke(run, wait.slot, due)
-    if wait.kind in (WaitKind.SIGNAL, WaitKind.APPROVAL):
+    if wait.kind in (WaitKind.SIGNAL, WaitKind.APPROVAL) and "timeout" in wait.slot.effect.request:
+        # (A wait without a timeout of its own never times out, even under a timer carried
+        # from an earlier era whose path the new era did not take.)
         return timed_out(run, wait.slot, due)
     return SUSPEND
 
