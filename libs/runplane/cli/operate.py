@@ -73,8 +73,13 @@ def cancel_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """``signal`` on the root app; ``cancel`` in the ``runs`` group."""
-    from runplane.cli.journal import runs_app  # the runs group lives there
-
+    """``signal`` on the root app; ``cancel`` in the ``runs`` group, found by its name on the
+    app (whichever module registered it: register this module after it)."""
     app.command("signal")(signal_cmd)
-    runs_app.command("cancel")(cancel_cmd)
+    runs = next(
+        (g.typer_instance for g in app.registered_groups if g.name == "runs"),
+        None,
+    )
+    if runs is None:
+        raise RuntimeError("the runs command group must be registered before runplane.cli.operate")
+    runs.command("cancel")(cancel_cmd)
