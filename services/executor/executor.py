@@ -80,7 +80,7 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunOut
+from services.executor.ending import EngineOptions, Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
@@ -114,10 +114,14 @@ class Executor(TimerScan):
         base = settings.base
         self._registry = registry
         self._tools = dict(tools)
-        self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
         self._wall_ms = wall_ms
-        self._calendars = calendars
+        # What every runtime of this executor is built with (Runtime.start / restore).
+        self._engine = EngineOptions(
+            calendars=calendars,
+            tools={name: tool.decl for name, tool in tools.items()},
+            limits=settings.limits,
+        )
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
@@ -398,14 +402,7 @@ class Executor(TimerScan):
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
-        runtime, step = Runtime.start(
-            spec,
-            start,
-            now_ms=now_ms,
-            calendars=self._calendars,
-            tools=self._tool_decls,
-            limits=self.settings.limits,
-        )
+        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
         self._apply(start.session_id, p, runtime, step, previous=None)
@@ -453,9 +450,7 @@ class Executor(TimerScan):
             snap,
             results,
             now_ms=self._wall_ms(),
-            calendars=self._calendars,
-            tools=self._tool_decls,
-            limits=self.settings.limits,
+            **self._engine,
         )
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)
