@@ -21,6 +21,7 @@ from runplane.wire import (
     CancelDeadline,
     CloseTask,
     GetCaseState,
+    JournalRecord,
     MeetDeadline,
     OpenTask,
     PutCaseState,
@@ -28,6 +29,7 @@ from runplane.wire import (
     RegisterDeadline,
     RunStatusUpdate,
     Serde,
+    StartRun,
 )
 from services.executor.batch import Batch, Out
 from services.executor.metrics import ExecutorMetrics
@@ -65,6 +67,10 @@ class Outputs:
             self._out("cases.commands", command.case_id, command, now)
         elif isinstance(command, RunStatusUpdate):
             self._out("admission", command.admission_key, command, now)
+        elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
+            self._out("journal", command.session_id, command, now)
+        elif isinstance(command, StartRun):  # ... and its start, on its own partition
+            self._out("runs.inbox", command.session_id, command, now)
         else:
             # The core's Command union grew and this shell was not told: losing a command
             # silently would strand a run, so stop and let the supervisor show the error.
