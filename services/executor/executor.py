@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Message
+from opentelemetry.context import Context
 
 from runplane.core import (
     AgentRegistry,
@@ -58,7 +59,6 @@ from runplane.core import (
     UnknownCapability,
 )
 from runplane.core.engine import apply_step
-from runplane.core.versions import VersionNotDeployed
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
@@ -66,6 +66,7 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
+from runplane.tracing import current_context, current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,
@@ -79,13 +80,14 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunEnding, RunOut
+from services.executor.ending import EngineOptions, Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
+from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
-from services.executor.versions import not_deployed
+from services.executor.versions import VersionGate, VersionNotDeployed
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(RunEnding):
+class Executor(TimerScan, VersionGate):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -113,10 +115,14 @@ class Executor(RunEnding):
         base = settings.base
         self._registry = registry
         self._tools = dict(tools)
-        self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
         self._wall_ms = wall_ms
-        self._calendars = calendars
+        # What every runtime of this executor is built with (Runtime.start / restore).
+        self._engine = EngineOptions(
+            calendars=calendars,
+            tools={name: tool.decl for name, tool in tools.items()},
+            limits=settings.limits,
+        )
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
@@ -159,6 +165,7 @@ class Executor(RunEnding):
         self._last_housekeeping = 0.0
         self.ready = self._loop.ready
         self._launched = 0
+        self._trace: list[tuple[str, bytes]] | None = None
         self._last_poll = 0.0
 
     @property
@@ -193,6 +200,7 @@ class Executor(RunEnding):
                 self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
+                    self._fire_timers()
                 self._loop.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.
                 self._launched = 0
@@ -365,19 +373,27 @@ class Executor(RunEnding):
         if key_text != sid:
             self._dead_letter(msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key")
             return
+        if self._unservable(msg, part, record):  # parked, not failed (executor/versions.py)
+            return
         before = part.sessions.get(sid)
         mark = self._batch.mark()
-        try:
-            if isinstance(record, StartRun):
-                self._start_run(msg, part, p, record)
-            else:
-                self._deliver(msg, part, p, record)
-        except (TxnAbortable, TxnFatal):
-            raise
-        except Exception as exc:
-            start = record if isinstance(record, StartRun) and before is None else None
-            self._poisoned(sid, p, before, mark, exc, "message", start=start)
-            self._dead_letter(msg, f"run {sid}: serving it raised {type(exc).__name__}", "poisoned")
+        name = f"executor {type(record).__name__}"
+        with span_from_headers(name, msg.headers(), {"runplane.run_id": sid}) as span:
+            self._trace = current_headers() if span is not None else None
+            try:
+                if isinstance(record, StartRun):
+                    self._start_run(msg, part, p, record)
+                else:
+                    self._deliver(msg, part, p, record)
+            except (TxnAbortable, TxnFatal):
+                raise
+            except Exception as exc:
+                start = record if isinstance(record, StartRun) and before is None else None
+                self._poisoned(sid, p, before, mark, exc, "message", start=start)
+                reason = f"run {sid}: serving it raised {type(exc).__name__}"
+                self._dead_letter(msg, reason, "poisoned")
+            finally:
+                self._trace = None
 
     def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
         if start.session_id in part.sessions or start.session_id in part.ended:
@@ -389,13 +405,7 @@ class Executor(RunEnding):
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
-        except VersionNotDeployed as exc:  # not failed: admitted, waiting for its version
-            reason = f"run {start.session_id}: version_not_deployed: {start.capability} {exc}"
-            self._dead_letter(msg, reason, "version_not_deployed")
-            return
-        runtime, step = Runtime.start(
-            spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
-        )
+        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
         self._apply(start.session_id, p, runtime, step, previous=None)
@@ -417,10 +427,6 @@ class Executor(RunEnding):
                 self._dead_letter(
                     msg, f"run {sid} ended during its rebuild ({part.ended[sid]})", "run_ended"
                 )
-            elif (stranded := not_deployed(self._registry, snap)) is not None:
-                # Parked, not failed: the event is kept (dead letter, with its bytes) for when a
-                # version of the run's line is deployed again (docs/operations.md, upgrades).
-                self._dead_letter(msg, f"run {sid}: {stranded}", "version_not_deployed")
             else:
                 self._dead_letter(
                     msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
@@ -438,11 +444,8 @@ class Executor(RunEnding):
         """Bring a non-resident run back by replaying its result journal."""
         try:
             spec = self._registry.spec_for(snap.capability, snap.agent_version)
-        except UnknownCapability:
-            log.error("cannot rebuild run %s: unknown capability %s", sid, snap.capability)
-            return None
-        except VersionNotDeployed as exc:
-            log.warning("run %s stays parked: %s %s", sid, snap.capability, exc)
+        except (UnknownCapability, VersionNotDeployed) as exc:
+            log.error("cannot rebuild run %s (%s): %s", sid, snap.capability, exc)
             return None
         results = self._parts[p].results_of(sid)
         runtime, step = Runtime.restore(
@@ -450,8 +453,7 @@ class Executor(RunEnding):
             snap,
             results,
             now_ms=self._wall_ms(),
-            calendars=self._calendars,
-            tools=self._tool_decls,
+            **self._engine,
         )
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)
@@ -468,20 +470,26 @@ class Executor(RunEnding):
         parked = previous.parked_on if previous is not None else None
         if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
             return
+        # The step's trace context, for the spans of the calls it requested (None: untraced).
+        parent = current_context() if self._trace else None
         for call in step.live_calls:
             if call.announce_first:
                 self._batch.after_commit(
-                    functools.partial(self._launch, sid, runtime, call), time.monotonic()
+                    functools.partial(self._launch, sid, runtime, call, parent), time.monotonic()
                 )
             else:
-                self._launch(sid, runtime, call)
+                self._launch(sid, runtime, call, parent)
 
     # ------------------------------------------------------------------ live calls
-    def _launch(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+    def _launch(
+        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
+    ) -> None:
         res = self._residents.get(sid)
         if res is None or res.runtime is not runtime:
             return  # revoked, evicted or rebuilt meanwhile: the new owner decides
-        task = asyncio.get_running_loop().create_task(self._performer.perform(sid, runtime, call))
+        task = asyncio.get_running_loop().create_task(
+            self._performer.perform(sid, runtime, call, parent)
+        )
         self._launched += 1
         self._tasks[task] = sid
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
@@ -501,12 +509,15 @@ class Executor(RunEnding):
             # changes it carries records); it names the call in flight.
             previous = self._parts[res.partition].sessions[done.session_id]
             mark = self._batch.mark()
+            self._trace = done.trace  # the outcome's records carry the effect's span
             try:
                 self._complete(done, res, previous)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
                 self._poisoned(done.session_id, res.partition, previous, mark, exc, "completion")
+            finally:
+                self._trace = None
 
     def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
         if done.outcome.verdict is Verdict.IN_DOUBT:

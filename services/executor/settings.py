@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_float, env_int, env_str
+from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
 
 
@@ -37,6 +38,8 @@ class ExecutorSettings:
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
     call_timeout_s: float = 30.0
+    # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -85,4 +88,5 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+            limits=limits_from_env(e),
         )

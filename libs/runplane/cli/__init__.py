@@ -25,6 +25,7 @@ from runplane.cli import (  # noqa: E402
     emit,
     journal,
     lint,
+    operate,
     principals,
     serve,
     stack,
@@ -41,6 +42,7 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
+operate.register(app)  # after journal: it adds `runs cancel` to the runs group
 
 # Versions and replay testing: `journal export`, `replay`, `agents list`.
 from runplane.cli import agents as _agents  # noqa: E402

@@ -231,6 +231,7 @@ def run_start(
     input_json: str,
     now_ms: int,
     case_id: str | None = None,
+    attrs: Mapping[str, str] | None = None,
     agent_version: str | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
@@ -248,8 +249,8 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
-        # Only when pinned: an unpinned run's seq 0 stays byte-identical.
-        attrs=None if agent_version is None else {"agent_version": agent_version},
+        # The pin only when pinned: an unpinned run's seq 0 stays byte-identical.
+        attrs=attrs if agent_version is None else {**(attrs or {}), "agent_version": agent_version},
     )
     start = StartRun(
         session_id=session_id,
@@ -285,7 +286,12 @@ class ChainFault(enum.StrEnum):
 # is rejected, not journaled), so any record that follows one — however well chained — was
 # written by someone other than the run's writer: a break, not an extension.
 TERMINAL_KINDS = frozenset(
-    {JournalKind.RUN_COMPLETED, JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED}
+    {
+        JournalKind.RUN_COMPLETED,
+        JournalKind.RUN_FAILED,
+        JournalKind.RUN_QUARANTINED,
+        JournalKind.RUN_CANCELLED,
+    }
 )
 
 
