@@ -38,6 +38,7 @@ from runplane.core import (
 )
 from runplane.core.chain import run_start
 from runplane.core.engine import Event
+from runplane.core.policy import Policy
 from runplane.errors import RetryableError
 from runplane.wire import (
     CancelDeadline,
@@ -166,6 +167,7 @@ class Driver:
         cases: Mapping[str, Any] | None = None,
         approve: str | Callable[[OpenTask], str | None] | None = None,
         crash_hook: CrashHook | None = None,
+        policy: Policy | None = None,
     ) -> None:
         if isinstance(agents, AgentRegistry):
             self.agents = agents
@@ -186,6 +188,7 @@ class Driver:
         ] = []  # every OpenTask sent, in order (a person asked once → once)
         self.approve = approve
         self.crash_hook = crash_hook
+        self.policy = policy  # the deployment policy runs are bound to (sink gate, budgets)
         self.sessions: dict[str, _Session] = {}
         self.tool_calls: Counter[str] = Counter()
         self.live_calls = 0
@@ -223,7 +226,7 @@ class Driver:
         spec = self.agents.spec(capability)
         try:
             runtime, step = Runtime.start(
-                spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars
+                spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars, policy=self.policy
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -307,6 +310,7 @@ class Driver:
                 start,
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
+                policy=self.policy,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -346,6 +350,7 @@ class Driver:
                         session.results,
                         now_ms=self.clock.now_ms(),
                         calendars=self.calendars,
+                        policy=self.policy,
                     )
                     session.runtime = runtime
                     self._handle(session, runtime, step)

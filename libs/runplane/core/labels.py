@@ -14,19 +14,33 @@ trust boundary, so they start untrusted. The engine journals the label with the 
 (ResultEntry and the chain record), and a label a provider supplies for its own result is
 joined with the source label, never replacing it.
 
-Not here yet: the sink gate (refusing a mutating tool call whose arguments carry an
-untrusted label) needs per-value labels inside agent code; values in an agent are plain
-Python objects, so there is nothing yet that says which argument came from which result.
+Inside agent code values are plain Python objects, so the label of a value is found two
+ways (``runplane.core.gate``): explicitly, when the agent hands a ``Labeled`` wrapper to an
+effect, and by matching the exact JSON an effect is about to send against the run's recorded
+outputs — so unwrapping a value does not launder its label. ``flows_to`` is the lattice order
+the gate checks against (docs/security.md, "The label model").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 from runplane.wire import Label, Sensitivity, Trust
 
-__all__ = ["BOTTOM", "UNTRUSTED_FAMILIES", "at_source", "join", "join_all"]
+__all__ = [
+    "BOTTOM",
+    "UNTRUSTED_FAMILIES",
+    "Labeled",
+    "at_source",
+    "flows_to",
+    "join",
+    "join_all",
+    "sensitivity_rank",
+]
+
+T = TypeVar("T")
 
 # Worst last: the join takes the later of the two in each order.
 _TRUST: Final = (Trust.TRUSTED, Trust.UNTRUSTED)
@@ -69,3 +83,34 @@ def at_source(family: str, name: str, capability: str) -> Label:
         sensitivity=Sensitivity.INTERNAL,
         provenance=tuple(sorted({f"agent/{capability}", name})),
     )
+
+
+def sensitivity_rank(s: Sensitivity) -> int:
+    """0 (public) … 3 (secret): the order egress ceilings compare in."""
+    return _SENSITIVITY.index(s)
+
+
+def flows_to(a: Label, b: Label) -> bool:
+    """``a`` ⊑ ``b``: ``b`` is at least as restrictive in trust and sensitivity and names every
+    origin of ``a`` (``join(a, b) == b``)."""
+    return join(a, b) == b
+
+
+@dataclass(frozen=True)
+class Labeled(Generic[T]):
+    """A value with its label, for agent code that wants to carry one explicitly.
+
+    Handing a ``Labeled`` to an effect (anywhere in ``ctx.tool``'s arguments or a prompt)
+    sends the inner value and tells the gate its label; the gate joins it with what matching
+    finds, so an explicit label can only add restriction, never remove it. ``map`` and
+    ``combine`` keep the label (joined) across the agent's own computation.
+    """
+
+    value: T
+    label: Label
+
+    def map(self, fn: Callable[[T], Any]) -> Labeled[Any]:
+        return Labeled(fn(self.value), self.label)
+
+    def combine(self, other: Labeled[Any], fn: Callable[[T, Any], Any]) -> Labeled[Any]:
+        return Labeled(fn(self.value, other.value), join(self.label, other.label))

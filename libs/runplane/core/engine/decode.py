@@ -18,6 +18,7 @@ from runplane.core.ctx import (
     Op,
 )
 from runplane.core.engine.recorder import Recorder
+from runplane.core.releases import TYPED_ERRORS, released_from
 from runplane.core.engine.vocab import Resolution, Throw, Value
 from runplane.wire import ErrorInfo, ResultEntry
 
@@ -53,6 +54,8 @@ def error_from(error: ErrorInfo) -> EffectError:
         return ApprovalExpired(error.type, error.message, retryable=error.retryable)
     if error.type == "CaseRefused":
         return CaseRefused(error.message)
+    if (typed := TYPED_ERRORS.get(error.type)) is not None:
+        return typed(error.message)  # SinkRefused, BudgetExceeded, ReleaseRefused
     return EffectError(error.type, error.message, retryable=error.retryable)
 
 
@@ -79,4 +82,5 @@ _DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
     Op.DEADLINE_MEET: lambda _e, raw: None,
     Op.DEADLINE_CANCEL: lambda _e, raw: None,
     Op.CHECKPOINT: lambda _e, raw: None,
+    Op.RELEASE: lambda e, raw: released_from(e.request, raw),
 }

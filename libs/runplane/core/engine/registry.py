@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, local, tools
+from runplane.core.engine import approvals, cases, local, release, tools
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
 from runplane.wire import CaseReply, Signal, TaskDecision
@@ -51,6 +51,8 @@ FAMILIES: Final = (
         {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint, Op.SIGNAL: local.wait_signal},
         {Signal: local.on_signal},
     ),
+    # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
+    Family("release", {Op.RELEASE: release.release}, {}),
 )
 
 HANDLERS: Final[Mapping[Op, Handler]] = {op: h for f in FAMILIES for op, h in f.ops.items()}

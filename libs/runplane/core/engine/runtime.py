@@ -19,6 +19,7 @@ from runplane.core.engine.ends import fail, quarantine
 from runplane.core.engine.eras import new_era
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.registry import INBOX
+from runplane.core.engine.sinkgate import result_label
 from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.step import TERMINAL, Event, Quarantine, Step, inbox_event
 from runplane.core.engine.values import (
@@ -27,6 +28,7 @@ from runplane.core.engine.values import (
     ReplayReport,
 )
 from runplane.core.engine.vocab import Calendars, Rejected, WaitKind
+from runplane.core.policy import Policy
 from runplane.errors import TerminalError
 from runplane.wire import (
     ErrorInfo,
@@ -64,6 +66,7 @@ class Runtime:
         now_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        policy: Policy | None = None,
     ) -> tuple[Runtime, Step]:
         """A new run from its StartRun (seq 0 was written by admission; we continue at 1)."""
         rec = Recorder(
@@ -87,6 +90,7 @@ class Runtime:
             calendars=calendars,
             tools=tools,
         )
+        run.policy = policy
         rt = cls(run)
         rt._begin(now_ms)
         run.status_before = RunStatus.ADMITTED
@@ -103,6 +107,7 @@ class Runtime:
         now_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        policy: Policy | None = None,
     ) -> tuple[Runtime, Step]:
         """Rebuild a non-resident run from its snapshot and result journal.
 
@@ -115,6 +120,7 @@ class Runtime:
         if snapshot.status in TERMINAL:
             raise TerminalError(f"run {snapshot.session_id} already ended ({snapshot.status})")
         rt = cls(run_from_snapshot(spec, snapshot, results, calendars=calendars, tools=tools))
+        rt._run.policy = policy
         rt._begin(now_ms)
         if spec.durability is Durability.CHECKPOINTED:
             new_era(rt._run, snapshot)
@@ -212,7 +218,7 @@ class Runtime:
             error=outcome.error,
             attempts=outcome.attempts,
             cost=outcome.cost,
-            label=outcome.label,
+            label=result_label(run, call_seq, outcome.label),
         )
         run.in_flight = None
         drive(run, serve(run.rec, wait.slot.effect, entry))

@@ -19,6 +19,7 @@ from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
 from runplane.core.engine.vocab import Calendars, Wait
+from runplane.core.policy import Policy
 from runplane.wire import (
     ErrorInfo,
     ParkedOn,
@@ -88,6 +89,10 @@ class Run:
         self.doubts: list[InFlight] = []
         self.verify_only = False
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
+        # The deployment policy the executor bound (sinks, grants, budgets) and the sink
+        # gate's per-run memory (engine.sinkgate); None: no policy / gate not used yet.
+        self.policy: Policy | None = None
+        self.gate_state: Any = None
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property

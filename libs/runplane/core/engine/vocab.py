@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Families reconstructed through the side-effect log across eras (checkpointed restores).
-CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"})
+CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal", "release"})
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
 MAX_BUFFERED_SIGNALS: Final = 256
 GENERATION_DECL: Final = EffectDecl(
