@@ -183,6 +183,7 @@ class Matcher:
                 ix.numbers.update(_mentioned_numbers(scalar))
             elif _informative(scalar):
                 ix.scalars.add(_key(scalar))
+                ix.numbers.add(_number_key(scalar) or "")
         self._index.append(ix)
 
     def label_of(self, scalar: Any) -> Label:
