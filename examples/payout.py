@@ -58,7 +58,8 @@ _CRM = {"c-1": {"customer_id": "c-1", "name": "Ada Customer", "account": "NL91AB
 @tool(mutating=False, recovery="retry", timeout_s=5)
 def crm_lookup(customer_id: str) -> dict[str, Any]:
     """The customer's record on file (trusted: the platform's own system of record)."""
-    return dict(_CRM.get(customer_id) or {"customer_id": customer_id, "account": None})
+    found = _CRM.get(customer_id)
+    return dict(found) if found is not None else {"customer_id": customer_id, "account": None}
 
 
 @tool(mutating=True, recovery="retry", timeout_s=5)

@@ -226,7 +226,11 @@ class Driver:
         spec = self.agents.spec(capability)
         try:
             runtime, step = Runtime.start(
-                spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars, policy=self.policy
+                spec,
+                start,
+                now_ms=self.clock.now_ms(),
+                calendars=self.calendars,
+                policy=self.policy,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)

@@ -80,6 +80,7 @@ from services.executor.committer import Committer, GroupCommit
 from services.executor.ending import Resident, RunEnding
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
+from services.executor.policy import count_refusal, load_policy
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
@@ -114,6 +115,7 @@ class Executor(RunEnding):
         self._providers = dict(providers)
         self._wall_ms = wall_ms
         self._calendars = calendars
+        self._policy = load_policy(settings.policy_path)  # the sink gate's deployment policy
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
@@ -383,7 +385,12 @@ class Executor(RunEnding):
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
         runtime, step = Runtime.start(
-            spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
+            spec,
+            start,
+            now_ms=now_ms,
+            calendars=self._calendars,
+            tools=self._tool_decls,
+            policy=self._policy,
         )
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
@@ -434,6 +441,7 @@ class Executor(RunEnding):
             now_ms=self._wall_ms(),
             calendars=self._calendars,
             tools=self._tool_decls,
+            policy=self._policy,
         )
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)
@@ -452,6 +460,7 @@ class Executor(RunEnding):
             self._out("journal", sid, record, now)
             if record.kind is JournalKind.EFFECT_IN_DOUBT:
                 self._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
+            count_refusal(record)
         for entry in step.results:
             self._out(
                 "results", results_key(sid, entry.era, entry.call_seq), entry, now, partition=p

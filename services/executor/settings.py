@@ -37,6 +37,8 @@ class ExecutorSettings:
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
     call_timeout_s: float = 30.0
+    # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
+    policy_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -85,4 +87,5 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+            policy_path=env_str(e, "RUNPLANE_POLICY"),
         )

@@ -70,9 +70,7 @@ def test_the_legitimate_path_pays_the_account_on_file_after_finance_released_the
     run = driver.run("payout", {"customer_id": "c-1", "email": LEGIT})
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.output["status"] == "paid", run.output
-    assert paid == [
-        {"recipient": "NL91ABNA0417164300", "amount_eur": 125, "memo": paid[0]["memo"]}
-    ]
+    assert paid == [{"recipient": "NL91ABNA0417164300", "amount_eur": 125, "memo": paid[0]["memo"]}]
     assert [t.role for t in opened] == ["finance"]
     assert driver.verify(run.session_id).ok
 

@@ -33,7 +33,10 @@ agents:
 
 def test_the_policy_parses_and_its_digest_ignores_formatting() -> None:
     policy = parse_policy(POLICY)
-    again = parse_policy("# a comment\n" + POLICY.replace("tool_calls: 2, model_tokens: 1000", "model_tokens: 1000, tool_calls: 2"))
+    again = parse_policy(
+        "# a comment\n"
+        + POLICY.replace("tool_calls: 2, model_tokens: 1000", "model_tokens: 1000, tool_calls: 2")
+    )
     assert policy.digest == again.digest and len(policy.digest) == 64
     gated = policy.for_agent("gated")
     assert gated.budget == Budget(tool_calls=2, model_tokens=1000)
@@ -44,7 +47,13 @@ def test_the_policy_parses_and_its_digest_ignores_formatting() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["- a list", "sinks: [1]", "agents: {x: {budget: {tool_calls: many}}}", "sinks: {s: {ceiling: huge}}"]
+    "text",
+    [
+        "- a list",
+        "sinks: [1]",
+        "agents: {x: {budget: {tool_calls: many}}}",
+        "sinks: {s: {ceiling: huge}}",
+    ],
 )
 def test_a_bad_policy_is_a_config_error(text: str) -> None:
     with pytest.raises(ConfigError):
@@ -88,7 +97,10 @@ def test_the_tool_call_budget_refuses_the_call_that_would_exceed_it() -> None:
     assert run.output == {"done": 2, "refused": "BudgetExceeded"}
     assert performed == ["lookup", "lookup"]
     [refusal] = [r for r in run.journal if r.attrs.get("gate") == "refused"]
-    assert refusal.attrs["reason"] == "budget" and refusal.attrs["policy"] == parse_policy(POLICY).digest
+    assert (
+        refusal.attrs["reason"] == "budget"
+        and refusal.attrs["policy"] == parse_policy(POLICY).digest
+    )
     _replays(spec, run)
 
 
@@ -139,7 +151,9 @@ def test_a_policy_granted_release_needs_nobody_and_replays_without_asking() -> N
 def test_a_release_asking_another_role_than_the_policy_names_is_refused() -> None:
     async def agent(ctx: StepCtx, input: Any) -> Any:
         try:
-            await ctx.release("x", destination="tool://lookup", field="$.q", basis="b", role="friend")
+            await ctx.release(
+                "x", destination="tool://lookup", field="$.q", basis="b", role="friend"
+            )
         except ReleaseRefused as exc:
             return {"refused": exc.message}
         return {}

@@ -265,7 +265,7 @@ class StepCtx:
         """
         plain, wrapped = _unwrap(dict(args), "$")
         request = {"tool": name, "args": plain, "idempotency_key": idempotency_key}
-        options = {
+        options: dict[str, Any] = {
             "tool": name,
             "mutating": mutating,
             "recovery": None if recovery is None else Recovery(recovery),

@@ -106,13 +106,13 @@ class SinkDecl:
 
     sink: str
     mutating: bool = True
-    ceiling: Sensitivity = Sensitivity.SECRET
+    ceiling: Sensitivity | str = Sensitivity.SECRET  # a Sensitivity (or its name)
     protected: tuple[FieldRule, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.sink:
             raise ValueError("a sink declaration needs the sink's name")
-        object.__setattr__(self, "ceiling", Sensitivity(self.ceiling))
+        object.__setattr__(self, "ceiling", Sensitivity(str(self.ceiling).upper()))
         object.__setattr__(self, "protected", tuple(self.protected))
         if self.protected and not self.mutating:
             raise ValueError(f"sink {self.sink!r}: protected fields need a mutating sink")
@@ -255,14 +255,14 @@ def check(
     (egress, then the mutating rules), naming the offending path."""
     labels = _scalar_labels(payload, matcher, explicit or {}, grants)
     whole = join_all(labels.values())
-    if sensitivity_rank(whole.sensitivity) > sensitivity_rank(decl.ceiling):
+    ceiling = Sensitivity(decl.ceiling)  # normalised by the constructor; typed for callers
+    if sensitivity_rank(whole.sensitivity) > sensitivity_rank(ceiling):
         path = max(labels, key=lambda p: sensitivity_rank(labels[p].sensitivity))
         return Refusal(
             decl.sink,
             Reason.EGRESS,
             path,
-            f"{path} is {whole.sensitivity.lower()}; {decl.sink} accepts at most "
-            f"{decl.ceiling.lower()}",
+            f"{path} is {whole.sensitivity.lower()}; {decl.sink} accepts at most {ceiling.lower()}",
         )
     if not decl.mutating:
         return None

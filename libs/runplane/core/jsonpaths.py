@@ -46,12 +46,11 @@ def get(doc: Any, path: str) -> Any:
     """The value at ``path``, or ``None`` when the document has no such place."""
     node = doc
     for step in parse(path):
-        if isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node):
-            node = node[step]
-        elif isinstance(step, str) and isinstance(node, Mapping) and step in node:
-            node = node[step]
-        else:
+        in_list = isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node)
+        in_map = isinstance(step, str) and isinstance(node, Mapping) and step in node
+        if not (in_list or in_map):
             return None
+        node = node[step]
     return node
 
 
@@ -86,7 +85,7 @@ def unwrap(doc: Any, wrappers: tuple[type, ...], prefix: str = "$") -> tuple[Any
 def _unwrap(doc: Any, wrappers: tuple[type, ...], path: str, found: dict[str, Any]) -> Any:
     if isinstance(doc, wrappers):
         found[path] = doc
-        return _unwrap(doc.value, wrappers, path, found)
+        return _unwrap(getattr(doc, "value"), wrappers, path, found)  # noqa: B009 (typed: object)
     if isinstance(doc, Mapping):
         return {k: _unwrap(v, wrappers, f"{path}.{k}", found) for k, v in doc.items()}
     if isinstance(doc, list | tuple):

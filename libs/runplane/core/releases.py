@@ -107,7 +107,9 @@ def release_request(
     if approvals < 1:
         raise ValueError("approvals must be >= 1")
     level = None if sensitivity is None else str(Sensitivity(str(sensitivity).upper()))
-    what = " and ".join(x for x in ("trust" if trust else "", level and f"sensitivity {level}") if x)
+    what = " and ".join(
+        x for x in ("trust" if trust else "", level and f"sensitivity {level}") if x
+    )
     release = {
         "destination": destination,
         "field": field,

@@ -18,8 +18,8 @@ from runplane.core.ctx import (
     Op,
 )
 from runplane.core.engine.recorder import Recorder
-from runplane.core.releases import TYPED_ERRORS, released_from
 from runplane.core.engine.vocab import Resolution, Throw, Value
+from runplane.core.releases import TYPED_ERRORS, released_from
 from runplane.wire import ErrorInfo, ResultEntry
 
 __all__ = ["error_from", "error_info", "serve"]

@@ -39,7 +39,12 @@ def release(run: Run, slot: Slot) -> Resolution:
         for g in granted.releases
     ):
         attrs["release"] = "granted"
-        value = {"outcome": "GRANTED", "approved": True, "comment": "data:release", "decided_by": []}
+        value = {
+            "outcome": "GRANTED",
+            "approved": True,
+            "comment": "data:release",
+            "decided_by": [],
+        }
         entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, value=value, attrs=attrs)
         return serve(run.rec, slot.effect, entry)
     if granted.release_role != req["role"]:

@@ -118,13 +118,17 @@ def input_label(run: Run) -> Label:
     declared = None if run.policy is None else run.policy.for_agent(run.spec.capability)
     if declared is not None and declared.input_label is not None:
         return declared.input_label
-    return Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=("input:admission",))
+    return Label(
+        trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=("input:admission",)
+    )
 
 
 def _state(run: Run) -> GateState:
     if run.gate_state is None:
         run.gate_state = GateState()
-        run.gate_state.matcher.add(Source("input:admission", input_label(run), json.loads(run.input_json)))
+        run.gate_state.matcher.add(
+            Source("input:admission", input_label(run), json.loads(run.input_json))
+        )
     state: GateState = run.gate_state
     return state
 
@@ -142,9 +146,7 @@ def _matcher(run: Run) -> Matcher:
     return state.matcher
 
 
-def _sink_decl(
-    run: Run, sink: str, decl: EffectDecl, declared: Any
-) -> SinkDecl:
+def _sink_decl(run: Run, sink: str, decl: EffectDecl, declared: Any) -> SinkDecl:
     """The deployment's declaration wins, then the agent's, then the default: the call's own
     ``mutating``, no ceiling."""
     if run.policy is not None and sink in run.policy.sinks:
@@ -188,7 +190,9 @@ def _scalars(payload: Any) -> list[Any]:
 
 
 def _refuse(run: Run, slot: Slot, type_: str, refusal: Refusal) -> Resolution:
-    error = ErrorInfo(type=type_, message=f"{refusal.sink}: {refusal.message}"[:500], retryable=False)
+    error = ErrorInfo(
+        type=type_, message=f"{refusal.sink}: {refusal.message}"[:500], retryable=False
+    )
     attrs = {
         "gate": "refused",
         "sink": refusal.sink,
