@@ -120,7 +120,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
         chains = {name: chain_of(settings, rid) for name, rid in runs.items()}
         for records, results in chains.values():
             assert verify_chain(records, results).ok
-        injected_records, injected_results = chains["injected"]
+        injected_records, _ = chains["injected"]
         # Never performed: the payout slot holds the recorded refusal, no announce before it.
         [refusal] = [r for r in injected_records if r.attrs.get("gate") == "refused"]
         assert (refusal.name, refusal.attrs["reason"]) == ("tool://payout", "field_trust")
@@ -129,7 +129,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
             for r in injected_records
             if r.kind is JournalKind.EFFECT_ANNOUNCED and r.name == "tool://payout"
         ]
-        legit_records, legit_results = chains["legit"]
+        _, legit_results = chains["legit"]
         assert [r.name for r in legit_results.values() if r.family == "tool"] == [
             "tool://crm_lookup",
             "tool://payout",
