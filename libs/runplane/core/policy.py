@@ -86,18 +86,23 @@ class Spent:
 
     @classmethod
     def of(cls, entries: Iterable[ResultEntry]) -> Spent:
-        tools = tokens = 0
-        cost = 0.0
+        out = cls()
         for e in entries:
-            if e.error is not None and e.error.type in GATE_ERRORS:
-                continue
-            if e.family == "tool":
-                tools += 1
-            elif e.family == "generation" and e.ok and e.value_json is not None:
-                value = json.loads(e.value_json)
-                tokens += int(value.get("tokens_in", 0)) + int(value.get("tokens_out", 0))
-                cost += float(value.get("cost_units", 0.0))
-        return cls(tools, tokens, cost)
+            out = out.plus(e)
+        return out
+
+    def plus(self, e: ResultEntry) -> Spent:
+        """This, and what ``e`` spent (a fold step: the engine adds each entry once)."""
+        if e.error is not None and e.error.type in GATE_ERRORS:
+            return self
+        if e.family == "tool":
+            return Spent(self.tool_calls + 1, self.model_tokens, self.cost_units)
+        if e.family == "generation" and e.ok and e.value_json is not None:
+            value = json.loads(e.value_json)
+            tokens = int(value.get("tokens_in", 0)) + int(value.get("tokens_out", 0))
+            cost = float(value.get("cost_units", 0.0))
+            return Spent(self.tool_calls, self.model_tokens + tokens, self.cost_units + cost)
+        return self
 
 
 @dataclass(frozen=True)

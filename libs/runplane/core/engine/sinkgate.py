@@ -56,10 +56,11 @@ class GateState:
     """Per-run gate memory: the matcher over recorded outputs (indexed once each) and the
     label of what the outstanding call sent."""
 
-    __slots__ = ("flow", "indexed", "matcher")
+    __slots__ = ("flow", "indexed", "matcher", "spent")
 
     def __init__(self) -> None:
         self.matcher = Matcher()
+        self.spent = Spent()
         self.indexed: set[tuple[int, int]] = set()
         self.flow: dict[tuple[int, int], Label] = {}
 
@@ -72,12 +73,11 @@ def gate(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
     effect = slot.effect
     sink = effect.name
     ap = _NO_POLICY if run.policy is None else run.policy.for_agent(run.spec.capability)
+    state = _refresh(run)
     estimate = 0
     if effect.family == "generation":
         estimate = int(effect.request.get("params", {}).get("max_tokens") or 0)
-    over = ap.budget.refusal(
-        Spent.of(run.rec.results.values()), effect.family, run.now - run.started_ms, estimate
-    )
+    over = ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
     if over is not None:
         return _refuse(run, slot, "BudgetExceeded", Refusal(sink, Reason.BUDGET, "$", over))
     if ap.sinks is not None and sink not in ap.sinks:
@@ -87,13 +87,13 @@ def gate(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
     rules = _sink_decl(run, sink, decl, declared)
     wrapped: dict[str, Any] = dict(effect.options.get("wrapped") or {})
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-    matcher = _matcher(run)
+    matcher = state.matcher
     refusal = check(rules, payload, matcher, explicit, _grants(run, sink, payload, wrapped))
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
     sent = join_all(matcher.label_of(s) for s in _scalars(payload))
     sent = join_all([sent, *explicit.values()])
-    _state(run).flow[(run.era, slot.call_seq)] = Label(
+    state.flow[(run.era, slot.call_seq)] = Label(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
     return None
@@ -133,17 +133,19 @@ def _state(run: Run) -> GateState:
     return state
 
 
-def _matcher(run: Run) -> Matcher:
-    """The run's matcher, with every recorded output indexed (new ones added once)."""
+def _refresh(run: Run) -> GateState:
+    """The run's gate memory with every recorded result folded in once: its output indexed
+    for matching, what it spent added to the budget's account."""
     state = _state(run)
     for key, entry in run.rec.results.items():
         if key in state.indexed:
             continue
         state.indexed.add(key)
+        state.spent = state.spent.plus(entry)
         if entry.ok and entry.value_json is not None:
             label = entry.label or at_source(entry.family, entry.name, run.spec.capability)
             state.matcher.add(Source(entry.name, label, json.loads(entry.value_json)))
-    return state.matcher
+    return state
 
 
 def _sink_decl(run: Run, sink: str, decl: EffectDecl, declared: Any) -> SinkDecl:
