@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
+from runplane.core.jsonpaths import unwrap
+from runplane.core.labels import Wrapper
 from runplane.errors import RunplaneError
 
 if TYPE_CHECKING:
@@ -433,8 +435,4 @@ class StepCtx:
 def _unwrap(value: Any, prefix: str) -> tuple[Any, dict[str, Any]]:
     """``value`` without its ``Labeled``/``Released`` wrappers, and where they were (the gate
     reads them from the effect's options; the request — and its witness — holds plain JSON)."""
-    from runplane.core.jsonpaths import unwrap
-    from runplane.core.labels import Labeled
-    from runplane.core.releases import Released
-
-    return unwrap(value, (Labeled, Released), prefix)
+    return unwrap(value, Wrapper, prefix)

@@ -72,17 +72,41 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
 
 
-def unwrap(doc: Any, wrappers: tuple[type, ...], prefix: str = "$") -> tuple[Any, dict[str, Any]]:
+def unwrap(doc: Any, wrappers: type, prefix: str = "$") -> tuple[Any, dict[str, Any]]:
     """``doc`` with every instance of ``wrappers`` replaced by its ``.value`` (recursively),
     and ``{path: wrapper}`` for each one found. Mappings become dicts and tuples lists, as
     canonical JSON would send them; with no wrapper inside, ``doc`` itself comes back untouched
-    (so a request without wrappers keeps exactly the witness it always had)."""
+    (so a request without wrappers keeps exactly the witness it always had). Every tool call
+    goes through here: the scan for a wrapper is the fast path, the rebuild the rare one."""
+    if not _contains(doc, wrappers):
+        return doc, {}
     found: dict[str, Any] = {}
     plain = _unwrap(doc, wrappers, prefix, found)
-    return (plain, found) if found else (doc, found)
+    return plain, found
 
 
-def _unwrap(doc: Any, wrappers: tuple[type, ...], path: str, found: dict[str, Any]) -> Any:
+_SCALARS: Final = (str, int, float, bool, type(None))
+
+
+def _contains(doc: Any, wrappers: type) -> bool:
+    # Exact type checks first, no ABCs: this runs on every tool call's arguments.
+    kind = type(doc)
+    if kind is dict:
+        items: Any = doc.values()
+    elif kind is list or kind is tuple:
+        items = doc
+    elif kind in _SCALARS:
+        return False
+    elif isinstance(doc, wrappers):
+        return True
+    elif isinstance(doc, Mapping):
+        items = doc.values()
+    else:
+        return False
+    return any(type(v) not in _SCALARS and _contains(v, wrappers) for v in items)
+
+
+def _unwrap(doc: Any, wrappers: type, path: str, found: dict[str, Any]) -> Any:
     if isinstance(doc, wrappers):
         found[path] = doc
         return _unwrap(getattr(doc, "value"), wrappers, path, found)  # noqa: B009 (typed: object)

@@ -33,6 +33,7 @@ __all__ = [
     "BOTTOM",
     "UNTRUSTED_FAMILIES",
     "Labeled",
+    "Wrapper",
     "at_source",
     "flows_to",
     "join",
@@ -96,8 +97,16 @@ def flows_to(a: Label, b: Label) -> bool:
     return join(a, b) == b
 
 
+class Wrapper:
+    """Base of the wrappers an agent may hand to an effect in place of a value (``Labeled``,
+    ``releases.Released``): the effect sends ``.value`` and the gate reads the wrapper."""
+
+    __slots__ = ()
+    value: Any
+
+
 @dataclass(frozen=True)
-class Labeled(Generic[T]):
+class Labeled(Wrapper, Generic[T]):
     """A value with its label, for agent code that wants to carry one explicitly.
 
     Handing a ``Labeled`` to an effect (anywhere in ``ctx.tool``'s arguments or a prompt)

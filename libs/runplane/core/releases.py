@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from runplane.core.ctx import EffectError
 from runplane.core.jsonpaths import parse
+from runplane.core.labels import Wrapper
 from runplane.wire import Sensitivity
 
 __all__ = [
@@ -73,7 +74,7 @@ TYPED_ERRORS: Final[Mapping[str, Callable[[str], EffectError]]] = {
 
 
 @dataclass(frozen=True)
-class Released:
+class Released(Wrapper):
     """A value whose label a journaled decision improved for ``destination`` at ``field``."""
 
     value: Any
