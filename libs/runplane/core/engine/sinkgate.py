@@ -65,8 +65,11 @@ class GateState:
         self.flow: dict[tuple[int, int], Label] = {}
 
 
-def gate(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
-    """None when the call may go out; else the recorded refusal, served to the agent."""
+def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolution | None:
+    """None when the call may go out; else the recorded refusal, served to the agent.
+
+    ``payload``: what the call sends, when it is not a tool's ``args`` or a model's
+    ``prompt`` (another outbound family — a commission — passes its own before it dispatches)."""
     declared = declared_sinks(run.spec.fn)
     if run.policy is None and declared is None:
         return None
@@ -83,7 +86,10 @@ def gate(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
     if ap.sinks is not None and sink not in ap.sinks:
         message = f"the policy does not grant {run.spec.capability} the sink {sink}"
         return _refuse(run, slot, "SinkRefused", Refusal(sink, Reason.NOT_GRANTED, "$", message))
-    payload = effect.request["prompt"] if effect.family == "generation" else effect.request["args"]
+    if payload is None:
+        payload = (
+            effect.request["prompt"] if effect.family == "generation" else effect.request["args"]
+        )
     rules = _sink_decl(run, sink, decl, declared)
     wrapped: dict[str, Any] = dict(effect.options.get("wrapped") or {})
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
