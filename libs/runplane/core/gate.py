@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, TypeVar
 
 from runplane.core.jsonpaths import get, leaves, parse, under
-from runplane.core.labels import BOTTOM, join, join_all, sensitivity_rank
+from runplane.core.labels import join, join_all, sensitivity_rank
 from runplane.wire import Label, Sensitivity, Trust
 
 __all__ = [
@@ -55,6 +55,8 @@ __all__ = [
     "check",
     "declared_sinks",
     "improve",
+    "judge",
+    "label_scalars",
     "sinks",
 ]
 
@@ -157,56 +159,48 @@ def improve(label: Label, grant: Grant) -> Label:
     )
 
 
-@dataclass
-class _Indexed:
-    label: Label
-    scalars: set[str] = field(default_factory=set)
-    grams: set[str] = field(default_factory=set)
-    numbers: set[str] = field(default_factory=set)
-
-
 class Matcher:
-    """Labels scalars by the recorded outputs they match. Build once per check (or keep one
-    per run and ``add`` new outputs: indexing is the cost, matching is set lookups)."""
+    """Labels scalars by the recorded outputs they match. Keep one per run and ``add`` each new
+    output once: the index is inverted (scalar, fragment or number → the join of the labels of
+    the outputs holding it), so matching costs lookups per fragment of the scalar, whatever the
+    number of outputs indexed."""
 
     def __init__(self, sources: Iterable[Source] = ()) -> None:
-        self._index: list[_Indexed] = []
+        self._index: dict[str, Label] = {}
         for source in sources:
             self.add(source)
 
     def add(self, source: Source) -> None:
-        ix = _Indexed(source.label)
+        keys: set[str] = set()
         for _, scalar in leaves(source.value):
-            if isinstance(scalar, str):
-                ix.scalars.add(_key(scalar))
-                ix.grams.update(_grams(scalar))
-                ix.numbers.update(_mentioned_numbers(scalar))
-            elif _informative(scalar):
-                ix.scalars.add(_key(scalar))
-                ix.numbers.add(_number_key(scalar) or "")
-        self._index.append(ix)
+            keys.update(_keys(scalar, mentioned=True))
+        index, label = self._index, source.label
+        for key in keys:
+            held = index.get(key)
+            index[key] = label if held is None or held == label else join(held, label)
 
     def label_of(self, scalar: Any) -> Label:
         """The join of the labels of every source ``scalar`` matches (``BOTTOM`` for none)."""
-        if not isinstance(scalar, str) and not _informative(scalar):
-            return BOTTOM
-        key = _key(scalar)
-        grams = _grams(scalar) if isinstance(scalar, str) else set()
-        number = _number_key(scalar)
-        out = BOTTOM
-        for ix in self._index:
-            if (
-                key in ix.scalars
-                or (grams and not grams.isdisjoint(ix.grams))
-                or (number is not None and number in ix.numbers)
-            ):
-                out = join(out, ix.label)
-        return out
+        index = self._index
+        found = {index[k] for k in _keys(scalar, mentioned=False) if k in index}
+        return join_all(found)
+
+
+def _keys(scalar: Any, *, mentioned: bool) -> set[str]:
+    """What ``scalar`` is found under: itself (type-tagged), its fragments, its magnitude, and
+    — for an indexed output's text (``mentioned``) — every number the text mentions."""
+    if isinstance(scalar, str):
+        keys = {_key(scalar), *("g:" + g for g in _grams(scalar))}
+        if mentioned:
+            keys.update("n:" + n for n in _mentioned_numbers(scalar))
+        return keys
+    number = _number_key(scalar)
+    return set() if number is None else {_key(scalar), "n:" + number}
 
 
 def _key(scalar: Any) -> str:
     # Type-tagged, so the string "10000" and the number 10000 are different scalars (the
-    # number is still found inside text by ``numbers``).
+    # number is still found inside text by the "n:" keys).
     return f"{type(scalar).__name__}:{scalar}"
 
 
@@ -253,7 +247,11 @@ def check(
 ) -> Refusal | None:
     """The gate's verdict on sending ``payload`` to ``decl.sink``: None, or the first refusal
     (egress, then the mutating rules), naming the offending path."""
-    labels = _scalar_labels(payload, matcher, explicit or {}, grants)
+    return judge(decl, payload, label_scalars(payload, matcher, explicit or {}, grants))
+
+
+def judge(decl: SinkDecl, payload: Any, labels: Mapping[str, Label]) -> Refusal | None:
+    """``check`` on labels already found (``label_scalars``), for a caller that keeps them."""
     whole = join_all(labels.values())
     ceiling = Sensitivity(decl.ceiling)  # normalised by the constructor; typed for callers
     if sensitivity_rank(whole.sensitivity) > sensitivity_rank(ceiling):
@@ -283,9 +281,11 @@ def check(
     return None
 
 
-def _scalar_labels(
+def label_scalars(
     payload: Any, matcher: Matcher, explicit: Mapping[str, Label], grants: Sequence[Grant]
 ) -> dict[str, Label]:
+    """The label of each scalar of ``payload`` by path: matched ⊔ explicit, improved by the
+    grants honoured here."""
     out: dict[str, Label] = {}
     for path, scalar in leaves(payload):
         label = matcher.label_of(scalar)

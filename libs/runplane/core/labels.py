@@ -59,6 +59,12 @@ BOTTOM: Final = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, prove
 
 def join(a: Label, b: Label) -> Label:
     """The least label at least as restrictive as both."""
+    # Labels are canonical (sorted, unique provenance), so equal sides and the identity need
+    # no new Label (validating one is the cost of a join).
+    if a == b or b == BOTTOM:
+        return a
+    if a == BOTTOM:
+        return b
     return Label(
         trust=max(a.trust, b.trust, key=_TRUST.index),
         sensitivity=max(a.sensitivity, b.sensitivity, key=_SENSITIVITY.index),
@@ -70,7 +76,7 @@ def join_all(labels: Iterable[Label]) -> Label:
     """The join of any number of labels (``BOTTOM`` for none)."""
     out = BOTTOM
     for label in labels:
-        out = join(out, label)
+        out = join(out, label)  # join(BOTTOM, x) is x itself: no Label is built for one label
     return out
 
 

@@ -23,6 +23,8 @@ recorded at least that untrusted and that sensitive (``result_label``).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from runplane.core.agents import EffectDecl
@@ -38,10 +40,11 @@ from runplane.core.gate import (
     Refusal,
     SinkDecl,
     Source,
-    check,
     declared_sinks,
+    judge,
+    label_scalars,
 )
-from runplane.core.jsonpaths import get, leaves
+from runplane.core.jsonpaths import get
 from runplane.core.labels import Labeled, at_source, join, join_all
 from runplane.core.policy import AgentPolicy, Spent
 from runplane.core.releases import RELEASE_FAMILY, Released
@@ -56,12 +59,13 @@ class GateState:
     """Per-run gate memory: the matcher over recorded outputs (indexed once each) and the
     label of what the outstanding call sent."""
 
-    __slots__ = ("flow", "indexed", "matcher", "spent")
+    __slots__ = ("flow", "indexed", "matcher", "seen", "spent")
 
     def __init__(self) -> None:
         self.matcher = Matcher()
         self.spent = Spent()
         self.indexed: set[tuple[int, int]] = set()
+        self.seen = 0  # how many result entries are folded in
         self.flow: dict[tuple[int, int], Label] = {}
 
 
@@ -93,12 +97,11 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
     rules = _sink_decl(run, sink, decl, declared)
     wrapped: dict[str, Any] = dict(effect.options.get("wrapped") or {})
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-    matcher = state.matcher
-    refusal = check(rules, payload, matcher, explicit, _grants(run, sink, payload, wrapped))
+    labels = label_scalars(payload, state.matcher, explicit, _grants(run, sink, payload, wrapped))
+    refusal = judge(rules, payload, labels)
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
-    sent = join_all(matcher.label_of(s) for s in _scalars(payload))
-    sent = join_all([sent, *explicit.values()])
+    sent = join_all(labels.values())
     state.flow[(run.era, slot.call_seq)] = Label(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
@@ -143,7 +146,11 @@ def _refresh(run: Run) -> GateState:
     """The run's gate memory with every recorded result folded in once: its output indexed
     for matching, what it spent added to the budget's account."""
     state = _state(run)
-    for key, entry in run.rec.results.items():
+    results = run.rec.results
+    if len(results) == state.seen:
+        return state
+    # The result journal only grows (in insertion order): fold in what came since last time.
+    for key, entry in islice(results.items(), state.seen, None):
         if key in state.indexed:
             continue
         state.indexed.add(key)
@@ -151,6 +158,7 @@ def _refresh(run: Run) -> GateState:
         if entry.ok and entry.value_json is not None:
             label = entry.label or at_source(entry.family, entry.name, run.spec.capability)
             state.matcher.add(Source(entry.name, label, json.loads(entry.value_json)))
+    state.seen = len(results)
     return state
 
 
@@ -163,7 +171,12 @@ def _sink_decl(run: Run, sink: str, decl: EffectDecl, declared: Any) -> SinkDecl
     if declared is not None and sink in declared:
         mine: SinkDecl = declared[sink]
         return mine
-    return SinkDecl(sink, mutating=decl.mutating)
+    return _default_decl(sink, decl.mutating)
+
+
+@lru_cache(maxsize=1024)
+def _default_decl(sink: str, mutating: bool) -> SinkDecl:
+    return SinkDecl(sink, mutating=mutating)
 
 
 def _grants(run: Run, sink: str, payload: Any, wrapped: dict[str, Any]) -> list[Grant]:
@@ -191,10 +204,6 @@ def _grants(run: Run, sink: str, payload: Any, wrapped: dict[str, Any]) -> list[
         by = tuple(f"human:{p}" for p in w.decided_by) or ("policy:data:release",)
         grants.append(Grant(path, w.trust, w.sensitivity, by))
     return grants
-
-
-def _scalars(payload: Any) -> list[Any]:
-    return [s for _, s in leaves(payload)]
 
 
 def _refuse(run: Run, slot: Slot, type_: str, refusal: Refusal) -> Resolution:
