@@ -6,7 +6,8 @@ fake OpenAI server restates it), looks the customer up, and asks finance to rele
 amount; ivan may not approve (four-eyes), ada does — for both, so that what stops the injected
 payout is the gate and nothing else. The legitimate run pays the account on file; the injected
 one is refused at ``tool://payout`` (``field_trust`` on ``$.recipient``) and never performed.
-Both chains verify; the refusal and the release decisions are on the audit topic.
+Both chains verify; the refusal and the release decisions are on the audit topic. The
+executor runs under a deployment policy (``RUNPLANE_POLICY``): its digest is on the refusal.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from test_worklist_support import auth, wait_for, worklist_service, write_princi
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
+from runplane.core.policy import parse_policy
 from runplane.fakes import FakeOpenAIServer
 from runplane.wire import AdmissionOutcome, JournalKind, RunStatus
 from services.admission.serve import build as build_admission
@@ -63,10 +65,22 @@ def _ended(settings: Settings, run_id: str) -> bool:
     return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
 
 
+# The deployment's policy: who decides payout's releases, and its budget per run.
+POLICY = """
+agents:
+  payout:
+    sinks: [tool://payout, tool://crm_lookup, model:openai/gpt-4o-mini]
+    release_role: finance
+    budget: {tool_calls: 10, model_tokens: 100000}
+"""
+
+
 def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
     settings: Settings, tmp_path: Path
 ) -> None:
     runs: dict[str, str] = {}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
     with (
         FakeOpenAIServer(api_key="sk-test") as model,  # echoes the email back: a restatement
         admission(settings),
@@ -77,6 +91,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
                 openai_base_url=model.url,
                 openai_api_key="sk-test",
                 agent_modules=("examples.payout",),
+                policy_path=str(policy),
             )
         ),
     ):
@@ -124,6 +139,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
         # Never performed: the payout slot holds the recorded refusal, no announce before it.
         [refusal] = [r for r in injected_records if r.attrs.get("gate") == "refused"]
         assert (refusal.name, refusal.attrs["reason"]) == ("tool://payout", "field_trust")
+        assert refusal.attrs["policy"] == parse_policy(POLICY).digest  # the executor bound it
         assert not [
             r
             for r in injected_records
