@@ -168,3 +168,29 @@ def test_spent_skips_refused_calls() -> None:
     assert Budget(tool_calls=0).refusal(Spent(), "tool", 0) is not None
     assert Budget(wall_ms=10).refusal(Spent(), "observe", 11) is not None
     assert Budget().refusal(Spent(tool_calls=10**6), "tool", 10**9) is None
+
+
+def test_a_source_the_policy_declares_untrusted_taints_what_it_returns() -> None:
+    text = POLICY + '\nsources:\n  "tool://lookup": {trust: untrusted, sensitivity: confidential}\n'
+
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        found = await ctx.tool("lookup", {"q": 1}, mutating=False)
+        try:
+            await ctx.tool("pay", {"to": "released elsewhere", "memo": f"n={found['n']}"})
+        except SinkRefused as exc:
+            return {"refused": exc.message}
+        return {}
+
+    spec = AgentRegistry().register(AgentSpec("gated", agent), lint=False)
+    driver = Driver(
+        spec,
+        tools={"lookup": lambda a, k: {"n": 123456}, "pay": lambda a, k: {}},
+        policy=parse_policy(text),
+    )
+    run = driver.run("gated", {})
+    lookup = next(e for e in run.results.values() if e.name == "tool://lookup")
+    assert lookup.label.trust is Trust.UNTRUSTED
+    assert lookup.label.sensitivity is Sensitivity.CONFIDENTIAL
+    assert "tool://lookup" in lookup.label.provenance  # its own origin, as ever
+    # "pay" protects $.to only: the tainted memo may go; a constant recipient lacks a source.
+    assert "$.to must come from" in run.output["refused"]

@@ -25,6 +25,7 @@ from runplane.cli import (  # noqa: E402
     emit,
     journal,
     lint,
+    policy,
     principals,
     serve,
     stack,
@@ -41,6 +42,7 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
+policy.register(app)  # runplane policy check
 
 
 def main() -> None:

@@ -4,6 +4,9 @@ A small YAML document the executor loads once (``RUNPLANE_POLICY``; parsing here
 read by the service). Its ``digest`` (SHA-256 of the canonical JSON of the parsed document, so
 comments and key order do not change it) is journaled with every gate decision.
 
+    sources:                              # what a source returns, whatever its code declares
+      "tool://crm_lookup": {trust: trusted, sensitivity: confidential}
+      "tool://read_inbox": {trust: untrusted}
     sinks:                                # the deployment's sink declarations (gate.SinkDecl)
       "model:openai/gpt-4o-mini": {mutating: false, ceiling: internal}
       "tool://payout":
@@ -146,6 +149,9 @@ class Policy:
     sinks: Mapping[str, SinkDecl] = field(default_factory=dict)
     agents: Mapping[str, AgentPolicy] = field(default_factory=dict)
     digest: str = ""
+    # What the deployment says a source returns (trust, sensitivity), by journaled name: a
+    # gated call's result is recorded at least this untrusted and this sensitive.
+    sources: Mapping[str, Label] = field(default_factory=dict)
 
     def for_agent(self, capability: str) -> AgentPolicy:
         return self.agents.get(capability) or AgentPolicy()
@@ -160,11 +166,15 @@ def parse_policy(text: str) -> Policy:
         digest = sha256_hex(canonical_bytes(doc))
         sinks = {str(name): _sink(str(name), raw or {}) for name, raw in _map(doc, "sinks").items()}
         agents = {str(cap): _agent(raw or {}) for cap, raw in _map(doc, "agents").items()}
+        sources = {
+            str(name): _label(raw or {}, default=Sensitivity.PUBLIC, provenance=())
+            for name, raw in _map(doc, "sources").items()
+        }
     except ConfigError:
         raise
     except (yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         raise ConfigError(f"policy: {type(exc).__name__}: {exc}") from exc
-    return Policy(sinks=sinks, agents=agents, digest=digest)
+    return Policy(sinks=sinks, agents=agents, digest=digest, sources=sources)
 
 
 def _map(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -210,17 +220,21 @@ def _agent(raw: Mapping[str, Any]) -> AgentPolicy:
         release_role=str(raw.get("release_role", "security")),
         input_label=None
         if label is None
-        else Label(
-            trust=Trust(str(label.get("trust", "trusted")).upper()),
-            sensitivity=_sensitivity(label.get("sensitivity")) or Sensitivity.INTERNAL,
-            provenance=("input:admission",),
-        ),
+        else _label(label, default=Sensitivity.INTERNAL, provenance=("input:admission",)),
         budget=Budget(
             tool_calls=_opt_int(budget.get("tool_calls")),
             model_tokens=_opt_int(budget.get("model_tokens")),
             cost_units=None if budget.get("cost_units") is None else float(budget["cost_units"]),
             wall_ms=_opt_int(budget.get("wall_ms")),
         ),
+    )
+
+
+def _label(raw: Mapping[str, Any], *, default: Sensitivity, provenance: tuple[str, ...]) -> Label:
+    return Label(
+        trust=Trust(str(raw.get("trust", "trusted")).upper()),
+        sensitivity=_sensitivity(raw.get("sensitivity")) or default,
+        provenance=provenance,
     )
 
 

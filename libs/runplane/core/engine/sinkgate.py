@@ -102,6 +102,8 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
     sent = join_all(labels.values())
+    if run.policy is not None and (declared_source := run.policy.sources.get(sink)) is not None:
+        sent = join(sent, declared_source)  # what the deployment says this source returns
     state.flow[(run.era, slot.call_seq)] = Label(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
