@@ -70,3 +70,33 @@ def test_a_release_waits_for_one_person_across_a_crash_and_replays_without_askin
     assert len(driver.tasks_opened) == 1
     report = replay_history(spec, run.snapshot, dict(run.results))
     assert (report.output, report.live_calls, report.divergence) == (run.output, 0, None)
+
+
+def test_label_of_sees_what_the_gate_sees_and_replays_the_same() -> None:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        answer = await ctx.generate("p", "m", "who?")
+        account = answer.text.split()[-1]
+        before = ctx.label_of(account)
+        crm = await ctx.tool("crm", {"q": 1}, mutating=False)
+        return {
+            "model": [before.trust, sorted(before.provenance)],
+            "crm": [ctx.label_of(crm["account"]).trust, sorted(ctx.label_of(crm).provenance)],
+            "constant": ctx.label_of("a constant of the agent's code").trust,
+            "explicit": ctx.label_of(Labeled("x", SECRET)).sensitivity,
+        }
+
+    spec = AgentRegistry().register(AgentSpec("lab", agent), lint=False)
+    driver = Driver(
+        spec,
+        tools={"crm": lambda a, k: {"account": "NL91ABNA0417164300"}},
+        providers={"p": ScriptedProvider(["pay ZZ11UNTRUSTED999"], name="p")},
+    )
+    run = driver.run("lab", {})
+    assert run.output == {
+        "model": ["UNTRUSTED", ["agent/lab", "model:p/m"]],
+        "crm": ["TRUSTED", ["agent/lab", "tool://crm"]],
+        "constant": "TRUSTED",
+        "explicit": "SECRET",
+    }
+    report = replay_history(spec, run.snapshot, dict(run.results))
+    assert (report.output, report.divergence) == (run.output, None)

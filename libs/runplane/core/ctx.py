@@ -163,6 +163,7 @@ class RunHost(Protocol):
     def seed(self) -> str: ...
 
     def take_derived_slot(self, family: str) -> int: ...
+    def label_of(self, value: Any) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -234,6 +235,13 @@ class StepCtx:
         """An integer in [low, high], derived like ``random``; takes a call_seq."""
         call_seq = self._rt.take_derived_slot("random")
         return derive_randint(self._rt.seed, call_seq, low, high)
+
+    def label_of(self, value: Any) -> Any:
+        """The label (``runplane.wire.Label``) the sink gate would give ``value`` at this point
+        of the run: joined from every earlier output it matches and its ``Labeled`` wrappers
+        (docs/security.md). Journals nothing; the same on replay (only outputs recorded before
+        this point count)."""
+        return self._rt.label_of(value)
 
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:

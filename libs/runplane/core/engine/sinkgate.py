@@ -44,8 +44,8 @@ from runplane.core.gate import (
     judge,
     label_scalars,
 )
-from runplane.core.jsonpaths import get
-from runplane.core.labels import Labeled, at_source, join, join_all
+from runplane.core.jsonpaths import get, unwrap
+from runplane.core.labels import Labeled, Wrapper, at_source, join, join_all
 from runplane.core.policy import AgentPolicy, Spent
 from runplane.core.releases import RELEASE_FAMILY, Released
 from runplane.wire import ErrorInfo, JournalKind, Label, Sensitivity, Trust
@@ -121,6 +121,20 @@ def result_label(run: Run, call_seq: int, label: Label | None) -> Label | None:
     if sent is None or (sent.trust is Trust.TRUSTED and sent.sensitivity is Sensitivity.PUBLIC):
         return label
     return sent if label is None else join(label, sent)
+
+
+def value_label(run: Run, value: Any) -> Label:
+    """The label of ``value`` as the gate would find it now, from outputs recorded before the
+    run's current call (a replay has later ones in hand: they must not count, or agent code
+    branching on a label would take another way on replay). Costs a pass over the history."""
+    plain, wrapped = unwrap(value, Wrapper)
+    bound = (run.era, run.cursor)
+    matcher = Matcher([Source("input:admission", input_label(run), json.loads(run.input_json))])
+    for key, entry in run.rec.results.items():
+        if key < bound and entry.ok and entry.value_json is not None:
+            matcher.add(Source(entry.name, entry.label, json.loads(entry.value_json)))
+    explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
+    return join_all(label_scalars(plain, matcher, explicit, ()).values())
 
 
 def input_label(run: Run) -> Label:

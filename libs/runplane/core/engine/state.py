@@ -119,6 +119,12 @@ class Run:
             )
         return call_seq
 
+    def label_of(self, value: Any) -> Any:
+        """``StepCtx.label_of`` (the sink gate's labelling, over outputs before this point)."""
+        from runplane.core.engine.sinkgate import value_label  # sinkgate builds on this module
+
+        return value_label(self, value)
+
     # -- slots ---------------------------------------------------------------------------------
     def slot_taken(self, call_seq: int) -> bool:
         if (self.era, call_seq) in self.rec.results:
