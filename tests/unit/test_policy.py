@@ -194,3 +194,14 @@ def test_a_source_the_policy_declares_untrusted_taints_what_it_returns() -> None
     assert "tool://lookup" in lookup.label.provenance  # its own origin, as ever
     # "pay" protects $.to only: the tainted memo may go; a constant recipient lacks a source.
     assert "$.to must come from" in run.output["refused"]
+
+
+def test_the_first_record_the_executor_writes_names_the_policy() -> None:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        await ctx.tool("lookup", {}, mutating=False)
+        return {}
+
+    _, run, _ = _run(agent)
+    first, *rest = run.journal[1:]  # seq 0 is admission's
+    assert first.attrs["policy"] == parse_policy(POLICY).digest
+    assert not [r for r in rest if "policy" in r.attrs]

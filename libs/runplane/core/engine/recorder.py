@@ -52,6 +52,7 @@ class Recorder:
         "out",
         "results",
         "session_id",
+        "stamp_attrs",
     )
 
     def __init__(
@@ -81,6 +82,8 @@ class Recorder:
         # The value result() just decoded, for decode.serve to hand over instead of decoding
         # the same text again. Taken once: only the first serve of that entry gets the object.
         self.decoded: tuple[ResultEntry, Any] | None = None
+        # Attrs for the next record sealed, once (the policy digest a run starts under).
+        self.stamp_attrs: dict[str, str] | None = None
 
     def begin(self, now_ms: int) -> None:
         """Start a step stamped ``now_ms``, with an empty buffer (``out``; the previous one
@@ -104,6 +107,8 @@ class Recorder:
         era: int | None = None,
     ) -> JournalRecord:
         """Append one chain record to the step."""
+        if self.stamp_attrs is not None:
+            attrs, self.stamp_attrs = {**self.stamp_attrs, **(attrs or {})}, None
         # What chain.seal(Draft(...), last_hash) returns, without the Draft: the record is
         # built (and validated) once with the placeholder hash, then given the hash of its
         # canonical bytes, as seal does — record_hash is the one rule for that hash.

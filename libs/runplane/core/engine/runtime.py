@@ -91,6 +91,9 @@ class Runtime:
             tools=tools,
         )
         run.policy = policy
+        if policy is not None:
+            # The first record the executor writes for the run names the policy it runs under.
+            rec.stamp_attrs = {"policy": policy.digest}
         rt = cls(run)
         rt._begin(now_ms)
         run.status_before = RunStatus.ADMITTED
