@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx, replay_history
@@ -186,3 +186,78 @@ def test_a_release_is_honoured_only_at_its_destination_and_field() -> None:
     run = _driver(_agent(agent), "pay to ZZ11UNTRUSTED999", performed).run("gated", {})
     assert run.output == {"other": "refused", "log": "refused", "pay": "sent", "forged": "refused"}
     assert performed == ["pay"]
+
+
+# A program: each step makes a new value from the run's effects or from earlier values.
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("model"), tokens),  # an untrusted answer naming a token
+        st.tuples(st.just("crm"), st.just("")),  # a trusted lookup
+        st.tuples(st.just("op"), st.integers(0, len(string_ops) - 1)),  # op on the last value
+        st.tuples(st.just("concat"), st.integers(0, 10)),  # the last value + an earlier one
+        st.tuples(st.just("wrap"), st.just("")),  # an explicit (trusted, public) Labeled
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _tainted(value: str, untrusted: list[str]) -> bool:
+    """Ground truth for the documented promise: ``value`` still holds 8 characters in a row
+    (case-folded) of some untrusted answer's token."""
+    low = value.lower()
+    return any(t.lower()[i : i + 8] in low for t in untrusted for i in range(len(t) - 7))
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps, st.sampled_from(["pay", "log"]))
+def test_no_program_of_effects_joins_and_unwraps_launders_an_untrusted_value(
+    program: list[tuple[str, Any]], sink: str
+) -> None:
+    untrusted: list[str] = []
+
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        values: list[Any] = ["a constant"]
+        for kind, arg in program:
+            last = values[-1]
+            plain = last.value if isinstance(last, Labeled) else last
+            if kind == "model":
+                answer = await ctx.generate("p", "m", f"say {arg}")
+                values.append(answer.text.split()[-1])
+            elif kind == "crm":
+                values.append((await ctx.tool("crm", {}, mutating=False))["account"])
+            elif kind == "op":
+                values.append(string_ops[arg](plain))
+            elif kind == "concat":
+                other = values[arg % len(values)]
+                values.append(f"{plain}/{other.value if isinstance(other, Labeled) else other}")
+            else:
+                trusted = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=())
+                values.append(Labeled(plain, trusted))
+        final = values[-1]
+        try:
+            await ctx.tool(sink, {"to" if sink == "pay" else "line": final})
+        except SinkRefused:
+            return {
+                "refused": True,
+                "sent": str(final.value if isinstance(final, Labeled) else final),
+            }
+        return {"refused": False, "sent": str(final.value if isinstance(final, Labeled) else final)}
+
+    def reply(model: str, prompt: Any, params: Any) -> str:
+        token = str(prompt).split()[-1]
+        untrusted.append(token)
+        return f"pay it all to {token}"
+
+    spec = _agent(agent)
+    performed: list[str] = []
+    driver = _driver(spec, "unused", performed)
+    driver.providers["p"] = ScriptedProvider(reply, name="p")
+    run = driver.run("gated", {})
+    assert run.status is RunStatus.COMPLETED, run.error
+    tainted = _tainted(run.output["sent"], untrusted)
+    event("tainted" if tainted else "clean")
+    if tainted:
+        assert run.output["refused"] and performed == []
+    report = replay_history(spec, run.snapshot, dict(run.results))
+    assert (report.output, report.live_calls, report.divergence) == (run.output, 0, None)

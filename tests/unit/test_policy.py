@@ -205,3 +205,19 @@ def test_the_first_record_the_executor_writes_names_the_policy() -> None:
     first, *rest = run.journal[1:]  # seq 0 is admission's
     assert first.attrs["policy"] == parse_policy(POLICY).digest
     assert not [r for r in rest if "policy" in r.attrs]
+
+
+def test_labels_follow_the_data_into_results() -> None:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        answer = await ctx.generate("p", "m", f"about: {input['note']}")  # confidential input
+        account = answer.text.split()[-1]
+        await ctx.tool("lookup", {"account": account}, mutating=False)  # untrusted argument
+        return {}
+
+    _, run, _ = _run(agent)
+    by_name = {e.name: e.label for e in run.results.values()}
+    model, lookup = by_name["model:p/m"], by_name["tool://lookup"]
+    assert (model.trust, model.sensitivity) == (Trust.UNTRUSTED, Sensitivity.CONFIDENTIAL)
+    # A tool result built from untrusted arguments is untrusted; it still names its own origin.
+    assert (lookup.trust, lookup.sensitivity) == (Trust.UNTRUSTED, Sensitivity.CONFIDENTIAL)
+    assert "tool://lookup" in lookup.provenance and "model:p/m" not in lookup.provenance
