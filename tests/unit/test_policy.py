@@ -221,3 +221,14 @@ def test_labels_follow_the_data_into_results() -> None:
     # A tool result built from untrusted arguments is untrusted; it still names its own origin.
     assert (lookup.trust, lookup.sensitivity) == (Trust.UNTRUSTED, Sensitivity.CONFIDENTIAL)
     assert "tool://lookup" in lookup.provenance and "model:p/m" not in lookup.provenance
+
+
+def test_an_agent_the_policy_does_not_name_asks_the_role_its_release_names() -> None:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        await ctx.release("x", destination="tool://pay", field="$.to", basis="b", role="ops")
+        return {}
+
+    spec = AgentRegistry().register(AgentSpec("unlisted", agent), lint=False)
+    run = Driver(spec, policy=parse_policy(POLICY)).run("unlisted", {})
+    assert run.status is RunStatus.AWAITING_HUMAN and run.task is not None
+    assert run.task.role == "ops"

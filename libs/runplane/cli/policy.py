@@ -34,7 +34,8 @@ def check(path: Path = typer.Argument(..., help="The policy YAML file.")) -> Non
         releases = ", ".join(f"{g.destination} {list(g.fields) or '*'}" for g in granted.releases)
         typer.echo(
             f"agent {capability}: {reach}; releases by policy: {releases or '-'}; "
-            f"others decided by {granted.release_role}; budget {granted.budget}"
+            f"others decided by {granted.release_role or 'the role each release names'}; "
+            f"budget {granted.budget}"
         )
 
 

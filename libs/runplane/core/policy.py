@@ -137,7 +137,7 @@ class AgentPolicy:
 
     sinks: frozenset[str] | None = None
     releases: tuple[ReleaseGrant, ...] = ()
-    release_role: str = "security"
+    release_role: str | None = None  # None: the role the release request names
     input_label: Label | None = None
     budget: Budget = field(default_factory=Budget)
 
@@ -217,7 +217,7 @@ def _agent(raw: Mapping[str, Any]) -> AgentPolicy:
             )
             for g in raw.get("release", ())
         ),
-        release_role=str(raw.get("release_role", "security")),
+        release_role=None if raw.get("release_role") is None else str(raw["release_role"]),
         input_label=None
         if label is None
         else _label(label, default=Sensitivity.INTERNAL, provenance=("input:admission",)),

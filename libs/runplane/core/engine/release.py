@@ -4,7 +4,8 @@ A fresh release slot is decided here, once:
 
 - the deployment policy grants the agent ``data:release`` for this destination, field and
   dimension → the grant is recorded at the slot (outcome ``GRANTED``) and served at once;
-- the policy names who decides releases for this agent and the request names someone else →
+- the policy names who decides releases for this agent (``release_role``) and the request
+  names someone else →
   recorded as ``ReleaseRefused`` (an agent may not pick a friendlier approver);
 - otherwise the release is an approval task for the request's role on the worklist (the
   approvals family opens it and takes its TaskDecision, four-eyes included: the run's
@@ -47,7 +48,7 @@ def release(run: Run, slot: Slot) -> Resolution:
         }
         entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, value=value, attrs=attrs)
         return serve(run.rec, slot.effect, entry)
-    if granted.release_role != req["role"]:
+    if granted.release_role is not None and granted.release_role != req["role"]:
         attrs["release"] = "refused"
         error = ErrorInfo(
             type="ReleaseRefused",
