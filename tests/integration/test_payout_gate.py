@@ -65,14 +65,8 @@ def _ended(settings: Settings, run_id: str) -> bool:
     return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
 
 
-# The deployment's policy: who decides payout's releases, and its budget per run.
-POLICY = """
-agents:
-  payout:
-    sinks: [tool://payout, tool://crm_lookup, model:openai/gpt-4o-mini]
-    release_role: finance
-    budget: {tool_calls: 10, model_tokens: 100000}
-"""
+# The example deployment policy: who decides payout's releases, its sinks, its budget per run.
+POLICY = (Path(__file__).resolve().parents[2] / "examples" / "policy.yaml").read_text()
 
 
 def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
@@ -80,7 +74,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
 ) -> None:
     runs: dict[str, str] = {}
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY)
+    policy.write_text(POLICY)  # as a deployment mounts it
     with (
         FakeOpenAIServer(api_key="sk-test") as model,  # echoes the email back: a restatement
         admission(settings),

@@ -3,10 +3,12 @@ legitimate path pays once finance released the amount, and both replay to the sa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from examples.payout import _CRM, payout_agent
 from runplane.core import AgentRegistry, replay_history
+from runplane.core.policy import parse_policy
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import OpenTask, RunStatus
 
@@ -80,3 +82,14 @@ def test_a_rejected_release_pays_nothing() -> None:
     run = _driver(paid, approve="REJECTED").run("payout", {"customer_id": "c-1", "email": LEGIT})
     assert run.output["status"] == "release_refused"
     assert paid == []
+
+
+def test_the_example_policy_keeps_both_paths_as_they_are() -> None:
+    policy = parse_policy((Path(__file__).parents[2] / "examples" / "policy.yaml").read_text())
+    for email, status in ((LEGIT, "paid"), (INJECTED, "refused")):
+        paid: list[dict[str, Any]] = []
+        driver = _driver(paid)
+        driver.policy = policy
+        run = driver.run("payout", {"customer_id": "c-1", "email": email})
+        assert run.output["status"] == status, run.output
+        assert run.journal[1].attrs["policy"] == policy.digest
