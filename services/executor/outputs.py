@@ -7,6 +7,7 @@ dead-lettering an inbox record.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -44,15 +45,21 @@ class Outputs:
     _topic: dict[str, str]
     _metrics: ExecutorMetrics
     _wall_ms: Callable[[], int]
+    # The trace context of the step being applied, as headers (None: not traced).
+    _trace: list[tuple[str, bytes]] | None
 
     @property
     def _batch(self) -> Batch:
         raise NotImplementedError  # the executor's current group-commit batch
 
     def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(
-            command, (OpenTask, CloseTask)
-        ):  # CloseTask: the core withdraws a task carried across eras
+        if isinstance(command, OpenTask):
+            if self._trace:
+                # The worklist stores the step's context with the task; the decision joins it.
+                parent = dict(self._trace).get("traceparent", b"").decode("latin-1") or None
+                command = dataclasses.replace(command, trace_parent=parent)
+            self._out("tasks.commands", command.task_id, command, now)
+        elif isinstance(command, CloseTask):  # the core withdraws a task carried across eras
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
@@ -73,7 +80,8 @@ class Outputs:
             self._batch.add(out, now, last_wins=True)
             return
         value = self._serde.encode(topic, record)
-        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
+        out = Out(self._topic[topic], key.encode("utf-8"), value, partition, headers=self._trace)
+        self._batch.add(out, now)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
         self._metrics.deadletters.labels(kind).inc()
