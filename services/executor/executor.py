@@ -83,7 +83,7 @@ from services.executor.committer import Committer, GroupCommit
 from services.executor.ending import Resident, RunEnding, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
-from services.executor.policy import load_policy
+from services.executor.policy import runtime_options
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
@@ -114,11 +114,11 @@ class Executor(RunEnding):
         base = settings.base
         self._registry = registry
         self._tools = dict(tools)
-        self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
         self._wall_ms = wall_ms
-        self._calendars = calendars
-        self._policy = load_policy(settings.policy_path)  # the sink gate's deployment policy
+        # What every Runtime.start/restore gets: calendars, tool declarations, the policy.
+        decls = {name: tool.decl for name, tool in tools.items()}
+        self._runtime_kw = runtime_options(settings, calendars, decls)
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
@@ -398,14 +398,7 @@ class Executor(RunEnding):
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
-        runtime, step = Runtime.start(
-            spec,
-            start,
-            now_ms=now_ms,
-            calendars=self._calendars,
-            tools=self._tool_decls,
-            policy=self._policy,
-        )
+        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._runtime_kw)
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
         self._apply(start.session_id, p, runtime, step, previous=None)
@@ -448,15 +441,8 @@ class Executor(RunEnding):
             log.error("cannot rebuild run %s: unknown capability %s", sid, snap.capability)
             return None
         results = self._parts[p].results_of(sid)
-        runtime, step = Runtime.restore(
-            spec,
-            snap,
-            results,
-            now_ms=self._wall_ms(),
-            calendars=self._calendars,
-            tools=self._tool_decls,
-            policy=self._policy,
-        )
+        now_ms = self._wall_ms()
+        runtime, step = Runtime.restore(spec, snap, results, now_ms=now_ms, **self._runtime_kw)
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)
         res = Resident(runtime, p, time.monotonic())

@@ -8,16 +8,37 @@ agents that declare sinks (``@sinks``) are still gated by their own declarations
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any, TypedDict
 
 from prometheus_client import Counter
 
+from runplane.core.agents import EffectDecl
 from runplane.core.policy import Policy, parse_policy
 from runplane.errors import ConfigError
 from runplane.wire import JournalRecord
+from services.executor.settings import ExecutorSettings
 
-__all__ = ["count_refusal", "load_policy"]
+__all__ = ["RuntimeOptions", "count_refusal", "load_policy", "runtime_options"]
+
+
+class RuntimeOptions(TypedDict):
+    """What every ``Runtime.start`` / ``Runtime.restore`` of this executor is given."""
+
+    calendars: Any
+    tools: Mapping[str, EffectDecl]
+    policy: Policy | None
+
+
+def runtime_options(
+    settings: ExecutorSettings, calendars: Any, tools: Mapping[str, EffectDecl]
+) -> RuntimeOptions:
+    """The executor's runtime options, its deployment policy read once here (at start-up)."""
+    return RuntimeOptions(
+        calendars=calendars, tools=tools, policy=load_policy(settings.policy_path)
+    )
 
 
 def load_policy(path: str | None) -> Policy | None:
