@@ -12,7 +12,9 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            a lone run's time goes, hop by hop;
 - ``benchmarks.parked``    100,000 runs parked on approvals across two executor processes:
                            memory with eviction on, and restore after a SIGKILL
-                           (``RUNPLANE_BENCH_PARKED_RUNS`` for another count);
+                           (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
+- ``benchmarks.gate``      the sink gate's cost per outbound call beside the same agent
+                           ungated (in memory), at 201 and 2,001 calls;
 - ``benchmarks.replaytest`` replay testing of a recorded run beside the engine's own rebuild.
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
@@ -43,7 +45,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "parked", "replaytest")
+ORDER = ("core", "executor", "admission", "e2e", "gate", "parked", "replaytest")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

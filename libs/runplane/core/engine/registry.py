@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, local, signals, successor, timers, tools
+from runplane.core.engine import (
+    approvals,
+    cases,
+    local,
+    release,
+    signals,
+    successor,
+    timers,
+    tools,
+)
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
 from runplane.wire import CaseReply, Signal, TaskDecision, Wake
@@ -51,6 +60,8 @@ FAMILIES: Final = (
     Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
     Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
+    # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
+    Family("release", {Op.RELEASE: release.release}, {}),
 )
 
 HANDLERS: Final[Mapping[Op, Handler]] = {op: h for f in FAMILIES for op, h in f.ops.items()}
