@@ -14,7 +14,7 @@ from pathlib import Path
 
 from runplane.core import REGISTRY, AgentRegistry
 from runplane.core.recording import Recording, load_recordings
-from runplane.core.replaytest import RunReplay, replay_recording
+from runplane.core.replaytest import RunReplay, replay_with
 
 __all__ = ["assert_replays"]
 
@@ -34,7 +34,7 @@ def assert_replays(
         path = Path(source)
         files = sorted(path.glob("*.json")) if path.is_dir() else [path]
         source = [r for f in files for r in load_recordings(f.read_text(encoding="utf-8"))]
-    reports = [replay_recording(registry.get(r.capability), r) for r in source]
+    reports = [replay_with(registry, r) for r in source]
     if not reports:
         raise AssertionError(f"no recorded runs to replay in {source!r}")
     bad = [r.explain() for r in reports if not r.ok]

@@ -163,3 +163,17 @@ def test_a_pinned_run_starts_on_the_newest_of_its_line() -> None:
     run = driver.decide(driver.run("flow", {}, agent_version="1").session_id, "APPROVED")
     assert (run.snapshot.agent_version, run.output) == ("1.1", "1.1")
     assert run.journal[0].attrs["agent_version"] == "1"  # the pin, in the chain
+
+
+def test_replay_testing_picks_the_version_that_would_serve_the_run() -> None:
+    from runplane.core.recording import Recording
+    from runplane.core.replaytest import ReplayVerdict, replay_with
+
+    driver = Driver(AgentRegistry([V1]), tools={n: lambda a, k: {} for n in "abc"})
+    run = driver.run("flow", {}, session_id="s-v1")  # parked on its approval, in flight
+    rec = Recording(run.snapshot, run.journal, run.results)
+    assert replay_with(AgentRegistry([V1, V2]), rec).ok  # on 1, not on the newest (2)
+    assert replay_with(AgentRegistry([V11, V2]), rec).ok  # 1.1 replays it (patched)
+    assert not replay_with(AgentRegistry([V2]), rec).ok
+    stranded = replay_with(AgentRegistry([V2]), rec)
+    assert stranded.verdict is ReplayVerdict.MISSING and "stay parked" in stranded.detail

@@ -21,9 +21,10 @@ import typer
 
 from runplane.cli.journal import journal_app
 from runplane.config import Settings
-from runplane.core.agents import REGISTRY, import_agent_modules
+from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modules
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
-from runplane.core.replaytest import ReplayVerdict, RunReplay, attach_requests, replay_recording
+from runplane.core.replaytest import ReplayVerdict, RunReplay, attach_requests, replay_with
+from runplane.core.versions import VersionNotDeployed
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -34,8 +35,11 @@ def _registry(settings: Settings) -> None:
 
 
 def _with_requests(recording: Recording) -> Recording:
-    spec = REGISTRY.get(recording.capability)
-    return recording if spec is None else attach_requests(spec, recording)
+    try:  # the version that recorded it (or the newest of its line)
+        spec = REGISTRY.spec_for(recording.capability, recording.snapshot.agent_version)
+    except (UnknownCapability, VersionNotDeployed):
+        return recording
+    return attach_requests(spec, recording)
 
 
 @journal_app.command("export")
@@ -86,9 +90,7 @@ def replay(
         reports = _from_kafka(settings, capability, sample)
     else:
         recordings = [r for r in _from_file(file) if capability in (None, r.capability)]
-        reports = [
-            replay_recording(REGISTRY.get(r.capability), r) for r in _sampled(recordings, sample)
-        ]
+        reports = [replay_with(REGISTRY, r) for r in _sampled(recordings, sample)]
     _print(reports, as_json)
     if not reports and file is not None:
         raise typer.Exit(EXIT_USAGE)  # an empty file is a mistake; no runs in flight is not
@@ -127,7 +129,7 @@ def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> li
                 RunReplay(run_id, snap.capability, ReplayVerdict.BROKEN, detail=str(exc))
             )
             continue
-        reports.append(replay_recording(REGISTRY.get(snap.capability), recording))
+        reports.append(replay_with(REGISTRY, recording))
     return reports
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, cast
 
-from runplane.core.agents import AgentSpec
+from runplane.core.agents import AgentRegistry, AgentSpec, UnknownCapability
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
 from runplane.core.ctx import Effect, StepCtx
@@ -35,6 +35,7 @@ from runplane.core.engine.driver import launch
 from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.vocab import Calendars
 from runplane.core.recording import CallKey, Recording, Slot, recorded_calls
+from runplane.core.versions import VersionNotDeployed
 from runplane.wire import JournalKind, RunStatus
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "RunReplay",
     "attach_requests",
     "replay_recording",
+    "replay_with",
 ]
 
 _UNKNOWN: Any = object()  # a recorded request whose body the recording does not hold
@@ -229,6 +231,22 @@ def replay_recording(
         detail = "ended as recorded" if recording.ended else "consistent to the end of its history"
         return RunReplay(sid, cap, ReplayVerdict.OK, replayed, detail)
     return RunReplay(sid, cap, ReplayVerdict.DIVERGED, replayed, found.reason, found)
+
+
+def replay_with(agents: AgentRegistry, recording: Recording) -> RunReplay:
+    """``replay_recording`` against the version of ``agents`` that would serve the run: the
+    newest of the line it records (``AgentRegistry.spec_for``), as the executor would pick.
+    A run whose line ``agents`` lacks is MISSING: deployed so, it would stay parked."""
+    try:
+        spec = agents.spec_for(recording.capability, recording.snapshot.agent_version)
+    except VersionNotDeployed as exc:
+        detail = f"{recording.capability} {exc}: the run would stay parked"
+        return RunReplay(
+            recording.session_id, recording.capability, ReplayVerdict.MISSING, 0, detail
+        )
+    except UnknownCapability:
+        return replay_recording(None, recording)
+    return replay_recording(spec, recording)
 
 
 def _key(effect: Effect) -> CallKey:
