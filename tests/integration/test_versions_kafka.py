@@ -163,6 +163,13 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     assert _snap(settings, c).agent_version == "2"
     assert _output(settings, a)["version"] == "1"
     assert _agents_list(settings, "1", "2") == {"1": (1, False), "2": (1, False)}
+    # The gate's command: each run in flight replays on the version that would serve it.
+    both = _cli(settings, ("1", "2"), "replay", "--from-kafka", "--json")
+    assert both.returncode == 0, both.stdout + both.stderr
+    only_2 = _cli(settings, ("2",), "replay", "--from-kafka", "--json")
+    assert only_2.returncode == 1, only_2.stdout + only_2.stderr
+    verdicts = {r["run_id"]: r["verdict"] for r in json.loads(only_2.stdout)["reports"]}
+    assert verdicts == {b: "missing", c: "ok"}
 
     with _deployed(settings, billing, "2"):
         _approve(settings, b)
