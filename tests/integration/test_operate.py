@@ -21,7 +21,7 @@ from runplane.core.ctx import EffectError
 from runplane.kafka.topics import create_topics
 from runplane.operate import RunRefused
 from runplane.providers import FunctionTool
-from runplane.wire import JournalKind, RunStatus, Signal
+from runplane.wire import JournalKind, RunStatus, SessionSnapshot, Signal
 from services.executor.harness import (
     admit,
     chain_of,
@@ -145,10 +145,18 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     first = _executor(settings, "a", tmp_path)
     second: ExecutorProcess | None = None
     try:
-        [run] = admit(producer, settings, "nap", [{"seconds": 6}], tenant="acme")
-        wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=90)
-        parked = sessions(settings)[run.run_id]
-        assert parked.wake_at_ms is not None
+        # Long enough to kill the executor while the run sleeps, even on a loaded machine.
+        [run] = admit(producer, settings, "nap", [{"seconds": 15}], tenant="acme")
+        seen: list[SessionSnapshot] = []
+
+        def parked() -> bool:
+            snap = sessions(settings).get(run.run_id)
+            seen[:] = [] if snap is None else [snap]
+            return snap is not None and snap.status is RunStatus.PARKED
+
+        wait_for(parked, timeout_s=90, what="the run to sleep")
+        [asleep] = seen
+        assert asleep.wake_at_ms is not None
         first.kill()  # SIGKILL while it sleeps: nothing of the timer lives in the process
         first.proc.wait(10)
         second = _executor(settings, "b", tmp_path)
@@ -162,7 +170,7 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     assert verify_chain(records, results).ok
     [park] = [r for r in records if r.kind is JournalKind.RUN_PARKED]
     woke = int(park.attrs["wake_at"])
-    assert woke == parked.wake_at_ms
+    assert woke == asleep.wake_at_ms
     # On time: never before the journaled instant, and the value is the instant, not a clock.
     assert done.output_json is not None and f'"woke_ms":{woke}' in done.output_json
     [recorded] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED]
