@@ -286,3 +286,27 @@ def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings)
         assert unknown.exit_code == 2 and "unknown" in unknown.output
     records, _ = chain_of(settings, waiting.run_id)
     assert records[-1].attrs["cancelled_by"] == "ops-cli"
+
+
+def test_a_run_admitted_through_admission_is_signalled_by_its_admission_key(
+    settings: Settings,
+) -> None:
+    from test_admission import running
+
+    from runplane.core.agents import import_agent_modules
+    from services.admission.serve import build, capabilities_from
+    from services.admission.settings import AdmissionSettings
+
+    caps = capabilities_from(import_agent_modules(MODULES))
+    admission = build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps)
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    key = f"order-{settings.instance_id}"
+    with running(admission), executor_thread(own), Client(settings) as client:
+        reply = client.admit("tally", key, {"count": 1}, tenant="acme", initiator="emitter")
+        assert reply.run_id is not None
+        run_id = reply.run_id
+        wait_for(lambda: _status(settings, run_id) is RunStatus.PARKED, timeout_s=60)
+        sent = client.signal(key, "vote", "by key", sent_by="ada", tenant="acme")
+        assert sent.run_id == run_id
+        done = client.wait(run_id, timeout=60)
+    assert done.status is RunStatus.COMPLETED and done.output_json == '{"votes":["by key"]}'
