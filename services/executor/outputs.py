@@ -7,6 +7,7 @@ dead-lettering an inbox record.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -54,9 +55,13 @@ class Outputs:
         raise NotImplementedError  # the executor's current group-commit batch
 
     def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(
-            command, (OpenTask, CloseTask)
-        ):  # CloseTask: the core withdraws a task carried across eras
+        if isinstance(command, OpenTask):
+            if self._trace:
+                # The worklist stores the step's context with the task; the decision joins it.
+                parent = dict(self._trace).get("traceparent", b"").decode("latin-1") or None
+                command = dataclasses.replace(command, trace_parent=parent)
+            self._out("tasks.commands", command.task_id, command, now)
+        elif isinstance(command, CloseTask):  # the core withdraws a task carried across eras
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
