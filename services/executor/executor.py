@@ -77,9 +77,10 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunEnding
+from services.executor.ending import Resident
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
+from services.executor.repair import RunRepair
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
@@ -92,7 +93,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(RunEnding):
+class Executor(RunRepair):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -391,6 +392,8 @@ class Executor(RunEnding):
 
     def _deliver(self, msg: Message, part: PartitionState, p: int, event: Event) -> None:
         sid = event.session_id
+        if isinstance(event, Wake) and self._repair(msg, part, p, event):
+            return  # an operator's repair order (services/executor/repair.py)
         snap = part.sessions.get(sid)
         if snap is None:
             ended = part.ended.get(sid)

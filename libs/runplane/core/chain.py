@@ -285,6 +285,13 @@ TERMINAL_KINDS = frozenset(
 )
 
 
+def reopens(record: JournalRecord) -> bool:
+    """An operator's resume (``runplane.core.repair``): the one record that may follow an end
+    record — RUN_RESUMED with ``repair=resume``, naming who resumed the run. The executor
+    writes it only after QUARANTINED or FAILED; the chain shows which it followed."""
+    return record.kind is JournalKind.RUN_RESUMED and record.attrs.get("repair") == "resume"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
@@ -328,7 +335,7 @@ def check_link(
     An ended chain takes no record at all, checked first: a correct link after the end is
     still a break (it extends a closed chain), and a re-sent old record after the end is the
     same fault at the same position, so every reader names one fault for one forgery."""
-    if ended:
+    if ended and not reopens(record):
         return (
             ChainFault.AFTER_END,
             f"seq {record.seq} ({record.kind}) after the run ended at seq {expected_seq - 1}",

@@ -46,6 +46,7 @@ from runplane.core.chain import (
     check_link,
     check_signed,
     fault_seq,
+    reopens,
 )
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
@@ -175,7 +176,7 @@ def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
         tip,
         next_seq=max(tip.next_seq, rec.seq + 1),
         last_hash=rec.hash,
-        ended=tip.ended or rec.kind in TERMINAL_KINDS,
+        ended=(tip.ended or rec.kind in TERMINAL_KINDS) and not reopens(rec),
     )
     if finding.breaks and not tip.broken:
         nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)
