@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.core.repair import ERASED, RepairKind, RepairOrder
-from runplane.cli.journal import verify_exit_code
 from runplane.repair import read_snapshot, send_order, write_fork
 from runplane.runs import read_run
 from runplane.wire import JournalKind, RunStatus, Signal

@@ -25,6 +25,7 @@ from runplane.cli import (  # noqa: E402
     journal,
     lint,
     principals,
+    runs,
     serve,
     stack,
     tasks,
@@ -38,7 +39,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo):
+for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, runs):
     _module.register(app)
 
 
