@@ -18,6 +18,7 @@ from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
 from runplane.wire import (
     CancelDeadline,
+    CloseCase,
     CloseTask,
     GetCaseState,
     MeetDeadline,
@@ -34,7 +35,14 @@ from services.executor.topology import SERVICE
 
 log = logging.getLogger("services.executor.executor")
 
-_CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+_CASE_COMMANDS = (
+    GetCaseState,
+    PutCaseState,
+    RegisterDeadline,
+    MeetDeadline,
+    CancelDeadline,
+    CloseCase,
+)
 
 
 class Outputs:

@@ -133,6 +133,7 @@ class Op(StrEnum):
     DEADLINE = "deadline"
     DEADLINE_MEET = "deadline_meet"
     DEADLINE_CANCEL = "deadline_cancel"
+    CASE_CLOSE = "case_close"
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).
@@ -384,6 +385,11 @@ class StepCtx:
             {"op": "meet_deadline", "case_id": self.case_id, "name": name},
             Op.DEADLINE_MEET,
         )
+
+    def close_case(self) -> Effect:
+        """Close the run's case (waits for the cases service → None; ``CaseRefused`` with the
+        reason while an obligation of the case is still open or warned)."""
+        return Effect("case", "case:close", {"op": "close", "case_id": self.case_id}, Op.CASE_CLOSE)
 
     def cancel_deadline(self, name: str) -> Effect:
         """The obligation ``name`` no longer applies (waits for the cases service;

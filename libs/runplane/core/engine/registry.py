@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, local, tools
+from runplane.core.engine import approvals, cases, closing, local, tools
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
 from runplane.wire import CaseReply, Signal, TaskDecision
@@ -46,6 +46,8 @@ FAMILIES: Final = (
         },
         {CaseReply: cases.on_case_reply},
     ),
+    # Closing the run's case (refused while an obligation is open), answered like cases.
+    Family("closing", {Op.CASE_CLOSE: closing.close_case}, {}),
     Family(
         "local",
         {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint, Op.SIGNAL: local.wait_signal},

@@ -11,6 +11,7 @@ from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseCase,
     CloseTask,
     ErrorInfo,
     GetCaseState,
@@ -49,6 +50,7 @@ Command = (
     | MeetDeadline
     | CancelDeadline
     | RunStatusUpdate
+    | CloseCase
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
