@@ -68,6 +68,14 @@ def test_a_record_after_an_end_that_is_not_a_resume_still_breaks_the_chain() -> 
     forged = seal(replace(record, attrs={"by": "ops"}), record.prev_hash)
     verdict = verify_chain([*view.journal, forged], view.results)
     assert verdict.fault is ChainFault.AFTER_END
+    # a resume record after a COMPLETED end is a break too: only failed/quarantined reopen
+    done = _run()
+    reopened = seal(
+        replace(record, session_id=done.session_id, seq=len(done.journal)),
+        done.journal[-1].hash,
+    )
+    verdict = verify_chain([*done.journal, reopened], done.results)
+    assert verdict.fault is ChainFault.AFTER_END
 
 
 def test_resume_and_erase_refuse_runs_in_the_wrong_state() -> None:

@@ -358,11 +358,14 @@ class StepCtx:
         *,
         calendar: str = "wall",
         on_breach: str | None = None,
+        owner_role: str | None = None,
     ) -> Effect:
         """Attach an obligation to the case, due ``spec`` after the logical clock on
         ``calendar`` → the due instant (ms). Resolved once and journaled with the calendar's
         digest: a replay returns the journaled instant even if the calendar changed since.
-        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant.
+        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant; its
+        warning opens a worklist task for ``owner_role`` (default: the cases service's
+        ``RUNPLANE_CASES_WARN_ROLE``).
         The run waits for the cases service to accept the obligation; ``CaseRefused`` (with
         the reason) if it does not."""
         request = {
@@ -374,6 +377,8 @@ class StepCtx:
             "calendar": calendar,
             "on_breach": on_breach,
         }
+        if owner_role is not None:  # only when set: older recordings keep their witness
+            request["owner_role"] = owner_role
         return Effect("deadline", f"deadline:{name}", request, Op.DEADLINE)
 
     def meet_deadline(self, name: str) -> Effect:

@@ -266,20 +266,7 @@ def fork(
         raise RepairRefused(f"--from-seq must be between 1 and {last} for run {old.session_id}")
     prefix = chain[:from_seq]
     _refuse_split_calls(prefix, old.session_id, from_seq)
-    copied: list[ResultEntry] = []
-    for key in sorted(
-        {
-            (r.era, r.call_seq)
-            for r in prefix
-            if r.body_digest is not None and r.call_seq is not None
-        }
-    ):
-        entry = results.get(key)
-        if entry is None:
-            raise RepairRefused(
-                f"cannot fork run {old.session_id}: the body of {key[0]}/{key[1]} is erased or missing"
-            )
-        copied.append(replace(entry, session_id=session_id))
+    copied = _copied_bodies(old.session_id, prefix, results, session_id)
     resealed: list[JournalRecord] = []
     prev = ZERO_HASH
     for record in prefix:
@@ -324,6 +311,25 @@ def fork(
         era_started_ms=now_ms,
     )
     return ForkPlan(session_id, (*resealed, link), tuple(copied), snapshot)
+
+
+def _copied_bodies(
+    run_id: str,
+    prefix: Sequence[JournalRecord],
+    results: Mapping[tuple[int, int], ResultEntry | None],
+    session_id: str,
+) -> list[ResultEntry]:
+    """The bodies the prefix's records commit to, moved to the fork's session."""
+    copied: list[ResultEntry] = []
+    keys = {(r.era, r.call_seq) for r in prefix if r.body_digest is not None}
+    for era, call_seq in sorted((e, c) for e, c in keys if c is not None):
+        entry = results.get((era, call_seq))
+        if entry is None:
+            raise RepairRefused(
+                f"cannot fork run {run_id}: the body of {era}/{call_seq} is erased or missing"
+            )
+        copied.append(replace(entry, session_id=session_id))
+    return copied
 
 
 _END_KINDS = frozenset(

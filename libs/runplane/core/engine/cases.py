@@ -174,6 +174,7 @@ def deadline(run: Run, slot: Slot) -> Resolution:
         rule_json=canonical_json(req["rule"]),
         on_breach=req["on_breach"],
         tenant=run.tenant,  # the follow-up on a breach runs for this tenant
+        owner_role=req.get("owner_role"),
     )
     return ask_case(run, slot, register, value)
 
