@@ -54,7 +54,7 @@ def test_without_an_owner_the_configured_role_is_told_and_a_second_warning_write
     [warned_case] = [e.value for e in emits if e.topic == "cases"]
     assert isinstance(warned_case, CaseRecord)
     again, outcome, transition = emits_for(warned_case, WARN, DUE - 50)
-    assert (outcome, transition) == ("accepted", None)  # "already warned"
+    assert (outcome, transition) == ("duplicate", None)
     assert not [e for e in again if e.topic in ("journal", "tasks.commands")]
     default, _, _ = emits_for(registered(), WARN, DUE - 100)
     assert [e.value.role for e in default if isinstance(e.value, OpenTask)] == [DEFAULT_WARN_ROLE]
