@@ -9,7 +9,9 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.e2e``       emit → COMPLETED through admission and the executor, a 3-step and a
                            no-op agent one at a time, 16 and 200 in flight (p50/p99, runs/s),
                            beside the same closed loops on a raw two-hop Kafka path, and where
-                           a lone run's time goes, hop by hop.
+                           a lone run's time goes, hop by hop;
+- ``benchmarks.retention`` restore time of a partition with 10,000 ended and 1,000 live runs,
+                           with the results retention against none.
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -39,7 +41,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e")
+ORDER = ("core", "executor", "admission", "e2e", "retention")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

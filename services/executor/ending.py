@@ -20,6 +20,7 @@ from runplane.wire import (
     StartRun,
 )
 from services.executor.outputs import Outputs
+from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, PartitionState
 
 log = logging.getLogger("services.executor.executor")
@@ -40,6 +41,12 @@ class RunEnding(Outputs):
     _parts: dict[int, PartitionState]
     _residents: dict[str, Resident]
     _npart: int
+    settings: ExecutorSettings
+
+    def _retain_until(self) -> int | None:
+        """When a run ending now has its bodies tombstoned (None: never; results retention)."""
+        ms = self.settings.retention_ms
+        return None if ms is None else self._wall_ms() + ms
 
     def _fail_unstartable(
         self,
@@ -81,7 +88,7 @@ class RunEnding(Outputs):
             res.runtime.close()
         part = self._parts.get(partition_for(sid, self._npart))
         if part is not None:
-            part.end(sid, status)
+            part.end(sid, status, snapshot=step.snapshot, retain_until_ms=self._retain_until())
 
     def _poisoned(
         self,

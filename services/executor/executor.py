@@ -277,6 +277,7 @@ class Executor(RunRepair):
             self._topic["results"],
             numbers,
             deadline=deadline,
+            retention_ms=self.settings.retention_ms,
         )
         self._parts.update(restored)
         # RUNNING runs are rebuilt by the loop after this returns, a few per turn — not here:
@@ -572,6 +573,7 @@ class Executor(RunRepair):
         self._metrics.runtimes.labels("resident").set(len(self._residents))
         self._metrics.runtimes.labels("parked").set(parked)
         self._metrics.runtimes.labels("evicted").set(evicted)
+        self._expire(self._wall_ms())
         self._update_lag()
 
     def _update_lag(self) -> None:

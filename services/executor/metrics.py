@@ -32,6 +32,7 @@ class ExecutorMetrics:
     runtimes: Gauge
     consumer_lag: Gauge
     poisoned: Counter
+    expired: Counter
 
 
 @cache
@@ -95,5 +96,9 @@ def executor_metrics() -> ExecutorMetrics:
             "runplane_executor_poisoned_runs_total",
             "Runs failed because serving them raised (a poison pill contained), by where.",
             ["where"],
+        ),
+        expired=Counter(
+            "runplane_executor_results_expired_total",
+            "Ended runs whose bodies the results retention tombstoned.",
         ),
     )

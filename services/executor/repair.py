@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 
 from confluent_kafka import Message
 
@@ -34,6 +35,7 @@ from services.executor.state import PartitionState, SlotKey, results_key
 log = logging.getLogger("services.executor.executor")
 
 REFUSED = "repair_refused"
+RETENTION = core.RepairOrder(core.RepairKind.ERASE, "retention", "results retention")
 
 
 class RunRepair(RunEnding):
@@ -71,7 +73,8 @@ class RunRepair(RunEnding):
             return True
         assert snap is not None
         if order.kind is core.RepairKind.ERASE:
-            self._erase(sid, p, snap, results, order)
+            self._erase(sid, p, snap, tuple(results), order)
+            part.keep(sid)  # nothing left to expire
             return True
         try:
             self._registry.spec(snap.capability)
@@ -80,6 +83,7 @@ class RunRepair(RunEnding):
             return True
         if order.kind is core.RepairKind.RESUME:
             snap = self._resume(sid, snap, order)
+            part.keep(sid)  # live again: its bodies must not expire
         log.info("repair", extra={"run": sid, "repair": str(order.kind), "by": order.by})
         part.ended.pop(sid, None)
         part.sessions[sid] = snap
@@ -100,16 +104,30 @@ class RunRepair(RunEnding):
         sid: str,
         p: int,
         snap: SessionSnapshot,
-        results: dict[SlotKey, ResultEntry],
+        slots: Iterable[SlotKey],
         order: core.RepairOrder,
-    ) -> None:
+    ) -> int:
         now = time.monotonic()
         topic = self._topic["results"]
-        for era, call_seq in sorted(results):
+        n = 0
+        for era, call_seq in sorted(slots):
+            n += 1
             key = results_key(sid, era, call_seq).encode("utf-8")
             self._batch.add(Out(topic, key, None, p), now)
         self._out("sessions", sid, core.erase(snap, order, self._wall_ms()), now)
-        log.info("erased bodies", extra={"run": sid, "bodies": len(results), "by": order.by})
+        log.info("erased bodies", extra={"run": sid, "bodies": n, "by": order.by})
+        return n
+
+    def _expire(self, now_ms: int, limit: int = 256) -> None:
+        """Results retention: tombstone the bodies of ended runs whose time has come (an
+        erase by ``retention``), a bounded number per housekeeping turn."""
+        for p, part in self._parts.items():
+            for item in part.due(now_ms, limit):
+                sid = item.snapshot.session_id
+                if sid in part.sessions or core.refusal(core.RepairKind.ERASE, item.snapshot):
+                    continue  # resumed meanwhile, or not ours to erase any more
+                self._erase(sid, p, item.snapshot, item.slots, RETENTION)
+                self._metrics.expired.inc()
 
     def _read_session(
         self, sid: str, p: int

@@ -162,3 +162,38 @@ def test_quarantined_run_resumed_after_fix_and_forked(settings: Settings) -> Non
 def _erased(settings: Settings, run_id: str) -> bool:
     snap = read_snapshot(settings, run_id)
     return snap is not None and snap.error is not None and snap.error.type == ERASED
+
+
+@FIXED.agent("quick", durability="replayable")
+async def quick(ctx: StepCtx, input: dict[str, Any]) -> int:
+    return int(await ctx.observe("n", lambda: input["n"]))
+
+
+def test_results_of_ended_runs_expire_after_the_retention(settings: Settings) -> None:
+    own = ExecutorSettings(base=settings, agent_modules=(), results_retention_s=1.0)
+    producer = plain_producer(settings)
+    with executor_thread(own, registry=FIXED):
+        [done] = admit(producer, settings, "quick", [{"n": 3}])
+        [parked] = admit(producer, settings, "ledger", [{"n": 4}])
+        _await(settings, done.run_id, RunStatus.COMPLETED)
+        _await(settings, parked.run_id, RunStatus.PARKED)
+        wait_for(lambda: _erased(settings, done.run_id), timeout_s=60, what="retention")
+    history = read_run(settings, done.run_id)
+    assert history.bodies and all(body is None for body in history.bodies.values())
+    assert verify_chain(list(history.records), history.bodies).ok
+    live = read_run(settings, parked.run_id)
+    assert live.bodies and all(body is not None for body in live.bodies.values())
+    # an executor restored after the retention finds nothing more to expire for the ended
+    # run and keeps the parked one's bodies
+    with executor_thread(own, registry=FIXED) as executor:
+        [part] = [
+            executor._parts[p]
+            for p in executor._parts
+            if parked.run_id in executor._parts[p].sessions
+        ]
+        assert part.results_of(parked.run_id)
+        assert all(
+            e.snapshot.session_id != done.run_id
+            for p in executor._parts.values()
+            for e in p.expiring
+        )
