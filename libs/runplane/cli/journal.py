@@ -5,7 +5,8 @@
 fold the service runs, so the two agree. ``journal erase`` is an operator's request to the
 journal service's API (``cli/runs.py`` says how the CLI reaches it).
 
-Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed), 1 broken or
+Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed, also once the
+log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken or
 no records, 2 intact but some bodies are absent from ``results``.
 """
 
@@ -148,8 +149,11 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 @journal_app.command("verify")
 def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
-    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
+    settings = Settings.from_env()
+    history = read_run(settings, run_id, bodies=True, keyring=_keyring())
     code, data = verify_exit_code(history)
+    if code == EXIT_BODIES_MISSING:
+        code = _erased_since(settings, run_id, data)
     if as_json:
         _print_json(data)
     elif code == 0:
@@ -162,6 +166,20 @@ def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -
     else:
         typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
     raise typer.Exit(code)
+
+
+def _erased_since(settings: Settings, run_id: str, data: dict[str, Any]) -> int:
+    """Bodies absent from ``results`` because the run was erased (by an operator or the
+    retention) and the log cleaner has since removed the tombstones too: the run's snapshot
+    still says so. Then the chain verifies with its bodies erased (exit 0)."""
+    from runplane.core.repair import erased
+    from runplane.repair import read_snapshot
+
+    snap = read_snapshot(settings, run_id)
+    if snap is None or not erased(snap) or snap.error is None:
+        return EXIT_BODIES_MISSING
+    data["erased"] = snap.error.message
+    return 0
 
 
 def _keyring() -> Keyring | None:
