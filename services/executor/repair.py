@@ -58,8 +58,10 @@ class RunRepair(RunEnding):
             return False
         sid = wake.session_id
         live = part.sessions.get(sid)
+        if live is not None and order.kind is core.RepairKind.FORK:
+            return True  # a restore of the partition found the fork first and runs it
         if live is not None:
-            # A live run: nothing to resume or erase; a fork already picked up by a restore.
+            # A live run: nothing to resume or erase.
             self._dead_letter(
                 msg, f"cannot {order.kind} run {sid}: it is live ({live.status})", REFUSED
             )
