@@ -191,8 +191,10 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
         compacted = _compacted(s)
         pruned = _measure(s)
     return {
-        "baseline": baseline,
-        "retention": {**pruned, "compacted": 1.0 if compacted else 0.0},
+        # The same partition without retention, measured in this run (the ratios' reference).
+        "no_retention": baseline,
+        **pruned,
+        "compacted": 1.0 if compacted else 0.0,
         "ratio_restore_retention_vs_baseline": round(
             pruned["restore_s"] / baseline["restore_s"], 3
         ),
@@ -204,7 +206,7 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
 
 def main() -> None:
     result = run()
-    b, r = result["baseline"], result["retention"]
+    b, r = result["no_retention"], result
     print(f"restore of one partition: {ENDED:,} ended + {LIVE:,} live runs, {CALLS} bodies each")
     print(f"  no retention   {b['restore_s']:.3f} s   {b['records_read']:,.0f} records read")
     print(
