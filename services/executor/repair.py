@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 
 from confluent_kafka import Message
 
@@ -35,7 +36,6 @@ from services.executor.state import PartitionState, SlotKey, results_key
 log = logging.getLogger("services.executor.executor")
 
 REFUSED = "repair_refused"
-RETENTION = core.RepairOrder(core.RepairKind.ERASE, "retention", "results retention")
 
 
 class RunRepair(RunEnding):
@@ -75,7 +75,7 @@ class RunRepair(RunEnding):
             return True
         assert snap is not None
         if order.kind is core.RepairKind.ERASE:
-            self._erase(sid, p, snap, tuple(results), order)
+            self._erase(sid, p, core.erase(snap, order, self._wall_ms()), tuple(results))
             part.keep(sid)  # nothing left to expire
             return True
         try:
@@ -101,14 +101,8 @@ class RunRepair(RunEnding):
         self._out("sessions", sid, running, now)
         return running
 
-    def _erase(
-        self,
-        sid: str,
-        p: int,
-        snap: SessionSnapshot,
-        slots: Iterable[SlotKey],
-        order: core.RepairOrder,
-    ) -> int:
+    def _erase(self, sid: str, p: int, erased: SessionSnapshot, slots: Iterable[SlotKey]) -> int:
+        """Tombstone the run's ``slots`` in ``results`` and put its ``erased`` snapshot."""
         now = time.monotonic()
         topic = self._topic["results"]
         n = 0
@@ -116,8 +110,9 @@ class RunRepair(RunEnding):
             n += 1
             key = results_key(sid, era, call_seq).encode("utf-8")
             self._batch.add(Out(topic, key, None, p), now)
-        self._out("sessions", sid, core.erase(snap, order, self._wall_ms()), now)
-        log.info("erased bodies", extra={"run": sid, "bodies": n, "by": order.by})
+        self._out("sessions", sid, erased, now)
+        by = erased.error.message if erased.error is not None else ""
+        log.info("erased bodies", extra={"run": sid, "bodies": n, "erased": by})
         return n
 
     def _expire(self, now_ms: int, limit: int = 256) -> None:
@@ -125,10 +120,10 @@ class RunRepair(RunEnding):
         erase by ``retention``), a bounded number per housekeeping turn."""
         for p, part in self._parts.items():
             for item in part.due(now_ms, limit):
-                sid = item.snapshot.session_id
-                if sid in part.sessions or core.refusal(core.RepairKind.ERASE, item.snapshot):
-                    continue  # resumed meanwhile, or not ours to erase any more
-                self._erase(sid, p, item.snapshot, item.slots, RETENTION)
+                sid = item.erased.session_id
+                if sid in part.sessions:
+                    continue  # resumed meanwhile (``keep`` drops it; this is the backstop)
+                self._erase(sid, p, replace(item.erased, updated_ms=now_ms), item.slots)
                 self._metrics.expired.inc()
 
     def _read_session(

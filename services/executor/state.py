@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runplane.core.repair import erased
+from runplane.core.repair import RETENTION, erase, erased
 from runplane.errors import WireError
 from runplane.kafka.restore import Restorer
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
@@ -34,11 +34,17 @@ def results_key(session_id: str, era: int, call_seq: int) -> str:
 
 @dataclass(frozen=True)
 class Expiring:
-    """An ended run whose bodies are tombstoned at ``due_ms`` (results retention)."""
+    """An ended run whose bodies are tombstoned at ``due_ms`` (results retention): its keys,
+    and its snapshot already without bodies (``erased``), so waiting costs little memory."""
 
     due_ms: int
-    snapshot: SessionSnapshot
+    erased: SessionSnapshot
     slots: tuple[SlotKey, ...]
+
+    @classmethod
+    def of(cls, due_ms: int, snapshot: SessionSnapshot, slots: Iterable[SlotKey]) -> Expiring:
+        scrubbed = erase(snapshot, RETENTION, snapshot.updated_ms)
+        return cls(due_ms, scrubbed, tuple(sorted(slots)))
 
 
 @dataclass
@@ -73,7 +79,7 @@ class PartitionState:
         results = self.results.pop(session_id, None)
         self.ended[session_id] = status
         if snapshot is not None and retain_until_ms is not None and results:
-            self.expiring.append(Expiring(retain_until_ms, snapshot, tuple(sorted(results))))
+            self.expiring.append(Expiring.of(retain_until_ms, snapshot, results))
 
     def due(self, now_ms: int, limit: int) -> list[Expiring]:
         """Up to ``limit`` expiring runs due by ``now_ms`` (taken off the queue)."""
@@ -84,7 +90,7 @@ class PartitionState:
 
     def keep(self, session_id: str) -> None:
         """The run lives again (resumed): nothing of it expires."""
-        self.expiring = deque(e for e in self.expiring if e.snapshot.session_id != session_id)
+        self.expiring = deque(e for e in self.expiring if e.erased.session_id != session_id)
 
 
 def restore_partitions(
@@ -140,7 +146,7 @@ def _expiring(
     if retention_ms is None:
         return deque()
     found = [
-        Expiring(snap.updated_ms + retention_ms, snap, tuple(sorted(slots[sid])))
+        Expiring.of(snap.updated_ms + retention_ms, snap, slots[sid])
         for sid, snap in snaps.items()
         if sid in slots and snap.status in ENDED and not erased(snap)
     ]

@@ -193,7 +193,5 @@ def test_results_of_ended_runs_expire_after_the_retention(settings: Settings) ->
         ]
         assert part.results_of(parked.run_id)
         assert all(
-            e.snapshot.session_id != done.run_id
-            for p in executor._parts.values()
-            for e in p.expiring
+            e.erased.session_id != done.run_id for p in executor._parts.values() for e in p.expiring
         )

@@ -42,11 +42,11 @@ def test_an_ended_run_expires_at_its_time_and_a_resumed_one_never() -> None:
         retain_until_ms=5,
     )
     part.end("forever", RunStatus.COMPLETED)  # retention off
-    assert [e.snapshot.session_id for e in part.expiring] == ["a", "b"]
+    assert [e.erased.session_id for e in part.expiring] == ["a", "b"]
     assert part.due(9, 10) == []
     part.keep("b")
     [item] = part.due(100, 10)
-    assert (item.snapshot.session_id, item.slots) == ("a", ((0, 0),))
+    assert (item.erased.session_id, item.slots) == ("a", ((0, 0),))
     assert not part.expiring
 
 
@@ -60,7 +60,7 @@ def test_a_restore_queues_ended_runs_by_due_time_and_skips_erased_and_live_ones(
     }
     slots = {sid: [(0, 1), (0, 0)] for sid in snaps}
     queue = _expiring(snaps, slots, retention_ms=100)
-    assert [(e.snapshot.session_id, e.due_ms, e.slots) for e in queue] == [
+    assert [(e.erased.session_id, e.due_ms, e.slots) for e in queue] == [
         ("early", 110, ((0, 0), (0, 1))),
         ("late", 150, ((0, 0), (0, 1))),
     ]

@@ -55,6 +55,7 @@ __all__ = [
     "ERASED",
     "REPAIR_PREFIX",
     "RESUMABLE",
+    "RETENTION",
     "ForkPlan",
     "RepairKind",
     "RepairOrder",
@@ -115,6 +116,10 @@ class RepairOrder:
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+# The executor's results retention erases as this "operator" (``RUNPLANE_EXECUTOR_RESULTS_RETENTION_S``).
+RETENTION = RepairOrder(RepairKind.ERASE, "retention", "results retention")
 
 
 def parse_order(reason: str) -> RepairOrder | None:
