@@ -84,6 +84,7 @@ def serve(
         KafkaRunReader(settings, js.keyring),
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
+        public_origin=js.public_origin,
         repairer=KafkaRepairer(settings),
     )
     app.router.routes.extend(health_routes(health))
