@@ -131,7 +131,7 @@ def test_quarantined_run_resumed_after_fix_and_forked(settings: Settings) -> Non
             )
         link = forked[n]
         assert link.kind is JournalKind.RUN_RESUMED and link.attrs is not None
-        assert link.attrs["forked_from"] == run.run_id
+        assert link.attrs["forked_from_run"] == run.run_id
         assert link.attrs["parent_head"] == records[-1].hash
         assert link.attrs["parent_at"] == records[n - 1].hash
         fork_snap = read_snapshot(settings, fork_id)

@@ -9,7 +9,8 @@ Three operator actions, each authorized at the edge (the journal service's HTTP 
   from that snapshot: the result journal is served, the first call it lacks is made live.
 - **Fork** (``runplane runs fork RUN --from-seq N``): a new run whose chain starts with the old
   chain's records ``0..N-1`` (re-sealed under the new session id, so its own hashes hold) and
-  whose record N is RUN_RESUMED (``repair=fork``) naming the old run, N, the old record N-1's
+  whose record N is RUN_RESUMED (``repair=fork``) naming the old run (``forked_from_run``, which
+  the runs UI links), N, the old record N-1's
   hash and the old chain's head — an auditor sees both chains and how they are linked. The
   bodies of the calls recorded in the prefix are copied; everything after N runs again, live.
 - **Erase** (``runplane journal erase RUN``): an ended run's bodies (its ``results`` rows and
@@ -289,7 +290,7 @@ def fork(
             label=default_label(),
             attrs={
                 **order.attrs(),
-                "forked_from": old.session_id,
+                "forked_from_run": old.session_id,
                 "from_seq": str(from_seq),
                 "parent_at": chain[from_seq - 1].hash,
                 "parent_head": chain[-1].hash,
