@@ -9,10 +9,10 @@ Three operator actions, each authorized at the edge (the journal service's HTTP 
   from that snapshot: the result journal is served, the first call it lacks is made live.
 - **Fork** (``runplane runs fork RUN --from-seq N``): a new run whose chain starts with the old
   chain's records ``0..N-1`` (re-sealed under the new session id, so its own hashes hold) and
-  whose record N is RUN_RESUMED (``repair=fork``) naming the old run (``forked_from_run``, which
-  the runs UI links), N, the old record N-1's
-  hash and the old chain's head — an auditor sees both chains and how they are linked. The
-  bodies of the calls recorded in the prefix are copied; everything after N runs again, live.
+  whose record N is RUN_RESUMED (``repair=fork``) naming the old run (``forked_from_run``,
+  which the runs UI links), N, the old record N-1's hash and the old chain's head — an auditor
+  sees both chains and how they are linked. The bodies of the calls recorded in the prefix are
+  copied; everything after N runs again, live.
 - **Erase** (``runplane journal erase RUN``): an ended run's bodies (its ``results`` rows and
   the bodies its snapshot carries: input, output, checkpoint) are replaced by tombstones and
   the snapshot is marked ``BodiesErased``. The body-free chain is untouched and still
