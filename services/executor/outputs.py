@@ -52,6 +52,8 @@ class Outputs:
     _topic: dict[str, str]
     _metrics: ExecutorMetrics
     _wall_ms: Callable[[], int]
+    # The trace context of the step being applied, as headers (None: not traced).
+    _trace: list[tuple[str, bytes]] | None
 
     @property
     def _batch(self) -> Batch:
@@ -81,7 +83,8 @@ class Outputs:
             self._batch.add(out, now, last_wins=True)
             return
         value = self._serde.encode(topic, record)
-        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
+        out = Out(self._topic[topic], key.encode("utf-8"), value, partition, headers=self._trace)
+        self._batch.add(out, now)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
         self._metrics.deadletters.labels(kind).inc()
