@@ -66,7 +66,11 @@ class RunRepair(RunEnding):
                 msg, f"cannot {order.kind} run {sid}: it is live ({live.status})", REFUSED
             )
             return True
-        snap, results = self._read_session(sid, p)
+        try:
+            snap, results = self._read_session(sid, p)
+        except core.RepairRefused as exc:
+            self._dead_letter(msg, f"cannot {order.kind} run {sid}: {exc}", REFUSED)
+            return True
         why = None if snap is not None else "unknown run"
         if snap is not None and order.kind is not core.RepairKind.FORK:
             why = core.refusal(order.kind, snap)
@@ -136,15 +140,17 @@ class RunRepair(RunEnding):
         ).partitions.get(p, {})
         snap = snaps.get(sid)
         prefix = f"{sid}/"
-        rows = restorer.restore(self._topic["results"], [p], self._decode_result).partitions
+        # Kept as bytes: only this run's rows are decoded, not the whole partition's.
+        rows = restorer.restore(self._topic["results"], [p], bytes).partitions
         results: dict[SlotKey, ResultEntry] = {}
-        for key, entry in rows.get(p, {}).items():
-            if key.startswith(prefix) and isinstance(entry, ResultEntry):
+        for key, data in rows.get(p, {}).items():
+            if not key.startswith(prefix):
+                continue
+            try:
+                entry = self._serde.decode("results", data)
+            except WireError as exc:
+                # Never replay without it: the call would be made again.
+                raise core.RepairRefused(f"its body at {key} is unreadable: {exc}") from exc
+            if isinstance(entry, ResultEntry):
                 results[(entry.era, entry.call_seq)] = entry
         return (snap if isinstance(snap, SessionSnapshot) else None), results
-
-    def _decode_result(self, data: bytes) -> object:
-        record = self._serde.decode("results", data)
-        if not isinstance(record, ResultEntry):
-            raise WireError(f"expected ResultEntry, got {type(record).__name__}")
-        return record
