@@ -168,3 +168,22 @@ def test_other_wakes_are_not_orders_and_a_broken_order_is_refused() -> None:
         core.parse_order("repair:{not json")
     with pytest.raises(core.RepairRefused):
         core.RepairOrder(core.RepairKind.RESUME, " ")
+
+
+def test_the_journal_services_fold_agrees_a_resume_reopens_only_a_failed_chain() -> None:
+    from runplane.journal.verify import bodies_of, verify_records
+
+    failed = _run(fail=True)
+    record, _, _ = core.resume(failed.snapshot, OPS, now_ms=1)
+    chain = [*failed.journal, record]
+    report = verify_records(failed.session_id, chain, bodies_of(dict(failed.results)))
+    assert report.verified, report.reason
+    done = _run()
+    reopened = seal(
+        replace(record, session_id=done.session_id, seq=len(done.journal)),
+        done.journal[-1].hash,
+    )
+    report = verify_records(
+        done.session_id, [*done.journal, reopened], bodies_of(dict(done.results))
+    )
+    assert not report.verified and report.reason is not None and "after_end" in report.reason
