@@ -12,6 +12,9 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            a lone run's time goes, hop by hop;
 - ``benchmarks.retention`` restore time of a partition with 10,000 ended and 1,000 live runs,
                            with the results retention against none.
+- ``benchmarks.parked``    100,000 runs parked on approvals across two executor processes:
+                           memory with eviction on, and restore after a SIGKILL
+                           (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -41,7 +44,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "retention")
+ORDER = ("core", "executor", "admission", "e2e", "parked", "retention")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

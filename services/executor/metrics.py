@@ -33,6 +33,7 @@ class ExecutorMetrics:
     consumer_lag: Gauge
     poisoned: Counter
     expired: Counter
+    timer_lateness: Histogram
 
 
 @cache
@@ -100,5 +101,10 @@ def executor_metrics() -> ExecutorMetrics:
         expired=Counter(
             "runplane_executor_results_expired_total",
             "Ended runs whose bodies the results retention tombstoned.",
+        ),
+        timer_lateness=Histogram(
+            "runplane_executor_timer_lateness_seconds",
+            "How long after its journaled instant a durable timer was delivered.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
         ),
     )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_float, env_int, env_str
+from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
 
 
@@ -41,6 +42,8 @@ class ExecutorSettings:
     # (an automatic erase, "retention"); negative: kept forever. Restores then read the live
     # runs' bodies and the recent ones, not all history.
     results_retention_s: float = 7 * 86_400.0
+    # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -92,6 +95,7 @@ class ExecutorSettings:
             results_retention_s=env_float(
                 e, "RUNPLANE_EXECUTOR_RESULTS_RETENTION_S", d.results_retention_s
             ),
+            limits=limits_from_env(e),
         )
 
     @property

@@ -17,6 +17,7 @@ OUTPUTS = (
     "tasks.commands",
     "admission",
     "deadletter",
+    "runs.inbox",  # a continue-as-new successor's StartRun
 )
 
 

@@ -13,7 +13,7 @@ from runplane.core import AgentRegistry, EffectDecl, Runtime, StepCtx, verify_ch
 from runplane.core import repair as core
 from runplane.core.chain import ChainFault, seal
 from runplane.testing import Driver
-from runplane.wire import JournalKind, RunStatus
+from runplane.wire import ErrorInfo, JournalKind, RunStatus
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +82,13 @@ def test_resume_and_erase_refuse_runs_in_the_wrong_state() -> None:
     done = _run()
     with pytest.raises(core.RepairRefused, match="only QUARANTINED or FAILED"):
         core.resume(done.snapshot, OPS, now_ms=1)
+    cancelled = replace(
+        done.snapshot,
+        status=RunStatus.FAILED,
+        error=ErrorInfo(type="RunCancelled", message="no longer needed", retryable=False),
+    )
+    with pytest.raises(core.RepairRefused, match="cancelled"):
+        core.resume(cancelled, OPS, now_ms=1)
     live = replace(done.snapshot, status=RunStatus.PARKED)
     erase = core.RepairOrder(core.RepairKind.ERASE, "ops")
     with pytest.raises(core.RepairRefused, match="only ended runs are erased"):

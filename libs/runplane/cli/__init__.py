@@ -25,6 +25,7 @@ from runplane.cli import (  # noqa: E402
     emit,
     journal,
     lint,
+    operate,
     principals,
     runs,
     serve,
@@ -55,6 +56,7 @@ for _module in (
     runs,
 ):
     _module.register(app)
+operate.register(app)  # after runs: it adds `runs cancel` to the runs group
 
 
 def main() -> None:

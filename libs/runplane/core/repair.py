@@ -74,6 +74,7 @@ REPAIR_PREFIX = "repair:"
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 RESUMABLE = frozenset({RunStatus.QUARANTINED, RunStatus.FAILED})
 ERASED = "BodiesErased"  # ErrorInfo.type of an erased run's snapshot
+CANCELLED = "RunCancelled"  # ErrorInfo.type of a cancelled run (``engine.ends.cancelled``)
 # Free text an operator types goes into the body-free chain (attrs): bounded, like every
 # other free text there (error reasons are cut at 500).
 MAX_REASON = 200
@@ -147,6 +148,13 @@ def refusal(kind: RepairKind, snapshot: SessionSnapshot | None) -> str | None:
         return "its bodies were erased: it cannot be resumed, forked or erased again"
     if kind is RepairKind.RESUME and snapshot.status not in RESUMABLE:
         return f"the run is {snapshot.status}: only QUARANTINED or FAILED runs are resumed"
+    if (
+        kind is RepairKind.RESUME
+        and snapshot.error is not None
+        and snapshot.error.type == CANCELLED
+    ):
+        # An operator ended it on purpose (RUN_CANCELLED): its chain stays closed.
+        return "it was cancelled: fork it to run it again"
     if kind is RepairKind.ERASE and snapshot.status not in ENDED:
         return f"the run is live ({snapshot.status}): only ended runs are erased"
     return None

@@ -87,7 +87,8 @@ _RESTORE = "runplane-restore-"
 # docs/security.md "Topics: who reads (R) and who writes (W)" and "Groups and transactional ids".
 ACCESS: dict[str, Access] = {
     "admission": Access(
-        reads=("admission", "admission.claims", "admission.replies"),
+        # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.operate).
+        reads=("admission", "admission.claims", "admission.replies", "sessions"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
                 "deadletter"),
         groups=("admission",),
@@ -96,8 +97,9 @@ ACCESS: dict[str, Access] = {
     ),
     "executor": Access(
         reads=("runs.inbox", "results", "sessions"),
+        # runs.inbox: a continue-as-new successor's StartRun.
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter"),
+                "deadletter", "runs.inbox"),
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",
@@ -135,8 +137,12 @@ ACCESS: dict[str, Access] = {
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),
+    # runplane signal / runs cancel: check the run (sessions, admission.claims), then write;
+    # runplane cases close: the CloseCase command.
     "operator": Access(
-        reads=("cases",), writes=("cases.commands",), shared_groups=("runplane-cli-",)
+        reads=("cases", "sessions", "admission.claims"),
+        writes=("runs.inbox", "cases.commands"),
+        shared_groups=("runplane-cli-", "runplane-client-"),
     ),
     "admin": Access(admin=True),
 }  # fmt: skip

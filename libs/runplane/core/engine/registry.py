@@ -9,10 +9,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, closing, local, tools
+from runplane.core.engine import (
+    approvals,
+    cases,
+    closing,
+    local,
+    signals,
+    successor,
+    timers,
+    tools,
+)
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
-from runplane.wire import CaseReply, Signal, TaskDecision
+from runplane.wire import CaseReply, Signal, TaskDecision, Wake
 
 __all__ = ["FAMILIES", "HANDLERS", "INBOX", "Family", "Handler", "InboxHandler"]
 
@@ -48,11 +57,11 @@ FAMILIES: Final = (
     ),
     # Closing the run's case (refused while an obligation is open), answered like cases.
     Family("closing", {Op.CASE_CLOSE: closing.close_case}, {}),
-    Family(
-        "local",
-        {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint, Op.SIGNAL: local.wait_signal},
-        {Signal: local.on_signal},
-    ),
+    Family("local", {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint}, {}),
+    # Operating a run: signals, durable timers; a Wake also carries a cancel (engine.cancel).
+    Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
+    Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
+    Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
 )
 
 HANDLERS: Final[Mapping[Op, Handler]] = {op: h for f in FAMILIES for op, h in f.ops.items()}

@@ -26,6 +26,7 @@ from runplane.wire import (
     RunStatusUpdate,
     SessionSnapshot,
     Signal,
+    StartRun,
     TaskDecision,
     Wake,
 )
@@ -51,6 +52,8 @@ Command = (
     | CancelDeadline
     | RunStatusUpdate
     | CloseCase
+    | JournalRecord  # seq 0 of a successor (continue-as-new), on its own chain
+    | StartRun  # ... and its start, on its own inbox
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
@@ -106,6 +109,9 @@ class SnapState(NamedTuple):
     era_started_ms: int
     open_request: OpenRequest | None
     doubts: tuple[InFlight, ...]
+    wake_at_ms: int | None
+    signal_ids: tuple[str, ...]
+    cancel_json: str | None
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -131,6 +137,9 @@ class SnapState(NamedTuple):
             era_started_ms=self.era_started_ms,
             open_request_json=None if self.open_request is None else self.open_request.to_json(),
             doubts_json=doubts_to_json(self.doubts),
+            wake_at_ms=self.wake_at_ms,
+            signal_ids=self.signal_ids,
+            cancel_json=self.cancel_json,
         )
 
 
