@@ -85,7 +85,7 @@ from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.repair import RunRepair
 from services.executor.settings import ExecutorSettings
-from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
+from services.executor.state import ENDED, WAITING, PartitionState
 from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
@@ -287,16 +287,7 @@ class Executor(RunRepair, TimerScan):
             self._parts.pop(p, None)
 
     def _restore(self, numbers: list[int], deadline: float) -> None:
-        restored = restore_partitions(
-            self._loop.restorer,
-            self._serde,
-            self._topic["sessions"],
-            self._topic["results"],
-            numbers,
-            deadline=deadline,
-            retention_ms=self.settings.retention_ms,
-        )
-        self._parts.update(restored)
+        self._parts.update(self._restore_tables(numbers, deadline))  # repair.py: + retention
         # RUNNING runs are rebuilt by the loop after this returns, a few per turn — not here:
         # a rebalance callback that replays every run of its partitions counts against
         # max.poll.interval.ms. A message for one of them meanwhile rebuilds it on demand.

@@ -31,7 +31,7 @@ from runplane.kafka.loop import TxnLoop
 from runplane.wire import ResultEntry, SessionSnapshot, Wake
 from services.executor.batch import Out
 from services.executor.ending import Resident, RunEnding
-from services.executor.state import PartitionState, SlotKey, results_key
+from services.executor.state import PartitionState, SlotKey, restore_partitions, results_key
 
 log = logging.getLogger("services.executor.executor")
 
@@ -118,6 +118,19 @@ class RunRepair(RunEnding):
         by = erased.error.message if erased.error is not None else ""
         log.info("erased bodies", extra={"run": sid, "bodies": n, "erased": by})
         return n
+
+    def _restore_tables(self, numbers: list[int], deadline: float) -> dict[int, PartitionState]:
+        """Both tables of the assigned partitions, with the ended runs the retention will
+        expire (``state.restore_partitions``)."""
+        return restore_partitions(
+            self._loop.restorer,
+            self._serde,
+            self._topic["sessions"],
+            self._topic["results"],
+            numbers,
+            deadline=deadline,
+            retention_ms=self.settings.retention_ms,
+        )
 
     def _expire(self, now_ms: int, limit: int = 256) -> None:
         """Results retention: tombstone the bodies of ended runs whose time has come (an
