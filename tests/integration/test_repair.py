@@ -5,17 +5,22 @@ live run and leaves the chain verifiable with its bodies erased."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 
+from runplane.auth import Principals, token_digest
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.core.repair import ERASED, RepairKind, RepairOrder
+from runplane.journal.summary import RunSummary
 from runplane.repair import read_snapshot, send_order, write_fork
 from runplane.runs import read_run
+from runplane.service import run_http
 from runplane.wire import JournalKind, RunStatus, Signal
 from services.executor.harness import (
     admit,
@@ -27,6 +32,8 @@ from services.executor.harness import (
     wait_for,
 )
 from services.executor.settings import ExecutorSettings
+from services.journal.api import build_api
+from services.journal.serve import KafkaRepairer, KafkaRunReader
 
 pytestmark = pytest.mark.integration
 
@@ -195,3 +202,56 @@ def test_results_of_ended_runs_expire_after_the_retention(settings: Settings) ->
         assert all(
             e.erased.session_id != done.run_id for p in executor._parts.values() for e in p.expiring
         )
+
+
+class _Index:
+    """The run index as far as the repair routes need it (Redis is not under test here)."""
+
+    def __init__(self, *run_ids: str) -> None:
+        self.runs = {r: RunSummary(r, status=RunStatus.COMPLETED, tenant="acme") for r in run_ids}
+
+    def get(self, run_id: str) -> RunSummary | None:
+        return self.runs.get(run_id)
+
+
+def test_an_operator_forks_and_erases_through_the_journal_api(settings: Settings) -> None:
+    people = Principals.from_data(
+        [
+            {
+                "name": "ops",
+                "token_sha256": token_digest("o"),
+                "roles": ["operator"],
+                "tenant": "acme",
+            }
+        ]
+    )
+    producer = plain_producer(settings)
+    stop = threading.Event()
+    with executor_thread(_own(settings), registry=FIXED):
+        [done] = admit(producer, settings, "quick", [{"n": 5}])
+        _await(settings, done.run_id, RunStatus.COMPLETED)
+        api = build_api(
+            lambda: _Index(done.run_id),  # type: ignore[arg-type,return-value]
+            KafkaRunReader(settings),
+            people,
+            ui=False,
+            repairer=KafkaRepairer(settings),
+        )
+        auth = {"Authorization": "Bearer o"}
+        with (
+            run_http(api, "127.0.0.1", 0, stop) as server,
+            httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=60) as http,
+        ):
+            resumed = http.post(f"/runs/{done.run_id}/resume", json={}, headers=auth)
+            assert resumed.status_code == 409  # a completed run is not resumed
+            forked = http.post(f"/runs/{done.run_id}/fork", json={"from_seq": 2}, headers=auth)
+            assert forked.status_code == 202, forked.text
+            fork_id = forked.json()["fork_id"]
+            _await(settings, fork_id, RunStatus.COMPLETED)
+            erased = http.post(f"/runs/{done.run_id}/erase", json={"reason": "t"}, headers=auth)
+            assert erased.status_code == 202, erased.text
+            wait_for(lambda: _erased(settings, done.run_id), timeout_s=60, what="erase")
+        stop.set()
+    records, _ = chain_of(settings, fork_id)
+    assert records[2].attrs["by"] == "ops" and records[2].attrs["forked_from_run"] == done.run_id
+    assert verify_chain(*chain_of(settings, fork_id)).ok
