@@ -15,6 +15,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.parked``    100,000 runs parked on approvals across two executor processes:
                            memory with eviction on, and restore after a SIGKILL
                            (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
+- ``benchmarks.gate``      the sink gate's cost per outbound call beside the same agent
+                           ungated (in memory), at 201 and 2,001 calls.
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -44,7 +46,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "parked", "retention")
+ORDER = ("core", "executor", "admission", "e2e", "gate", "parked", "retention")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

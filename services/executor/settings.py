@@ -44,6 +44,8 @@ class ExecutorSettings:
     results_retention_s: float = 7 * 86_400.0
     # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
     limits: Limits = field(default_factory=Limits)
+    # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
+    policy_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -96,6 +98,7 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_RESULTS_RETENTION_S", d.results_retention_s
             ),
             limits=limits_from_env(e),
+            policy_path=env_str(e, "RUNPLANE_POLICY"),
         )
 
     @property

@@ -26,6 +26,7 @@ from runplane.cli import (  # noqa: E402
     journal,
     lint,
     operate,
+    policy,
     principals,
     runs,
     serve,
@@ -57,6 +58,7 @@ for _module in (
 ):
     _module.register(app)
 operate.register(app)  # after runs: it adds `runs cancel` to the runs group
+policy.register(app)  # runplane policy check
 
 
 def main() -> None:

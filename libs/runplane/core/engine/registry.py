@@ -14,6 +14,7 @@ from runplane.core.engine import (
     cases,
     closing,
     local,
+    release,
     signals,
     successor,
     timers,
@@ -62,6 +63,8 @@ FAMILIES: Final = (
     Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
     Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
+    # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
+    Family("release", {Op.RELEASE: release.release}, {}),
 )
 
 HANDLERS: Final[Mapping[Op, Handler]] = {op: h for f in FAMILIES for op, h in f.ops.items()}
