@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane._closing import close_reply
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
@@ -438,7 +439,9 @@ class Driver(OperateVerbs):
         elif isinstance(command, (GetCaseState, PutCaseState)):
             self._inbox.append(self._case_reply(command))
         elif isinstance(command, CloseCase):
-            self._inbox.append(self._close_reply(command))
+            self._inbox.append(
+                close_reply(command, self.obligations, self.closed_cases, self.cases)
+            )
         elif isinstance(command, (RegisterDeadline, MeetDeadline, CancelDeadline)):
             reply = self._deadline_reply(command)
             if command.reply_to is not None:
@@ -509,30 +512,6 @@ class Driver(OperateVerbs):
             era=command.era,
             call_seq=command.call_seq,
             op=op,
-            accepted=reason is None,
-            version=version,
-            reason=reason,
-        )
-
-    def _close_reply(self, command: CloseCase) -> CaseReply:
-        """The cases service's closing rule, in small: refused while an obligation of the case
-        is OPEN (or WARNED); closing a closed case is accepted."""
-        still = sorted(
-            name
-            for (case_id, name), ob in self.obligations.items()
-            if case_id == command.case_id and ob["status"] in ("OPEN", "WARNED")
-        )
-        reason = f"obligations still open: {', '.join(still)}" if still else None
-        if reason is None:
-            self.closed_cases.add(command.case_id)
-        _, version = self.cases.get(command.case_id, (None, 0))
-        return CaseReply(
-            session_id=command.reply_to or "",
-            request_id=command.request_id,
-            case_id=command.case_id,
-            era=command.era,
-            call_seq=command.call_seq,
-            op="close",
             accepted=reason is None,
             version=version,
             reason=reason,
