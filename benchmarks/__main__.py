@@ -10,6 +10,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            no-op agent one at a time, 16 and 200 in flight (p50/p99, runs/s),
                            beside the same closed loops on a raw two-hop Kafka path, and where
                            a lone run's time goes, hop by hop;
+- ``benchmarks.retention`` restore time of a partition with 10,000 ended and 1,000 live runs,
+                           with the results retention against none.
 - ``benchmarks.parked``    100,000 runs parked on approvals across two executor processes:
                            memory with eviction on, and restore after a SIGKILL
                            (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
@@ -45,7 +47,16 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "gate", "parked", "replaytest")
+ORDER = (
+    "core",
+    "executor",
+    "admission",
+    "e2e",
+    "gate",
+    "parked",
+    "replaytest",
+    "retention",
+)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

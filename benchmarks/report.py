@@ -265,6 +265,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "executor": "Executor: steps/s and admission-to-completion latency",
         "admission": "Admission: admissions/s with 0% and 50% duplicates",
         "e2e": "End to end: emit → COMPLETED, beside the raw-Kafka path",
+        "retention": "Results retention: restore of 10,000 ended + 1,000 live runs",
         "parked": "Parked runs at scale: executor memory and restore after a kill",
     }
     for name, entry in benches.items():

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane._closing import close_reply
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
@@ -46,6 +47,7 @@ from runplane.testing_operate import OperateVerbs
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseCase,
     CloseTask,
     DecisionOutcome,
     GetCaseState,
@@ -441,6 +443,10 @@ class Driver(OperateVerbs):
             self.closed_tasks.append(command.task_id)
         elif isinstance(command, (GetCaseState, PutCaseState)):
             self._inbox.append(self._case_reply(command))
+        elif isinstance(command, CloseCase):
+            self._inbox.append(
+                close_reply(command, self.obligations, self.closed_cases, self.cases)
+            )
         elif isinstance(command, (RegisterDeadline, MeetDeadline, CancelDeadline)):
             reply = self._deadline_reply(command)
             if command.reply_to is not None:

@@ -54,6 +54,7 @@ __all__ = [
     "SWEEP_TENANT",
     "case_tenant",
     "followup",
+    "sealed_sweep",
     "sweep_run",
 ]
 
@@ -84,6 +85,19 @@ def sweep_run(
     if ob.on_breach is not None:
         facts["on_breach"] = ob.on_breach
         facts["followup_admission_key"] = key
+    return sealed_sweep(session, case, ob, JournalKind.DEADLINE_BREACHED, facts, now_ms)
+
+
+def sealed_sweep(
+    session: str,
+    case: CaseRecord,
+    ob: Obligation,
+    event: JournalKind,
+    facts: dict[str, str],
+    now_ms: int,
+) -> list[JournalRecord]:
+    """A sealed three-record sweep chain: RunAdmitted (``kind=sweep``), ``event`` on the
+    obligation with ``facts``, RunCompleted — a breach's, or a warning's."""
     admitted = run_admitted(
         session,
         capability=SWEEP_CAPABILITY,
@@ -98,12 +112,12 @@ def sweep_run(
         attrs={"kind": "sweep"},
     )
     label = default_label([f"agent/{SWEEP_CAPABILITY}"])
-    breached = seal(
+    decided = seal(
         Draft(
             session_id=session,
             seq=1,
             era=0,
-            kind=JournalKind.DEADLINE_BREACHED,
+            kind=event,
             stamp_ms=now_ms,
             family="deadline",
             name=ob.name,
@@ -122,9 +136,9 @@ def sweep_run(
             label=label,
             attrs={"kind": "sweep", "case_id": case.case_id},
         ),
-        breached.hash,
+        decided.hash,
     )
-    return [admitted, breached, completed]
+    return [admitted, decided, completed]
 
 
 def followup(

@@ -234,6 +234,7 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         # sends deadlines without reply_to) still name their session that way.
         registered_by=cmd.reply_to or cmd.request_id.split("/", 1)[0],
         updated_ms=now_ms,
+        owner_role=cmd.owner_role,
     )
     if cmd.tenant is not None and tenant_of(case) is None:
         case = replace(case, correlation_keys={**case.correlation_keys, TENANT_KEY: cmd.tenant})

@@ -36,6 +36,7 @@ from services.cases import metrics
 from services.cases.breach import followup, sweep_run
 from services.cases.decide import OPEN_STATUSES, CaseCommand, evaluate, op_of
 from services.cases.topology import TABLE, TABLES
+from services.cases.warning import DEFAULT_WARN_ROLE, warning
 
 __all__ = ["COMMAND_TYPES", "CasesHandler", "emits_for"]
 
@@ -52,7 +53,11 @@ COMMAND_TYPES = (
 
 
 def emits_for(
-    case: CaseRecord | None, command: CaseCommand, now_ms: int
+    case: CaseRecord | None,
+    command: CaseCommand,
+    now_ms: int,
+    *,
+    warn_role: str = DEFAULT_WARN_ROLE,
 ) -> tuple[list[Emit], str, str | None]:
     """The emits for one command on ``case``, with the outcome and the transition (pure)."""
     d = evaluate(case, command, now_ms)
@@ -69,6 +74,12 @@ def emits_for(
         request = followup(d.case, d.obligation, command, now_ms)
         if request is not None:
             emits.append(Emit("admission", request.admission_key, request))
+    if d.transition == "warned":
+        assert isinstance(command, WarnDeadline) and d.obligation is not None
+        assert d.case is not None
+        records, task = warning(d.case, d.obligation, command, now_ms, default_role=warn_role)
+        emits.extend(Emit("journal", r.session_id, r) for r in records)
+        emits.append(Emit("tasks.commands", task.task_id, task))
     return emits, d.outcome, d.transition
 
 
@@ -77,8 +88,9 @@ class CasesHandler:
 
     tables: Mapping[str, str] = TABLES
 
-    def __init__(self, gauge_every_ms: int = 5_000) -> None:
+    def __init__(self, gauge_every_ms: int = 5_000, warn_role: str = DEFAULT_WARN_ROLE) -> None:
         self._gauge_every_ms = gauge_every_ms
+        self._warn_role = warn_role
         self._last_gauge = -gauge_every_ms
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
@@ -94,7 +106,7 @@ class CasesHandler:
         case = state.get(TABLE, command.case_id)
         if case is not None and not isinstance(case, CaseRecord):
             raise WireError(f"table row for {command.case_id!r} is not a CaseRecord")
-        emits, outcome, transition = emits_for(case, command, now_ms)
+        emits, outcome, transition = emits_for(case, command, now_ms, warn_role=self._warn_role)
         metrics.COMMANDS.labels(op_of(command), outcome).inc()
         if transition == "warned":
             metrics.WARNINGS.inc()

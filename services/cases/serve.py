@@ -26,7 +26,9 @@ def build(
         signers={} if settings.emitter_key is None else {"admission": settings.emitter_key.headers},
     )
     probe = health.probe("processor") if health is not None else None
-    return Processor(settings.base, config, CasesHandler(), clock=clock, probe=probe)
+    return Processor(
+        settings.base, config, CasesHandler(warn_role=settings.warn_role), clock=clock, probe=probe
+    )
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:

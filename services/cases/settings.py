@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
 from runplane.signing import SigningKey
+from services.cases.warning import DEFAULT_WARN_ROLE
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class CasesSettings:
     batch_max: int = 500
     batch_ms: int = 20
     emitter_key: SigningKey | None = None
+    # Who is told when an obligation without an owner role passes its warn time.
+    warn_role: str = DEFAULT_WARN_ROLE
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -38,4 +41,5 @@ class CasesSettings:
             batch_max=env_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
             batch_ms=env_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
             emitter_key=SigningKey.from_env(e),
+            warn_role=e.get("RUNPLANE_CASES_WARN_ROLE", d.warn_role) or d.warn_role,
         )

@@ -15,6 +15,7 @@ OUTPUTS = (
     "runs.inbox",  # CaseReply to the asking run (key = reply_to session)
     "journal",  # the sealed sweep run of a breach (key = sweep run id)
     "admission",  # the follow-up run of a breach (key = its admission key)
+    "tasks.commands",  # the worklist task of a warning, for the obligation's owner role
     "deadletter",
 )
 

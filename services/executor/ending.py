@@ -30,6 +30,7 @@ from runplane.wire import (
 )
 from services.executor.outputs import Outputs
 from services.executor.policy import count_refusal
+from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, PartitionState, results_key
 
 log = logging.getLogger("services.executor.executor")
@@ -59,6 +60,12 @@ class RunEnding(Outputs):
     _parts: dict[int, PartitionState]
     _residents: dict[str, Resident]
     _npart: int
+    settings: ExecutorSettings
+
+    def _retain_until(self) -> int | None:
+        """When a run ending now has its bodies tombstoned (None: never; results retention)."""
+        ms = self.settings.retention_ms
+        return None if ms is None else self._wall_ms() + ms
 
     def _fail_unstartable(
         self,
@@ -87,7 +94,9 @@ class RunEnding(Outputs):
             res.runtime.close()
         part = self._parts.get(partition_for(sid, self._npart))
         if part is not None:
-            part.end(sid, status)
+            # The final snapshot was just put (apply_step puts it before it ends the run).
+            final = part.sessions.get(sid)
+            part.end(sid, status, snapshot=final, retain_until_ms=self._retain_until())
 
     def _poisoned(
         self,

@@ -84,8 +84,9 @@ from services.executor.ending import Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.policy import runtime_options
+from services.executor.repair import RunRepair
 from services.executor.settings import ExecutorSettings
-from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
+from services.executor.state import ENDED, WAITING, PartitionState
 from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 from services.executor.versions import VersionGate, VersionNotDeployed
@@ -98,7 +99,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(TimerScan, VersionGate):
+class Executor(RunRepair, TimerScan, VersionGate):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -286,15 +287,7 @@ class Executor(TimerScan, VersionGate):
             self._parts.pop(p, None)
 
     def _restore(self, numbers: list[int], deadline: float) -> None:
-        restored = restore_partitions(
-            self._loop.restorer,
-            self._serde,
-            self._topic["sessions"],
-            self._topic["results"],
-            numbers,
-            deadline=deadline,
-        )
-        self._parts.update(restored)
+        self._parts.update(self._restore_tables(numbers, deadline))  # repair.py: + retention
         # RUNNING runs are rebuilt by the loop after this returns, a few per turn — not here:
         # a rebalance callback that replays every run of its partitions counts against
         # max.poll.interval.ms. A message for one of them meanwhile rebuilds it on demand.
@@ -411,6 +404,8 @@ class Executor(TimerScan, VersionGate):
 
     def _deliver(self, msg: Message, part: PartitionState, p: int, event: Event) -> None:
         sid = event.session_id
+        if isinstance(event, Wake) and self._repair(msg, part, p, event):
+            return  # an operator's repair order (services/executor/repair.py)
         snap = part.sessions.get(sid)
         if snap is None:
             ended = part.ended.get(sid)
@@ -584,6 +579,7 @@ class Executor(TimerScan, VersionGate):
         self._metrics.runtimes.labels("resident").set(len(self._residents))
         self._metrics.runtimes.labels("parked").set(parked)
         self._metrics.runtimes.labels("evicted").set(evicted)
+        self._expire(self._wall_ms())
         self._update_lag()
 
     def _update_lag(self) -> None:

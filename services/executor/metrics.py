@@ -32,6 +32,7 @@ class ExecutorMetrics:
     runtimes: Gauge
     consumer_lag: Gauge
     poisoned: Counter
+    expired: Counter
     timer_lateness: Histogram
 
 
@@ -96,6 +97,10 @@ def executor_metrics() -> ExecutorMetrics:
             "runplane_executor_poisoned_runs_total",
             "Runs failed because serving them raised (a poison pill contained), by where.",
             ["where"],
+        ),
+        expired=Counter(
+            "runplane_executor_results_expired_total",
+            "Ended runs whose bodies the results retention tombstoned.",
         ),
         timer_lateness=Histogram(
             "runplane_executor_timer_lateness_seconds",

@@ -19,6 +19,7 @@ from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
 from runplane.wire import (
     CancelDeadline,
+    CloseCase,
     CloseTask,
     GetCaseState,
     JournalRecord,
@@ -37,7 +38,14 @@ from services.executor.topology import SERVICE
 
 log = logging.getLogger("services.executor.executor")
 
-_CASE_COMMANDS = (GetCaseState, PutCaseState, RegisterDeadline, MeetDeadline, CancelDeadline)
+_CASE_COMMANDS = (
+    GetCaseState,
+    PutCaseState,
+    RegisterDeadline,
+    MeetDeadline,
+    CancelDeadline,
+    CloseCase,
+)
 
 
 class Outputs:

@@ -38,6 +38,10 @@ class ExecutorSettings:
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
     call_timeout_s: float = 30.0
+    # How long an ended run's bodies stay in ``results`` before the executor tombstones them
+    # (an automatic erase, "retention"); negative: kept forever. Restores then read the live
+    # runs' bodies and the recent ones, not all history.
+    results_retention_s: float = 7 * 86_400.0
     # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
     limits: Limits = field(default_factory=Limits)
     # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
@@ -90,6 +94,14 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+            results_retention_s=env_float(
+                e, "RUNPLANE_EXECUTOR_RESULTS_RETENTION_S", d.results_retention_s
+            ),
             limits=limits_from_env(e),
             policy_path=env_str(e, "RUNPLANE_POLICY"),
         )
+
+    @property
+    def retention_ms(self) -> int | None:
+        """The results retention in ms; None when ended runs keep their bodies forever."""
+        return None if self.results_retention_s < 0 else int(self.results_retention_s * 1000)

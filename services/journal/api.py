@@ -49,6 +49,7 @@ from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
+from services.journal.repair import Repairer, install_repair_routes
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ def build_api(
     max_scans: int = DEFAULT_MAX_SCANS,
     ui: bool = True,
     public_origin: str | None = None,
+    repairer: Repairer | None = None,
 ) -> FastAPI:
     """The run-query app; ``index`` returns None when no Redis index is configured.
 
@@ -196,6 +198,7 @@ def build_api(
     runs = Runs(index, reader, readers, ScanLimit(max_scans))
     _install_index_routes(app, runs)
     _install_journal_routes(app, runs)
+    install_repair_routes(app, runs, readers, repairer)  # POST resume/fork/erase (operators)
     if ui:
         from services.journal.ui import install_ui  # it builds on Runs, defined below
 

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from runplane.core.chain import TERMINAL_KINDS
+from runplane.core.chain import RESUMABLE_KINDS, TERMINAL_KINDS
 from runplane.journal.verify import (
     ERASED,
     Body,
@@ -143,6 +143,7 @@ def restore_tip(audit: AuditRecord) -> Tip:
         capability=audit.capability,
         case_id=audit.case_id,
         ended=audit.kind in TERMINAL_KINDS,
+        resumable=audit.kind in RESUMABLE_KINDS,
     )
 
 

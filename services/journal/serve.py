@@ -21,11 +21,13 @@ from typing import Protocol
 
 from runplane.auth import PrincipalsFile
 from runplane.config import Settings
+from runplane.core.repair import RepairOrder
 from runplane.journal.index import RunIndex
 from runplane.journal.signing import Keyring
+from runplane.repair import read_snapshot, send_order, write_fork
 from runplane.runs import RunHistory, read_audit, read_run
 from runplane.service import Health, health_routes, run_http
-from runplane.wire import AuditRecord
+from runplane.wire import AuditRecord, SessionSnapshot
 from services.journal.api import build_api
 from services.journal.indexer import Indexer
 from services.journal.loop import AuditLoop
@@ -54,6 +56,22 @@ class KafkaRunReader:
         return read_audit(self.settings, run_id)
 
 
+@dataclass(frozen=True)
+class KafkaRepairer:
+    """Repair orders onto the topics (``runplane.repair``), for the repair routes."""
+
+    settings: Settings
+
+    def snapshot(self, run_id: str) -> SessionSnapshot | None:
+        return read_snapshot(self.settings, run_id)
+
+    def order(self, run_id: str, order: RepairOrder) -> None:
+        send_order(self.settings, run_id, order)
+
+    def fork(self, run_id: str, from_seq: int, order: RepairOrder) -> str:
+        return write_fork(self.settings, run_id, from_seq, order)
+
+
 def serve(
     settings: Settings, stop: threading.Event, *, journal: JournalSettings | None = None
 ) -> None:
@@ -67,6 +85,7 @@ def serve(
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
         public_origin=js.public_origin,
+        repairer=KafkaRepairer(settings),
     )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))

@@ -96,10 +96,11 @@ def accepted_transitions(settings: Settings, case: str) -> Counter[str]:
     return seen
 
 
-def sweep_chains(settings: Settings) -> dict[str, list[JournalRecord]]:
+def sweep_chains(settings: Settings, prefix: str = "sweep-") -> dict[str, list[JournalRecord]]:
+    """The sealed runs of breaches (``sweep-…``), or of warnings (``prefix="warn-"``)."""
     chains: dict[str, list[JournalRecord]] = {}
     for key, rec in read_all(settings, "journal"):
-        if isinstance(rec, JournalRecord) and (key.startswith("sweep-") or rec.attrs.get("kind")):
+        if isinstance(rec, JournalRecord) and key.startswith(prefix):
             chains.setdefault(key, []).append(rec)
     return chains
 
@@ -168,6 +169,11 @@ def test_days_1_deadline_is_warned_once_and_breached_once_across_two_sweepers_an
         ]
         verdict = verify_chain(chain)
         assert verdict.ok, str(verdict)
+        # The warning, decided by both sweepers, reached the owner role once (a task and a
+        # sealed warning run).
+        [warning] = sweep_chains(settings, "warn-").values()
+        assert [r.kind for r in warning][1] is JournalKind.DEADLINE_WARNED
+        assert verify_chain(warning).ok
 
         (request,) = followups(settings)
         assert request.admission_key == followup_admission_key(case, name, cmd.due_ms)

@@ -28,6 +28,7 @@ from runplane.cli import (  # noqa: E402
     operate,
     policy,
     principals,
+    runs,
     serve,
     stack,
     tasks,
@@ -41,9 +42,22 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
+for _module in (
+    stack,
+    topics,
+    serve,
+    lint,
+    emit,
+    journal,
+    cases,
+    tasks,
+    principals,
+    demo,
+    acls,
+    runs,
+):
     _module.register(app)
-operate.register(app)  # after journal: it adds `runs cancel` to the runs group
+operate.register(app)  # after runs: it adds `runs cancel` to the runs group
 policy.register(app)  # runplane policy check
 
 # Versions and replay testing: `journal export`, `replay`, `agents list`.

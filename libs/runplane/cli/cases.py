@@ -1,8 +1,9 @@
-"""CLI: ``runplane cases show CASE [--json]`` — a case's state, version and obligations.
+"""CLI: ``runplane cases show CASE [--json]`` — a case's state, version and obligations —
+and ``runplane cases close CASE`` (refused while an obligation is open).
 
 Reads the compacted ``cases`` topic directly (the cases service's own table): only the
 case's partition, to its end under ``read_committed``, last record for the key wins. No
-service needs to be running.
+service needs to be running to show a case; closing one is a command the cases service answers.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import uuid
 from typing import Any
 
 import typer
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.kafka.clients import consumer_config
+from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.wire import CaseRecord, Serde, to_dict
+from runplane.wire import CaseRecord, CloseCase, Serde, to_dict
 
 cases_app = typer.Typer(
     help="Inspect cases: versioned state and obligations.", no_args_is_help=True
@@ -144,6 +145,46 @@ def show(
     console = Console()
     console.print(render(case))
     console.print("state:", json.dumps(json.loads(case.state_json), indent=2, sort_keys=True))
+
+
+def close_case(
+    settings: Settings, case_id: str, *, timeout_s: float = 60.0
+) -> tuple[bool, str | None]:
+    """Ask the cases service to close ``case_id``; (accepted, reason) once it has answered.
+
+    The command carries no ``reply_to``: the answer is the entry the service remembers under
+    the command's request id in the case record (``applied``), read back from ``cases``."""
+    request_id = f"cli/close/{uuid.uuid4().hex}"
+    command = CloseCase(case_id=case_id, request_id=request_id)
+    producer = Producer(producer_config(settings))
+    producer.produce(
+        settings.topic("cases.commands"),
+        key=case_id.encode("utf-8"),
+        value=Serde.from_settings(settings).encode("cases.commands", command),
+    )
+    if producer.flush(30) != 0:
+        raise typer.Exit(_fail("Kafka did not acknowledge the close command"))
+    prefix = "[" + json.dumps(request_id) + ","
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        case = read_case(settings, case_id)
+        for entry in () if case is None else case.applied:
+            if entry.startswith(prefix):
+                _, _, accepted, _, reason = json.loads(entry)
+                return bool(accepted), reason
+        time.sleep(0.5)
+    raise typer.Exit(
+        _fail(f"the cases service did not answer within {timeout_s:g}s: is it running?")
+    )
+
+
+@cases_app.command("close")
+def close(case_id: str = typer.Argument(..., help="The case id, e.g. c-1a2b3c…")) -> None:
+    """Close a case; refused (exit 1, with the reason) while an obligation is open or warned."""
+    accepted, reason = close_case(Settings.from_env(), case_id)
+    if not accepted:
+        raise typer.Exit(_fail(f"{case_id}: refused: {reason}"))
+    typer.echo(f"{case_id}: closed" + (f" ({reason})" if reason else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,11 +1,12 @@
-"""CLI: ``runplane runs list|show`` and ``runplane journal show|verify``.
+"""CLI: ``runplane journal show|verify|erase|keygen``.
 
 ``journal show`` and ``journal verify`` read the run's partition of ``journal`` and
 ``results`` straight from Kafka — independent of the journal service — and run the same chain
-fold the service runs, so the two agree. ``runs list`` reads the journal service's Redis run
-index; ``runs show`` reads it too and falls back to folding the run's ``audit`` records.
+fold the service runs, so the two agree. ``journal erase`` is an operator's request to the
+journal service's API (``cli/runs.py`` says how the CLI reaches it).
 
-Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed), 1 broken or
+Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed, also once the
+log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken or
 no records, 2 intact but some bodies are absent from ``results``.
 """
 
@@ -22,13 +23,10 @@ from rich.table import Table
 
 from runplane.config import Settings
 from runplane.journal.signing import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
-from runplane.runs import RunHistory, read_audit, read_run
+from runplane.runs import RunHistory, read_run
 from runplane.signing import SigningKey
-from runplane.wire import RunStatus, Verdict, to_dict
+from runplane.wire import Verdict, to_dict
 
-runs_app = typer.Typer(
-    help="Runs: list and inspect them (from the run index).", no_args_is_help=True
-)
 journal_app = typer.Typer(
     help="A run's hash-chained journal: show and verify it.", no_args_is_help=True
 )
@@ -47,99 +45,9 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-@runs_app.command("list")
-def runs_list(
-    status: RunStatus | None = typer.Option(None, help="only runs in this status"),
-    capability: str | None = typer.Option(None),
-    case: str | None = typer.Option(None, help="only runs of this case"),
-    since_ms: int | None = typer.Option(None, help="started at or after (ms since epoch)"),
-    until_ms: int | None = typer.Option(None, help="started at or before (ms since epoch)"),
-    limit: int = typer.Option(50, min=1, max=1000),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-) -> None:
-    """List runs, newest first, from the journal service's run index."""
-    from runplane.journal.index import RunFilter, RunIndex
-
-    settings = Settings.from_env()
-    index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
-    if index.offsets() is None:
-        typer.echo("the run index is empty or missing: is the journal service running?", err=True)
-        raise typer.Exit(1)
-    runs = index.list(RunFilter(status, capability, case, since_ms, until_ms, limit))
-    if as_json:
-        _print_json([r.to_json() for r in runs])
-        return
-    table = Table(title=f"runs ({len(runs)})", title_justify="left")
-    for col in (
-        "run",
-        "status",
-        "capability",
-        "case",
-        "era",
-        "tokens",
-        "units",
-        "started",
-        "verdict",
-    ):
-        table.add_column(col, min_width=3 if col == "era" else None, overflow="fold")
-    for r in runs:
-        table.add_row(
-            r.run_id,
-            str(r.status or ""),
-            r.capability or "",
-            r.case_id or "",
-            str(r.era),
-            str(r.cost.tokens),
-            f"{r.cost.units:g}",
-            _ts(r.started_ms),
-            _verdict_cell(r.verdict),
-        )
-    Console().print(table)
-
-
 def _verdict_cell(v: Verdict) -> str:
     colour = {Verdict.VERIFIED: "green", Verdict.BODY_MISSING: "yellow", Verdict.BROKEN: "red"}[v]
     return f"[{colour}]{v}[/{colour}]"
-
-
-@runs_app.command("show")
-def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
-    from runplane.journal.index import RunIndex
-    from runplane.journal.summary import summarize
-
-    settings = Settings.from_env()
-    summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
-    if summary is None:
-        audits = read_audit(settings, run_id)
-        if not audits:
-            typer.echo(f"no run {run_id!r}", err=True)
-            raise typer.Exit(1)
-        summary = summarize(run_id, audits)
-    data = summary.to_json()
-    if as_json:
-        _print_json(data)
-        return
-    table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value")
-    for k in (
-        "status",
-        "capability",
-        "case_id",
-        "era",
-        "records",
-        "parked_on",
-        "verdict",
-        "broken_at_seq",
-        "reason",
-    ):
-        table.add_row(k, "" if data[k] is None else str(data[k]))
-    c = summary.cost
-    table.add_row("cost", f"{c.tokens_in} in + {c.tokens_out} out tokens, {c.units:g} units")
-    for k in ("started_ms", "updated_ms", "ended_ms"):
-        table.add_row(k.removesuffix("_ms"), _ts(data[k]))
-    Console().print(table)
 
 
 @journal_app.command("show")
@@ -241,8 +149,11 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 @journal_app.command("verify")
 def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
-    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
+    settings = Settings.from_env()
+    history = read_run(settings, run_id, bodies=True, keyring=_keyring())
     code, data = verify_exit_code(history)
+    if code == EXIT_BODIES_MISSING:
+        code = _erased_since(settings, run_id, data)
     if as_json:
         _print_json(data)
     elif code == 0:
@@ -255,6 +166,20 @@ def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -
     else:
         typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
     raise typer.Exit(code)
+
+
+def _erased_since(settings: Settings, run_id: str, data: dict[str, Any]) -> int:
+    """Bodies absent from ``results`` because the run was erased (by an operator or the
+    retention) and the log cleaner has since removed the tombstones too: the run's snapshot
+    still says so. Then the chain verifies with its bodies erased (exit 0)."""
+    from runplane.core.repair import erased
+    from runplane.repair import read_snapshot
+
+    snap = read_snapshot(settings, run_id)
+    if snap is None or not erased(snap) or snap.error is None:
+        return EXIT_BODIES_MISSING
+    data["erased"] = snap.error.message
+    return 0
 
 
 def _keyring() -> Keyring | None:
@@ -278,6 +203,5 @@ def journal_keygen(
 
 
 def register(app: typer.Typer) -> None:
-    """Attach ``runs`` and ``journal`` to the root app."""
-    app.add_typer(runs_app, name="runs")
+    """Attach ``journal`` to the root app (``runs`` is ``cli/runs.py``)."""
     app.add_typer(journal_app, name="journal")

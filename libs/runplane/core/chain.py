@@ -295,6 +295,17 @@ TERMINAL_KINDS = frozenset(
 )
 
 
+# The ends an operator may resume from (``runplane.core.repair``); a completed run stays closed.
+RESUMABLE_KINDS = frozenset({JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED})
+
+
+def reopens(record: JournalRecord) -> bool:
+    """An operator's resume (``runplane.core.repair``): the one record that may follow an end
+    record, and only a RUN_FAILED or RUN_QUARANTINED one (``check_link``'s ``resumable``) —
+    RUN_RESUMED with ``repair=resume``, naming who resumed the run."""
+    return record.kind is JournalKind.RUN_RESUMED and record.attrs.get("repair") == "resume"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
@@ -324,21 +335,33 @@ def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[Chain
         )
     if prev is None:
         return check_link(record, 0, ZERO_HASH)
-    return check_link(record, prev.seq + 1, prev.hash, ended=prev.kind in TERMINAL_KINDS)
+    return check_link(
+        record,
+        prev.seq + 1,
+        prev.hash,
+        ended=prev.kind in TERMINAL_KINDS,
+        resumable=prev.kind in RESUMABLE_KINDS,
+    )
 
 
 def check_link(
-    record: JournalRecord, expected_seq: int, expected_prev: str, *, ended: bool = False
+    record: JournalRecord,
+    expected_seq: int,
+    expected_prev: str,
+    *,
+    ended: bool = False,
+    resumable: bool = False,
 ) -> tuple[ChainFault, str] | None:
     """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
     linking to ``expected_prev``; ``ended`` when the chain's last record is terminal. For
     consumers that keep only that much of a chain (the journal service keeps a session's next
     seq, last hash and whether it ended, restored from ``audit``).
 
-    An ended chain takes no record at all, checked first: a correct link after the end is
+    An ended chain takes no record at all, checked first (except an operator's resume right
+    after a failed or quarantined end, ``resumable``: see ``reopens``): a correct link after the end is
     still a break (it extends a closed chain), and a re-sent old record after the end is the
     same fault at the same position, so every reader names one fault for one forgery."""
-    if ended:
+    if ended and not (resumable and reopens(record)):
         return (
             ChainFault.AFTER_END,
             f"seq {record.seq} ({record.kind}) after the run ended at seq {expected_seq - 1}",

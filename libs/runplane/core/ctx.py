@@ -150,6 +150,7 @@ class Op(StrEnum):
     DEADLINE = "deadline"
     DEADLINE_MEET = "deadline_meet"
     DEADLINE_CANCEL = "deadline_cancel"
+    CASE_CLOSE = "case_close"
     SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
     CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
     RELEASE = "release"  # runplane.core.engine.release
@@ -464,11 +465,14 @@ class StepCtx:
         *,
         calendar: str = "wall",
         on_breach: str | None = None,
+        owner_role: str | None = None,
     ) -> Effect:
         """Attach an obligation to the case, due ``spec`` after the logical clock on
         ``calendar`` → the due instant (ms). Resolved once and journaled with the calendar's
         digest: a replay returns the journaled instant even if the calendar changed since.
-        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant.
+        ``warn_before`` is a wall-clock duration ({"hours": 2}) before the due instant; its
+        warning opens a worklist task for ``owner_role`` (default: the cases service's
+        ``RUNPLANE_CASES_WARN_ROLE``).
         The run waits for the cases service to accept the obligation; ``CaseRefused`` (with
         the reason) if it does not."""
         request = {
@@ -480,6 +484,8 @@ class StepCtx:
             "calendar": calendar,
             "on_breach": on_breach,
         }
+        if owner_role is not None:  # only when set: older recordings keep their witness
+            request["owner_role"] = owner_role
         return Effect("deadline", f"deadline:{name}", request, Op.DEADLINE)
 
     def meet_deadline(self, name: str) -> Effect:
@@ -491,6 +497,11 @@ class StepCtx:
             {"op": "meet_deadline", "case_id": self.case_id, "name": name},
             Op.DEADLINE_MEET,
         )
+
+    def close_case(self) -> Effect:
+        """Close the run's case (waits for the cases service → None; ``CaseRefused`` with the
+        reason while an obligation of the case is still open or warned)."""
+        return Effect("case", "case:close", {"op": "close", "case_id": self.case_id}, Op.CASE_CLOSE)
 
     def cancel_deadline(self, name: str) -> Effect:
         """The obligation ``name`` no longer applies (waits for the cases service;

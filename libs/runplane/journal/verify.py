@@ -40,12 +40,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runplane.core.chain import (
+    RESUMABLE_KINDS,
     TERMINAL_KINDS,
     ChainFault,
     check_entry,
     check_link,
     check_signed,
     fault_seq,
+    reopens,
 )
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
 
@@ -98,6 +100,7 @@ class Tip:
     capability: str | None = None
     case_id: str | None = None
     ended: bool = False  # the last record was terminal: any further record is a break
+    resumable: bool = False  # ...unless it was FAILED/QUARANTINED and the next is a resume
 
     @property
     def broken(self) -> bool:
@@ -135,7 +138,7 @@ def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Fi
         return _broken(
             rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
         )
-    fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended)
+    fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended, resumable=tip.resumable)
     if fault is None:
         fault = check_signed(rec, unsigned)
     if fault is None:
@@ -175,7 +178,8 @@ def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
         tip,
         next_seq=max(tip.next_seq, rec.seq + 1),
         last_hash=rec.hash,
-        ended=tip.ended or rec.kind in TERMINAL_KINDS,
+        ended=(tip.ended or rec.kind in TERMINAL_KINDS) and not reopens(rec),
+        resumable=rec.kind in RESUMABLE_KINDS,
     )
     if finding.breaks and not tip.broken:
         nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)

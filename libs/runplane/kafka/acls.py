@@ -106,7 +106,7 @@ ACCESS: dict[str, Access] = {
     ),
     "cases": Access(
         reads=("cases.commands", "cases"),
-        writes=("admission", "runs.inbox", "journal", "cases", "deadletter"),
+        writes=("admission", "runs.inbox", "journal", "cases", "tasks.commands", "deadletter"),
         groups=("cases",),
         shared_groups=(_RESTORE,),
         txn_prefix="cases",
@@ -125,8 +125,9 @@ ACCESS: dict[str, Access] = {
         txn_prefix="worklist",
     ),
     "journal": Access(
-        reads=("journal", "results", "audit"),
-        writes=("audit", "runs.inbox", "deadletter"),
+        reads=("journal", "results", "audit", "sessions"),
+        # journal/results/sessions: an operator's fork (runplane.repair.write_fork)
+        writes=("audit", "runs.inbox", "deadletter", "journal", "results", "sessions"),
         groups=("runplane-journal",),
         shared_groups=(_RESTORE, "runplane-indexer-", "runplane-reader-"),
         txn_prefix="journal",
@@ -136,10 +137,11 @@ ACCESS: dict[str, Access] = {
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),
-    # runplane signal / runs cancel: check the run (sessions, admission.claims), then write.
+    # runplane signal / runs cancel: check the run (sessions, admission.claims), then write;
+    # runplane cases close: the CloseCase command.
     "operator": Access(
         reads=("cases", "sessions", "admission.claims"),
-        writes=("runs.inbox",),
+        writes=("runs.inbox", "cases.commands"),
         shared_groups=("runplane-cli-", "runplane-client-"),
     ),
     # The chart's upgrade gate (`runplane replay --from-kafka`): the sessions table, then each

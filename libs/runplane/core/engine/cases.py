@@ -33,6 +33,7 @@ from runplane.errors import CalendarError
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseCase,
     ErrorInfo,
     GetCaseState,
     JournalKind,
@@ -44,7 +45,7 @@ from runplane.wire import (
     RunStatus,
 )
 
-__all__ = ["case_command", "deadline", "on_case_reply"]
+__all__ = ["ask_case", "case_command", "deadline", "no_case", "on_case_reply"]
 
 _WALL_UNITS_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 # CaseReply.op → the engine op of the command that asked (for replies journaled early).
@@ -54,18 +55,21 @@ _CASE_OPS: Final = {
     "register_deadline": Op.DEADLINE,
     "meet_deadline": Op.DEADLINE_MEET,
     "cancel_deadline": Op.DEADLINE_CANCEL,
+    "close": Op.CASE_CLOSE,
 }
-_CaseCommand = GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline
+_CaseCommand = (
+    GetCaseState | PutCaseState | RegisterDeadline | MeetDeadline | CancelDeadline | CloseCase
+)
 
 
-def _no_case(run: Run) -> Throw:
+def no_case(run: Run) -> Throw:
     return Throw(EffectError("NoCase", f"run {run.session_id} belongs to no case"))
 
 
 def case_command(run: Run, slot: Slot) -> Resolution:
     """Read or write the run's case."""
     if run.case_id is None:
-        return _no_case(run)
+        return no_case(run)
     effect, call_seq, _ = slot
     request_id = f"{run.session_id}/{run.era}/{call_seq}"
     command: _CaseCommand
@@ -91,10 +95,10 @@ def case_command(run: Run, slot: Slot) -> Resolution:
             expected_version=int(effect.request["expected_version"]),
             state_json=state_json,
         )
-    return _ask_case(run, slot, command)
+    return ask_case(run, slot, command)
 
 
-def _ask_case(run: Run, slot: Slot, command: _CaseCommand, value: Any = None) -> Resolution:
+def ask_case(run: Run, slot: Slot, command: _CaseCommand, value: Any = None) -> Resolution:
     """Send a case command with ``reply_to`` = this session and park until its CaseReply
     (request id ``<session>/<era>/<call_seq>``); the reply is journaled as the result."""
     effect, call_seq, witness = slot
@@ -127,7 +131,7 @@ def deadline(run: Run, slot: Slot) -> Resolution:
     """Deadline commands ask and wait like the other case commands: a refusal (a closed
     case, no such obligation, one already open with another due) must reach the agent."""
     if run.case_id is None:
-        return _no_case(run)
+        return no_case(run)
     effect, call_seq, _ = slot
     req = effect.request
     request_id = f"{run.session_id}/{run.era}/{call_seq}"
@@ -141,7 +145,7 @@ def deadline(run: Run, slot: Slot) -> Resolution:
             call_seq=call_seq,
             name=str(req["name"]),
         )
-        return _ask_case(run, slot, command)
+        return ask_case(run, slot, command)
     try:
         due, digest = _calendars(run).resolve(str(req["calendar"]), req["rule"], run.clock_ms)
         warn = None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
@@ -170,8 +174,9 @@ def deadline(run: Run, slot: Slot) -> Resolution:
         rule_json=canonical_json(req["rule"]),
         on_breach=req["on_breach"],
         tenant=run.tenant,  # the follow-up on a breach runs for this tenant
+        owner_role=req.get("owner_role"),
     )
-    return _ask_case(run, slot, register, value)
+    return ask_case(run, slot, register, value)
 
 
 def _calendars(run: Run) -> Calendars:
@@ -239,6 +244,8 @@ def _record_reply(
         state = json.loads(reply.state_json) if reply.state_json else None
         got = {"state": state, "version": reply.version}
         return rec.result(slot, JournalKind.EFFECT_RECORDED, value=got, attrs=attrs, era=era)
+    if op == Op.CASE_CLOSE:
+        return rec.result(slot, JournalKind.EFFECT_RECORDED, attrs=attrs, era=era)
     attrs["deadline"] = slot.effect.name.removeprefix("deadline:")
     if op != Op.DEADLINE:  # meet / cancel
         return rec.result(slot, JournalKind.EFFECT_RECORDED, attrs=attrs, era=era)

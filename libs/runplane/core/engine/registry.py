@@ -12,6 +12,7 @@ from runplane.core.ctx import Op
 from runplane.core.engine import (
     approvals,
     cases,
+    closing,
     local,
     release,
     signals,
@@ -55,6 +56,8 @@ FAMILIES: Final = (
         },
         {CaseReply: cases.on_case_reply},
     ),
+    # Closing the run's case (refused while an obligation is open), answered like cases.
+    Family("closing", {Op.CASE_CLOSE: closing.close_case}, {}),
     Family("local", {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint}, {}),
     # Operating a run: signals, durable timers; a Wake also carries a cancel (engine.cancel).
     Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),

@@ -11,6 +11,7 @@ from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_
 from runplane.wire import (
     CancelDeadline,
     CaseReply,
+    CloseCase,
     CloseTask,
     ErrorInfo,
     GetCaseState,
@@ -50,6 +51,7 @@ Command = (
     | MeetDeadline
     | CancelDeadline
     | RunStatusUpdate
+    | CloseCase
     | JournalRecord  # seq 0 of a successor (continue-as-new), on its own chain
     | StartRun  # ... and its start, on its own inbox
 )

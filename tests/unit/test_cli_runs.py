@@ -1,0 +1,50 @@
+"""``runplane runs resume|fork`` and ``journal erase`` against the journal API (a live HTTP
+server with a fake Kafka side): the operator's token, the answer, the refusals."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from test_journal_api_guards import FakeIndex, FakeReader
+from test_repair_api import PEOPLE, FakeRepairer, _snap
+from typer.testing import CliRunner
+
+from runplane.cli import app
+from runplane.journal.summary import RunSummary
+from runplane.service import run_http
+from runplane.wire import RunStatus
+from services.journal.api import build_api
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    runs = {"r-q": RunSummary("r-q", status=RunStatus.QUARANTINED, tenant="acme")}
+    repairer = FakeRepairer({"r-q": _snap("r-q", RunStatus.QUARANTINED)})
+    api = build_api(lambda: FakeIndex(runs), FakeReader(), PEOPLE, repairer=repairer)  # type: ignore[arg-type,return-value]
+    stop = threading.Event()
+    with run_http(api, "127.0.0.1", 0, stop) as server:
+        yield f"http://127.0.0.1:{server.port}"
+    stop.set()
+
+
+def _cli(url: str, token: str, *args: str) -> tuple[int, str]:
+    env = {"RUNPLANE_JOURNAL_URL": url, "RUNPLANE_WORKLIST_TOKEN": token}
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def test_resume_fork_and_erase_name_the_operator_and_refusals_exit_1(url: str) -> None:
+    code, out = _cli(url, "o", "runs", "resume", "r-q", "--reason", "fixed")
+    assert code == 0 and "resume accepted (by ops)" in out
+    code, out = _cli(url, "o", "runs", "fork", "r-q", "--from-seq", "2")
+    assert code == 0 and "as r-fork" in out
+    code, out = _cli(url, "o", "runs", "fork", "r-q", "--from-seq", "9")
+    assert code == 1 and "409" in out
+    code, out = _cli(url, "a", "journal", "erase", "r-q")
+    assert code == 1 and "403" in out
+    code, out = _cli(url, "", "runs", "resume", "r-q")
+    assert code == 1 and "token is required" in out
