@@ -12,6 +12,7 @@ from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
 from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep, parse_path
 from runplane.core.manifest._parse import parse_manifest
+from runplane.core.plan._path import MISSING, lookup
 
 
 def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:
@@ -128,16 +129,11 @@ def resolve(source: Source, scope: Mapping[str, Any], where: str = "argument") -
     with the position, never with a KeyError from inside the runtime)."""
     if source.root == "const":
         return source.value
-    value = scope[source.root]
-    for part in source.path:
-        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):  # noqa: SIM114  (two branches: mypy narrows each index type)
-            value = value[part]
-        elif isinstance(part, str) and isinstance(value, Mapping) and part in value:
-            value = value[part]
-        else:
-            raise EffectError(
-                "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
-            )
+    value = lookup(scope[source.root], source.path)
+    if value is MISSING:
+        raise EffectError(
+            "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
+        )
     return value
 
 
