@@ -40,6 +40,7 @@ from runplane.core.chain import run_start
 from runplane.core.engine import Event
 from runplane.errors import RetryableError
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CaseReply,
     CloseTask,
@@ -193,6 +194,9 @@ class Driver:
         self.crashes = 0
         self._inbox: deque[Event] = deque()
         self._counter = 0
+        # Commissions: child runs to admit (as admission would), and each key's one child.
+        self._admissions: deque[AdmissionRequest] = deque()
+        self.children: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the test's verbs
     def run(
@@ -206,12 +210,18 @@ class Driver:
         """Admit and start a run; process everything that follows until the platform is idle."""
         self._counter += 1
         sid = session_id or f"run-{self._counter}"
-        input_json = canonical_json(input)
+        self._start(sid, capability, canonical_json(input), f"key-{sid}", case_id)
+        self._drain()
+        return self.view(sid)
+
+    def _start(
+        self, sid: str, capability: str, input_json: str, admission_key: str, case_id: str | None
+    ) -> None:
         now = self.clock.now_ms()
         admitted, start = run_start(
             sid,
             capability=capability,
-            admission_key=f"key-{sid}",
+            admission_key=admission_key,
             tenant="test",
             initiator="tester",
             input_json=input_json,
@@ -232,10 +242,9 @@ class Driver:
             # StartRun is still in the inbox: a restarted executor starts it again.
             if session.snapshot is None:
                 session.journal = [admitted]
-                return self._restart(sid, start)
+                self._restart(sid, start)
+                return
             self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
-        self._drain()
-        return self.view(sid)
 
     def decide(
         self,
@@ -325,7 +334,10 @@ class Driver:
         self.crashes += 1
 
     def _drain(self) -> None:
-        while self._inbox:
+        while self._inbox or self._admissions:
+            if self._admissions:
+                self._admit(self._admissions.popleft())
+                continue
             event = self._inbox.popleft()
             session = self.sessions.get(event.session_id)
             if session is None or session.snapshot is None:
@@ -362,8 +374,9 @@ class Driver:
     def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
         """Carry out a step like the executor: announce rule, live calls, commit, commands."""
         held = [step]
-        while held[-1].live_calls:
-            call = held[-1].live_calls[0]
+        calls = deque(step.live_calls)  # a fan-out hands over several at once
+        while calls:
+            call = calls.popleft()
             if call.announce_first:
                 self._commit(session, held)
                 held = []
@@ -373,7 +386,17 @@ class Driver:
             if self.crash_hook is not None and self.crash_hook("after_act", call):
                 raise Crash("after_act")
             held.append(runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms()))
+            calls.extend(held[-1].live_calls)
         self._commit(session, held)
+
+    def _admit(self, request: AdmissionRequest) -> None:
+        """A commission's child, admitted as admission would: one run per key, ever."""
+        if request.admission_key in self.children:
+            return
+        self._counter += 1
+        sid = f"child-{self._counter}"
+        self.children[request.admission_key] = sid
+        self._start(sid, request.capability, request.input_json, request.admission_key, None)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:
         for step in steps:
@@ -438,6 +461,10 @@ class Driver:
             reply = self._deadline_reply(command)
             if command.reply_to is not None:
                 self._inbox.append(reply)
+        elif isinstance(command, AdmissionRequest):
+            self._admissions.append(command)
+        elif isinstance(command, Signal):  # a child's result, for its parent
+            self._inbox.append(command)
 
     def _decision(
         self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]

@@ -17,6 +17,7 @@ from confluent_kafka import Message
 from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CloseTask,
     GetCaseState,
@@ -27,6 +28,7 @@ from runplane.wire import (
     RegisterDeadline,
     RunStatusUpdate,
     Serde,
+    Signal,
 )
 from services.executor.batch import Batch, Out
 from services.executor.metrics import ExecutorMetrics
@@ -56,8 +58,10 @@ class Outputs:
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
-        elif isinstance(command, RunStatusUpdate):
+        elif isinstance(command, (RunStatusUpdate, AdmissionRequest)):
             self._out("admission", command.admission_key, command, now)
+        elif isinstance(command, Signal):  # a child's result, to its parent's inbox
+            self._out("runs.inbox", command.session_id, command, now)
         else:
             # The core's Command union grew and this shell was not told: losing a command
             # silently would strand a run, so stop and let the supervisor show the error.

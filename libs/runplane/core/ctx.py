@@ -17,7 +17,7 @@ outside the agent, so ``except Exception:`` cannot swallow a park or a quarantin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +29,8 @@ from runplane.errors import RunplaneError
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec
     from runplane.core.groups import Group
+    from runplane.core.plan import BatchStatus, Contract, Delegation, Plan
+    from runplane.core.planrun import Proposer
 
 __all__ = [
     "ApprovalExpired",
@@ -133,6 +135,8 @@ class Op(StrEnum):
     DEADLINE = "deadline"
     DEADLINE_MEET = "deadline_meet"
     DEADLINE_CANCEL = "deadline_cancel"
+    BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
+    JOIN = "join"  # waits for every branch of a fan-out
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).
@@ -394,3 +398,48 @@ class StepCtx:
             {"op": "cancel_deadline", "case_id": self.case_id, "name": name},
             Op.DEADLINE_CANCEL,
         )
+
+    # -- plans, fan-out, commissions (runplane.core.planrun; it builds on this module) -------
+    def commission(
+        self, capability: str, input: Any, *, delegation: Delegation | None = None
+    ) -> Coroutine[Any, Any, Any]:
+        """Start a child run of ``capability`` through admission (derived admission key: one
+        child, ever) and wait, parked, for its output (provenance ``agent/<capability>``);
+        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise."""
+        from runplane.core import planrun
+
+        return planrun.commission(capability, input, delegation)
+
+    def parallel(self, branches: Mapping[str, Effect]) -> Coroutine[Any, Any, BatchStatus]:
+        """Run non-mutating tool calls, generations and commissions together → BatchStatus."""
+        from runplane.core import planrun
+
+        return planrun.parallel(branches)
+
+    def run_plan(
+        self,
+        plan: Plan,
+        input: Any,
+        *,
+        contract: Contract | None = None,
+        propose: Proposer | None = None,
+    ) -> Coroutine[Any, Any, Any]:
+        """Validate, journal and run a frozen plan, each ready set fanned out (planrun)."""
+        from runplane.core import planrun
+
+        return planrun.run_plan(self, plan, input, contract=contract, propose=propose)
+
+    def fan_out(
+        self,
+        branches: Sequence[str],
+        aggregator: str,
+        input: Any,
+        *,
+        contract: Contract | None = None,
+        kind: str = "agent",
+    ) -> Coroutine[Any, Any, Any]:
+        """Every branch (agents, or tools with ``kind="tool"``) on ``input`` at once, then the
+        aggregator on their outputs by node id → the aggregator's output."""
+        from runplane.core import planrun
+
+        return planrun.fan_out(self, branches, aggregator, input, contract=contract, kind=kind)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, local, tools
+from runplane.core.engine import approvals, cases, commission, fanout, local, tools
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
 from runplane.wire import CaseReply, Signal, TaskDecision
@@ -50,6 +50,11 @@ FAMILIES: Final = (
         "local",
         {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint, Op.SIGNAL: local.wait_signal},
         {Signal: local.on_signal},
+    ),
+    # Fan-out branches and their join; a child's result arrives as a signal (commission hands
+    # every other signal to local.on_signal). After "local": the later row serves Signal.
+    Family(
+        "fanout", {Op.BRANCH: fanout.branch, Op.JOIN: fanout.join}, {Signal: commission.on_signal}
     ),
 )
 

@@ -9,6 +9,7 @@ from typing import Final, NamedTuple
 
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_to_json
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CaseReply,
     CloseTask,
@@ -49,6 +50,8 @@ Command = (
     | MeetDeadline
     | CancelDeadline
     | RunStatusUpdate
+    | AdmissionRequest  # a commissioned child (engine/commission.py) → admission
+    | Signal  # a child's result → its parent's inbox
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})

@@ -81,6 +81,7 @@ class WaitKind(StrEnum):
     APPROVAL = "approval"
     OPERATOR = "operator"  # an operator's verdict on a call in doubt
     CASE = "case"  # a case command's reply
+    FANOUT = "fanout"  # every branch of a fan-out (fanout.join)
 
 
 class Slot(NamedTuple):
