@@ -10,6 +10,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            no-op agent one at a time, 16 and 200 in flight (p50/p99, runs/s),
                            beside the same closed loops on a raw two-hop Kafka path, and where
                            a lone run's time goes, hop by hop.
+- ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
+                           one after another (wall time, ratio, calls seen in flight at once).
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -39,7 +41,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e")
+ORDER = ("core", "executor", "admission", "e2e", "fanout")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
