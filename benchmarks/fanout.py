@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 import threading
-import time
 from typing import Any
 
 import examples.plan_triage  # noqa: F401  (registers the plan.* agents and their tools)
