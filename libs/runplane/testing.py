@@ -37,7 +37,7 @@ from runplane.core import (
     verify_chain,
 )
 from runplane.core.chain import run_start
-from runplane.core.engine import Event
+from runplane.core.engine import Command, Event, apply_step
 from runplane.errors import RetryableError
 from runplane.wire import (
     AdmissionRequest,
@@ -399,16 +399,11 @@ class Driver:
         self._start(sid, request.capability, request.input_json, request.admission_key, None)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:
+        out = _SessionOut(self, session)
         for step in steps:
-            session.journal.extend(step.records)
-            for entry in step.results:
-                session.results[(entry.era, entry.call_seq)] = entry
-            session.snapshot = step.snapshot
+            parked = session.snapshot.parked_on if session.snapshot is not None else None
+            apply_step(step, out, parked_before=parked, clock=self.clock.now_ms)
             self.replayed += step.replayed
-            for command in step.commands:
-                self._route(session, command)
-            if step.end is not None:
-                session.open_tasks.clear()
 
     def _perform(self, call: LiveCall) -> Outcome:
         self.live_calls += 1
@@ -565,6 +560,31 @@ class Driver:
             version=version + 1,
             **common,
         )
+
+
+class _SessionOut:
+    """A step carried into the driver's memory: the executor's ``apply_step``, in memory."""
+
+    def __init__(self, driver: Driver, session: _Session) -> None:
+        self._driver = driver
+        self._session = session
+
+    def put_records(self, records: tuple[JournalRecord, ...]) -> None:
+        self._session.journal.extend(records)
+
+    def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
+        for entry in entries:
+            self._session.results[(entry.era, entry.call_seq)] = entry
+
+    def put_commands(self, commands: tuple[Command, ...]) -> None:
+        for command in commands:
+            self._driver._route(self._session, command)
+
+    def put_snapshot(self, snapshot: SessionSnapshot) -> None:
+        self._session.snapshot = snapshot
+
+    def run_ended(self, status: RunStatus) -> None:
+        self._session.open_tasks.clear()
 
 
 async def _await(value: Any) -> Any:

@@ -13,14 +13,18 @@ import time
 from dataclasses import dataclass
 
 from runplane.core import Runtime, Step
-from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.engine import Command, apply_step, fail_from_snapshot, fail_unstartable
 from runplane.kafka.partition import partition_for
 from runplane.wire import (
+    JournalKind,
+    JournalRecord,
+    ResultEntry,
+    RunStatus,
     SessionSnapshot,
     StartRun,
 )
 from services.executor.outputs import Outputs
-from services.executor.state import ENDED, PartitionState
+from services.executor.state import ENDED, PartitionState, results_key
 
 log = logging.getLogger("services.executor.executor")
 
@@ -57,25 +61,12 @@ class RunEnding(Outputs):
 
     def _apply_ending(self, sid: str, p: int, step: Step, previous: SessionSnapshot | None) -> None:
         """Apply a step of the engine's that ends a run it could not serve (records and
-        commands, no results, no live calls), in the order ``Executor._apply`` uses."""
-        now = time.monotonic()
-        for record in step.records:
-            self._out("journal", sid, record, now)
-        for command in step.commands:
-            self._out_command(command, now)
-        self._out("sessions", sid, step.snapshot, now)
-        self._parts[p].sessions[sid] = step.snapshot
-        self._ended(sid, step, previous, now)
-
-    def _ended(self, sid: str, step: Step, previous: SessionSnapshot | None, now: float) -> None:
-        status = step.end
-        assert status is not None
-        self._metrics.runs_ended.labels(str(status).lower()).inc()
+        commands, no results, no live calls): the same ``apply_step`` as every step."""
         parked = previous.parked_on if previous is not None else None
-        close = withdrawal(parked, step, clock=self._wall_ms)
-        if close is not None:
-            # The run ended while a person was asked something: withdraw the task.
-            self._out("tasks.commands", close.task_id, close, now)
+        apply_step(step, RunOut(self, sid, p), parked_before=parked, clock=self._wall_ms)
+
+    def _ended(self, sid: str, status: RunStatus) -> None:
+        self._metrics.runs_ended.labels(str(status).lower()).inc()
         res = self._residents.pop(sid, None)
         if res is not None:
             res.runtime.close()
@@ -125,3 +116,41 @@ class RunEnding(Outputs):
         worklist (a task it was parked on is withdrawn): the engine's step, applied."""
         step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
         self._apply_ending(snap.session_id, p, step, previous=snap)
+
+
+class RunOut:
+    """One run's step, carried into the executor's group-commit batch (a ``StepSink``)."""
+
+    __slots__ = ("_ex", "_now", "_p", "_sid")
+
+    def __init__(self, executor: RunEnding, sid: str, p: int) -> None:
+        self._ex = executor
+        self._sid = sid
+        self._p = p
+        self._now = time.monotonic()
+
+    def put_records(self, records: tuple[JournalRecord, ...]) -> None:
+        ex, sid, now = self._ex, self._sid, self._now
+        for record in records:
+            ex._out("journal", sid, record, now)
+            if record.kind is JournalKind.EFFECT_IN_DOUBT:
+                ex._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
+
+    def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
+        ex, sid, p, now = self._ex, self._sid, self._p, self._now
+        results = ex._parts[p].results_of(sid)
+        for entry in entries:
+            key = results_key(sid, entry.era, entry.call_seq)
+            ex._out("results", key, entry, now, partition=p)
+            results[(entry.era, entry.call_seq)] = entry
+
+    def put_commands(self, commands: tuple[Command, ...]) -> None:
+        for command in commands:
+            self._ex._out_command(command, self._now)
+
+    def put_snapshot(self, snapshot: SessionSnapshot) -> None:
+        self._ex._out("sessions", self._sid, snapshot, self._now)
+        self._ex._parts[self._p].sessions[self._sid] = snapshot
+
+    def run_ended(self, status: RunStatus) -> None:
+        self._ex._ended(self._sid, status)

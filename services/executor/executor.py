@@ -57,6 +57,7 @@ from runplane.core import (
     Tool,
     UnknownCapability,
 )
+from runplane.core.engine import apply_step
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop
 from runplane.kafka.partition import partition_for
@@ -65,7 +66,6 @@ from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
 from runplane.wire import (
     CaseReply,
-    JournalKind,
     RunStatus,
     Serde,
     SessionSnapshot,
@@ -77,11 +77,11 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunEnding
+from services.executor.ending import Resident, RunEnding, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
-from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions, results_key
+from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
 log = logging.getLogger(__name__)
@@ -446,28 +446,15 @@ class Executor(RunEnding):
     def _apply(
         self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
     ) -> None:
-        now = time.monotonic()
-        part = self._parts[p]
-        for record in step.records:
-            self._out("journal", sid, record, now)
-            if record.kind is JournalKind.EFFECT_IN_DOUBT:
-                self._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
-        for entry in step.results:
-            self._out(
-                "results", results_key(sid, entry.era, entry.call_seq), entry, now, partition=p
-            )
-            part.results_of(sid)[(entry.era, entry.call_seq)] = entry
-        for command in step.commands:
-            self._out_command(command, now)
-        if step.records or step.results:
-            self._out("sessions", sid, step.snapshot, now)
-            part.sessions[sid] = step.snapshot
-        if step.end is not None:
-            self._ended(sid, step, previous, now)
+        out = RunOut(self, sid, p)
+        parked = previous.parked_on if previous is not None else None
+        if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
             return
         for call in step.live_calls:
             if call.announce_first:
-                self._batch.after_commit(functools.partial(self._launch, sid, runtime, call), now)
+                self._batch.after_commit(
+                    functools.partial(self._launch, sid, runtime, call), time.monotonic()
+                )
             else:
                 self._launch(sid, runtime, call)
 

@@ -44,6 +44,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from runplane.errors import WireError
 from runplane.health import Probe
 from runplane.journal.signing import header_of
+from runplane.kafka.acls import authorization_hint
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, lag_behind
 from runplane.kafka.restore import Stopping
@@ -217,9 +218,13 @@ class AuditLoop:
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF and state is not None:
                 on_end(state, "journal" if msg.topic() == self._journal else "results", now)
-            elif err.fatal():
-                # A fatal consumer error does not go away by aborting: stop and be restarted.
-                raise TxnFatal(f"consumer fatal error: {err.str()}", code=err.code())
+            elif err.fatal() or authorization_hint(err.code()) is not None:
+                # A fatal consumer error (or a missing ACL) does not go away by aborting:
+                # stop and be restarted, saying what to grant.
+                hint = authorization_hint(err.code(), "journal")
+                raise TxnFatal(
+                    f"consumer error: {err.str()}" + (f": {hint}" if hint else ""), code=err.code()
+                )
             return []
         if state is None:
             return []  # not ours any more (a rebalance is under way)

@@ -14,7 +14,8 @@ import runplane.core.engine as engine
 
 EXPECTED = {
     "MAX_BUFFERED_SIGNALS", "TERMINAL", "Calendars", "Command", "Event", "InFlight", "LiveCall",
-    "OpenRequest", "Outcome", "Quarantine", "ReplayReport", "Runtime", "Step",
+    "OpenRequest", "Outcome", "Quarantine", "ReplayReport", "Runtime", "Step", "StepSink",
+    "apply_step",
     "decision_identity_problem", "fail_from_snapshot", "fail_unstartable", "replay_history",
     "withdrawal",
 }  # fmt: skip

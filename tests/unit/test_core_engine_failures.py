@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from runplane.core.chain import Draft, run_start, seal, verify_chain
-from runplane.core.engine import fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.engine import apply_step, fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.wire import (
     CloseTask,
     ErrorInfo,
@@ -135,3 +135,45 @@ def test_withdrawal_of_a_task_the_ending_step_left_open() -> None:
         task_id="op-1", reason="run FAILED", at_ms=99
     )
     assert withdrawal(None, ended, clock=lambda: 99) is None
+
+
+class _Sink:
+    """A StepSink that writes down what it was handed, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, object]] = []
+
+    def put_records(self, records: tuple[object, ...]) -> None:
+        self.seen += [("record", r) for r in records]
+
+    def put_results(self, entries: tuple[object, ...]) -> None:
+        self.seen += [("result", e) for e in entries]
+
+    def put_commands(self, commands: tuple[object, ...]) -> None:
+        self.seen += [("command", c) for c in commands]
+
+    def put_snapshot(self, snapshot: object) -> None:
+        self.seen.append(("snapshot", snapshot))
+
+    def run_ended(self, status: object) -> None:
+        self.seen.append(("ended", status))
+
+
+def test_apply_step_is_one_order_and_withdraws_what_the_ending_left_open() -> None:
+    _, start = _start()
+    ended = fail_unstartable(start, "x", now_ms=20)
+    parked = ParkedOn(kind=ParkKind.TASK, ref="task-3", call_seq=0, era=0)
+    sink = _Sink()
+    assert apply_step(ended, sink, parked_before=parked, clock=lambda: 99)
+    assert [what for what, _ in sink.seen] == ["record", "command", "snapshot", "command", "ended"]
+    assert sink.seen[3][1] == CloseTask(task_id="task-3", reason="run FAILED", at_ms=99)
+    assert sink.seen[-1][1] is RunStatus.FAILED
+
+
+def test_apply_step_of_a_step_that_changed_nothing_writes_no_snapshot() -> None:
+    snap = _parked(ParkKind.SIGNAL)
+    step = fail_from_snapshot(snap, "boom", now_ms=30)
+    quiet = dataclasses.replace(step, records=(), commands=(), end=None)
+    sink = _Sink()
+    assert not apply_step(quiet, sink, parked_before=snap.parked_on, clock=lambda: 99)
+    assert sink.seen == []

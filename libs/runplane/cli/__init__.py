@@ -19,6 +19,7 @@ import sys  # noqa: E402
 import typer  # noqa: E402
 
 from runplane.cli import (  # noqa: E402
+    acls,
     cases,
     demo,
     emit,
@@ -38,7 +39,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo):
+for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
 
 

@@ -39,6 +39,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.health import Probe
 from runplane.journal.signing import Signer, journal_headers
+from runplane.kafka.acls import authorization_hint
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.restore import Restorer, Stopping, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
@@ -339,6 +340,10 @@ def usable(msg: Message) -> bool:
         return True
     if err.fatal():
         raise TxnFatal(f"consumer fatal error: {err.str()}", code=err.code())
+    hint = authorization_hint(err.code())
+    if hint is not None:
+        # Waiting does not grant an ACL: stop with what to do instead of polling forever.
+        raise TxnFatal(f"consumer error: {err.str()}: {hint}", code=err.code())
     if err.code() != KafkaError._PARTITION_EOF:
         log.warning("consumer error: %s", err.str())
     return False

@@ -8,14 +8,24 @@ Error classification, from librdkafka's transactional API contract (KAFKA-NOTES.
     │                             offsets, discard table overlays, go on (a zombie whose group
     │                             generation is stale lands here: UNKNOWN_MEMBER_ID /
     │                             ILLEGAL_GENERATION on the offset commit)
-    └── fatal() / fenced / else → TxnFatal: the producer is unusable; stop, exit non-zero and
-                                  let the supervisor restart us with the same transactional.id
+    ├── fatal() / fenced       → TxnFatal: the producer is unusable or another instance owns
+    │                             our transactional.id; stop, exit non-zero and let the
+    │                             supervisor restart us with the same transactional.id
+    └── neither flag           → TxnAbortable(broken=True): the handle is in a state it cannot
+                                  leave (INVALID_TXN_STATE from the coordinator during a broker
+                                  fault, a local _STATE error). ``abort`` then *renews* the
+                                  handle: a fresh librdkafka producer with the same
+                                  transactional.id, whose init_transactions bumps the epoch and
+                                  aborts (or waits out) what the old handle left open — what a
+                                  restart by the supervisor would do, without dropping the
+                                  consumer's group membership and restored state.
 
 Decisions read the error's typed flags and codes, never its message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +35,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runplane.errors import RunplaneError, TerminalError
+from runplane.kafka.acls import AUTHORIZATION_CODES, authorization_hint
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +54,14 @@ _FENCED_CODES = frozenset(
 
 
 class TxnAbortable(RunplaneError):
-    """The open transaction must be aborted; its outputs, table changes and offsets are void."""
+    """The open transaction must be aborted; its outputs, table changes and offsets are void.
 
-    def __init__(self, message: str, *, code: int | None = None) -> None:
+    ``broken``: the producer handle itself is in a state it cannot leave; ``abort`` renews it."""
+
+    def __init__(self, message: str, *, code: int | None = None, broken: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.broken = broken
 
 
 class TxnFatal(TerminalError):
@@ -62,20 +76,23 @@ class TxnFatal(TerminalError):
 class ErrorClass(Enum):
     RETRIABLE = "retriable"
     ABORTABLE = "abortable"
+    BROKEN = "broken"
     FATAL = "fatal"
 
 
 def classify(err: KafkaError) -> ErrorClass:
-    """Which of the three responses an error from the transactional API calls for."""
-    if err.fatal() or err.code() in _FENCED_CODES:
+    """Which of the four responses an error from the transactional API calls for."""
+    if err.fatal() or err.code() in _FENCED_CODES or err.code() in AUTHORIZATION_CODES:
+        # A missing ACL is not fixed by aborting and retrying: stop, saying what to grant.
         return ErrorClass.FATAL
     if err.txn_requires_abort():
         return ErrorClass.ABORTABLE
     if err.retriable():
         return ErrorClass.RETRIABLE
-    # Neither flag: librdkafka says the operation failed for good, e.g. an invalid state.
-    # Stopping is the only response that cannot leave a half-written transaction behind.
-    return ErrorClass.FATAL
+    # Neither flag: the operation failed for good on this handle (an invalid state). Not
+    # fenced, so our epoch may still be ours: a fresh handle with the same transactional.id
+    # recovers, and its init_transactions leaves no half-written transaction behind.
+    return ErrorClass.BROKEN
 
 
 def _kafka_error(exc: KafkaException) -> KafkaError:
@@ -99,12 +116,16 @@ class TransactionalProducer:
         op_timeout_s: float = 30.0,
         retry_sleep_s: float = 0.1,
         headers: HeadersFor | None = None,
+        factory: Callable[[dict[str, Any]], Any] = Producer,
     ) -> None:
         self.transactional_id = str(config["transactional.id"])
         # Headers a record gets from its topic and value (the journal's writer signature,
         # ``runplane.journal.signing.journal_headers``); None: no headers.
         self._headers = headers
-        self._producer = Producer(config)
+        self._config = dict(config)
+        self._factory = factory
+        self._producer = factory(self._config)
+        self.renewals = 0
         self._op_timeout_s = op_timeout_s
         self._retry_sleep_s = retry_sleep_s
         self.in_transaction = False
@@ -114,9 +135,12 @@ class TransactionalProducer:
 
         The first call after a broker start can be slow while ``__transaction_state`` loads.
         """
-        self._call(
-            "init_transactions", lambda: self._producer.init_transactions(timeout_s), timeout_s
-        )
+        try:
+            self._call(
+                "init_transactions", lambda: self._producer.init_transactions(timeout_s), timeout_s
+            )
+        except TxnAbortable as exc:  # there is no transaction to abort: we cannot start
+            raise TxnFatal(f"init_transactions failed: {exc}", code=exc.code) from exc
 
     def begin(self) -> None:
         self._call("begin_transaction", self._producer.begin_transaction, self._op_timeout_s)
@@ -168,7 +192,12 @@ class TransactionalProducer:
         self.in_transaction = False
 
     def abort(self) -> None:
-        """Abort the open transaction, if any. Raises TxnFatal only."""
+        """Abort the open transaction, if any. Raises TxnFatal only.
+
+        An abort the handle cannot complete (it is in a state it cannot leave, or the
+        coordinator did not answer in time) renews the handle: the new one's
+        init_transactions aborts what the old one left open, so the transaction is over
+        either way."""
         if not self.in_transaction:
             return
         try:
@@ -178,10 +207,25 @@ class TransactionalProducer:
                 self._op_timeout_s,
             )
         except TxnAbortable as exc:
-            # An abort that cannot complete leaves the producer unusable.
-            raise TxnFatal(f"abort_transaction failed: {exc}", code=exc.code) from exc
+            log.warning("abort_transaction failed (%s); renewing the producer", exc)
+            self.renew()
         finally:
             self.in_transaction = False
+
+    def renew(self) -> None:
+        """Replace the librdkafka handle with a fresh one under the same transactional.id.
+
+        Its init_transactions bumps the epoch, fencing the old handle, and aborts what it left
+        open (waiting out a commit already under way). Raises TxnFatal when that fails too."""
+        old = self._producer
+        with contextlib.suppress(Exception):  # the old handle's queue is void either way
+            old.purge()
+        self._producer = self._factory(self._config)
+        self.renewals += 1
+        self.in_transaction = False
+        # Bounded by the operation timeout, not init's start-up allowance: a renewal that
+        # cannot complete falls back to the old answer (exit; the supervisor restarts us).
+        self.init(self._op_timeout_s)
 
     def poll(self, timeout_s: float = 0.0) -> None:
         self._producer.poll(timeout_s)
@@ -207,5 +251,9 @@ class TransactionalProducer:
         cls = classify(err)
         message = f"{what} failed: {err.name()}: {err.str()}"
         if cls is ErrorClass.FATAL:
-            raise TxnFatal(message, code=err.code(), fenced=err.code() in _FENCED_CODES) from exc
-        raise TxnAbortable(message, code=err.code()) from exc
+            hint = authorization_hint(err.code())
+            if hint is not None:
+                message = f"{message}: {hint}"
+            fenced = err.code() in _FENCED_CODES and hint is None
+            raise TxnFatal(message, code=err.code(), fenced=fenced) from exc
+        raise TxnAbortable(message, code=err.code(), broken=cls is ErrorClass.BROKEN) from exc

@@ -64,10 +64,12 @@ The package, one module per responsibility (``registry`` is the table of effect 
 - ``tools``, ``doubt``, ``approvals``, ``cases``, ``local``: one module per effect family
 - ``eras``: checkpointed restores and what carries across eras; ``ends``: how a run ends
 - ``runtime``: ``Runtime`` (the public API) and ``replay_history``
+- ``apply``: ``apply_step``, the one order in which a step leaves the engine (executor, Driver)
 """
 
 from __future__ import annotations
 
+from runplane.core.engine.apply import StepSink, apply_step
 from runplane.core.engine.approvals import decision_identity_problem
 from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.core.engine.runtime import Runtime, replay_history
@@ -89,6 +91,8 @@ __all__ = [
     "ReplayReport",
     "Runtime",
     "Step",
+    "StepSink",
+    "apply_step",
     "decision_identity_problem",
     "fail_from_snapshot",
     "fail_unstartable",

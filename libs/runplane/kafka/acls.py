@@ -1,0 +1,236 @@
+"""The Kafka ACLs each principal of the platform needs, as data (docs/security.md's tables).
+
+``grants(role, prefix)`` is pure: which topics a role reads and writes, which consumer groups
+it reads, which transactional ids it writes. ``bindings`` turns them into confluent-kafka
+``AclBinding``s for ``AdminClient.create_acls`` (``runplane acls apply``); the same table is
+printed as ``kafka-acls.sh`` lines for operators who apply ACLs by hand (``runplane acls
+print``). The services' topologies and docs/security.md are checked against this table by
+``tests/unit/test_acls.py``, so the three cannot drift.
+
+An authorization failure at run time is named by ``authorization_hint``: the service stops
+with the operation it was refused and the command that grants it, instead of a bare error code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from confluent_kafka import KafkaError
+
+# Public names of confluent_kafka.admin that its stubs do not re-export.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+__all__ = [
+    "ACCESS",
+    "AUTHORIZATION_CODES",
+    "Access",
+    "Grant",
+    "Pattern",
+    "Resource",
+    "authorization_hint",
+    "bindings",
+    "grants",
+    "kafka_acls_lines",
+]
+
+
+class Resource(Enum):
+    TOPIC = "topic"
+    GROUP = "group"
+    TRANSACTIONAL_ID = "transactional-id"
+
+
+class Pattern(Enum):
+    LITERAL = "literal"
+    PREFIXED = "prefixed"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ALLOW rule: ``operation`` on the resource ``name`` (literal or prefixed)."""
+
+    resource: Resource
+    name: str
+    pattern: Pattern
+    operation: str  # READ, WRITE, DESCRIBE, CREATE, DESCRIBE_CONFIGS
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a grant names a resource")
+        if self.operation not in _OPERATIONS:
+            raise ValueError(f"unknown operation {self.operation!r}")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one role touches. Names without the deployment prefix; ``groups`` and
+    ``txn_prefix`` are deployment-prefixed, ``shared_groups`` are not (random per process)."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()  # literal, P<name>
+    prefixed_groups: tuple[str, ...] = ()  # prefixed, P<name>
+    shared_groups: tuple[str, ...] = ()  # prefixed, not deployment-prefixed
+    txn_prefix: str | None = None  # transactional ids P<txn_prefix>-…
+    admin: bool = False  # creates and describes the topics
+
+
+_RESTORE = "runplane-restore-"
+
+# docs/security.md "Topics: who reads (R) and who writes (W)" and "Groups and transactional ids".
+ACCESS: dict[str, Access] = {
+    "admission": Access(
+        reads=("admission", "admission.claims", "admission.replies"),
+        writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
+                "deadletter"),
+        groups=("admission",),
+        shared_groups=(_RESTORE, "runplane-client-"),
+        txn_prefix="admission",
+    ),
+    "executor": Access(
+        reads=("runs.inbox", "results", "sessions"),
+        writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
+                "deadletter"),
+        groups=("executor",),
+        shared_groups=(_RESTORE,),
+        txn_prefix="executor",
+    ),
+    "cases": Access(
+        reads=("cases.commands", "cases"),
+        writes=("admission", "runs.inbox", "journal", "cases", "deadletter"),
+        groups=("cases",),
+        shared_groups=(_RESTORE,),
+        txn_prefix="cases",
+    ),
+    "sweeper": Access(
+        reads=("cases",),
+        writes=("cases.commands", "deadletter"),
+        groups=("sweeper",),
+        prefixed_groups=("sweeper-committed-",),
+    ),
+    "worklist": Access(
+        reads=("tasks.commands", "tasks"),
+        writes=("tasks.commands", "tasks", "runs.inbox", "deadletter"),
+        groups=("worklist",),
+        shared_groups=(_RESTORE, "runplane-worklist-reader-"),
+        txn_prefix="worklist",
+    ),
+    "journal": Access(
+        reads=("journal", "results", "audit"),
+        writes=("audit", "runs.inbox", "deadletter"),
+        groups=("runplane-journal",),
+        shared_groups=(_RESTORE, "runplane-indexer-", "runplane-reader-"),
+        txn_prefix="journal",
+    ),
+    "emitter": Access(
+        reads=("admission.replies", "sessions"),
+        writes=("admission",),
+        shared_groups=("runplane-client-",),
+    ),
+    "operator": Access(reads=("cases",), shared_groups=("runplane-cli-",)),
+    "admin": Access(admin=True),
+}  # fmt: skip
+
+_OPERATIONS = ("READ", "WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS")
+
+
+def grants(role: str, prefix: str) -> tuple[Grant, ...]:
+    """The ALLOW rules of ``role`` in the deployment whose topics start with ``prefix``."""
+    try:
+        access = ACCESS[role]
+    except KeyError:
+        raise ValueError(f"unknown role {role!r}; one of {', '.join(ACCESS)}") from None
+    out: list[Grant] = []
+    topic = Resource.TOPIC
+    for name in access.reads:
+        out.append(Grant(topic, prefix + name, Pattern.LITERAL, "READ"))
+    for name in access.writes:
+        out.append(Grant(topic, prefix + name, Pattern.LITERAL, "WRITE"))
+    for name in access.groups:
+        out.append(Grant(Resource.GROUP, prefix + name, Pattern.LITERAL, "READ"))
+    for name in access.prefixed_groups:
+        out.append(Grant(Resource.GROUP, prefix + name, Pattern.PREFIXED, "READ"))
+    for name in access.shared_groups:
+        out.append(Grant(Resource.GROUP, name, Pattern.PREFIXED, "READ"))
+    if access.txn_prefix is not None:
+        for op in ("WRITE", "DESCRIBE"):
+            txn = f"{prefix}{access.txn_prefix}-"
+            out.append(Grant(Resource.TRANSACTIONAL_ID, txn, Pattern.PREFIXED, op))
+    if access.admin:
+        for op in ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS"):
+            out.append(Grant(topic, prefix, Pattern.PREFIXED, op))
+    return tuple(out)
+
+
+_RESOURCE = {
+    Resource.TOPIC: ResourceType.TOPIC,
+    Resource.GROUP: ResourceType.GROUP,
+    Resource.TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID,
+}
+_PATTERN = {
+    Pattern.LITERAL: ResourcePatternType.LITERAL,
+    Pattern.PREFIXED: ResourcePatternType.PREFIXED,
+}
+
+
+def bindings(principal: str, rules: tuple[Grant, ...]) -> list[AclBinding]:
+    """``rules`` for ``principal`` (``User:runplane-executor``) as AdminClient bindings."""
+    if ":" not in principal:
+        raise ValueError(f"a principal is TYPE:NAME (User:runplane-executor), got {principal!r}")
+    return [
+        AclBinding(
+            _RESOURCE[g.resource],
+            g.name,
+            _PATTERN[g.pattern],
+            principal,
+            "*",
+            AclOperation[g.operation],
+            AclPermissionType.ALLOW,
+        )
+        for g in rules
+    ]
+
+
+def kafka_acls_lines(principal: str, rules: tuple[Grant, ...]) -> list[str]:
+    """``rules`` as arguments of Kafka's ``kafka-acls.sh --add`` (one rule per line)."""
+    flag = {
+        Resource.TOPIC: "--topic",
+        Resource.GROUP: "--group",
+        Resource.TRANSACTIONAL_ID: "--transactional-id",
+    }
+    op_name = {"DESCRIBE_CONFIGS": "DescribeConfigs"}
+    return [
+        f"--allow-principal {principal} --operation {op_name.get(g.operation, g.operation.title())} "
+        f"--resource-pattern-type {g.pattern.value} {flag[g.resource]} {g.name}"
+        for g in rules
+    ]
+
+
+_AUTHZ_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "a topic",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "its consumer group",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "its transactional id",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "the cluster",
+}
+
+
+AUTHORIZATION_CODES = frozenset(_AUTHZ_CODES)
+
+
+def authorization_hint(code: int, role: str = "<role>") -> str | None:
+    """What to tell an operator when the broker refused ``role`` (None: not an authz error)."""
+    what = _AUTHZ_CODES.get(code)
+    if what is None:
+        return None
+    return (
+        f"the broker refused this principal access to {what}: grant the ACLs of the "
+        f"{role} role (docs/security.md; `runplane acls print {role}` or `runplane acls apply "
+        f"{role} --principal User:…`)"
+    )
