@@ -30,6 +30,7 @@ from runplane.cli import (  # noqa: E402
     stack,
     tasks,
     topics,
+    tree,
 )
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
+tree.register(app)  # `runs tree` (commissions): after journal, which owns the runs group
 
 
 def main() -> None:
