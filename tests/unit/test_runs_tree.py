@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from test_fanout import _agents
+
 from runplane.journal.tree import children_of, parent_link, tree
 from runplane.testing import Driver
-from test_fanout import _agents
 
 
 def test_the_tree_of_a_fan_out_of_commissions() -> None:
