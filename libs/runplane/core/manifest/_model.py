@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
+from runplane.core.plan import Plan
 from runplane.core.plan._path import parse_path as parse_path  # one path syntax, shared with plans
 from runplane.errors import ConfigError
 
 API_VERSION: Final = "runplane/v1"
-KINDS: Final = ("generate", "generate-then-approve", "tool-sequence")
+KINDS: Final = ("generate", "generate-then-approve", "tool-sequence", "plan")
 RESERVED_SOURCES: Final = frozenset({"input", "generation", "const"})
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 STEP_ID = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -96,6 +97,7 @@ class Manifest:
     steps: tuple[ToolStep, ...] = ()
     output: Mapping[str, Source] | None = None
     approval: Approval | None = None
+    plan: Plan | None = None  # kind "plan" (_plan.py)
 
     @property
     def approve_before(self) -> int:
