@@ -317,3 +317,24 @@ def test_a_parent_crashed_while_children_wait_gets_each_result_once() -> None:
     assert view.output == {"a": {"got": "now"}, "b": {"score": 4}}
     assert len(d.children) == 2
     assert d.verify(view.session_id).ok
+
+
+def test_a_panel_of_agents_returns_a_quorum_outcome_and_a_split_has_no_majority() -> None:
+    from runplane.core.plan import Approved, Split
+
+    reg = AgentRegistry()
+    for name, vote in (("ann", True), ("bob", False), ("cy", True), ("dee", False)):
+
+        @reg.agent(f"review.{name}")
+        async def review(ctx: StepCtx, input: Any, vote: bool = vote) -> Any:
+            return {"approve": vote}
+
+    @reg.agent("chair")
+    async def chair(ctx: StepCtx, input: Any) -> Any:
+        members = [f"review.{n}" for n in input["panel"]]
+        outcome = await ctx.panel(members, {}, approve_at=input["at"], reject_at=input["at"])
+        return type(outcome).__name__
+
+    d = Driver(reg)
+    assert d.run("chair", {"panel": ["ann", "bob", "cy", "dee"], "at": 3}).output == Split.__name__
+    assert d.run("chair", {"panel": ["ann", "bob", "cy"], "at": 2}).output == Approved.__name__

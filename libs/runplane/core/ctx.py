@@ -29,7 +29,7 @@ from runplane.errors import RunplaneError
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec
     from runplane.core.groups import Group
-    from runplane.core.plan import BatchStatus, Contract, Delegation, Plan
+    from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
 
 __all__ = [
@@ -443,3 +443,11 @@ class StepCtx:
         from runplane.core import planrun
 
         return planrun.fan_out(self, branches, aggregator, input, contract=contract, kind=kind)
+
+    def panel(
+        self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int
+    ) -> Coroutine[Any, Any, QuorumOutcome]:
+        """Commission every reviewer agent at once → Approved / Rejected / Pending / Split."""
+        from runplane.core import planrun
+
+        return planrun.panel(reviewers, input, approve_at=approve_at, reject_at=reject_at)

@@ -33,7 +33,10 @@ from runplane.core.plan import (
     Delegation,
     Node,
     Plan,
+    Quorum,
+    QuorumOutcome,
     Sourced,
+    Vote,
     batch_status,
     fan_out_plan,
     resolve_args,
@@ -44,7 +47,15 @@ from runplane.core.plan import (
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
 
-__all__ = ["Proposer", "commission", "commission_effect", "fan_out", "parallel", "run_plan"]
+__all__ = [
+    "Proposer",
+    "commission",
+    "commission_effect",
+    "fan_out",
+    "panel",
+    "parallel",
+    "run_plan",
+]
 
 # (node id, outputs so far) → the arguments agent code offers for that node, or None.
 Proposer = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
@@ -91,6 +102,26 @@ async def parallel(branches: Mapping[str, Effect]) -> BatchStatus:
         if not r["ok"]
     }
     return batch_status(ok, failed)
+
+
+async def panel(
+    reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int
+) -> QuorumOutcome:
+    """A panel of reviewer agents, commissioned at once, each answering ``{"approve": bool,
+    "comment"?}`` → the ``Quorum``'s outcome (``Split`` has no majority). A reviewer that fails
+    or answers anything else casts no vote."""
+    if len(set(reviewers)) != len(reviewers):
+        raise EffectError("PanelRefused", "a reviewer sits on a panel once")
+    quorum = Quorum(frozenset(reviewers), approve_at, reject_at)
+    joined = await _dispatch(
+        [(f"r{i}", commission_effect(c, input)) for i, c in enumerate(reviewers)]
+    )
+    for i, reviewer in enumerate(reviewers):
+        answer = joined[f"r{i}"]
+        value = answer.get("value")
+        if answer["ok"] and isinstance(value, Mapping) and isinstance(value.get("approve"), bool):
+            quorum = quorum.vote(Vote(reviewer, value["approve"], str(value.get("comment", ""))))
+    return quorum.outcome
 
 
 async def commission(capability: str, input: Any, delegation: Delegation | None = None) -> Any:
