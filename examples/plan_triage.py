@@ -22,9 +22,9 @@ from typing import Any
 
 from runplane.core import StepCtx, agent
 from runplane.core.plan import AllSucceeded
-from runplane.providers import tool
+from runplane.providers import TOOLS, tool
 
-TOOLS = ("scoring/risk", "scoring/fraud", "scoring/slow_lookup")
+TOOL_NAMES = ("scoring/risk", "scoring/fraud", "scoring/slow_lookup")
 
 
 @tool("scoring/risk", mutating=False, recovery="retry")
@@ -45,13 +45,15 @@ async def slow_lookup(i: int, slow_s: float = 0.0) -> dict[str, Any]:
     return {"i": i}
 
 
-@agent("risk.score", tools=("scoring/risk",))
+# Each agent carries the declaration of the tools it calls (read-only, recovery retry): the
+# engine knows a branch is safe to fan out without asking the executor's tool catalogue.
+@agent("risk.score", effects=[TOOLS["scoring/risk"].decl])
 async def risk_score(ctx: StepCtx, input: dict[str, Any]) -> Any:
     args = {"amount": input["amount"], "slow_s": input.get("slow_s", 0.0)}
     return await ctx.tool("scoring/risk", args)
 
 
-@agent("fraud.check", tools=("scoring/fraud",))
+@agent("fraud.check", effects=[TOOLS["scoring/fraud"].decl])
 async def fraud_check(ctx: StepCtx, input: dict[str, Any]) -> Any:
     args = {"account": input["account"], "slow_s": input.get("slow_s", 0.0)}
     return await ctx.tool("scoring/fraud", args)
@@ -69,7 +71,7 @@ async def triage(ctx: StepCtx, input: dict[str, Any]) -> Any:
     return await ctx.fan_out(["risk.score", "fraud.check"], "decide", input)
 
 
-@agent("plan.lookup", tools=("scoring/slow_lookup",))
+@agent("plan.lookup", effects=[TOOLS["scoring/slow_lookup"].decl])
 async def lookup(ctx: StepCtx, input: dict[str, Any]) -> Any:
     calls = {
         f"n{i:03d}": ctx.tool("scoring/slow_lookup", {"i": i, "slow_s": input["slow_s"]})
@@ -81,7 +83,7 @@ async def lookup(ctx: StepCtx, input: dict[str, Any]) -> Any:
     return len(status.results)
 
 
-@agent("plan.sequential", tools=("scoring/slow_lookup",))
+@agent("plan.sequential", effects=[TOOLS["scoring/slow_lookup"].decl])
 async def sequential(ctx: StepCtx, input: dict[str, Any]) -> Any:
     for i in range(input["n"]):
         await ctx.tool("scoring/slow_lookup", {"i": i, "slow_s": input["slow_s"]})
