@@ -22,7 +22,9 @@ DOC = yaml.safe_load((Path(__file__).parents[2] / "examples" / "plans" / "triage
 def _driver() -> Driver:
     reg = AgentRegistry([REGISTRY.spec(n) for n in ("risk.score", "fraud.check", "decide")])
     reg.register(compile_manifest(DOC))
-    tools = {n: (lambda t: lambda a, k: t.fn(**a))(TOOLS[n]) for n in examples.plan_triage.TOOL_NAMES}
+    tools = {
+        n: (lambda t: lambda a, k: t.fn(**a))(TOOLS[n]) for n in examples.plan_triage.TOOL_NAMES
+    }
     return Driver(reg, tools=tools)
 
 
