@@ -338,3 +338,50 @@ def test_a_panel_of_agents_returns_a_quorum_outcome_and_a_split_has_no_majority(
     d = Driver(reg)
     assert d.run("chair", {"panel": ["ann", "bob", "cy", "dee"], "at": 3}).output == Split.__name__
     assert d.run("chair", {"panel": ["ann", "bob", "cy"], "at": 2}).output == Approved.__name__
+
+
+def _wide(n: int) -> Any:
+    reg = AgentRegistry()
+
+    @reg.agent("wide_n", effects=READS)
+    async def wide_n(ctx: StepCtx, input: Any) -> Any:
+        status = await ctx.parallel({f"n{i}": ctx.tool(f"t{i % 4}", {"i": i}) for i in range(n)})
+        return type(status).__name__
+
+    return reg.spec("wide_n")
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n: st.tuples(
+            st.permutations(range(n)), st.lists(st.booleans(), min_size=n, max_size=n)
+        )
+    )
+)
+def test_any_completion_order_of_any_outcomes_gives_one_journal(
+    case: tuple[list[int], list[bool]],
+) -> None:
+    order, oks = case
+    n = len(order)
+
+    def play(seq: list[int]) -> list[str]:
+        rt, journal, _, calls = _start(_wide(n))
+        assert rt.outstanding is not None  # in flight: not evictable
+        for i in seq:
+            outcome = Outcome.success(i) if oks[i] else Outcome.failure("Boom", f"branch {i}")
+            journal.extend(rt.complete(calls[i].call_seq, outcome, now_ms=T0 + 1).records)
+        assert rt.outstanding is None and rt.status is RunStatus.COMPLETED
+        return [r.hash for r in journal]
+
+    assert play(list(order)) == play(list(range(n)))
+
+
+def test_a_branch_in_doubt_is_a_retryable_failure_in_the_join() -> None:
+    rt, _, _, calls = _start(_wide(2))
+    rt.in_doubt(calls[1].call_seq, now_ms=T0)
+    step = rt.complete(calls[0].call_seq, Outcome.success(0), now_ms=T0)
+    assert rt.status is RunStatus.COMPLETED
+    failed = [e for e in step.results if not e.ok]
+    assert failed and failed[0].error is not None and failed[0].error.type == "InDoubt"
+    assert rt.complete(calls[0].call_seq, Outcome.success(0), now_ms=T0).rejected is not None
