@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import Message
 
 from runplane.core import (
     AgentRegistry,
@@ -59,7 +59,8 @@ from runplane.core import (
 )
 from runplane.core.engine import apply_step
 from runplane.errors import TerminalError, WireError
-from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop
+from runplane.kafka.acls import authorization_hint
+from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
@@ -205,6 +206,13 @@ class Executor(RunEnding):
         consumer = self._loop.consumer
         self._group.bind(self._loop.producer, Committer(self._loop.producer, consumer))
         meta = consumer.list_topics(self._topic[INPUT], timeout=30).topics.get(self._topic[INPUT])
+        hint = (
+            None
+            if meta is None or meta.error is None
+            else authorization_hint(meta.error.code(), SERVICE)
+        )
+        if hint is not None:
+            raise TerminalError(f"cannot read topic {self._topic[INPUT]}: {hint}")
         if meta is None or meta.error is not None or not meta.partitions:
             raise TerminalError(f"topic {self._topic[INPUT]} does not exist")
         self._npart = len(meta.partitions)
@@ -331,10 +339,7 @@ class Executor(RunEnding):
         return bool(msgs)
 
     def _on_message(self, msg: Message) -> None:
-        err = msg.error()
-        if err is not None:
-            if err.code() != KafkaError._PARTITION_EOF:
-                log.warning("inbox consumer error: %s", err.str())
+        if not usable(msg):  # an event, not a record (raises on a fatal error or missing ACL)
             return
         self._batch.consumed(time.monotonic())
         p = msg.partition() or 0

@@ -49,8 +49,8 @@ def apply_acls(
         rules = bindings(_principal(role, principal), grants(role, settings.topic_prefix))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    futures = admin(settings).create_acls(rules)
-    for binding, future in futures.items():
+    client = admin(settings)  # held until the futures resolve: a collected client cancels them
+    for binding, future in client.create_acls(rules).items():
         future.result(timeout=30)
         typer.echo(f"granted {binding}")
 

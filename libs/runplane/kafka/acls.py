@@ -224,13 +224,15 @@ _AUTHZ_CODES = {
 AUTHORIZATION_CODES = frozenset(_AUTHZ_CODES)
 
 
-def authorization_hint(code: int, role: str = "<role>") -> str | None:
+def authorization_hint(code: int, role: str | None = None) -> str | None:
     """What to tell an operator when the broker refused ``role`` (None: not an authz error)."""
     what = _AUTHZ_CODES.get(code)
     if what is None:
         return None
+    whose = f"the {role} role" if role else "this service's role"
+    name = role or "ROLE"
     return (
-        f"the broker refused this principal access to {what}: grant the ACLs of the "
-        f"{role} role (docs/security.md; `runplane acls print {role}` or `runplane acls apply "
-        f"{role} --principal User:…`)"
+        f"the broker refused this principal access to {what}: grant the ACLs of {whose} "
+        f"(docs/security.md; `runplane acls print {name}` or `runplane acls apply {name} "
+        "--principal User:…`)"
     )
