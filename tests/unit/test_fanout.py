@@ -385,3 +385,14 @@ def test_a_branch_in_doubt_is_a_retryable_failure_in_the_join() -> None:
     failed = [e for e in step.results if not e.ok]
     assert failed and failed[0].error is not None and failed[0].error.type == "InDoubt"
     assert rt.complete(calls[0].call_seq, Outcome.success(0), now_ms=T0).rejected is not None
+
+
+def test_child_results_reach_the_commission_family_first() -> None:
+    # The fanout row must stay last in the registry: a child's result is a Signal, and only
+    # commission.on_signal knows it (it hands every other signal to the signal family).
+    from runplane.core.engine import commission
+    from runplane.core.engine.registry import INBOX
+    from runplane.wire import Signal
+
+    assert INBOX[Signal] is commission.on_signal
+    assert commission._signal_family() is not commission.on_signal

@@ -52,7 +52,7 @@ FAMILIES: Final = (
         {Signal: local.on_signal},
     ),
     # Fan-out branches and their join; a child's result arrives as a signal (commission hands
-    # every other signal to local.on_signal). After "local": the later row serves Signal.
+    # every other signal to the signal family's handler). Last: the later row serves Signal.
     Family(
         "fanout", {Op.BRANCH: fanout.branch, Op.JOIN: fanout.join}, {Signal: commission.on_signal}
     ),
