@@ -396,3 +396,34 @@ def test_child_results_reach_the_commission_family_first() -> None:
 
     assert INBOX[Signal] is commission.on_signal
     assert commission._signal_family() is not commission.on_signal
+
+
+def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: Any) -> None:
+    # A gate that refuses like the label layer's sink gate (issue 13) does: it records the
+    # failure at the slot at once and serves it. Inside a fan-out it must still land in order.
+    from runplane.core.engine import fanout
+    from runplane.core.engine.decode import serve
+    from runplane.wire import ErrorInfo
+
+    def gate(run: Any, slot: Any, decl: Any) -> Any:
+        if slot.effect.request["args"]["i"] != 1:
+            return None
+        error = ErrorInfo(type="SinkRefused", message="untrusted argument", retryable=False)
+        entry = run.rec.result(
+            slot, JournalKind.EFFECT_RECORDED, error=error, attrs={"gate": "refused"}
+        )
+        return serve(run.rec, slot.effect, entry)
+
+    monkeypatch.setattr(fanout, "_sink_gate", lambda: gate)
+    rt, journal, results, calls = _start(_wide(3))
+    assert [c.call_seq for c in calls] == [0, 2]  # the refused branch is never performed
+    assert results == {}  # held: branch 0 is still open
+    for call in reversed(calls):
+        step = rt.complete(call.call_seq, Outcome.success(call.call_seq), now_ms=T0)
+        journal.extend(step.records)
+        results.update({(e.era, e.call_seq): e for e in step.results})
+    recorded = [
+        (r.call_seq, r.attrs.get("gate")) for r in journal if r.kind is JournalKind.EFFECT_RECORDED
+    ]
+    assert recorded == [(0, None), (1, "refused"), (2, None), (3, None)]
+    assert verify_chain(journal, results).ok and rt.status is RunStatus.COMPLETED

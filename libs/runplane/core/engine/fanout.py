@@ -24,12 +24,16 @@ branches never collide, and a replay that assigned a node elsewhere diverges lou
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane.core.agents import EffectDecl
 from runplane.core.engine.decode import serve
-from runplane.core.engine.state import Run
+from runplane.core.engine.state import Mark, Run
 from runplane.core.engine.tools import decl_for, idempotency_key, live
 from runplane.core.engine.values import LiveCall, Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Value, Wait, WaitKind
@@ -74,6 +78,10 @@ def branch(run: Run, slot: Slot) -> Resolution:
         )
         run.branches[call_seq] = Branch(slot, outcome=refusal)
         return _advance(run, Value(None))
+    gated = _outbound_refusal(run, slot, decl)
+    if gated is not None:
+        run.branches[call_seq] = gated
+        return _advance(run, Value(None))
     node = str(effect.request.get("node", ""))
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
@@ -108,6 +116,40 @@ def branch(run: Run, slot: Slot) -> Resolution:
     run.branches[call_seq] = Branch(slot, call=call)
     run.status = RunStatus.RUNNING
     return Value(None)
+
+
+SinkGate = Callable[[Run, Slot, EffectDecl], Resolution | None]
+
+
+@functools.cache
+def _sink_gate() -> SinkGate | None:
+    """The label layer's sink gate (``engine/sinkgate.py``, issue 13), once it is part of the
+    engine; looked up by name so this family does not depend on it being there."""
+    try:
+        module = importlib.import_module("runplane.core.engine.sinkgate")
+    except ImportError:
+        return None
+    gate: SinkGate | None = getattr(module, "gate", None)
+    return gate
+
+
+def _outbound_refusal(run: Run, slot: Slot, decl: EffectDecl) -> Branch | None:
+    """The sink gate on a live branch. It records a refusal at the slot at once; here that is
+    undone and the failure held instead, to be applied in ready order like every outcome — a
+    recorded slot ahead of an open one would be a gap that stops a replay."""
+    gate = _sink_gate()
+    if gate is None:
+        return None
+    mark = Mark.take(run)
+    if gate(run, slot, decl) is None:
+        return None
+    entry = run.rec.results.get((run.era, slot.call_seq))
+    record = next((r for r in reversed(run.rec.out.records) if r.call_seq == slot.call_seq), None)
+    mark.restore(run)
+    if entry is None or entry.error is None:  # pragma: no cover - the gate records a failure
+        return Branch(slot, outcome=Outcome.failure("SinkRefused", "refused by the sink gate"))
+    attrs = {} if record is None else {k: v for k, v in record.attrs.items() if k != "node"}
+    return Branch(slot, outcome=Outcome(ok=False, error=entry.error), attrs=attrs)
 
 
 def _inner_request(request: Any) -> dict[str, Any]:
