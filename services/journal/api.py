@@ -14,6 +14,7 @@ left out of lists and answers 404, as an unknown id does.
   principal has the role ``auditor`` (401 without a valid token, 403 without the role).
 - ``GET /runs/{id}/verify`` — the chain verified now, from the topics (the same fold as the
   service and ``runplane journal verify``), next to the service's own audit verdict.
+- ``GET /ui`` — the runs UI for people (``services.journal.ui``), same tokens and tenancy.
 
 Reading a run from Kafka costs a scan of its session's partition, so the API bounds it: a run
 the index does not know is 404 without touching Kafka (an id is not a licence to scan), the
@@ -174,11 +175,15 @@ def build_api(
     *,
     title: str = "runplane journal",
     max_scans: int = DEFAULT_MAX_SCANS,
+    ui: bool = True,
+    public_origin: str | None = None,
 ) -> FastAPI:
     """The run-query app; ``index`` returns None when no Redis index is configured.
 
     ``readers``: who may query at all (any principal) and read bodies (role ``auditor``).
     ``max_scans``: how many Kafka partition scans (journal, verify) may run at once.
+    ``ui``: serve the runs UI at ``/ui`` (``services.journal.ui``) on the same app;
+    ``public_origin``: the address people reach it at (its form posts are checked against it).
     """
     app = FastAPI(title=title, version="1", description=__doc__)
     app.state.readers = readers
@@ -191,6 +196,10 @@ def build_api(
     runs = Runs(index, reader, readers, ScanLimit(max_scans))
     _install_index_routes(app, runs)
     _install_journal_routes(app, runs)
+    if ui:
+        from services.journal.ui import install_ui  # it builds on Runs, defined below
+
+        install_ui(app, runs, readers, public_origin=public_origin)
     return app
 
 

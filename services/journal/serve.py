@@ -66,6 +66,7 @@ def serve(
         KafkaRunReader(settings, js.keyring),
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
+        public_origin=js.public_origin,
     )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.errors import ConfigError
 from runplane.journal.signing import Keyring
+from runplane.web import public_origin
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class JournalSettings:
     transaction_timeout_ms: int = 60_000
     session_timeout_ms: int = 10_000
     max_scans: int = 4
+    # The address people reach the runs UI at (RUNPLANE_JOURNAL_PUBLIC_ORIGIN, as the
+    # worklist's): its form posts are checked against it behind a TLS-terminating ingress.
+    public_origin: str | None = None
     # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.journal.signing): with
     # them, a journal record not signed by one of them is a break (bad_signature).
     keyring: Keyring | None = None
@@ -83,4 +87,7 @@ class JournalSettings:
             index=env_bool(e, "RUNPLANE_JOURNAL_INDEX", True),
             max_scans=env_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
             keyring=Keyring.from_env(e),
+            public_origin=public_origin(
+                e.get("RUNPLANE_JOURNAL_PUBLIC_ORIGIN"), "RUNPLANE_JOURNAL_PUBLIC_ORIGIN"
+            ),
         )

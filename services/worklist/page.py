@@ -27,16 +27,9 @@ carry no actor field. Every value is HTML-escaped where it is placed.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import datetime as dt
-import html
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from string import Template
-from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 import redis
 from fastapi import FastAPI, Request
@@ -46,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
+from runplane.web import PAGE_CSP, SecurityHeaders, Session, Templates, e, read_form, when
 from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.api import pretty
@@ -58,115 +52,43 @@ from services.worklist.decide import (
     visible_to,
 )
 
-__all__ = ["PAGE_CSP", "SecurityHeaders", "install_page"]
+__all__ = ["PAGE_CSP", "SecurityHeaders", "install_page", "task_href"]
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "runplane_worklist_token"
 FLASH_COOKIE = "runplane_worklist_flash"
-_MAX_FORM = 64 * 1024
 
-PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
-)
-# The API and its docs (Swagger UI loads from a CDN) get the part that matters for them.
-_OTHER_CSP = "frame-ancestors 'none'"
-_API_PREFIXES = ("/api/", "/docs", "/redoc", "/openapi.json", "/metrics", "/healthz")
-_COMMON_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    # Not no-referrer: under it browsers send "Origin: null" on form posts, which the
-    # same-origin check (rightly) refuses. same-origin leaks nothing to other sites.
-    (b"referrer-policy", b"same-origin"),
-    (b"x-frame-options", b"DENY"),
-]
-
-
-class SecurityHeaders:
-    """ASGI middleware: the security headers above on every HTTP response (headers the app
-    set itself are left alone)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope.get("path", "")
-        csp = _OTHER_CSP if path.startswith(_API_PREFIXES) else PAGE_CSP
-        extra = [*_COMMON_HEADERS, (b"content-security-policy", csp.encode())]
-
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                headers += [(k, v) for k, v in extra if k not in present]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
-_templates: dict[str, Template] = {}
-
-
-def _template(name: str) -> Template:
-    if name not in _templates:
-        _templates[name] = Template((HERE / "templates" / name).read_text(encoding="utf-8"))
-    return _templates[name]
-
-
-def e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+_template = Templates(HERE / "templates")
 
 
 def task_href(task_id: str, action: str = "") -> str:
     return "/tasks/" + quote(task_id, safe="") + (f"/{action}" if action else "")
 
 
-def when(ms: int | None) -> str:
-    if ms is None:
-        return "—"
-    stamp = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return f'<time datetime="{stamp.isoformat()}">{stamp:%Y-%m-%d %H:%M:%S} UTC</time>'
-
-
-def _flash_value(kind: str, text: str) -> str:
-    raw = json.dumps({"kind": kind, "text": text[:500]}).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _read_flash(request: Request) -> tuple[str, str] | None:
-    raw = request.cookies.get(FLASH_COOKIE)
-    if not raw:
-        return None
-    try:
-        data = json.loads(base64.urlsafe_b64decode(raw.encode()))
-        kind, text = str(data["kind"]), str(data["text"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        return None
-    return ("ok" if kind == "ok" else "error"), text
-
-
 class Page:
     """The HTML side of the worklist, on the same app and port as the API."""
 
     def __init__(
-        self, worklist: Worklist, principals: PrincipalSource, public_origin: str | None = None
+        self,
+        worklist: Worklist,
+        principals: PrincipalSource,
+        public_origin: str | None = None,
+        runs_ui: str | None = None,
     ) -> None:
+        self.runs_ui = runs_ui
         self.worklist = worklist
         self.principals = principals
-        self.public_origin = public_origin
+        self.session = Session(TOKEN_COOKIE, FLASH_COOKIE, public_origin)
 
     # --- plumbing ----------------------------------------------------------------------------
 
     def who(self, request: Request) -> Principal | None:
-        return self.principals.authenticate(request.cookies.get(TOKEN_COOKIE))
+        return self.principals.authenticate(self.session.token(request))
 
     def render(
         self, request: Request, title: str, body: str, who: Principal | None, status: int = 200
     ) -> HTMLResponse:
-        flash = _read_flash(request)
+        flash = self.session.flash(request)
         flash_html = (
             f'<p class="flash flash-{flash[0]}" role="status">{e(flash[1])}</p>' if flash else ""
         )
@@ -183,42 +105,18 @@ class Page:
         )
         response = HTMLResponse(page, status_code=status)
         if flash:
-            response.delete_cookie(FLASH_COOKIE, path="/")
+            self.session.consumed(response)
         return response
 
-    @staticmethod
-    def back(to: str, kind: str, text: str) -> RedirectResponse:
-        response = RedirectResponse(to, status_code=303)
-        response.set_cookie(
-            FLASH_COOKIE, _flash_value(kind, text), path="/", httponly=True, samesite="strict"
-        )
-        return response
+    def back(self, to: str, kind: str, text: str) -> RedirectResponse:
+        return self.session.back(to, kind, text)
 
     def same_origin(self, request: Request) -> bool:
-        origin = request.headers.get("origin")
-        if origin is None:
-            return True  # not sent (older browsers, curl): the SameSite cookie still protects
-        if self.public_origin is not None:
-            # Behind a proxy the request's own scheme/host are the inner hop's, not the
-            # address the browser used: the deployment says what that address is.
-            return origin.rstrip("/").lower() == self.public_origin
-        return origin == f"{request.url.scheme}://{request.url.netloc}"
-
-    def secure_cookie(self, request: Request) -> bool:
-        if self.public_origin is not None:
-            return self.public_origin.startswith("https://")
-        return request.url.scheme == "https"
+        return self.session.same_origin(request)
 
     @staticmethod
     async def form(request: Request) -> dict[str, str]:
-        body = await request.body()
-        if len(body) > _MAX_FORM:
-            return {}
-        try:
-            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
-        except (UnicodeDecodeError, ValueError):
-            return {}
-        return {k: v[0] for k, v in parsed.items() if v}
+        return await read_form(request)
 
     # --- pages -------------------------------------------------------------------------------
 
@@ -282,8 +180,14 @@ class Page:
         )
         return self.render(request, t.question, body, who)
 
-    @staticmethod
-    def _details(task: TaskRecord) -> str:
+    def _run_link(self, session_id: str) -> str:
+        code = f"<code>{e(session_id)}</code>"
+        if self.runs_ui is None:
+            return code
+        href = f"{self.runs_ui}/ui/runs/{quote(session_id, safe='')}"
+        return f'<a href="{e(href)}" class="run-link">{code}</a>'
+
+    def _details(self, task: TaskRecord) -> str:
         t = task.task
         approvals = ", ".join(task.approved_by) or "nobody yet"
         expiry = (
@@ -293,7 +197,7 @@ class Page:
         )
         rows: list[tuple[str, str]] = [
             ("Task", f"<code>{e(t.task_id)}</code> ({e(t.kind)})"),
-            ("Run", f"<code>{e(t.session_id)}</code> · {e(t.capability)} · era {t.era}"),
+            ("Run", f"{self._run_link(t.session_id)} · {e(t.capability)} · era {t.era}"),
             ("Case", e(t.case_id or "—")),
             ("Started by", e(t.initiator)),
             ("Decided by role", e(t.role)),
@@ -415,11 +319,12 @@ def install_page(
     principals: PrincipalSource,
     *,
     public_origin: str | None = None,
+    runs_ui: str | None = None,
 ) -> None:
     """Add the page's routes (hidden from the OpenAPI description), its static files and the
     security headers. ``public_origin``: the address people reach the page at (normalised
     ``scheme://host[:port]``; see the module docstring), or None."""
-    routes = _Routes(Page(worklist, principals, public_origin))
+    routes = _Routes(Page(worklist, principals, public_origin, runs_ui))
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_route("/", routes.home, methods=["GET"], include_in_schema=False)
@@ -485,17 +390,10 @@ class _Routes:
         token = (await page.form(request)).get("token", "").strip()
         if page.principals.authenticate(token) is None:
             return page.signin(request, "That token is not known here.", 401)
-        response = RedirectResponse("/", status_code=303)
-        secure = page.secure_cookie(request)
-        response.set_cookie(
-            TOKEN_COOKIE, token, path="/", httponly=True, samesite="strict", secure=secure
-        )
-        return response
+        return page.session.signed_in(request, token, "/")
 
     async def signout(self, request: Request) -> Response:
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(TOKEN_COOKIE, path="/")
-        return response
+        return self.page.session.signed_out("/")
 
     def show(self, request: Request, who: Principal, _: dict[str, str]) -> Response:
         try:

@@ -76,10 +76,11 @@ def build_app(
     health: Health | None = None,
     *,
     public_origin: str | None = None,
+    runs_ui: str | None = None,
 ) -> FastAPI:
     """The API and the page (plus health and metrics when ``health`` is given)."""
     app = build_api(worklist, principals)
-    install_page(app, worklist, principals, public_origin=public_origin)
+    install_page(app, worklist, principals, public_origin=public_origin, runs_ui=runs_ui)
     if health is not None:
         app.router.routes.extend(health_routes(health))
     return app
@@ -113,7 +114,11 @@ def serve(
     indexer = Indexer(settings, store, probe=health.probe("readmodel"))
     gateway = Gateway(settings, indexer, wait_ms=ws.wait_ms)
     app = build_app(
-        Worklist(store, gateway, policy), principals, health, public_origin=ws.public_origin
+        Worklist(store, gateway, policy),
+        principals,
+        health,
+        public_origin=ws.public_origin,
+        runs_ui=ws.runs_ui,
     )
     failed = threading.Event()
 

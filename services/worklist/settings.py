@@ -25,36 +25,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from runplane.auth import PRINCIPALS_FILE_ENV
 from runplane.config import Settings, env_int, env_str
 from runplane.errors import ConfigError
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def public_origin(raw: str | None) -> str | None:
-    """``raw`` as a browser would send it in ``Origin`` (lowercase scheme and host, no default
-    port, no trailing slash); ConfigError for anything that is not a bare http(s) origin."""
-    if raw is None or not raw.strip():
-        return None
-    name = "RUNPLANE_WORKLIST_PUBLIC_ORIGIN"
-    try:
-        parts = urlsplit(raw.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {raw!r} is not a URL ({exc})") from exc
-    scheme, host = parts.scheme.lower(), (parts.hostname or "")
-    if scheme not in _DEFAULT_PORTS or not host:
-        raise ConfigError(f"{name} must be http(s)://host[:port], got {raw!r}")
-    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
-        raise ConfigError(f"{name} is an origin: no path, query or credentials, got {raw!r}")
-    if ":" in host:
-        host = f"[{host}]"  # IPv6 literal, as browsers write it
-    if port is not None and port != _DEFAULT_PORTS[scheme]:
-        return f"{scheme}://{host}:{port}"
-    return f"{scheme}://{host}"
+from runplane.web import public_origin
 
 
 @dataclass(frozen=True)
@@ -69,6 +44,9 @@ class WorklistSettings:
     claim_ttl_s: int = 1_800
     supervisor_role: str = "supervisor"
     public_origin: str | None = None
+    # Where the journal's runs UI is (RUNPLANE_WORKLIST_RUNS_UI, an origin): a task's run
+    # links there. None: the run id is shown without a link.
+    runs_ui: str | None = None
 
     def __post_init__(self) -> None:
         if self.claim_ttl_s < 0:
@@ -106,5 +84,8 @@ class WorklistSettings:
             tick_ms=env_int(e, "RUNPLANE_WORKLIST_TICK_MS", d.tick_ms),
             claim_ttl_s=env_int(e, "RUNPLANE_WORKLIST_CLAIM_TTL_S", d.claim_ttl_s),
             supervisor_role=env_str(e, "RUNPLANE_WORKLIST_SUPERVISOR_ROLE", d.supervisor_role),
-            public_origin=public_origin(e.get("RUNPLANE_WORKLIST_PUBLIC_ORIGIN")),
+            public_origin=public_origin(
+                e.get("RUNPLANE_WORKLIST_PUBLIC_ORIGIN"), "RUNPLANE_WORKLIST_PUBLIC_ORIGIN"
+            ),
+            runs_ui=public_origin(e.get("RUNPLANE_WORKLIST_RUNS_UI"), "RUNPLANE_WORKLIST_RUNS_UI"),
         )

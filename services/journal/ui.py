@@ -1,0 +1,304 @@
+"""The runs UI: server-rendered pages over the run API's own data, no build step.
+
+- ``GET /ui`` — sign in with a token, or (signed in) the runs of your tenant, newest first,
+  filtered by status, capability, case and start time (a plain GET form: filters are links).
+- ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on;
+  its verification verdict (the chain verified now from the topics, next to the journal
+  service's own); links to runs its records name (parent, child, fork, successor); and its
+  journal as a timeline — each record's kind, effect, time, cost, label and facts.
+- ``POST /ui/signin`` · ``/ui/signout``.
+
+Same authentication and tenancy as the API (``services.journal.api``): any configured
+principal signs in with their token and sees only their tenant's runs; another tenant's run
+is "not found", as an unknown id is. Bodies are never shown here (the API serves them to
+auditors). Security headers, the HttpOnly cookie and the origin check are ``runplane.web``'s,
+shared with the worklist page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
+from runplane.auth import Principal, PrincipalSource
+from runplane.journal.index import RunFilter
+from runplane.journal.summary import RunSummary
+from runplane.journal.verify import bodies_of, verify_records
+from runplane.web import SecurityHeaders, Session, Templates, e, read_form, when
+from runplane.wire import JournalRecord, RunStatus
+from services.journal.api import Runs
+
+__all__ = ["install_ui", "run_href"]
+
+HERE = Path(__file__).parent
+_template = Templates(HERE / "templates")
+_SESSION_COOKIES = ("runplane_runs_token", "runplane_runs_flash")
+_PAGE_LIMIT = 200
+
+_STATUS_CLASS = {
+    RunStatus.COMPLETED: "ok",
+    RunStatus.FAILED: "bad",
+    RunStatus.QUARANTINED: "bad",
+    RunStatus.AWAITING_HUMAN: "wait",
+    RunStatus.PARKED: "wait",
+}
+
+
+def run_href(run_id: str) -> str:
+    return "/ui/runs/" + quote(run_id, safe="")
+
+
+def _kind_class(kind: str) -> str:
+    if any(word in kind for word in ("FAILED", "QUARANTINE", "REFUSED", "BROKEN")):
+        return "bad"
+    if any(word in kind for word in ("IN_DOUBT", "PARKED", "OPENED", "ANNOUNCED", "WARN")):
+        return "wait"
+    if any(word in kind for word in ("COMPLETED", "DECIDED", "RECORDED")):
+        return "ok"
+    return ""
+
+
+def _linked_runs(records: Iterable[JournalRecord]) -> list[tuple[str, str]]:
+    """(fact, run id) for every fact naming another run (``parent_run``, ``child_run``, …)."""
+    seen: list[tuple[str, str]] = []
+    for record in records:
+        for key, value in sorted(record.attrs.items()):
+            if (
+                (key.endswith("_run") or key.endswith("run_id"))
+                and value
+                and (key, value) not in seen
+            ):
+                seen.append((key, value))
+    return seen
+
+
+def _ms_from_local(text: str) -> int | None:
+    """A ``datetime-local`` field (read as UTC) in ms; None when empty or malformed."""
+    try:
+        stamp = dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+    return int(stamp.timestamp() * 1000)
+
+
+def _local_from_ms(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+class RunsPage:
+    """The HTML side of the journal's run API, on the same app and port."""
+
+    def __init__(self, runs: Runs, principals: PrincipalSource, public_origin: str | None) -> None:
+        self.runs = runs
+        self.principals = principals
+        self.session = Session(*_SESSION_COOKIES, public_origin, path="/ui")
+
+    def who(self, request: Request) -> Principal | None:
+        return self.principals.authenticate(self.session.token(request))
+
+    def render(
+        self, title: str, body: str, who: Principal | None, status: int = 200
+    ) -> HTMLResponse:
+        signed = (
+            f'<span class="who">Signed in as <strong>{e(who.name)}</strong> '
+            f"(tenant {e(who.tenant)})</span>"
+            '<form method="post" action="/ui/signout" class="inline">'
+            '<button class="link">Sign out</button></form>'
+            if who is not None
+            else ""
+        )
+        page = _template("base.html").substitute(title=e(title), who=signed, flash="", content=body)
+        return HTMLResponse(page, status_code=status)
+
+    def signin(self, error: str = "", status: int = 200) -> HTMLResponse:
+        body = _template("signin.html").substitute(
+            error=f'<p class="flash flash-error" role="alert">{e(error)}</p>' if error else ""
+        )
+        return self.render("Sign in", body, None, status)
+
+    # --- the list ----------------------------------------------------------------------------
+
+    def list_page(self, request: Request, who: Principal) -> HTMLResponse:
+        q = request.query_params
+        status_text = q.get("status", "")
+        status = RunStatus(status_text) if status_text in RunStatus.__members__ else None
+        capability = q.get("capability", "").strip()[:256] or None
+        case = q.get("case", "").strip()[:256] or None
+        since, until = _ms_from_local(q.get("since", "")), _ms_from_local(q.get("until", ""))
+        found = self.runs.run_index().list(
+            RunFilter(status, capability, case, since, until, _PAGE_LIMIT, tenant=who.tenant)
+        )
+        options = '<option value="">any</option>' + "".join(
+            f'<option value="{e(s)}"{" selected" if s is status else ""}>{e(s)}</option>'
+            for s in RunStatus
+        )
+        body = _template("runs.html").substitute(
+            count=len(found),
+            status_options=options,
+            capability=e(capability or ""),
+            case=e(case or ""),
+            since=e(_local_from_ms(since)),
+            until=e(_local_from_ms(until)),
+            table=self._table(found),
+        )
+        return self.render("Runs", body, who)
+
+    @staticmethod
+    def _table(found: list[RunSummary]) -> str:
+        if not found:
+            return '<p class="note">No runs match.</p>'
+        rows = "".join(
+            "<tr>"
+            f'<td><a href="{e(run_href(s.run_id))}"><code>{e(s.run_id)}</code></a></td>'
+            f"<td>{_badge(s.status)}</td>"
+            f"<td>{e(s.capability or '—')}</td><td>{e(s.case_id or '—')}</td>"
+            f"<td>{when(s.started_ms)}</td><td>{when(s.updated_ms)}</td>"
+            f"<td>{e(s.verdict)}</td>"
+            "</tr>"
+            for s in found
+        )
+        head = (
+            "<tr><th>Run</th><th>Status</th><th>Capability</th><th>Case</th>"
+            "<th>Started</th><th>Updated</th><th>Chain</th></tr>"
+        )
+        return f'<table class="runs"><thead>{head}</thead><tbody>{rows}</tbody></table>'
+
+    # --- one run -----------------------------------------------------------------------------
+
+    def run_page(self, who: Principal, run_id: str) -> HTMLResponse:
+        try:
+            summary, history = self.runs.history(run_id, who, bodies=True)
+        except HTTPException as exc:
+            if exc.status_code == 404:
+                body = f'<p class="note">{e(exc.detail)}.</p><p><a href="/ui">All runs</a></p>'
+                return self.render("Not found", body, who, 404)
+            raise
+        report = verify_records(
+            run_id, history.records, bodies_of(history.bodies), history.unsigned
+        )
+        if report.verified and not report.body_missing:
+            verdict, cls = "VERIFIED", "ok"
+            text = f"All {report.records} records chain and every body matches its digest."
+        elif report.verified:
+            verdict, cls = "BODY MISSING", "wait"
+            text = f"The chain holds; bodies missing or erased at seq {list(report.body_missing)}."
+        else:
+            verdict, cls = "BROKEN", "bad"
+            text = f"Broken at seq {report.broken_at_seq}: {report.reason}"
+        text += f" The journal service says {summary.verdict}."
+        cost = summary.cost
+        links = _linked_runs(history.records)
+        links_html = (
+            '<section aria-label="Linked runs"><h2>Linked runs</h2><ul>'
+            + "".join(
+                f'<li>{e(key.replace("_", " "))}: <a href="{e(run_href(value))}">'
+                f"<code>{e(value)}</code></a></li>"
+                for key, value in links
+            )
+            + "</ul></section>"
+            if links
+            else ""
+        )
+        body = _template("run.html").substitute(
+            run_id=e(run_id),
+            status=e(summary.status or "—"),
+            status_class=_STATUS_CLASS.get(summary.status, "") if summary.status else "",
+            capability=e(summary.capability or "—"),
+            case=e(summary.case_id or "—"),
+            era=summary.era,
+            started=when(summary.started_ms),
+            ended=when(summary.ended_ms),
+            parked_on=e(summary.parked_on or "—"),
+            cost=e(f"{cost.tokens_in} in / {cost.tokens_out} out tokens, {cost.units:g} units"),
+            verdict=e(verdict),
+            verdict_class=cls,
+            verdict_text=e(text),
+            links=links_html,
+            records=len(history.records),
+            timeline="\n".join(_timeline_item(r) for r in history.records),
+        )
+        return self.render(f"Run {run_id}", body, who)
+
+
+def _badge(status: RunStatus | None) -> str:
+    if status is None:
+        return '<span class="badge">—</span>'
+    return f'<span class="badge badge-{_STATUS_CLASS.get(status, "")}">{e(status)}</span>'
+
+
+def _timeline_item(r: JournalRecord) -> str:
+    kind = str(r.kind)
+    effect = f" · {e(r.family)} <code>{e(r.name)}</code>" if r.family and r.name else ""
+    slot = f" · era {r.era} call {r.call_seq}" if r.call_seq is not None else f" · era {r.era}"
+    cost = (
+        f" · cost {r.cost.tokens_in}/{r.cost.tokens_out} tokens, {r.cost.units:g} units"
+        if r.cost is not None and (r.cost.tokens_in or r.cost.tokens_out or r.cost.units)
+        else ""
+    )
+    label = f"{e(r.label.trust)}, {e(r.label.sensitivity)}" + (
+        f" from {e(', '.join(r.label.provenance))}" if r.label.provenance else ""
+    )
+    attrs = "".join(
+        f"<span><strong>{e(k)}</strong> {_attr_value(k, v)}</span>"
+        for k, v in sorted(r.attrs.items())
+    )
+    return (
+        f'<li class="kind-{_kind_class(kind)}" id="seq-{r.seq}"><div class="head">'
+        f'<span class="seq">#{r.seq}</span><span class="kind">{e(kind)}</span>'
+        f'<span class="meta">{when(r.stamp_ms)}{slot}{effect}{cost}</span></div>'
+        f'<p class="attrs"><span><strong>label</strong> {label}</span>{attrs}</p></li>'
+    )
+
+
+def _attr_value(key: str, value: str) -> str:
+    if key.endswith("_run") or key.endswith("run_id"):
+        return f'<a href="{e(run_href(value))}"><code>{e(value)}</code></a>'
+    return e(value)
+
+
+def install_ui(
+    app: FastAPI, runs: Runs, principals: PrincipalSource, *, public_origin: str | None = None
+) -> None:
+    """Add the runs UI's routes (hidden from the OpenAPI description), its stylesheet and the
+    security headers (the page CSP on ``/ui`` only: the rest of the app is the JSON API)."""
+    page = RunsPage(runs, principals, public_origin)
+    app.add_middleware(SecurityHeaders, pages=("/ui",))
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+
+    async def home(request: Request) -> Response:
+        who = page.who(request)
+        if who is None:
+            return page.signin()
+        return await run_in_threadpool(page.list_page, request, who)
+
+    async def show(request: Request) -> Response:
+        who = page.who(request)
+        if who is None:
+            return page.signin("Please sign in.", 401)
+        run_id = request.path_params["run_id"]
+        return await run_in_threadpool(page.run_page, who, run_id)
+
+    async def signin(request: Request) -> Response:
+        if not page.session.same_origin(request):
+            return page.signin("Cross-site sign-in refused.", 403)
+        token = (await read_form(request)).get("token", "").strip()
+        if page.principals.authenticate(token) is None:
+            return page.signin("That token is not known here.", 401)
+        return page.session.signed_in(request, token, "/ui")
+
+    async def signout(request: Request) -> Response:
+        return page.session.signed_out("/ui")
+
+    app.add_route("/ui", home, methods=["GET"], include_in_schema=False)
+    app.add_route("/ui/signin", signin, methods=["POST"], include_in_schema=False)
+    app.add_route("/ui/signout", signout, methods=["POST"], include_in_schema=False)
+    app.add_route("/ui/runs/{run_id:path}", show, methods=["GET"], include_in_schema=False)
