@@ -167,7 +167,7 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
         ]
         assert len(first_wave) == 4, [r.attrs for r in first_wave]
         linked = {
-            r.attrs["child"]
+            r.attrs["child_run"]
             for r in records
             if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
         }
@@ -176,6 +176,7 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
             child_records, child_results = chain_of(settings, child)
             assert verify_chain(child_records, child_results).ok, child
             assert child_records[0].attrs["admission_key"].startswith(f"runplane.child/{parent}/")
+            assert child_records[0].attrs["parent_run"] == parent
             assert child_records[-1].kind is JournalKind.RUN_COMPLETED
     finally:
         for service in (a, b, admission):

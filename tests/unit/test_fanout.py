@@ -243,7 +243,7 @@ def test_a_fan_out_of_commissions_starts_each_child_once_and_links_the_journals(
         k.startswith(f"runplane.child/{view.session_id}/") for k in d.children
     )
     recorded = {
-        r.attrs.get("node"): r.attrs.get("child")
+        r.attrs.get("node"): r.attrs.get("child_run")
         for r in view.journal
         if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
     }
@@ -251,6 +251,7 @@ def test_a_fan_out_of_commissions_starts_each_child_once_and_links_the_journals(
     for child in d.children.values():
         cj = d.view(child).journal
         assert cj[0].attrs["admission_key"].startswith(f"runplane.child/{view.session_id}/")
+        assert cj[0].attrs["parent_run"] == view.session_id
         assert d.verify(child).ok
     entry = next(e for e in view.results.values() if e.family == "commission")
     assert (

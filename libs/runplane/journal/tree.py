@@ -1,9 +1,9 @@
 """A run's commission tree, folded from journal records. Pure.
 
 A parent's journal names each child it commissioned: the commission's EFFECT_ANNOUNCED carries
-``child_key`` (the derived admission key) and its EFFECT_RECORDED carries ``child`` (the
-child's run id). A child's RUN_ADMITTED carries its admission key,
-``runplane.child/<parent>/<era>/<call_seq>``, which names the parent. ``runplane runs tree``
+``child_key`` (the derived admission key) and its EFFECT_RECORDED carries ``child_run`` (the
+child's run id). A child's RUN_ADMITTED carries ``parent_run`` and ``parent_call`` and its
+admission key, ``runplane.child/<parent>/<era>/<call_seq>``, which names the parent too. ``runplane runs tree``
 reads each run's records and folds them here, both ways.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from runplane.core.engine.commission import parent_of
+from runplane.keys import parent_of
 from runplane.wire import JournalKind, JournalRecord
 
 __all__ = ["TreeNode", "children_of", "parent_link", "tree"]
@@ -47,18 +47,21 @@ class TreeNode:
 def children_of(records: Iterable[JournalRecord]) -> list[tuple[str, str]]:
     """(child run id, node) for each commission the run recorded, in journal order."""
     return [
-        (r.attrs["child"], r.attrs.get("node", ""))
+        (r.attrs["child_run"], r.attrs.get("node", ""))
         for r in records
-        if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED and "child" in r.attrs
+        if r.family == "commission"
+        and r.kind is JournalKind.EFFECT_RECORDED
+        and "child_run" in r.attrs
     ]
 
 
 def parent_link(records: Iterable[JournalRecord]) -> str | None:
-    """The parent run of a commissioned run (from its RUN_ADMITTED), else None."""
+    """The parent run of a commissioned run (its RUN_ADMITTED's ``parent_run``, or its
+    admission key), else None."""
     for r in records:
         if r.kind is JournalKind.RUN_ADMITTED:
             parent = parent_of(r.attrs.get("admission_key", ""))
-            return None if parent is None else parent[0]
+            return r.attrs.get("parent_run") or (None if parent is None else parent[0])
     return None
 
 

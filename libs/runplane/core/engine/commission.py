@@ -14,8 +14,8 @@ branch sends an ``AdmissionRequest`` for the child and its join waits for the ch
   it is buffered in the parent's snapshot like any early signal, so it survives a crash.
 - **Linked journals.** The parent's announce record names the child's admission key and
   capability; the child's RUN_ADMITTED carries ``parent`` (the parent's session) and
-  ``parent_call`` in its attrs (admission), and the parent's result record the child's
-  session id: ``runplane runs tree`` walks both ways.
+  ``parent_call`` in its attrs, and the parent's result record the child's session id
+  (``child_run``): ``runplane runs tree`` and the journal's runs page walk both ways.
 - **Fates.** A failed or quarantined child is a failed branch (``ChildFailed`` in the parent,
   which decides). A parent that ends first does not cancel its children: they run to their
   own end and their result signal is refused by the ended parent (dead-lettered, visible).
@@ -35,6 +35,7 @@ from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.plan import Delegation
 from runplane.errors import TerminalError
+from runplane.keys import CHILD_PREFIX, child_key, parent_of
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal
 
 __all__ = [
@@ -48,24 +49,8 @@ __all__ = [
     "take_buffered",
 ]
 
-CHILD_PREFIX: Final = "runplane.child/"
 CHILD_SIGNAL: Final = "runplane.child:"
 _ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
-
-
-def child_key(session_id: str, era: int, call_seq: int) -> str:
-    """The child's admission key: a function of the parent's position only."""
-    return f"{CHILD_PREFIX}{session_id}/{era}/{call_seq}"
-
-
-def parent_of(admission_key: str) -> tuple[str, str] | None:
-    """(parent session, ``era/call_seq``) of a child's admission key; None for other keys."""
-    if not admission_key.startswith(CHILD_PREFIX):
-        return None
-    parts = admission_key[len(CHILD_PREFIX) :].rsplit("/", 2)
-    if len(parts) != 3 or not all(p.isdigit() for p in parts[1:]):
-        return None
-    return parts[0], f"{parts[1]}/{parts[2]}"
 
 
 def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
@@ -138,7 +123,7 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
             # Next in ready order: applied now. A later branch's result is buffered instead
             # (below) — in the snapshot, not in memory: the inbox offset moves on with it.
             outcome, child = _outcome(signal)
-            return on_outcome(run, call_seq, outcome, {"child": child})
+            return on_outcome(run, call_seq, outcome, {"child_run": child})
     if any(s.name == signal.name for s in run.pending):
         return Rejected(f"child result {signal.name!r} already buffered")
     run.pending.append(signal)

@@ -196,7 +196,7 @@ def _advance(run: Run, otherwise: Resolution) -> Resolution:
             buffered = take_buffered(run, held.signal)
             if buffered is not None:
                 held.outcome, child = buffered
-                held.attrs["child"] = child
+                held.attrs["child_run"] = child
         if held.outcome is None:
             break
         o = held.outcome
