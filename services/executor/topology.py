@@ -17,6 +17,7 @@ OUTPUTS = (
     "tasks.commands",
     "admission",
     "deadletter",
+    "runs.inbox",  # a commissioned child's result, to its parent (engine/commission.py)
 )
 
 

@@ -97,7 +97,7 @@ ACCESS: dict[str, Access] = {
     "executor": Access(
         reads=("runs.inbox", "results", "sessions"),
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter"),
+                "deadletter", "runs.inbox"),  # runs.inbox: a commissioned child's result
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",
