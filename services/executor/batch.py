@@ -10,7 +10,7 @@ only after the commit succeeded — never after an abort.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -29,6 +29,8 @@ class Out(NamedTuple):
     value: bytes | None
     partition: int | None = None
     lazy: Callable[[], bytes] | None = None
+    # A signed AdmissionRequest's signature headers (commissions); None for everything else.
+    headers: Sequence[tuple[str, str | bytes | None]] | None = None
 
 
 @dataclass

@@ -114,6 +114,7 @@ class Executor(RunEnding):
         self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
         self._wall_ms = wall_ms
+        self._emitter_key = settings.emitter_key
         self._calendars = calendars
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.

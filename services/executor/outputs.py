@@ -16,6 +16,7 @@ from confluent_kafka import Message
 
 from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
+from runplane.signing import SigningKey
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,
@@ -46,6 +47,7 @@ class Outputs:
     _topic: dict[str, str]
     _metrics: ExecutorMetrics
     _wall_ms: Callable[[], int]
+    _emitter_key: SigningKey | None
 
     @property
     def _batch(self) -> Batch:
@@ -58,8 +60,10 @@ class Outputs:
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
-        elif isinstance(command, (RunStatusUpdate, AdmissionRequest)):
+        elif isinstance(command, RunStatusUpdate):
             self._out("admission", command.admission_key, command, now)
+        elif isinstance(command, AdmissionRequest):  # a commission's child run
+            self._out("admission", command.admission_key, command, now, signed=True)
         elif isinstance(command, Signal):  # a child's result, to its parent's inbox
             self._out("runs.inbox", command.session_id, command, now)
         else:
@@ -68,7 +72,14 @@ class Outputs:
             raise TerminalError(f"no route for command {type(command).__name__}")
 
     def _out(
-        self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
+        self,
+        topic: str,
+        key: str,
+        record: Record,
+        now: float,
+        *,
+        partition: int | None = None,
+        signed: bool = False,
     ) -> None:
         if topic == "sessions":
             # Encoded at commit, once per run per batch: later steps replace earlier rows.
@@ -77,7 +88,12 @@ class Outputs:
             self._batch.add(out, now, last_wins=True)
             return
         value = self._serde.encode(topic, record)
-        self._batch.add(Out(self._topic[topic], key.encode("utf-8"), value, partition), now)
+        raw_key = key.encode("utf-8")
+        headers = None
+        if signed and self._emitter_key is not None:
+            # Signed as an emitter signs (admission checks it against the record's timestamp).
+            headers = self._emitter_key.headers(raw_key, value, self._wall_ms())
+        self._batch.add(Out(self._topic[topic], raw_key, value, partition, headers=headers), now)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
         self._metrics.deadletters.labels(kind).inc()

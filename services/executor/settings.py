@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_float, env_int, env_str
 from runplane.errors import ConfigError
+from runplane.signing import SigningKey
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class ExecutorSettings:
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
     call_timeout_s: float = 30.0
+    # The platform's emitter key (RUNPLANE_EMITTER_KEY[_FILE]): signs the AdmissionRequests of
+    # commissioned children, for an admission that requires signatures. None: unsigned.
+    emitter_key: SigningKey | None = None
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -85,4 +89,5 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_SESSION_TIMEOUT_MS", d.session_timeout_ms
             ),
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
+            emitter_key=SigningKey.from_env(e),
         )

@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import yaml
 
+from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
+from runplane.signing import SigningKey
 from runplane.wire import AdmissionClaim, AdmissionRequest, JournalKind, JournalRecord, RunStatus
 from services.executor.harness import chain_of, plain_producer, read_topic, send, sessions, wait_for
 
@@ -34,7 +37,14 @@ KEY = "triage-kill-1"
 
 
 class Service:
-    def __init__(self, settings: Settings, argv: list[str], instance: str, logs: Path) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        argv: list[str],
+        instance: str,
+        logs: Path,
+        extra: dict[str, str] | None = None,
+    ) -> None:
         env = {
             **os.environ,
             "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -48,6 +58,7 @@ class Service:
             "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
             "RUNPLANE_EXECUTOR_BATCH_MS": "5",
             "RUNPLANE_LOG_LEVEL": "WARNING",
+            **(extra or {}),
         }
         self._log: IO[bytes] = (logs / f"{instance}.log").open("wb")
         self.proc = subprocess.Popen(
@@ -182,3 +193,76 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
         for service in (a, b, admission):
             if service is not None:
                 service.stop()
+
+
+def test_with_signed_admission_the_executor_signs_its_commissions(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Admission requires signatures: the parent is signed by a tenant's emitter, the children
+    # by the platform's emitter key the executor holds (a tenant's key could not name them).
+    gw, platform = SigningKey.generate("gw"), SigningKey.generate("platform")
+    emitters = tmp_path / "emitters.yaml"
+    emitters.write_text(
+        yaml.safe_dump(
+            {
+                "emitters": [
+                    {
+                        "name": "gw",
+                        "tenant": "acme",
+                        "keys": [{"id": gw.key_id, "public_key": gw.public_b64()}],
+                    },
+                    {
+                        "name": "platform",
+                        "any_tenant": True,
+                        "keys": [{"id": platform.key_id, "public_key": platform.public_b64()}],
+                    },
+                ]
+            }
+        )
+    )
+    signed = {
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "false",
+        "RUNPLANE_ADMISSION_EMITTERS_FILE": str(emitters),
+    }
+    admission = Service(
+        settings, [str(RUNPLANE), "serve", "admission"], "admission", tmp_path, signed
+    )
+    executor = Service(
+        settings,
+        [sys.executable, "-m", "services.executor"],
+        "executor",
+        tmp_path,
+        {"RUNPLANE_EMITTER_KEY": platform.to_text()},
+    )
+    try:
+        with Client(settings, signing_key=gw) as client:
+            reply = client.admit(
+                "plan.triage",
+                "triage-signed",
+                {"amount": 700, "account": "x-9"},
+                tenant="acme",
+                initiator="ivan",
+                timeout=90,
+            )
+        run_id = reply.run_id
+        assert run_id is not None, reply
+
+        def ended() -> bool:
+            snap = sessions(settings).get(run_id)
+            return (
+                snap is not None
+                and snap.status is not RunStatus.RUNNING
+                and snap.status is not RunStatus.ADMITTED
+            )
+
+        wait_for(ended, timeout_s=120, every_s=1.0, what="the signed parent to end")
+        snap = sessions(settings)[run_id]
+        assert snap.status is RunStatus.COMPLETED, snap.error
+        assert json.loads(snap.output_json or "null") == {
+            "approve": False,
+            "score": 70,
+            "fraud": True,
+        }
+    finally:
+        executor.stop()
+        admission.stop()
