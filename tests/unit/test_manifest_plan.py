@@ -79,3 +79,8 @@ def test_a_bad_plan_manifest_is_refused_at_its_position(
     assert any(p.path == where for p in problems), [str(p) for p in problems]
     with pytest.raises(ManifestError):
         compile_manifest(doc)
+
+
+def test_a_checkpointed_plan_manifest_may_not_commission() -> None:
+    problems = validate_manifest(_with(["spec", "durability"], "checkpointed"))
+    assert [p.path for p in problems] == ["spec.durability"]

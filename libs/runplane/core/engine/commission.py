@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
+from runplane.core.agents import Durability
 from runplane.core.canonical import canonical_json
 from runplane.core.engine.fanout import on_outcome
 from runplane.core.engine.state import Run
@@ -60,7 +61,9 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
     request = effect.request
     capability = str(request["capability"])
     key = child_key(run.session_id, run.era, call_seq)
-    refusal = _delegation_refusal(run, capability, request.get("delegation"))
+    refusal = _durability_refusal(run) or _delegation_refusal(
+        run, capability, request.get("delegation")
+    )
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
         call_seq=call_seq,
@@ -82,6 +85,17 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
             )
         )
     return CHILD_SIGNAL + key, refusal
+
+
+def _durability_refusal(run: Run) -> Outcome | None:
+    """Only a replayable run commissions: a checkpointed one restores into a new era and
+    re-executes from its checkpoint, where a commission still in flight would take a new
+    slot — a new key, a second child."""
+    if run.spec.durability is Durability.REPLAYABLE:
+        return None
+    return Outcome.failure(
+        "CommissionRefused", "a checkpointed agent cannot commission (declare it replayable)"
+    )
 
 
 def _delegation_refusal(run: Run, capability: str, data: Any) -> Outcome | None:
