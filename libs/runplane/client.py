@@ -57,6 +57,7 @@ from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.signing import Headers, SigningKey
+from runplane.tracing import current_headers
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -265,13 +266,18 @@ class Client:
                 topic, key=key, value=value, headers=list(headers), timestamp=at_ms
             )
             return
+        trace = current_headers()  # the caller's trace, if it has one: the run joins it
         if self._signing_key is None:
-            self._producer.produce(topic, key=key, value=value)
+            if trace:
+                carried: list[tuple[str, str | bytes | None]] = [*trace]
+                self._producer.produce(topic, key=key, value=value, headers=carried)
+            else:
+                self._producer.produce(topic, key=key, value=value)
             return
         # The record's timestamp is the signing time, so admission's replay window compares
         # like with like (a topic with LogAppendTime replaces it with the broker's clock).
         now_ms = time.time_ns() // 1_000_000
-        headers = list(self._signing_key.headers(key, value, now_ms))
+        headers = [*self._signing_key.headers(key, value, now_ms), *trace]
         self._producer.produce(topic, key=key, value=value, headers=headers, timestamp=now_ms)
 
     def _await_reply(self, key: str, timeout: float) -> AdmissionReply:

@@ -10,7 +10,7 @@ only after the commit succeeded — never after an abort.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -29,8 +29,7 @@ class Out(NamedTuple):
     value: bytes | None
     partition: int | None = None
     lazy: Callable[[], bytes] | None = None
-    # A signed AdmissionRequest's signature headers (commissions); None for everything else.
-    headers: Sequence[tuple[str, str | bytes | None]] | None = None
+    headers: list[tuple[str, bytes]] | None = None  # W3C trace context (runplane.tracing)
 
 
 @dataclass

@@ -12,8 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.context import Context
+
 from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
 from runplane.errors import TerminalError
+from runplane.tracing import current_headers, effect_span
 from runplane.wire import Cost, Label
 from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
 from services.executor.metrics import executor_metrics
@@ -27,6 +30,8 @@ class Completion:
     runtime: Runtime
     call: LiveCall
     outcome: LiveOutcome
+    # The effect's span as Kafka headers (tracing.py): the records of its outcome carry it.
+    trace: list[tuple[str, bytes]] | None = None
 
 
 class Performer:
@@ -49,7 +54,19 @@ class Performer:
         self._metrics = executor_metrics()
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
-    async def perform(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+    async def perform(
+        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
+    ) -> None:
+        """Perform ``call`` (in a span under ``parent``, the step that requested it, when the
+        step is traced) and queue its completion."""
+        attributes = {"runplane.run_id": sid, "runplane.family": call.family}
+        with effect_span(f"{call.family} {call.target}", parent, attributes):
+            trace = current_headers() if parent is not None else None
+            await self._perform(sid, runtime, call, trace)
+
+    async def _perform(
+        self, sid: str, runtime: Runtime, call: LiveCall, trace: list[tuple[str, bytes]] | None
+    ) -> None:
         policy = CallPolicy(
             timeout_s=min(call.timeout_s, self._call_timeout_s),
             max_attempts=call.retry.max_attempts,
@@ -63,7 +80,7 @@ class Performer:
         calls, seconds = self._live_metrics(call.family, outcome.verdict.value)
         calls.inc()
         seconds.observe(outcome.elapsed_s)
-        self._completions.append(Completion(sid, runtime, call, outcome))
+        self._completions.append(Completion(sid, runtime, call, outcome, trace or None))
 
     def _live_metrics(self, family: str, verdict: str) -> tuple[Any, Any]:
         # labels() locks and looks the child up on every call; the label sets are few.

@@ -67,8 +67,7 @@ class Committer:
             self._producer.begin()
             for out in batch.records:
                 value = out.lazy() if out.lazy is not None else out.value
-                headers = list(out.headers) if out.headers else None
-                self._producer.produce(out.topic, out.key, value, out.partition, headers)
+                self._producer.produce(out.topic, out.key, value, out.partition, out.headers)
             self._producer.commit(offsets, metadata)
         except TxnAbortable:
             self._metrics.txn_aborts.inc()

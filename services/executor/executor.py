@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Message
+from opentelemetry.context import Context
 
 from runplane.core import (
     AgentRegistry,
@@ -65,6 +66,7 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
+from runplane.tracing import current_context, current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,
@@ -158,6 +160,7 @@ class Executor(RunEnding):
         self._last_housekeeping = 0.0
         self.ready = self._loop.ready
         self._launched = 0
+        self._trace: list[tuple[str, bytes]] | None = None
         self._last_poll = 0.0
 
     @property
@@ -366,17 +369,23 @@ class Executor(RunEnding):
             return
         before = part.sessions.get(sid)
         mark = self._batch.mark()
-        try:
-            if isinstance(record, StartRun):
-                self._start_run(msg, part, p, record)
-            else:
-                self._deliver(msg, part, p, record)
-        except (TxnAbortable, TxnFatal):
-            raise
-        except Exception as exc:
-            start = record if isinstance(record, StartRun) and before is None else None
-            self._poisoned(sid, p, before, mark, exc, "message", start=start)
-            self._dead_letter(msg, f"run {sid}: serving it raised {type(exc).__name__}", "poisoned")
+        name = f"executor {type(record).__name__}"
+        with span_from_headers(name, msg.headers(), {"runplane.run_id": sid}) as span:
+            self._trace = current_headers() if span is not None else None
+            try:
+                if isinstance(record, StartRun):
+                    self._start_run(msg, part, p, record)
+                else:
+                    self._deliver(msg, part, p, record)
+            except (TxnAbortable, TxnFatal):
+                raise
+            except Exception as exc:
+                start = record if isinstance(record, StartRun) and before is None else None
+                self._poisoned(sid, p, before, mark, exc, "message", start=start)
+                reason = f"run {sid}: serving it raised {type(exc).__name__}"
+                self._dead_letter(msg, reason, "poisoned")
+            finally:
+                self._trace = None
 
     def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
         if start.session_id in part.sessions or start.session_id in part.ended:
@@ -456,20 +465,26 @@ class Executor(RunEnding):
         parked = previous.parked_on if previous is not None else None
         if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
             return
+        # The step's trace context, for the spans of the calls it requested (None: untraced).
+        parent = current_context() if self._trace else None
         for call in step.live_calls:
             if call.announce_first:
                 self._batch.after_commit(
-                    functools.partial(self._launch, sid, runtime, call), time.monotonic()
+                    functools.partial(self._launch, sid, runtime, call, parent), time.monotonic()
                 )
             else:
-                self._launch(sid, runtime, call)
+                self._launch(sid, runtime, call, parent)
 
     # ------------------------------------------------------------------ live calls
-    def _launch(self, sid: str, runtime: Runtime, call: LiveCall) -> None:
+    def _launch(
+        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
+    ) -> None:
         res = self._residents.get(sid)
         if res is None or res.runtime is not runtime:
             return  # revoked, evicted or rebuilt meanwhile: the new owner decides
-        task = asyncio.get_running_loop().create_task(self._performer.perform(sid, runtime, call))
+        task = asyncio.get_running_loop().create_task(
+            self._performer.perform(sid, runtime, call, parent)
+        )
         self._launched += 1
         self._tasks[task] = sid
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
@@ -489,12 +504,15 @@ class Executor(RunEnding):
             # changes it carries records); it names the call in flight.
             previous = self._parts[res.partition].sessions[done.session_id]
             mark = self._batch.mark()
+            self._trace = done.trace  # the outcome's records carry the effect's span
             try:
                 self._complete(done, res, previous)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
                 self._poisoned(done.session_id, res.partition, previous, mark, exc, "completion")
+            finally:
+                self._trace = None
 
     def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
         if done.outcome.verdict is Verdict.IN_DOUBT:

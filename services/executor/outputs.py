@@ -48,6 +48,8 @@ class Outputs:
     _metrics: ExecutorMetrics
     _wall_ms: Callable[[], int]
     _emitter_key: SigningKey | None
+    # The trace context of the step being applied, as headers (None: not traced).
+    _trace: list[tuple[str, bytes]] | None
 
     @property
     def _batch(self) -> Batch:
@@ -89,11 +91,13 @@ class Outputs:
             return
         value = self._serde.encode(topic, record)
         raw_key = key.encode("utf-8")
-        headers = None
+        headers = self._trace
         if signed and self._emitter_key is not None:
             # Signed as an emitter signs (admission checks it against the record's timestamp).
-            headers = self._emitter_key.headers(raw_key, value, self._wall_ms())
-        self._batch.add(Out(self._topic[topic], raw_key, value, partition, headers=headers), now)
+            signature = self._emitter_key.headers(raw_key, value, self._wall_ms())
+            headers = [*(headers or ()), *((k, v) for k, v in signature if isinstance(v, bytes))]
+        out = Out(self._topic[topic], raw_key, value, partition, headers=headers)
+        self._batch.add(out, now)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
         self._metrics.deadletters.labels(kind).inc()

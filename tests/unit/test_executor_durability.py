@@ -128,6 +128,9 @@ class Msg:
     def timestamp(self) -> tuple[int, int]:
         return (0, 0)
 
+    def headers(self) -> None:
+        return None
+
 
 def _parked_run(ex: Executor) -> SessionSnapshot:
     admitted = run_admitted(

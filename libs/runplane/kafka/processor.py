@@ -72,6 +72,7 @@ from runplane.kafka.metrics import (
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
+from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import Record, Serde
 
 __all__ = [
@@ -309,8 +310,12 @@ class Processor:
         try:
             producer.begin()
             for msg in batch:
-                for emit in self._handle(msg, now):
-                    self._produce(emit)
+                # A span per record under the record's trace context (none without one and
+                # without an SDK); what the record causes carries that span's context.
+                with span_from_headers(f"{self._svc} {msg.topic()}", msg.headers()) as span:
+                    trace = current_headers() if span is not None else None
+                    for emit in self._handle(msg, now):
+                        self._produce(emit, trace)
                 topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                 assert topic is not None and partition is not None and offset is not None
                 positions[(topic, partition)] = offset + 1
@@ -408,7 +413,7 @@ class Processor:
         raw = raw_key.encode("utf-8") if isinstance(raw_key, str) else raw_key
         return _RawKeyEmit("deadletter", key or "-", record, raw_key=raw)
 
-    def _produce(self, emit: Emit) -> None:
+    def _produce(self, emit: Emit, trace: list[tuple[str, bytes]] | None = None) -> None:
         full = self._settings.topic(emit.topic)
         n = self._partitions_of(full)
         value = None if emit.value is None else self._serde.encode(emit.topic, emit.value)
@@ -424,6 +429,8 @@ class Processor:
             # Wall time, not the handler's clock: admission compares it with the record's
             # timestamp, which librdkafka stamps from the wall clock at this produce().
             headers = list(signer(key_bytes, value, time.time_ns() // 1_000_000))
+        if trace:
+            headers = [*(headers or ()), *trace]
         self._loop.producer.produce(full, key_bytes, value, partition, headers)
         for table, topic in self._handler.tables.items():
             if topic == emit.topic:

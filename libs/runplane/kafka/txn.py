@@ -152,7 +152,7 @@ class TransactionalProducer:
         key: bytes | None,
         value: bytes | None,
         partition: int | None = None,
-        headers: list[tuple[str, str | bytes | None]] | None = None,
+        headers: Sequence[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         """Queue one record in the open transaction; waits for room when the queue is full."""
         kwargs: dict[str, Any] = {"key": key, "value": value}

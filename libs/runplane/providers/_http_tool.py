@@ -21,6 +21,7 @@ import httpx
 from runplane.core.agents import EffectDecl
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
+from runplane.tracing import inject_http
 from runplane.wire import Label
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH"})
@@ -117,6 +118,8 @@ class HttpTool:
         headers: dict[str, str],
         body_kw: dict[str, Any],
     ) -> Any:
+        headers = dict(headers)
+        inject_http(headers)  # W3C trace context of the effect's span, when traced
         try:
             response = await client.request(self.method, url, headers=headers, **body_kw)
         except httpx.TransportError as exc:

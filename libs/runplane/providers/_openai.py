@@ -17,6 +17,7 @@ import httpx
 from runplane.core.agents import Generation
 from runplane.errors import ConfigError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
+from runplane.tracing import inject_http
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class OpenAIProvider:
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        inject_http(headers)  # W3C trace context of the effect's span, when traced
         try:
             response = await self._http().post(
                 f"{self.base_url}/chat/completions", json=body, headers=headers
