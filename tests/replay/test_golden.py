@@ -72,3 +72,6 @@ def test_a_recorded_fan_out_matches_what_the_code_records_today() -> None:
     spec.loader.exec_module(recorder)
     stored = json.loads((GOLDEN / "fanout_lookup.json").read_text(encoding="utf-8"))
     assert recorder.dump(recorder.record_fanout())["journal"] == stored["journal"]
+    # Commissions: the plan record, both children announced, their results applied in order.
+    stored = json.loads((GOLDEN / "commission_triage.json").read_text(encoding="utf-8"))
+    assert recorder.dump(recorder.record_commission())["journal"] == stored["journal"]
