@@ -18,6 +18,9 @@
 - ``labels``: the label join (``join``, ``join_all``, ``BOTTOM``) and ``at_source``, the label
   each effect gives its result (import from ``runplane.core.labels``).
 - ``lint``: the determinism lint behind ``runplane lint`` and ``@agent``.
+- ``plan``: plans as frozen authorization graphs (IR, contract, source binding, delegation,
+  quorum and batch outcomes); ``planrun``: ``ctx.run_plan`` / ``fan_out`` / ``parallel`` /
+  ``commission`` / ``panel`` built on ``StepCtx``.
 
 The executor drives it (see docs/contracts.md, "The durable core").
 """
