@@ -189,6 +189,25 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
             assert child_records[0].attrs["admission_key"].startswith(f"runplane.child/{parent}/")
             assert child_records[0].attrs["parent_run"] == parent
             assert child_records[-1].kind is JournalKind.RUN_COMPLETED
+
+        # `runplane runs tree` shows the same links, read from the topics.
+        env = {
+            **os.environ,
+            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+            "RUNPLANE_PARTITIONS": str(settings.partitions),
+        }
+        shown = subprocess.run(
+            [str(RUNPLANE), "runs", "tree", parent, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        tree = json.loads(shown.stdout)["tree"]
+        assert tree["capability"] == "plan.triage" and tree["status"] == "COMPLETED"
+        assert {c["run_id"] for c in tree["children"]} == children
     finally:
         for service in (a, b, admission):
             if service is not None:
