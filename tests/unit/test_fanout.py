@@ -443,3 +443,35 @@ def test_a_checkpointed_agent_cannot_commission() -> None:
 
     d = Driver(reg)
     assert d.run("cp", {}).output == "CommissionRefused" and d.children == {}
+
+
+def test_a_plan_with_a_model_node_binds_to_the_generation_text() -> None:
+    from runplane.testing import ScriptedProvider
+
+    plan = Plan(
+        "summarise",
+        (
+            Node("draft", "model:scripted/small", {"prompt": Bind("input", "$.ticket")}),
+            Node("file", "tool:t0", {"text": Bind("draft", "$.text")}),
+        ),
+        output="file",
+    )
+    reg = AgentRegistry()
+
+    @reg.agent("summarise", effects=READS, models=("scripted",))
+    async def summarise(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.run_plan(plan, input)
+
+    filed: list[Any] = []
+    d = Driver(
+        reg,
+        tools={"t0": lambda a, k: filed.append(a) or "filed"},
+        providers={"scripted": ScriptedProvider(["a short summary"])},
+    )
+    view = d.run("summarise", {"ticket": "it broke"})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert filed == [{"text": "a short summary"}]
+    model = next(e for e in view.results.values() if e.family == "generation")
+    assert (
+        "model:scripted/small" in model.label.provenance and model.label.trust.value == "UNTRUSTED"
+    )
