@@ -9,7 +9,10 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.e2e``       emit → COMPLETED through admission and the executor, a 3-step and a
                            no-op agent one at a time, 16 and 200 in flight (p50/p99, runs/s),
                            beside the same closed loops on a raw two-hop Kafka path, and where
-                           a lone run's time goes, hop by hop.
+                           a lone run's time goes, hop by hop;
+- ``benchmarks.parked``    100,000 runs parked on approvals across two executor processes:
+                           memory with eviction on, and restore after a SIGKILL
+                           (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
 - ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
                            one after another (wall time, ratio, calls seen in flight at once).
 
@@ -41,7 +44,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "fanout")
+ORDER = ("core", "executor", "admission", "e2e", "parked", "fanout")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -265,6 +265,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "executor": "Executor: steps/s and admission-to-completion latency",
         "admission": "Admission: admissions/s with 0% and 50% duplicates",
         "e2e": "End to end: emit → COMPLETED, beside the raw-Kafka path",
+        "parked": "Parked runs at scale: executor memory and restore after a kill",
         "fanout": "Fan-out: N slow tool calls in one run, at once vs in sequence (the baseline)",
     }
     for name, entry in benches.items():

@@ -52,6 +52,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from runplane import operate
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
@@ -65,6 +66,7 @@ from runplane.wire import (
     RunStatus,
     Serde,
     SessionSnapshot,
+    Signal,
 )
 
 __all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
@@ -339,16 +341,89 @@ class Client:
         self, tp: TopicPartition, wanted: bytes, floor: int, end: int, deadline: float
     ) -> SessionSnapshot | None:
         """The run's last snapshot in [floor, end): windows back from ``end``, doubling."""
+        value = self._latest_bytes(tp, wanted, floor, end, deadline)
+        snap = None if value is None else self._serde.decode("sessions", value)
+        return snap if isinstance(snap, SessionSnapshot) else None
+
+    def _latest_bytes(
+        self, tp: TopicPartition, wanted: bytes, floor: int, end: int, deadline: float
+    ) -> bytes | None:
         hi, size = end, _FIRST_WINDOW
         while hi > floor:
             lo = max(floor, hi - size)
             start = TopicPartition(tp.topic, tp.partition, lo)
             value = self._last_value(start, wanted, hi, deadline)
             if value is not None:
-                snap = self._serde.decode("sessions", value)
-                return snap if isinstance(snap, SessionSnapshot) else None
+                return value
             hi, size = lo, size * 2
         return None
+
+    # --- operating a run (runplane.operate) -------------------------------------------------
+
+    def latest(self, topic: str, key: str, *, timeout: float = 30.0) -> Any | None:
+        """The last record keyed ``key`` on the compacted logical ``topic`` (``sessions``,
+        ``admission.claims``), decoded; None when there is none."""
+        name = self._settings.topic(topic)
+        part = partition_for(key, self._count(name))
+        (end,) = self._ends(name, [part])
+        deadline = time.monotonic() + timeout
+        try:
+            value = self._latest_bytes(
+                TopicPartition(name, part), key.encode("utf-8"), 0, end, deadline
+            )
+        finally:
+            self._consumer.unassign()
+        return None if value is None else self._serde.decode(topic, value)
+
+    def to_inbox(self, record: Signal, *, timeout: float = 30.0) -> None:
+        """Produce ``record`` to its run's inbox (key: the session) and wait for delivery."""
+        value = self._serde.encode("runs.inbox", record)
+        topic = self._settings.topic("runs.inbox")
+        self._producer.produce(topic, key=record.session_id.encode("utf-8"), value=value)
+        if self._producer.flush(timeout) > 0:
+            raise RetryableError(f"signal for {record.session_id} not delivered within {timeout}s")
+
+    def signal(
+        self,
+        run: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        sent_by: str | None = None,
+        tenant: str | None = None,
+    ) -> operate.Sent:
+        """Send signal ``name`` to a live run (by run id or admission key); ``RunRefused``
+        for an unknown (or other tenant's) or ended run. Idempotent on ``signal_id``.
+        ``sent_by`` defaults to ``RUNPLANE_INITIATOR`` (see ``runplane.operate``)."""
+        return operate.signal(
+            self, run, name, payload, sent_by=self._who(sent_by), signal_id=signal_id, tenant=tenant
+        )
+
+    def cancel(
+        self,
+        run: str,
+        *,
+        reason: str = "",
+        sent_by: str | None = None,
+        request_id: str | None = None,
+        tenant: str | None = None,
+    ) -> operate.Sent:
+        """Cancel a live run (``runplane.core.engine.cancel``); refused like ``signal``."""
+        return operate.cancel(
+            self,
+            run,
+            reason=reason,
+            sent_by=self._who(sent_by),
+            request_id=request_id,
+            tenant=tenant,
+        )
+
+    def _who(self, given: str | None) -> str:
+        who = given if given is not None else self._settings.initiator
+        if who is None or not who.strip():
+            raise ConfigError("no sender: pass sent_by or set RUNPLANE_INITIATOR")
+        return who
 
     def _last_value(
         self, start: TopicPartition, wanted: bytes, hi: int, deadline: float

@@ -38,7 +38,9 @@ from runplane.core import (
 )
 from runplane.core.chain import run_start
 from runplane.core.engine import Command, Event, apply_step
+from runplane.core.limits import Limits
 from runplane.errors import RetryableError
+from runplane.testing_operate import OperateVerbs
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,
@@ -145,7 +147,7 @@ ToolFn = Callable[..., Any]
 CrashHook = Callable[[str, LiveCall], bool]
 
 
-class Driver:
+class Driver(OperateVerbs):
     """An in-memory executor + cases + worklist for one or many runs.
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
@@ -167,6 +169,7 @@ class Driver:
         cases: Mapping[str, Any] | None = None,
         approve: str | Callable[[OpenTask], str | None] | None = None,
         crash_hook: CrashHook | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if isinstance(agents, AgentRegistry):
             self.agents = agents
@@ -187,12 +190,14 @@ class Driver:
         ] = []  # every OpenTask sent, in order (a person asked once → once)
         self.approve = approve
         self.crash_hook = crash_hook
+        self.limits = limits  # a run's stated limits (runplane.core.limits); None: the defaults
         self.sessions: dict[str, _Session] = {}
         self.tool_calls: Counter[str] = Counter()
         self.live_calls = 0
         self.replayed = 0
         self.crashes = 0
         self._inbox: deque[Event] = deque()
+        self._starts: deque[StartRun] = deque()
         self._counter = 0
         # Commissions: child runs to admit (as admission would), and each key's one child.
         self._admissions: deque[AdmissionRequest] = deque()
@@ -233,7 +238,11 @@ class Driver:
         spec = self.agents.spec(capability)
         try:
             runtime, step = Runtime.start(
-                spec, start, now_ms=self.clock.now_ms(), calendars=self.calendars
+                spec,
+                start,
+                now_ms=self.clock.now_ms(),
+                calendars=self.calendars,
+                limits=self.limits,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -260,18 +269,6 @@ class Driver:
             raise AssertionError(f"run {session_id} has no open task")
         task = next(iter(session.open_tasks.values()))
         self._inbox.append(self._decision(task, outcome, comment, by))
-        self._drain()
-        return self.view(session_id)
-
-    def signal(self, session_id: str, name: str, payload: Any = None) -> RunView:
-        self._inbox.append(
-            Signal(
-                session_id=session_id,
-                name=name,
-                payload_json=canonical_json(payload),
-                sent_ms=self.clock.now_ms(),
-            )
-        )
         self._drain()
         return self.view(session_id)
 
@@ -316,6 +313,7 @@ class Driver:
                 start,
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
+                limits=self.limits,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -358,6 +356,7 @@ class Driver:
                         session.results,
                         now_ms=self.clock.now_ms(),
                         calendars=self.calendars,
+                        limits=self.limits,
                     )
                     session.runtime = runtime
                     self._handle(session, runtime, step)
@@ -370,6 +369,9 @@ class Driver:
                 self._crashed(session)
                 # The event was not committed as consumed: it is delivered again after restart.
                 self._inbox.appendleft(event)
+        while self._starts:
+            start = self._starts.popleft()
+            self._restart(start.session_id, start)
 
     def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
         """Carry out a step like the executor: announce rule, live calls, commit, commands."""
@@ -456,6 +458,10 @@ class Driver:
             reply = self._deadline_reply(command)
             if command.reply_to is not None:
                 self._inbox.append(reply)
+        elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
+            self.sessions.setdefault(command.session_id, _Session()).journal.append(command)
+        elif isinstance(command, StartRun):
+            self._starts.append(command)  # started once the current step is committed
         elif isinstance(command, AdmissionRequest):
             self._admissions.append(command)
         elif isinstance(command, Signal):  # a child's result, for its parent

@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Mapping
 
+from runplane.auth import PrincipalsFile
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
@@ -28,6 +29,7 @@ from services.admission.decide import CapabilitySpec
 from services.admission.handler import AdmissionHandler
 from services.admission.http import HttpAdmission
 from services.admission.identity import Authentication
+from services.admission.operate import HttpOperate
 from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
 
@@ -124,6 +126,7 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     processor = build(own, health=health, auth=auth)
     # POST /admit (http.py) forwards signed requests through an emitter client of its own.
     with Client(settings) as client:
-        app = make_app(health, HttpAdmission(auth, client).routes())
+        operators = HttpOperate(PrincipalsFile.from_env(), client)  # signals, cancel
+        app = make_app(health, [*HttpAdmission(auth, client).routes(), *operators.routes()])
         with run_http(app, settings.http_host, settings.http_port(SERVICE), stop):
             processor.run(stop)

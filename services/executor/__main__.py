@@ -6,6 +6,7 @@ import threading
 
 from runplane.config import Settings
 from runplane.service import install_signal_handlers, setup_logging
+from runplane.tracing import configure as configure_tracing
 from services.executor.serve import serve
 from services.executor.topology import SERVICE
 
@@ -13,6 +14,7 @@ from services.executor.topology import SERVICE
 def main() -> None:
     settings = Settings.from_env()
     setup_logging(SERVICE, settings.log_level)
+    configure_tracing(SERVICE)  # only when OTEL_* asks for an exporter
     stop = threading.Event()
     install_signal_handlers(stop)
     serve(settings, stop)

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from runplane.core import Runtime, Step
+from runplane.core.agents import EffectDecl
 from runplane.core.engine import Command, apply_step, fail_from_snapshot, fail_unstartable
+from runplane.core.limits import Limits
 from runplane.kafka.partition import partition_for
 from runplane.wire import (
     JournalKind,
@@ -27,6 +31,14 @@ from services.executor.outputs import Outputs
 from services.executor.state import ENDED, PartitionState, results_key
 
 log = logging.getLogger("services.executor.executor")
+
+
+class EngineOptions(TypedDict):
+    """What every runtime of one executor is built with (``Runtime.start`` / ``restore``)."""
+
+    calendars: Any
+    tools: Mapping[str, EffectDecl]
+    limits: Limits
 
 
 @dataclass

@@ -80,11 +80,12 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunEnding, RunOut
+from services.executor.ending import EngineOptions, Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
+from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(RunEnding):
+class Executor(TimerScan):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -113,11 +114,15 @@ class Executor(RunEnding):
         base = settings.base
         self._registry = registry
         self._tools = dict(tools)
-        self._tool_decls = {name: tool.decl for name, tool in tools.items()}
         self._providers = dict(providers)
         self._wall_ms = wall_ms
         self._emitter_key = settings.emitter_key
-        self._calendars = calendars
+        # What every runtime of this executor is built with (Runtime.start / restore).
+        self._engine = EngineOptions(
+            calendars=calendars,
+            tools={name: tool.decl for name, tool in tools.items()},
+            limits=settings.limits,
+        )
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
@@ -195,6 +200,7 @@ class Executor(RunEnding):
                 self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
+                    self._fire_timers()
                 self._loop.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.
                 self._launched = 0
@@ -397,9 +403,7 @@ class Executor(RunEnding):
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
-        runtime, step = Runtime.start(
-            spec, start, now_ms=now_ms, calendars=self._calendars, tools=self._tool_decls
-        )
+        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
         self._metrics.runs_started.inc()
         self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
         self._apply(start.session_id, p, runtime, step, previous=None)
@@ -447,8 +451,7 @@ class Executor(RunEnding):
             snap,
             results,
             now_ms=self._wall_ms(),
-            calendars=self._calendars,
-            tools=self._tool_decls,
+            **self._engine,
         )
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)

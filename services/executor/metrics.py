@@ -32,6 +32,7 @@ class ExecutorMetrics:
     runtimes: Gauge
     consumer_lag: Gauge
     poisoned: Counter
+    timer_lateness: Histogram
 
 
 @cache
@@ -95,5 +96,10 @@ def executor_metrics() -> ExecutorMetrics:
             "runplane_executor_poisoned_runs_total",
             "Runs failed because serving them raised (a poison pill contained), by where.",
             ["where"],
+        ),
+        timer_lateness=Histogram(
+            "runplane_executor_timer_lateness_seconds",
+            "How long after its journaled instant a durable timer was delivered.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
         ),
     )

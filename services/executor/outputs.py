@@ -7,6 +7,7 @@ dead-lettering an inbox record.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -22,6 +23,7 @@ from runplane.wire import (
     CancelDeadline,
     CloseTask,
     GetCaseState,
+    JournalRecord,
     MeetDeadline,
     OpenTask,
     PutCaseState,
@@ -30,6 +32,7 @@ from runplane.wire import (
     RunStatusUpdate,
     Serde,
     Signal,
+    StartRun,
 )
 from services.executor.batch import Batch, Out
 from services.executor.metrics import ExecutorMetrics
@@ -56,9 +59,13 @@ class Outputs:
         raise NotImplementedError  # the executor's current group-commit batch
 
     def _out_command(self, command: Record, now: float) -> None:
-        if isinstance(
-            command, (OpenTask, CloseTask)
-        ):  # CloseTask: the core withdraws a task carried across eras
+        if isinstance(command, OpenTask):
+            if self._trace:
+                # The worklist stores the step's context with the task; the decision joins it.
+                parent = dict(self._trace).get("traceparent", b"").decode("latin-1") or None
+                command = dataclasses.replace(command, trace_parent=parent)
+            self._out("tasks.commands", command.task_id, command, now)
+        elif isinstance(command, CloseTask):  # the core withdraws a task carried across eras
             self._out("tasks.commands", command.task_id, command, now)
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
@@ -66,7 +73,10 @@ class Outputs:
             self._out("admission", command.admission_key, command, now)
         elif isinstance(command, AdmissionRequest):  # a commission's child run
             self._out("admission", command.admission_key, command, now, signed=True)
-        elif isinstance(command, Signal):  # a child's result, to its parent's inbox
+        elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
+            self._out("journal", command.session_id, command, now)
+        elif isinstance(command, (StartRun, Signal)):
+            # A successor's start, on its own partition; a child's result, to its parent.
             self._out("runs.inbox", command.session_id, command, now)
         else:
             # The core's Command union grew and this shell was not told: losing a command

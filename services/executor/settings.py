@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_float, env_int, env_str
+from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
 from runplane.signing import SigningKey
 
@@ -41,6 +42,8 @@ class ExecutorSettings:
     # The platform's emitter key (RUNPLANE_EMITTER_KEY[_FILE]): signs the AdmissionRequests of
     # commissioned children, for an admission that requires signatures. None: unsigned.
     emitter_key: SigningKey | None = None
+    # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -90,4 +93,5 @@ class ExecutorSettings:
             ),
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
             emitter_key=SigningKey.from_env(e),
+            limits=limits_from_env(e),
         )

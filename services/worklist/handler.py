@@ -67,7 +67,11 @@ def emits_for(task_id: str, verdict: Verdict) -> list[Emit]:
     if verdict.task is not None:
         emits.append(Emit(TABLE, task_id, verdict.task))
     if verdict.decision is not None:
-        emits.append(Emit("runs.inbox", verdict.decision.session_id, verdict.decision))
+        # The decision continues the run's trace (the context its step stored in the task).
+        trace = verdict.task.task.trace_parent if verdict.task is not None else None
+        emits.append(
+            Emit("runs.inbox", verdict.decision.session_id, verdict.decision, trace_parent=trace)
+        )
     return emits
 
 

@@ -7,18 +7,14 @@ recorded effect, and every journal chain verifies.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 from confluent_kafka import Producer
+from executor_process_support import ExecutorProcess
 
 from runplane.config import Settings
 from runplane.core import verify_chain
@@ -49,45 +45,15 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = 24
 
 
-class ExecutorProcess:
-    def __init__(self, settings: Settings, instance: str, billing_url: str, logs: Path) -> None:
-        env = {
-            **os.environ,
-            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
-            "RUNPLANE_PARTITIONS": str(settings.partitions),
-            "RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{instance}",
-            "RUNPLANE_EXECUTOR_PORT": "0",
-            "RUNPLANE_BILLING_URL": billing_url,
-            "RUNPLANE_AGENT_MODULES": "examples.refund",
-            # The stock executor offers the tools of its config file, the billing ones here.
-            "RUNPLANE_TOOLS_CONFIG": str(
-                Path(__file__).resolve().parents[2] / "examples" / "tools" / "billing.yaml"
-            ),
-            "RUNPLANE_EXECUTOR_BATCH_MS": "5",
-            "RUNPLANE_LOG_LEVEL": "WARNING",
-        }
-        self._log: IO[bytes] = (logs / f"executor-{instance}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.executor"],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._log.close()
+def _executor(settings: Settings, instance: str, billing_url: str, logs: Path) -> ExecutorProcess:
+    env = {
+        "RUNPLANE_BILLING_URL": billing_url,
+        "RUNPLANE_AGENT_MODULES": "examples.refund",
+        # The stock executor offers the tools of its config file, the billing ones here.
+        "RUNPLANE_TOOLS_CONFIG": str(ROOT / "examples" / "tools" / "billing.yaml"),
+        "RUNPLANE_EXECUTOR_BATCH_MS": "5",
+    }
+    return ExecutorProcess(settings, instance, logs, env)
 
 
 @pytest.fixture
@@ -129,8 +95,8 @@ def _on_operator(snap: SessionSnapshot) -> bool:
 def test_sigkill_mid_charge_loses_nothing_and_charges_once(
     settings: Settings, billing: FakeBillingServer, tmp_path: Path
 ) -> None:
-    a = ExecutorProcess(settings, "a", billing.url + "/via/a", tmp_path)
-    b = ExecutorProcess(settings, "b", billing.url + "/via/b", tmp_path)
+    a = _executor(settings, "a", billing.url + "/via/a", tmp_path)
+    b = _executor(settings, "b", billing.url + "/via/b", tmp_path)
     producer = plain_producer(settings)
     decided: set[str] = set()
     try:

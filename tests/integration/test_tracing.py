@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import sys
+import tempfile
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,16 +28,19 @@ pytestmark = pytest.mark.integration
 
 
 def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
+    sys.path.insert(0, str(Path(__file__).parent))  # the worklist's stack helpers
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from test_worklist_support import auth, wait_for, worklist_service, write_principals
 
     from runplane.client import Client
     from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
     from runplane.kafka.clients import consumer_config
     from runplane.providers import HttpTool
+    from runplane.wire import RunStatus
     from services.admission.decide import CapabilitySpec
     from services.admission.serve import build as build_admission
     from services.admission.settings import AdmissionSettings
@@ -69,7 +75,9 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
 
     @registry.agent("traced", effects=[decl])
     async def traced(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
-        return dict(await ctx.tool("lookup", {"q": input["q"]}))
+        found = dict(await ctx.tool("lookup", {"q": input["q"]}))
+        await ctx.approval("Go ahead?", found, role="finance")
+        return found
 
     tools = {
         "lookup": HttpTool("lookup", "POST", f"http://127.0.0.1:{server.server_port}/", decl=decl)
@@ -82,17 +90,34 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
     thread = threading.Thread(target=processor.run, args=(stop,), daemon=True)
     thread.start()
     client = Client(settings)
+    principals = write_principals(Path(tempfile.mkdtemp()), tenant="default")
     try:
         assert processor.ready.wait(120)
-        with executor_thread(
-            ExecutorSettings(base=settings, agent_modules=()),
-            tools=tools,
-            providers={},
-            registry=registry,
+        with (
+            executor_thread(
+                ExecutorSettings(base=settings, agent_modules=()),
+                tools=tools,
+                providers={},
+                registry=registry,
+            ),
+            worklist_service(settings, principals) as wl,
         ):
             with trace.get_tracer("emitter").start_as_current_span("emitter admits"):
                 reply = client.admit("traced", "k-trace", {"q": "x"}, initiator="alice")
             assert reply.run_id is not None
+            client.wait(reply.run_id, timeout=120, until=frozenset({RunStatus.AWAITING_HUMAN}))
+            task = wait_for(
+                "the task",
+                lambda: (
+                    wl.client.get("/api/tasks", headers=auth("ada")).json()["tasks"] or [None]
+                )[0],
+            )
+            decided = wl.client.post(
+                f"/api/tasks/{task['task_id']}/decide",
+                headers=auth("ada"),
+                json={"decision": "approve"},
+            )
+            assert decided.status_code == 200, decided.text
             done = client.wait(reply.run_id, timeout=120)
             time.sleep(0.5)  # the last commit's spans end just after it
     finally:
@@ -160,6 +185,15 @@ def test_one_trace_spans_emitter_admission_executor_and_the_tool_call(settings: 
     assert admission["parent"] == emitter["id"]
     assert start["parent"] == admission["id"]
     assert tool["parent"] == start["id"]
+    # The decision joins the run's trace: the worklist's span for the TaskDecision continues
+    # the context stored with the task, and the executor's step for it continues that.
+    decision = next(
+        s for s in spans if s["name"].startswith("worklist ") and s["name"].endswith("runs.inbox")
+    )
+    resumed = by_name["executor TaskDecision"]
+    assert decision["trace"] == resumed["trace"] == emitter["trace"]
+    assert resumed["parent"] == decision["id"]
+    assert decision["parent"] in {tool["id"], start["id"]}
     # The HTTP tool got the tool span's context; the journal records carry the trace.
     [traceparent] = result["http_traceparents"]
     assert traceparent.split("-")[1:3] == [emitter["trace"], tool["id"]]

@@ -683,8 +683,35 @@ def test_the_ingresses_route_tls_hosts_to_their_service(helm: str) -> None:
     assert all(
         "RUNPLANE_WORKLIST_PUBLIC_ORIGIN" not in e for n, e in env.items() if n != "worklist"
     )
+    # The journal's runs UI: its origin, and the worklist's task pages link runs there.
+    runs = f"https://{values['ingress']['journal']['host']}"
+    assert env["journal"]["RUNPLANE_JOURNAL_PUBLIC_ORIGIN"] == runs
+    assert env["worklist"]["RUNPLANE_WORKLIST_RUNS_UI"] == runs
     (cm,) = [d for d in _of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-env")]
     assert cm["data"]["RUNPLANE_FORWARDED_ALLOW_IPS"] == values["http"]["forwardedAllowIps"]
+
+
+def test_tracing_is_off_by_default_and_one_value_turns_it_on_everywhere(helm: str) -> None:
+    def otel(*sets: str) -> dict[str, dict[str, str]]:
+        result = helm_template(helm, CHART, None, *sets)
+        assert result.returncode == 0, result.stderr
+        docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+        return {
+            _component(w): {
+                e["name"]: e.get("value")
+                for e in w["spec"]["template"]["spec"]["containers"][0]["env"]
+                if e["name"].startswith("OTEL_")
+            }
+            for w in _of_kind(docs, "StatefulSet", "Deployment")
+        }
+
+    assert all(not e for e in otel().values())
+    on = otel("tracing.otlpEndpoint=http://collector:4318")
+    assert on and all(
+        e == {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+              "OTEL_SERVICE_NAME": f"runplane-{name}"}
+        for name, e in on.items()
+    )  # fmt: skip
 
 
 def render_notes(helm: str, tmp_path: Path, *sets: str) -> str:

@@ -177,6 +177,18 @@ RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- end -}}
 {{- end -}}
 
+{{/* RUNPLANE_JOURNAL_PUBLIC_ORIGIN (the runs UI's address; the worklist links runs there as
+     RUNPLANE_WORKLIST_RUNS_UI): the value, else https://<host> of the journal's TLS ingress,
+     else "". */}}
+{{- define "runplane.journalPublicOrigin" -}}
+{{- $ing := .Values.ingress -}}
+{{- if .Values.http.journalPublicOrigin -}}
+{{- .Values.http.journalPublicOrigin | trimSuffix "/" -}}
+{{- else if and $ing.enabled $ing.journal.enabled $ing.journal.tls.enabled -}}
+{{- printf "https://%s" $ing.journal.host -}}
+{{- end -}}
+{{- end -}}
+
 {{/* A checksum of the Secret keys a service takes as environment variables (they are read
      once, at start, so a change must restart the pod). principals.yaml is left out: it is a
      mounted file the worklist and journal re-read when it changes, so rotating a token

@@ -25,6 +25,7 @@ from runplane.cli import (  # noqa: E402
     emit,
     journal,
     lint,
+    operate,
     principals,
     serve,
     stack,
@@ -42,6 +43,7 @@ app = typer.Typer(
 
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
+operate.register(app)  # after journal: it adds `runs cancel` to the runs group
 tree.register(app)  # `runs tree` (commissions): after journal, which owns the runs group
 
 

@@ -239,6 +239,7 @@ def run_start(
     input_json: str,
     now_ms: int,
     case_id: str | None = None,
+    attrs: Mapping[str, str] | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
 
@@ -255,7 +256,7 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
-        attrs=_lineage(admission_key),
+        attrs={**(_lineage(admission_key) or {}), **(attrs or {})} or None,
     )
     start = StartRun(
         session_id=session_id,
@@ -290,7 +291,12 @@ class ChainFault(enum.StrEnum):
 # is rejected, not journaled), so any record that follows one — however well chained — was
 # written by someone other than the run's writer: a break, not an extension.
 TERMINAL_KINDS = frozenset(
-    {JournalKind.RUN_COMPLETED, JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED}
+    {
+        JournalKind.RUN_COMPLETED,
+        JournalKind.RUN_FAILED,
+        JournalKind.RUN_QUARANTINED,
+        JournalKind.RUN_CANCELLED,
+    }
 )
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
+from runplane.core.waits import Duration, timer_request
 from runplane.errors import RunplaneError
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ __all__ = [
     "Effect",
     "EffectError",
     "Op",
+    "RunCancelled",
     "RunHost",
     "StepCtx",
+    "WaitTimedOut",
     "days",
     "hours",
     "minutes",
@@ -84,6 +87,18 @@ class CaseRefused(EffectError):
 
 class ApprovalExpired(EffectError):
     """The approval task expired and the agent declared ``on_expiry="fail"``."""
+
+
+class WaitTimedOut(EffectError):
+    """A ``wait_signal`` or ``approval`` with a ``timeout`` reached its journaled instant
+    first. Recorded at the wait's slot: a replay raises it again at the same place."""
+
+
+class RunCancelled(EffectError):
+    """An operator cancelled the run (``runplane runs cancel``). Raised at the effect the
+    agent waits on (or the next one it issues): effect groups reverse what they left standing,
+    ``finally`` blocks run, and the agent may catch it to clean up with more effects. However
+    the agent then ends, the run ends RUN_CANCELLED."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,8 @@ class Op(StrEnum):
     DEADLINE = "deadline"
     DEADLINE_MEET = "deadline_meet"
     DEADLINE_CANCEL = "deadline_cancel"
+    SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
+    CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
     BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
     JOIN = "join"  # waits for every branch of a fan-out
 
@@ -288,9 +305,37 @@ class StepCtx:
         """Tier 3: compute ``fn()`` locally once, journal it, serve the record on replay."""
         return Effect("observe", name, {"observe": name}, Op.OBSERVE, {"fn": fn})
 
-    def wait_signal(self, name: str) -> Effect:
-        """Wait for the next signal ``name`` (consumed in delivery order) → its payload."""
-        return Effect("signal", name, {"signal": name}, Op.SIGNAL)
+    def wait_signal(
+        self, name: str, *, timeout: Duration | None = None, calendar: str = "wall"
+    ) -> Effect:
+        """Wait for the next signal ``name`` (consumed in delivery order) → its payload.
+
+        ``timeout`` (seconds, a ``timedelta``, or a calendar rule such as ``working_days(2)``
+        on ``calendar``): past it, ``WaitTimedOut`` is raised instead. The instant is resolved
+        once and journaled, so replay never reads a clock."""
+        if name.startswith("runplane."):
+            raise ValueError(f"signal names under 'runplane.' are reserved, got {name!r}")
+        request: dict[str, Any] = {"signal": name}
+        if timeout is not None:  # only when set: older recordings keep their witness
+            request["timeout"] = timer_request(timeout, None, calendar)
+        return Effect("signal", name, request, Op.SIGNAL)
+
+    def sleep(
+        self, duration: Duration | None = None, *, until: int | None = None, calendar: str = "wall"
+    ) -> Effect:
+        """A durable timer → the journaled wake instant (ms). ``duration``: seconds, a
+        ``timedelta`` or a calendar rule (``minutes(5)``, ``working_days(1)`` on ``calendar``);
+        or ``until``, an instant in ms. The run parks; it wakes at that instant even across a
+        crash, a restart or a rebalance (the executor owning it delivers the wake)."""
+        return Effect("timer", "sleep", timer_request(duration, until, calendar), Op.SLEEP)
+
+    def continue_as_new(self, input: Any) -> Effect:
+        """End this run and start its successor — same capability, case, tenant and
+        initiator, a fresh history — on ``input`` → ``{"continued_as": <successor run id>}``.
+        Write ``return await ctx.continue_as_new(next_input)``: the run ends at this call
+        (RUN_COMPLETED naming the successor; its output is that value), so nothing after it
+        runs. The way out of a long history (``HistoryTooLong``)."""
+        return Effect("run", "continue_as_new", {"input": input}, Op.CONTINUE_AS_NEW)
 
     def checkpoint(self, state: Any) -> Effect:
         """Report the run's position (checkpointed runs restore from the last one)."""
@@ -307,6 +352,8 @@ class StepCtx:
         on_expiry: str = "fail",
         allow_unattended: bool = False,
         escalate_to: str | None = None,
+        timeout: Duration | None = None,
+        calendar: str = "wall",
     ) -> Effect:
         """Open a human task with the run's actual ``answer`` and park until decided → Decision.
 
@@ -334,6 +381,10 @@ class StepCtx:
         if escalate_to is not None:
             # Only when given: approvals recorded before this option existed keep their witness.
             request["escalate_to"] = escalate_to
+        if timeout is not None:
+            # A durable timeout of the run's own (``WaitTimedOut``; the task is withdrawn),
+            # unlike ``expires_in``, which the worklist applies to the task.
+            request["timeout"] = timer_request(timeout, None, calendar)
         return Effect("approval", f"approval:{role}", request, Op.APPROVAL)
 
     def case_state(self) -> Effect:

@@ -24,9 +24,10 @@ _STATUS_OF_KIND: Mapping[JournalKind, RunStatus] = {
     JournalKind.RUN_COMPLETED: RunStatus.COMPLETED,
     JournalKind.RUN_FAILED: RunStatus.FAILED,
     JournalKind.RUN_QUARANTINED: RunStatus.QUARANTINED,
+    JournalKind.RUN_CANCELLED: RunStatus.FAILED,  # a cancelled run ends FAILED (RunCancelled)
 }
 # Kinds that say nothing about where the run is.
-_NEUTRAL = frozenset({JournalKind.DEADLINE_REGISTERED})
+_NEUTRAL = frozenset({JournalKind.DEADLINE_REGISTERED, JournalKind.CANCEL_REQUESTED})
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 
 

@@ -87,7 +87,8 @@ _RESTORE = "runplane-restore-"
 # docs/security.md "Topics: who reads (R) and who writes (W)" and "Groups and transactional ids".
 ACCESS: dict[str, Access] = {
     "admission": Access(
-        reads=("admission", "admission.claims", "admission.replies"),
+        # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.operate).
+        reads=("admission", "admission.claims", "admission.replies", "sessions"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
                 "deadletter"),
         groups=("admission",),
@@ -96,8 +97,9 @@ ACCESS: dict[str, Access] = {
     ),
     "executor": Access(
         reads=("runs.inbox", "results", "sessions"),
+        # runs.inbox: a continue-as-new successor's StartRun.
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter", "runs.inbox"),  # runs.inbox: a commissioned child's result
+                "deadletter", "runs.inbox"),  # runs.inbox: a successor's StartRun, a child's result
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",
@@ -134,7 +136,12 @@ ACCESS: dict[str, Access] = {
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),
-    "operator": Access(reads=("cases",), shared_groups=("runplane-cli-",)),
+    # runplane signal / runs cancel: check the run (sessions, admission.claims), then write.
+    "operator": Access(
+        reads=("cases", "sessions", "admission.claims"),
+        writes=("runs.inbox",),
+        shared_groups=("runplane-cli-", "runplane-client-"),
+    ),
     "admin": Access(admin=True),
 }  # fmt: skip
 

@@ -56,6 +56,9 @@ class Emit:
     key: str
     value: Record | None
     partition_key: str | None = None
+    # A W3C traceparent this record continues instead of the handled record's: a run's
+    # context stored with what it waited on (an OpenTask's), so an answer joins the run's trace.
+    trace_parent: str | None = None
 
     def __post_init__(self) -> None:
         if not self.topic:

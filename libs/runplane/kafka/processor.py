@@ -315,7 +315,12 @@ class Processor:
                 with span_from_headers(f"{self._svc} {msg.topic()}", msg.headers()) as span:
                     trace = current_headers() if span is not None else None
                     for emit in self._handle(msg, now):
-                        self._produce(emit, trace)
+                        if emit.trace_parent is None:
+                            self._produce(emit, trace)
+                            continue
+                        stored = [("traceparent", emit.trace_parent.encode("latin-1"))]
+                        with span_from_headers(f"{self._svc} {emit.topic}", stored):
+                            self._produce(emit, current_headers())
                 topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                 assert topic is not None and partition is not None and offset is not None
                 positions[(topic, partition)] = offset + 1

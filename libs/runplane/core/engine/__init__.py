@@ -62,6 +62,8 @@ The package, one module per responsibility (``registry`` is the table of effect 
 - ``replay``: ``decide_slot``, the pure replay decision over one slot
 - ``state``: ``Run``, one run's working state; ``driver``: the coroutine driver
 - ``tools``, ``doubt``, ``approvals``, ``cases``, ``local``: one module per effect family
+- ``signals``, ``timers``, ``successor`` (families), ``cancel`` and ``bounds`` (hooks on fresh
+  slots), ``operated`` (the cancel request a snapshot carries): operating a run from outside
 - ``eras``: checkpointed restores and what carries across eras; ``ends``: how a run ends
 - ``runtime``: ``Runtime`` (the public API) and ``replay_history``
 - ``apply``: ``apply_step``, the one order in which a step leaves the engine (executor, Driver)

@@ -13,6 +13,7 @@ from typing import Any
 
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.engine import timers
 from runplane.core.engine.decode import serve
 from runplane.core.engine.doubt import decide_operator
 from runplane.core.engine.eras import note_early, set_open
@@ -94,6 +95,8 @@ def approval(run: Run, slot: Slot) -> Resolution:
         ),
     )
     run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
+    if req.get("timeout") is not None:  # a durable timeout of the run's own (engine.timers)
+        timers.arm(run, slot, timers.instant(run, req["timeout"]), f"task:{task_id}")
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 

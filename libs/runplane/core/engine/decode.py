@@ -16,6 +16,8 @@ from runplane.core.ctx import (
     Effect,
     EffectError,
     Op,
+    RunCancelled,
+    WaitTimedOut,
 )
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.vocab import Resolution, Throw, Value
@@ -53,7 +55,17 @@ def error_from(error: ErrorInfo) -> EffectError:
         return ApprovalExpired(error.type, error.message, retryable=error.retryable)
     if error.type == "CaseRefused":
         return CaseRefused(error.message)
+    raised = _RAISED.get(error.type)
+    if raised is not None:
+        return raised(error.type, error.message, retryable=error.retryable)
     return EffectError(error.type, error.message, retryable=error.retryable)
+
+
+# Recorded failures raised as their own subclass, so an agent can catch them by type.
+_RAISED: Final[dict[str, type[EffectError]]] = {
+    "RunCancelled": RunCancelled,
+    "WaitTimedOut": WaitTimedOut,
+}
 
 
 def _identity(effect: Effect, raw: Any) -> Any:
@@ -79,4 +91,5 @@ _DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
     Op.DEADLINE_MEET: lambda _e, raw: None,
     Op.DEADLINE_CANCEL: lambda _e, raw: None,
     Op.CHECKPOINT: lambda _e, raw: None,
+    Op.SLEEP: lambda _e, raw: int(raw),
 }

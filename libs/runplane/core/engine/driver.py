@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from runplane.core.chain import request_witness
 from runplane.core.ctx import Effect, EffectError, StepCtx
+from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.doubt import in_doubt
 from runplane.core.engine.ends import fail, finish, quarantine
@@ -41,6 +42,7 @@ _REWAIT = {
     ParkKind.SIGNAL: WaitKind.SIGNAL,
     ParkKind.TASK: WaitKind.APPROVAL,
     ParkKind.CASE_REPLY: WaitKind.CASE,
+    ParkKind.WAKE: WaitKind.TIMER,
 }
 
 
@@ -163,6 +165,10 @@ def _dispatch(run: Run, effect: Effect) -> Resolution:
     slot = tuple.__new__(Slot, (effect, call_seq, witness))
     if case is SlotCase.FRESH:
         # Nothing recorded here: what the era carries decides first, then the op's handler.
+        if run.cancel is not None and run.cancel.pending():
+            return cancel.at_slot(run, slot)  # a cancel waiting for the agent's next effect
+        if run.rec.next_seq >= run.limits.max_journal_records:
+            return bounds.history_too_long(run, slot)
         if run.prior and (served := from_prior_era(run, slot)) is not None:
             return served
         if run.doubts:

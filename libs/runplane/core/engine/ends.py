@@ -18,6 +18,7 @@ from runplane.core.chain import Draft, request_witness, seal
 from runplane.core.engine.eras import withdraw_carried
 from runplane.core.engine.state import Run
 from runplane.core.engine.step import Command, Step
+from runplane.core.limits import too_large
 from runplane.wire import (
     CloseTask,
     ErrorInfo,
@@ -31,11 +32,20 @@ from runplane.wire import (
     StartRun,
 )
 
-__all__ = ["fail", "fail_from_snapshot", "fail_unstartable", "finish", "quarantine", "withdrawal"]
+__all__ = [
+    "cancelled",
+    "fail",
+    "fail_from_snapshot",
+    "fail_unstartable",
+    "finish",
+    "quarantine",
+    "withdrawal",
+]
 
 
-def finish(run: Run, output: Any) -> None:
-    """The agent returned ``output``."""
+def finish(run: Run, output: Any, attrs: dict[str, str] | None = None) -> None:
+    """The agent returned ``output`` (``attrs``: more for the end record, e.g. the successor
+    of a continue-as-new)."""
     run.coro = None
     if run.max_slot.get(run.era, -1) >= run.cursor:
         at = run.cursor
@@ -43,6 +53,9 @@ def finish(run: Run, output: Any) -> None:
             run,
             f"non-determinism at era {run.era} call_seq {at}: history has {run.slot_desc(at)}, agent returned instead",
         )
+        return
+    if run.cancel is not None:
+        cancelled(run)  # however the agent ended after a cancel, the run ends cancelled
         return
     try:
         run.output_json = canonical_json(output)
@@ -56,6 +69,11 @@ def finish(run: Run, output: Any) -> None:
             ),
         )
         return
+    oversized = too_large(run.output_json, run.rec.max_result_bytes)
+    if oversized is not None:  # the snapshot carrying it could not be written
+        run.output_json = None
+        fail(run, oversized)
+        return
     run.status = RunStatus.COMPLETED
     _clear_waits(run)
     run.rec.seal(
@@ -63,12 +81,16 @@ def finish(run: Run, output: Any) -> None:
         attrs={
             "output_digest": request_witness(json.loads(run.output_json)),
             **_unresolved(run),
+            **(attrs or {}),
         },
     )
 
 
 def fail(run: Run, error: ErrorInfo) -> None:
     """The run failed with ``error`` (the agent raised, or the engine could not serve it)."""
+    if run.cancel is not None:
+        cancelled(run)
+        return
     _close_coro(run)
     run.status = RunStatus.FAILED
     run.error = error
@@ -87,6 +109,22 @@ def quarantine(run: Run, reason: str) -> None:
     _clear_waits(run)
     run.rec.out.live.clear()
     run.rec.seal(JournalKind.RUN_QUARANTINED, attrs={"reason": reason[:500]})
+
+
+def cancelled(run: Run) -> None:
+    """End a run an operator cancelled (``engine.cancel``): RUN_CANCELLED, status FAILED
+    with error type ``RunCancelled``; what it waited on is withdrawn, its timer dropped."""
+    request = run.cancel
+    assert request is not None
+    _close_coro(run)
+    run.status = RunStatus.FAILED
+    run.error = ErrorInfo(type="RunCancelled", message=request.reason, retryable=False)
+    _clear_waits(run)
+    run.wake_at = None
+    run.rec.seal(
+        JournalKind.RUN_CANCELLED,
+        attrs={"reason": request.reason, "cancelled_by": request.by, **_unresolved(run)},
+    )
 
 
 def _unresolved(run: Run) -> dict[str, str]:

@@ -18,6 +18,7 @@ from runplane.core.engine.step import Command
 from runplane.core.engine.values import LiveCall
 from runplane.core.engine.vocab import Slot
 from runplane.core.labels import at_source, join
+from runplane.core.limits import DEFAULT_LIMITS, too_large
 from runplane.wire import ZERO_HASH, Cost, ErrorInfo, JournalKind, JournalRecord, Label, ResultEntry
 
 __all__ = ["Out", "Recorder"]
@@ -47,6 +48,7 @@ class Recorder:
         "decoded",
         "era",
         "last_hash",
+        "max_result_bytes",
         "next_seq",
         "now",
         "out",
@@ -81,6 +83,8 @@ class Recorder:
         # The value result() just decoded, for decode.serve to hand over instead of decoding
         # the same text again. Taken once: only the first serve of that entry gets the object.
         self.decoded: tuple[ResultEntry, Any] | None = None
+        # A body past this fails its call (``ResultTooLarge``): Kafka could not carry it.
+        self.max_result_bytes = DEFAULT_LIMITS.max_result_bytes
 
     def begin(self, now_ms: int) -> None:
         """Start a step stamped ``now_ms``, with an empty buffer (``out``; the previous one
@@ -181,6 +185,10 @@ class Recorder:
                     message=f"result is not canonical JSON: {exc}",
                     retryable=False,
                 )
+            else:
+                error = too_large(value_json, self.max_result_bytes)
+                ok = error is None
+                value_json = value_json if ok else None
         # The agent sees the decoded canonical value on the first run too, so it cannot tell
         # a fresh serve from a replay (tuples become lists, 2.0 becomes 2, on both paths).
         decoded = json.loads(value_json) if ok and value_json is not None else None

@@ -9,10 +9,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.ctx import Op
-from runplane.core.engine import approvals, cases, commission, fanout, local, tools
+from runplane.core.engine import (
+    approvals,
+    cases,
+    commission,
+    fanout,
+    local,
+    signals,
+    successor,
+    timers,
+    tools,
+)
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Rejected, Resolution, Slot
-from runplane.wire import CaseReply, Signal, TaskDecision
+from runplane.wire import CaseReply, Signal, TaskDecision, Wake
 
 __all__ = ["FAMILIES", "HANDLERS", "INBOX", "Family", "Handler", "InboxHandler"]
 
@@ -46,11 +56,11 @@ FAMILIES: Final = (
         },
         {CaseReply: cases.on_case_reply},
     ),
-    Family(
-        "local",
-        {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint, Op.SIGNAL: local.wait_signal},
-        {Signal: local.on_signal},
-    ),
+    Family("local", {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint}, {}),
+    # Operating a run: signals, durable timers; a Wake also carries a cancel (engine.cancel).
+    Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
+    Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
+    Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
     # Fan-out branches and their join; a child's result arrives as a signal (commission hands
     # every other signal to the signal family's handler). Last: the later row serves Signal.
     Family(

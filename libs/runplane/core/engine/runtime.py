@@ -28,6 +28,7 @@ from runplane.core.engine.values import (
     ReplayReport,
 )
 from runplane.core.engine.vocab import Calendars, Rejected, Resolution, WaitKind
+from runplane.core.limits import Limits
 from runplane.errors import TerminalError
 from runplane.wire import (
     ErrorInfo,
@@ -65,8 +66,10 @@ class Runtime:
         now_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        limits: Limits | None = None,
     ) -> tuple[Runtime, Step]:
-        """A new run from its StartRun (seq 0 was written by admission; we continue at 1)."""
+        """A new run from its StartRun (seq 0 was written by admission; we continue at 1).
+        ``limits``: the run's stated limits (``runplane.core.limits``; default DEFAULT_LIMITS)."""
         rec = Recorder(
             start.session_id,
             spec.capability,
@@ -87,6 +90,7 @@ class Runtime:
             started_ms=start.admitted_ms,
             calendars=calendars,
             tools=tools,
+            limits=limits,
         )
         rt = cls(run)
         rt._begin(now_ms)
@@ -104,6 +108,7 @@ class Runtime:
         now_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        limits: Limits | None = None,
     ) -> tuple[Runtime, Step]:
         """Rebuild a non-resident run from its snapshot and result journal.
 
@@ -115,7 +120,10 @@ class Runtime:
         """
         if snapshot.status in TERMINAL:
             raise TerminalError(f"run {snapshot.session_id} already ended ({snapshot.status})")
-        rt = cls(run_from_snapshot(spec, snapshot, results, calendars=calendars, tools=tools))
+        run = run_from_snapshot(
+            spec, snapshot, results, calendars=calendars, tools=tools, limits=limits
+        )
+        rt = cls(run)
         rt._begin(now_ms)
         if spec.durability is Durability.CHECKPOINTED:
             new_era(rt._run, snapshot)
@@ -273,8 +281,6 @@ class Runtime:
         if isinstance(event, Quarantine):
             quarantine(run, event.reason)
             return self._flush()
-        if isinstance(event, Wake):
-            return self._flush()  # a plain wake: the step only stamps the run
         handler = INBOX.get(type(event))
         if handler is None:  # pragma: no cover - typed callers cannot get here
             return self._flush(Rejected(f"unknown event type {type(event).__name__}"))

@@ -14,11 +14,13 @@ from typing import Any, NamedTuple
 
 from runplane.core.agents import AgentSpec, EffectDecl
 from runplane.core.determinism import session_seed
+from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
 from runplane.core.engine.vocab import Calendars, Wait
+from runplane.core.limits import DEFAULT_LIMITS, Limits
 from runplane.wire import (
     ErrorInfo,
     ParkedOn,
@@ -48,6 +50,7 @@ class Run:
         started_ms: int,
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.spec = spec
         self.rec = rec
@@ -90,6 +93,12 @@ class Run:
         # Fan-out branches dispatched and not applied yet, by call_seq (``fanout.Branch``).
         self.branches: dict[int, Any] = {}
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
+        # Operating a run (signals, timers, cancel): see engine.signals / timers / cancel.
+        self.wake_at: int | None = None  # the journaled instant a timer wakes the run
+        self.signal_ids: list[str] = []  # ids of signals accepted (bounded, newest last)
+        self.cancel: CancelRequest | None = None
+        self.limits = DEFAULT_LIMITS if limits is None else limits
+        rec.max_result_bytes = self.limits.max_result_bytes
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
@@ -139,6 +148,7 @@ class Run:
     def unpark(self) -> None:
         self.parked = None
         self.status = RunStatus.RUNNING
+        self.wake_at = None  # a timer belongs to the park it bounds
 
     # -- the snapshot --------------------------------------------------------------------------
     def capture(self) -> SnapState:
@@ -171,6 +181,9 @@ class Run:
                 self.era_started_ms,
                 self.open,
                 tuple(self.doubts) if self.doubts else (),
+                self.wake_at,
+                tuple(self.signal_ids),
+                None if self.cancel is None else self.cancel.to_json(),
             ),
         )
 
@@ -196,6 +209,7 @@ class Mark(NamedTuple):
     doubts: tuple[InFlight, ...]
     checkpoint_json: str | None
     clock_ms: int
+    operate: tuple[int | None, tuple[str, ...], CancelRequest | None]
 
     @classmethod
     def take(cls, run: Run) -> Mark:
@@ -219,6 +233,7 @@ class Mark(NamedTuple):
                 tuple(run.doubts),
                 run.checkpoint_json,
                 rec.clock_ms,
+                (run.wake_at, tuple(run.signal_ids), run.cancel),
             ),
         )
 
@@ -243,6 +258,8 @@ class Mark(NamedTuple):
         run.waiting, run.pending_live = self.waiting, self.pending_live
         run.pending, run.doubts = list(self.pending), list(self.doubts)
         run.checkpoint_json, rec.clock_ms = self.checkpoint_json, self.clock_ms
+        run.wake_at, ids, run.cancel = self.operate
+        run.signal_ids = list(ids)
 
 
 def run_from_snapshot(
@@ -252,6 +269,7 @@ def run_from_snapshot(
     *,
     calendars: Calendars | None,
     tools: Mapping[str, EffectDecl] | None,
+    limits: Limits | None = None,
 ) -> Run:
     """A run's state as its snapshot left it (the coroutine not yet launched)."""
     clock = snapshot.era_started_ms if snapshot.era_started_ms else snapshot.started_ms
@@ -275,6 +293,7 @@ def run_from_snapshot(
         started_ms=snapshot.started_ms,
         calendars=calendars,
         tools=tools,
+        limits=limits,
     )
     run.status = run.status_before = snapshot.status
     run.parked = snapshot.parked_on
@@ -289,4 +308,7 @@ def run_from_snapshot(
     run.error = snapshot.error
     run.updated_ms = snapshot.updated_ms
     run.era_started_ms = snapshot.era_started_ms
+    run.wake_at = snapshot.wake_at_ms
+    run.signal_ids = list(snapshot.signal_ids)
+    run.cancel = CancelRequest.from_json(snapshot.cancel_json) if snapshot.cancel_json else None
     return run

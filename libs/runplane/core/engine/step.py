@@ -26,6 +26,7 @@ from runplane.wire import (
     RunStatusUpdate,
     SessionSnapshot,
     Signal,
+    StartRun,
     TaskDecision,
     Wake,
 )
@@ -50,6 +51,8 @@ Command = (
     | MeetDeadline
     | CancelDeadline
     | RunStatusUpdate
+    | JournalRecord  # seq 0 of a successor (continue-as-new), on its own chain
+    | StartRun  # ... and its start, on its own inbox
     | AdmissionRequest  # a commissioned child (engine/commission.py) → admission
     | Signal  # a child's result → its parent's inbox
 )
@@ -107,6 +110,9 @@ class SnapState(NamedTuple):
     era_started_ms: int
     open_request: OpenRequest | None
     doubts: tuple[InFlight, ...]
+    wake_at_ms: int | None
+    signal_ids: tuple[str, ...]
+    cancel_json: str | None
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -132,6 +138,9 @@ class SnapState(NamedTuple):
             era_started_ms=self.era_started_ms,
             open_request_json=None if self.open_request is None else self.open_request.to_json(),
             doubts_json=doubts_to_json(self.doubts),
+            wake_at_ms=self.wake_at_ms,
+            signal_ids=self.signal_ids,
+            cancel_json=self.cancel_json,
         )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.ctx import Effect, Op
+from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 
 __all__ = [
@@ -31,9 +32,9 @@ __all__ = [
 ]
 
 # Families reconstructed through the side-effect log across eras (checkpointed restores).
-CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal"})
+CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal", "timer"})
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
-MAX_BUFFERED_SIGNALS: Final = 256
+MAX_BUFFERED_SIGNALS: Final = DEFAULT_LIMITS.max_buffered_signals
 GENERATION_DECL: Final = EffectDecl(
     "generation", mutating=False, recovery=Recovery.RETRY, timeout_s=120.0
 )
@@ -81,6 +82,7 @@ class WaitKind(StrEnum):
     APPROVAL = "approval"
     OPERATOR = "operator"  # an operator's verdict on a call in doubt
     CASE = "case"  # a case command's reply
+    TIMER = "timer"  # a durable timer's instant (ctx.sleep)
     FANOUT = "fanout"  # every branch of a fan-out (fanout.join)
 
 

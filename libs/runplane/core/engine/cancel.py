@@ -1,0 +1,89 @@
+"""Cancelling a run: an operator's request, journaled, told to the agent, then the end.
+
+A cancel arrives as a Signal with the reserved name ``runplane.cancel`` (payload
+``{"reason": …}``), naming who asked (``sent_by``, from authentication); as any signal it is
+accepted once per ``signal_id``. Agents cannot wait for a reserved name. It is journaled at once (CANCEL_REQUESTED, reason
+and requester) and kept in the snapshot (``cancel_json``) until the run ends. Then:
+
+* parked on a signal, an approval or a timer: ``RunCancelled`` is recorded at that slot and
+  raised at the agent's ``await``; an open approval task is withdrawn (``CloseTask``) and the
+  timer dropped;
+* busy with something that must first get its disposition — a live call (announced or not),
+  the probe of a call in doubt, an operator's verdict on one, a case command — the cancel
+  waits for it: the call's outcome is recorded as usual (or its declared recovery runs), and
+  ``RunCancelled`` is recorded at the next effect the agent issues, in place of performing it.
+  So a cancel never leaves an announced call without a disposition.
+
+Raised in the agent, ``RunCancelled`` unwinds it: effect groups reverse what they left
+standing (their undo calls are ordinary journaled calls), ``finally`` blocks run, and the agent
+may catch it and clean up with more effects. However the agent then ends, the run ends
+RUN_CANCELLED (status FAILED, error type ``RunCancelled``; ``ends.cancelled``). A replay
+serves the recorded ``RunCancelled`` at the same slot, so the clean-up replays identically.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from runplane.core.engine.decode import serve
+from runplane.core.engine.operated import CancelRequest
+from runplane.core.engine.state import Run
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, WaitKind
+from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, Signal
+
+__all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
+
+# The reserved signal name of a cancel request (names under ``runplane.`` are the platform's).
+CANCEL_SIGNAL: Final = "runplane.cancel"
+# Waits the cancel interrupts at once; any other wait must first reach its disposition.
+_INTERRUPTIBLE: Final = frozenset({WaitKind.SIGNAL, WaitKind.APPROVAL, WaitKind.TIMER})
+
+
+def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
+    by = signal.sent_by
+    if by is None or not by.strip():
+        return Rejected("a cancel must name who asked for it (sent_by)", "unauthenticated")
+    if run.cancel is not None:
+        return SUSPEND  # already cancelling: a repeated request changes nothing
+    run.cancel = CancelRequest(_reason(signal.payload_json), by, run.now)
+    attrs = {"reason": run.cancel.reason, "requested_by": by}
+    if signal.signal_id is not None:
+        attrs["signal_id"] = signal.signal_id
+    run.rec.seal(JournalKind.CANCEL_REQUESTED, attrs=attrs)
+    wait = run.waiting
+    if wait is not None and wait.kind in _INTERRUPTIBLE:
+        return at_slot(run, wait.slot)
+    return SUSPEND
+
+
+def _reason(payload_json: str) -> str:
+    try:
+        payload = json.loads(payload_json)
+    except ValueError:
+        payload = payload_json
+    reason = payload.get("reason") if isinstance(payload, dict) else payload
+    text = str(reason).strip() if reason is not None else ""
+    return text[:500] or "cancelled by an operator"
+
+
+def at_slot(run: Run, slot: Slot) -> Resolution:
+    """Record ``RunCancelled`` at ``slot`` (the wait it interrupts, or a fresh effect) and
+    raise it in the agent."""
+    request = run.cancel
+    assert request is not None
+    run.cancel = request.told(run.era)
+    parked = run.parked
+    if parked is not None and parked.kind is ParkKind.TASK:
+        run.rec.out.commands.append(
+            CloseTask(task_id=parked.ref, reason="run cancelled", at_ms=run.now)
+        )
+        run.open = None
+    run.waiting = None
+    if parked is not None:
+        run.unpark()  # drops a timer too
+    error = ErrorInfo(type="RunCancelled", message=request.reason, retryable=False)
+    entry = run.rec.result(
+        slot, JournalKind.EFFECT_RECORDED, error=error, attrs={"cancelled_by": request.by}
+    )
+    return serve(run.rec, slot.effect, entry)

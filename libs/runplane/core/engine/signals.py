@@ -1,0 +1,138 @@
+"""Effect family: signals — ``ctx.wait_signal(name, timeout=…)`` and the Signal inbox event.
+
+``wait_signal`` takes the next buffered signal of that name or parks until one arrives; with
+a ``timeout`` it arms the run's durable timer (``timers.arm``), and the wake past it records
+``WaitTimedOut`` at the wait's slot instead.
+
+A signal is accepted once per ``signal_id``: the ids of the last ``MAX_SIGNAL_IDS`` accepted
+signals ride in the snapshot (``signal_ids``), and a redelivery (a sender's retry, a
+duplicate produce) changes nothing — no record, no second delivery. A signal comes from
+outside the platform: its value is labelled untrusted at the source (``labels.at_source``)
+and, when the sender was authenticated, its provenance names ``principal/<sender>``; the
+journal records who sent it (``sent_by``) and its id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from runplane.core.engine import bounds, cancel, timers
+from runplane.core.engine.decode import serve
+from runplane.core.engine.state import Run
+from runplane.core.engine.vocab import (
+    SUSPEND,
+    Rejected,
+    Resolution,
+    Slot,
+    Wait,
+    WaitKind,
+)
+from runplane.wire import (
+    JournalKind,
+    Label,
+    ParkKind,
+    ResultEntry,
+    RunStatus,
+    Sensitivity,
+    Signal,
+    Trust,
+)
+
+__all__ = ["MAX_SIGNAL_IDS", "on_signal", "wait_signal"]
+
+# How many accepted signal ids a run remembers (newest kept): the deduplication window.
+MAX_SIGNAL_IDS: Final = 1024
+
+
+def wait_signal(run: Run, slot: Slot) -> Resolution:
+    name = slot.effect.name
+    for i, signal in enumerate(run.pending):
+        if signal.name == name:
+            del run.pending[i]
+            return serve(run.rec, slot.effect, _record_signal(run, slot, signal))
+    attrs = {"parked_on": f"signal:{name}"}
+    timeout = slot.effect.request.get("timeout")
+    due = None if timeout is None else timers.instant(run, timeout)
+    if due is not None and due <= run.now:
+        return timers.timed_out(run, slot, due)  # a timeout already past: no park
+    run.park(ParkKind.SIGNAL, name, slot.call_seq, RunStatus.PARKED)
+    if due is not None:
+        run.wake_at = due
+        attrs["wake_at"] = str(due)
+    run.rec.seal(JournalKind.RUN_PARKED, call_seq=slot.call_seq, attrs=attrs)
+    run.waiting = Wait(WaitKind.SIGNAL, slot)
+    return SUSPEND
+
+
+def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
+    """A signal on the inbox: resumes the run waiting for it, or is buffered until it asks;
+    one already accepted under the same id changes nothing; ``runplane.cancel`` is a cancel."""
+    if signal.signal_id is not None and signal.signal_id in run.signal_ids:
+        return SUSPEND  # a redelivery: accepted once already
+    if len(signal.payload_json.encode("utf-8", "surrogatepass")) > run.limits.max_signal_bytes:
+        return Rejected(
+            f"signal {signal.name!r} is over {run.limits.max_signal_bytes} bytes",
+            "signal_too_large",
+        )
+    if signal.name == cancel.CANCEL_SIGNAL:
+        answer = cancel.on_request(run, signal)
+        if not isinstance(answer, Rejected):
+            _remember(run, signal)
+        return answer
+    wait = run.waiting
+    if wait is not None and wait.kind is WaitKind.SIGNAL and wait.slot.effect.name == signal.name:
+        _remember(run, signal)
+        run.waiting = None
+        run.unpark()
+        return serve(run.rec, wait.slot.effect, _record_signal(run, wait.slot, signal))
+    refused = bounds.refuse_buffering(run, signal)
+    if refused is not None:
+        return refused
+    # Not awaited yet: keep it (in the snapshot) for the wait_signal that will consume it.
+    _remember(run, signal)
+    run.pending.append(signal)
+    run.rec.seal(
+        JournalKind.SIGNAL_RECEIVED,
+        attrs={**_who(signal), "signal": signal.name, "buffered": "true"},
+    )
+    return SUSPEND
+
+
+def _remember(run: Run, signal: Signal) -> None:
+    if signal.signal_id is not None:
+        run.signal_ids.append(signal.signal_id)
+        del run.signal_ids[:-MAX_SIGNAL_IDS]
+
+
+def _who(signal: Signal) -> dict[str, str]:
+    """The sender and id, journaled with the signal (only when the sender gave them, so the
+    records of older signals are unchanged)."""
+    who: dict[str, str] = {}
+    if signal.signal_id is not None:
+        who["signal_id"] = signal.signal_id
+    if signal.sent_by is not None:
+        who["sent_by"] = signal.sent_by
+    return who
+
+
+def _record_signal(run: Run, slot: Slot, signal: Signal) -> ResultEntry:
+    try:
+        payload = json.loads(signal.payload_json)
+    except ValueError:
+        payload = signal.payload_json  # not JSON: delivered as the raw text
+    label = None
+    if signal.sent_by is not None:
+        # Joined with the source label (untrusted): names the sender, never raises the trust.
+        label = Label(
+            trust=Trust.UNTRUSTED,
+            sensitivity=Sensitivity.INTERNAL,
+            provenance=(f"principal/{signal.sent_by}",),
+        )
+    return run.rec.result(
+        slot,
+        JournalKind.SIGNAL_RECEIVED,
+        value=payload,
+        label=label,
+        attrs={**_who(signal), "signal": signal.name},
+    )

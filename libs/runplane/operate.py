@@ -1,0 +1,156 @@
+"""Operating a run from outside: send it a signal, or cancel it.
+
+    with Client(settings) as client:
+        client.signal("order-17", "payment_received", {"amount": 120}, signal_id="pay-991")
+        client.cancel("r-5f1c…", reason="customer withdrew")
+
+A run is named by its run id or by the admission key it was admitted under (resolved through
+the ``admission.claims`` table). Before anything is sent, the run's latest snapshot is read:
+an unknown run, a run of another tenant (indistinguishable from unknown, as in the journal
+API) or a run that already ended is refused with ``RunRefused`` and a reason — nothing is
+produced. The request then goes to the run's inbox as a ``Signal`` (a cancel is the reserved
+signal ``runplane.cancel``) carrying the sender's identity and a ``signal_id``: the run
+accepts one signal per id, so a retry after a timeout is always safe — pass your own id to
+make your retries idempotent (one is minted otherwise).
+
+Identity: on Kafka the sender is the principal the client names (``sent_by``, default
+``RUNPLANE_INITIATOR``) and the topic's ACLs are the authentication; the HTTP endpoints
+(``services/admission/operate.py``) take it from the bearer token instead. Either way it is
+journaled with the signal (``sent_by``) or the cancel (``requested_by``). A signal's payload is
+labelled untrusted at the source.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from runplane.core.canonical import canonical_json
+from runplane.core.limits import DEFAULT_LIMITS
+from runplane.errors import TerminalError
+from runplane.wire import AdmissionClaim, RunStatus, SessionSnapshot, Signal
+
+__all__ = ["CANCEL_SIGNAL", "RunRefused", "Sent", "Target", "cancel", "resolve", "signal"]
+
+CANCEL_SIGNAL: Final = "runplane.cancel"  # == runplane.core.engine.cancel.CANCEL_SIGNAL
+_ENDED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class RunRefused(TerminalError):
+    """The run cannot take this request. ``code``: ``unknown`` (no such run, or another
+    tenant's), ``ended`` (it already ended; ``status`` says how) or ``bad_request``."""
+
+    def __init__(self, code: str, reason: str, status: RunStatus | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What was sent: to which run, under which signal id."""
+
+    run_id: str
+    name: str
+    signal_id: str
+
+
+class Target(Protocol):
+    """What sending needs of a client (``runplane.client.Client`` is one)."""
+
+    def latest(self, topic: str, key: str) -> Any | None: ...
+    def to_inbox(self, record: Signal) -> None: ...
+
+
+def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnapshot:
+    """The run's latest snapshot, by run id or admission key; refused if unknown to ``tenant``
+    (None: any tenant — a caller already trusted for all of them) or ended."""
+    snap = target.latest("sessions", run_or_key)
+    if not isinstance(snap, SessionSnapshot):
+        claim = target.latest("admission.claims", run_or_key)
+        if isinstance(claim, AdmissionClaim):
+            snap = target.latest("sessions", claim.run_id)
+    if not isinstance(snap, SessionSnapshot) or (tenant is not None and snap.tenant != tenant):
+        raise RunRefused("unknown", f"no run {run_or_key!r} (not started yet, or not yours)")
+    if snap.status in _ENDED:
+        raise RunRefused(
+            "ended", f"run {snap.session_id} already ended ({snap.status.value})", snap.status
+        )
+    return snap
+
+
+def signal(
+    target: Target,
+    run_or_key: str,
+    name: str,
+    payload: Any,
+    *,
+    sent_by: str,
+    signal_id: str | None = None,
+    tenant: str | None = None,
+    now_ms: Callable[[], int] | None = None,
+) -> Sent:
+    """Send the signal ``name`` to a live run (see the module docstring). Names under
+    ``runplane.`` are the platform's (``cancel`` sends one): refused here."""
+    if not name.strip() or name.startswith("runplane."):
+        raise RunRefused("bad_request", f"signal name {name!r} is empty or reserved")
+    return _send(target, run_or_key, name, payload, sent_by, signal_id, tenant, now_ms or _now_ms)
+
+
+def _send(
+    target: Target,
+    run_or_key: str,
+    name: str,
+    payload: Any,
+    sent_by: str,
+    signal_id: str | None,
+    tenant: str | None,
+    now_ms: Callable[[], int],
+) -> Sent:
+    if not sent_by.strip():
+        raise RunRefused("bad_request", "a signal names its sender")
+    try:
+        payload_json = canonical_json(payload)
+    except (TypeError, ValueError) as exc:
+        raise RunRefused("bad_request", f"the payload is not JSON: {exc}") from None
+    if len(payload_json.encode("utf-8")) > DEFAULT_LIMITS.max_signal_bytes:
+        # The run would refuse it (dead-lettered, unseen by the sender): say so now.
+        raise RunRefused(
+            "bad_request", f"the payload is over {DEFAULT_LIMITS.max_signal_bytes} bytes"
+        )
+    snap = resolve(target, run_or_key, tenant)
+    sid = signal_id if signal_id is not None else f"sig-{uuid.uuid4().hex}"
+    target.to_inbox(
+        Signal(
+            session_id=snap.session_id,
+            name=name,
+            payload_json=payload_json,
+            sent_ms=now_ms(),
+            signal_id=sid,
+            sent_by=sent_by,
+        )
+    )
+    return Sent(snap.session_id, name, sid)
+
+
+def cancel(
+    target: Target,
+    run_or_key: str,
+    *,
+    reason: str,
+    sent_by: str,
+    request_id: str | None = None,
+    tenant: str | None = None,
+) -> Sent:
+    """Ask a live run to cancel (``runplane.core.engine.cancel`` says what follows)."""
+    return _send(
+        target, run_or_key, CANCEL_SIGNAL, {"reason": reason}, sent_by, request_id, tenant, _now_ms
+    )

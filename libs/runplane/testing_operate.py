@@ -1,0 +1,71 @@
+"""The test driver's verbs for operating a run: signal, cancel, and time passing.
+
+A mixin of ``runplane.testing.Driver`` (which owns the state declared here): what a person or
+a system does to a live run — send it a signal, cancel it — and what the executor's timer scan
+does when time passes (``advance``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from runplane.core import canonical_json
+from runplane.core.engine import Event
+from runplane.wire import Signal, Wake
+
+if TYPE_CHECKING:
+    from runplane.testing import FakeClock, RunView, _Session
+
+__all__ = ["OperateVerbs"]
+
+
+class OperateVerbs:
+    """``Driver.signal`` / ``cancel`` / ``advance``."""
+
+    clock: FakeClock
+    sessions: dict[str, _Session]
+    _inbox: deque[Event]
+
+    def _drain(self) -> None:
+        raise NotImplementedError
+
+    def view(self, session_id: str) -> RunView:
+        raise NotImplementedError
+
+    def signal(
+        self,
+        session_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        sent_by: str | None = None,
+    ) -> RunView:
+        self._inbox.append(
+            Signal(
+                session_id=session_id,
+                name=name,
+                payload_json=canonical_json(payload),
+                sent_ms=self.clock.now_ms(),
+                signal_id=signal_id,
+                sent_by=sent_by,
+            )
+        )
+        self._drain()
+        return self.view(session_id)
+
+    def cancel(self, session_id: str, reason: str = "", *, by: str = "operator") -> RunView:
+        """Cancel the run as ``by`` (``runplane runs cancel``: the reserved signal)."""
+        return self.signal(session_id, "runplane.cancel", {"reason": reason}, sent_by=by)
+
+    def advance(self, ms: int) -> None:
+        """Move the clock on by ``ms`` and wake every run whose durable timer is due (what
+        the executor's timer scan does)."""
+        self.clock.advance(ms)
+        now = self.clock.now_ms()
+        for sid, session in self.sessions.items():
+            due = None if session.snapshot is None else session.snapshot.wake_at_ms
+            if due is not None and due <= now:
+                self._inbox.append(Wake(session_id=sid, reason="timer", sent_ms=now))
+        self._drain()
