@@ -475,3 +475,40 @@ def test_a_plan_with_a_model_node_binds_to_the_generation_text() -> None:
     assert (
         "model:scripted/small" in model.label.provenance and model.label.trust.value == "UNTRUSTED"
     )
+
+
+def test_a_cancel_during_a_fan_out_waits_for_the_join_and_starts_no_further_wave() -> None:
+    from runplane.core.ctx import RunCancelled
+    from runplane.core.planrun import commission_effect as child
+
+    reg = _agents()
+
+    @reg.agent("slow")
+    async def slow(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.wait_signal("go")
+
+    @reg.agent("waves")
+    async def waves(ctx: StepCtx, input: Any) -> Any:
+        first = await ctx.parallel(
+            {"a": child("slow", {}), "b": child("risk.score", {"amount": 1})}
+        )
+        try:
+            await ctx.parallel({"c": child("risk.score", {"amount": 2})})
+        except RunCancelled:
+            return {"first": type(first).__name__, "cancelled": True}
+        return None
+
+    d = Driver(reg)
+    view = d.run("waves", {})
+    assert view.status is RunStatus.RUNNING
+    d.cancel(view.session_id, "stop")
+    assert len(d.children) == 2  # nothing new started
+    slow_child = next(sid for sid in d.children.values() if d.view(sid).status is RunStatus.PARKED)
+    d.signal(slow_child, "go", 1)  # the first wave still completes: no branch is abandoned
+    view = d.view(view.session_id)
+    assert view.status is RunStatus.FAILED and view.journal[-1].kind is JournalKind.RUN_CANCELLED
+    assert len(d.children) == 2  # the second wave never started
+    joins = [
+        r for r in view.journal if r.family == "fanout" and r.kind is JournalKind.EFFECT_RECORDED
+    ]
+    assert len(joins) == 1

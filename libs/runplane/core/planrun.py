@@ -21,11 +21,10 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.ctx import Effect, EffectError, Op, RunCancelled
 from runplane.core.plan import (
     BatchStatus,
     BindingViolation,
@@ -81,9 +80,15 @@ async def _dispatch(branches: Sequence[tuple[str, Effect]]) -> dict[str, Any]:
         options = {**issued.options, "solo": len(branches) == 1}
         effect = Effect(issued.family, issued.name, request, Op.BRANCH, options)
         # Live: dispatched, not awaited; replay: the recorded outcome. A branch's failure is
-        # in the join's value, as every other outcome.
-        with contextlib.suppress(EffectError):
+        # in the join's value, as every other outcome — but a cancel is the run's: it is told
+        # at a wave's first branch (a wave is dispatched in one step, and a cancel arriving
+        # during the join waits for the join), so nothing of the wave is in flight.
+        try:
             await effect
+        except RunCancelled:
+            raise
+        except EffectError:
+            pass
     nodes = [node for node, _ in branches]
     join = Effect("fanout", f"fanout:{','.join(nodes)}"[:200], {"nodes": nodes}, Op.JOIN)
     result: dict[str, Any] = await join

@@ -70,6 +70,7 @@ def _status(records: list[JournalRecord]) -> str:
         JournalKind.RUN_COMPLETED: "COMPLETED",
         JournalKind.RUN_FAILED: "FAILED",
         JournalKind.RUN_QUARANTINED: "QUARANTINED",
+        JournalKind.RUN_CANCELLED: "CANCELLED",
     }
     return next(
         (ends[r.kind] for r in reversed(records) if r.kind in ends),
