@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from runplane.core import EffectDecl, Recovery, StepCtx, agent
+from runplane.core.gate import FieldRule, SinkDecl, sinks
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,6 +40,21 @@ EFFECTS = (
 )
 
 
+# The charge is a mutating sink whose fields must come from where they should: the invoice id
+# from the run's input (or the invoice read back), the amount from the invoice (the refund is
+# its negation). The sink gate checks them before the charge is announced.
+SINKS = (
+    SinkDecl(
+        "tool://charge_card",
+        protected=(
+            FieldRule("$.invoice_id", sources=("input:admission", "tool://fetch_invoice")),
+            FieldRule("$.amount_cents", sources=("tool://fetch_invoice",)),
+        ),
+    ),
+)
+
+
+@sinks(*SINKS)
 @agent("refund", durability="replayable", input_schema=INPUT_SCHEMA, effects=EFFECTS)
 async def refund(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     invoice = await ctx.tool("fetch_invoice", {"invoice_id": input["invoice_id"]})

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from runplane.core import CaseConflict, StepCtx, agent, days, hours
+from runplane.core.gate import SinkDecl, sinks
 
 ESCALATION_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,6 +46,8 @@ def _label_of(text: str) -> str:
     return words[0].strip(".,:;!") if words and words[0].strip(".,:;!") in _LABELS else "other"
 
 
+# The default model is not mutating and may see internal data (the ticket), nothing above.
+@sinks(SinkDecl("model:openai/gpt-4o-mini", mutating=False, ceiling="INTERNAL"))
 @agent("triage", durability="replayable", input_schema=INPUT_SCHEMA, models=["openai"])
 async def triage(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     generation = await ctx.generate(

@@ -39,6 +39,7 @@ from runplane.core import (
 from runplane.core.chain import run_start
 from runplane.core.engine import Command, Event, apply_step
 from runplane.core.limits import Limits
+from runplane.core.policy import Policy
 from runplane.errors import RetryableError
 from runplane.testing_operate import OperateVerbs
 from runplane.wire import (
@@ -170,6 +171,7 @@ class Driver(OperateVerbs):
         approve: str | Callable[[OpenTask], str | None] | None = None,
         crash_hook: CrashHook | None = None,
         limits: Limits | None = None,
+        policy: Policy | None = None,
     ) -> None:
         if isinstance(agents, AgentRegistry):
             self.agents = agents
@@ -191,6 +193,7 @@ class Driver(OperateVerbs):
         self.approve = approve
         self.crash_hook = crash_hook
         self.limits = limits  # a run's stated limits (runplane.core.limits); None: the defaults
+        self.policy = policy  # the deployment policy runs are bound to (sink gate, budgets)
         self.sessions: dict[str, _Session] = {}
         self.tool_calls: Counter[str] = Counter()
         self.live_calls = 0
@@ -243,6 +246,7 @@ class Driver(OperateVerbs):
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
                 limits=self.limits,
+                policy=self.policy,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -314,6 +318,7 @@ class Driver(OperateVerbs):
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
                 limits=self.limits,
+                policy=self.policy,
             )
             session.runtime = runtime
             self._handle(session, runtime, step)
@@ -357,6 +362,7 @@ class Driver(OperateVerbs):
                         now_ms=self.clock.now_ms(),
                         calendars=self.calendars,
                         limits=self.limits,
+                        policy=self.policy,
                     )
                     session.runtime = runtime
                     self._handle(session, runtime, step)

@@ -18,6 +18,7 @@ from runplane.core import Runtime, Step
 from runplane.core.agents import EffectDecl
 from runplane.core.engine import Command, apply_step, fail_from_snapshot, fail_unstartable
 from runplane.core.limits import Limits
+from runplane.core.policy import Policy
 from runplane.kafka.partition import partition_for
 from runplane.wire import (
     JournalKind,
@@ -28,6 +29,7 @@ from runplane.wire import (
     StartRun,
 )
 from services.executor.outputs import Outputs
+from services.executor.policy import count_refusal
 from services.executor.state import ENDED, PartitionState, results_key
 
 log = logging.getLogger("services.executor.executor")
@@ -39,6 +41,7 @@ class EngineOptions(TypedDict):
     calendars: Any
     tools: Mapping[str, EffectDecl]
     limits: Limits
+    policy: Policy | None  # the deployment policy (services.executor.policy)
 
 
 @dataclass
@@ -147,6 +150,7 @@ class RunOut:
             ex._out("journal", sid, record, now)
             if record.kind is JournalKind.EFFECT_IN_DOUBT:
                 ex._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
+            count_refusal(record)  # the sink gate's refusals, by sink and reason
 
     def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
         ex, sid, p, now = self._ex, self._sid, self._p, self._now

@@ -80,9 +80,10 @@ from runplane.wire import (
 from services.executor.batch import Batch
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import EngineOptions, Resident, RunOut
+from services.executor.ending import Resident, RunOut
 from services.executor.live import Verdict
 from services.executor.metrics import executor_metrics
+from services.executor.policy import runtime_options
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
 from services.executor.timers import TimerScan
@@ -117,12 +118,10 @@ class Executor(TimerScan):
         self._providers = dict(providers)
         self._wall_ms = wall_ms
         self._emitter_key = settings.emitter_key
-        # What every runtime of this executor is built with (Runtime.start / restore).
-        self._engine = EngineOptions(
-            calendars=calendars,
-            tools={name: tool.decl for name, tool in tools.items()},
-            limits=settings.limits,
-        )
+        # What every runtime of this executor is built with (Runtime.start / restore):
+        # calendars, tool declarations, the run limits and the deployment policy.
+        decls = {name: tool.decl for name, tool in tools.items()}
+        self._engine = runtime_options(settings, calendars, decls)
         self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}

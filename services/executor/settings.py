@@ -44,6 +44,8 @@ class ExecutorSettings:
     emitter_key: SigningKey | None = None
     # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
     limits: Limits = field(default_factory=Limits)
+    # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
+    policy_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -94,4 +96,5 @@ class ExecutorSettings:
             call_timeout_s=env_float(e, "RUNPLANE_EXECUTOR_CALL_TIMEOUT_S", d.call_timeout_s),
             emitter_key=SigningKey.from_env(e),
             limits=limits_from_env(e),
+            policy_path=env_str(e, "RUNPLANE_POLICY"),
         )

@@ -31,7 +31,17 @@ from runplane.auth import Principal, PrincipalSource
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.journal.verify import bodies_of, verify_records
-from runplane.web import SecurityHeaders, Session, Templates, e, read_form, when
+from runplane.web import (
+    SecurityHeaders,
+    Session,
+    Templates,
+    e,
+    mount_assets,
+    page_html,
+    read_form,
+    signin_html,
+    when,
+)
 from runplane.wire import JournalRecord, RunStatus
 from services.journal.api import Runs
 
@@ -116,12 +126,23 @@ class RunsPage:
             if who is not None
             else ""
         )
-        page = _template("base.html").substitute(title=e(title), who=signed, flash="", content=body)
+        page = page_html(
+            title=title,
+            product="runs",
+            home="/ui",
+            stylesheet="/ui/static/journal.css",
+            who=signed,
+            flash="",
+            content=body,
+        )
         return HTMLResponse(page, status_code=status)
 
     def signin(self, error: str = "", status: int = 200) -> HTMLResponse:
-        body = _template("signin.html").substitute(
-            error=f'<p class="flash flash-error" role="alert">{e(error)}</p>' if error else ""
+        body = signin_html(
+            action="/ui/signin",
+            lede="Paste your access token (the one the worklist and the run API take). You "
+            "see your own tenant's runs.",
+            error=error,
         )
         return self.render("Sign in", body, None, status)
 
@@ -273,6 +294,7 @@ def install_ui(
     page = RunsPage(runs, principals, public_origin)
     app.add_middleware(SecurityHeaders, pages=("/ui",))
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    mount_assets(app)
 
     async def home(request: Request) -> Response:
         who = page.who(request)

@@ -39,7 +39,18 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
-from runplane.web import PAGE_CSP, SecurityHeaders, Session, Templates, e, read_form, when
+from runplane.web import (
+    PAGE_CSP,
+    SecurityHeaders,
+    Session,
+    Templates,
+    e,
+    mount_assets,
+    page_html,
+    read_form,
+    signin_html,
+    when,
+)
 from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.api import pretty
@@ -100,8 +111,15 @@ class Page:
             if who is not None
             else ""
         )
-        page = _template("base.html").substitute(
-            title=e(title), who=signed, flash=flash_html, content=body
+        page = page_html(
+            title=title,
+            product="worklist",
+            home="/",
+            stylesheet="/static/worklist.css",
+            who=signed,
+            flash=flash_html,
+            content=body,
+            script='<script src="/static/worklist.js" defer></script>',
         )
         response = HTMLResponse(page, status_code=status)
         if flash:
@@ -121,8 +139,11 @@ class Page:
     # --- pages -------------------------------------------------------------------------------
 
     def signin(self, request: Request, error: str = "", status: int = 200) -> HTMLResponse:
-        body = _template("signin.html").substitute(
-            error=f'<p class="flash flash-error" role="alert">{e(error)}</p>' if error else ""
+        body = signin_html(
+            action="/signin",
+            lede="Paste the access token your administrator gave you. It identifies you on "
+            "every action.",
+            error=error,
         )
         return self.render(request, "Sign in", body, None, status)
 
@@ -327,6 +348,7 @@ def install_page(
     routes = _Routes(Page(worklist, principals, public_origin, runs_ui))
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    mount_assets(app)
     app.add_route("/", routes.home, methods=["GET"], include_in_schema=False)
     app.add_route("/signin", routes.signin, methods=["POST"], include_in_schema=False)
     app.add_route("/signout", routes.signout, methods=["POST"], include_in_schema=False)

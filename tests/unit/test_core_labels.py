@@ -114,3 +114,24 @@ def test_a_label_the_performer_supplies_is_joined_with_the_source_label_not_repl
         and entry.label.sensitivity is Sensitivity.SECRET
         and "tool://vault" in entry.label.provenance
     )
+
+
+@given(labels, labels)
+def test_flows_to_is_the_order_of_the_join(a: Label, b: Label) -> None:
+    from runplane.core.labels import flows_to
+
+    assert flows_to(a, join(a, b)) and flows_to(b, join(a, b))
+    assert flows_to(a, b) == (join(a, b) == b)
+    assert flows_to(BOTTOM, a)
+
+
+@given(labels, labels, st.integers(), st.integers())
+def test_labeled_values_keep_their_label_through_map_and_combine(
+    a: Label, b: Label, x: int, y: int
+) -> None:
+    from runplane.core.labels import Labeled
+
+    left, right = Labeled(x, a), Labeled(y, b)
+    assert left.map(lambda v: v + 1) == Labeled(x + 1, a)
+    both = left.combine(right, lambda u, v: u * v)
+    assert both.value == x * y and both.label == join(a, b)

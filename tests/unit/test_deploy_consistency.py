@@ -748,6 +748,25 @@ def test_chart_calendars_parse(helm: str) -> None:
                 CalendarRegistry.from_mapping(yaml.safe_load(doc["data"]["calendars.yaml"]))
 
 
+def test_a_policy_value_is_the_file_the_executor_reads(helm: str, tmp_path: Path) -> None:
+    from runplane.core.policy import parse_policy
+
+    example = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
+    values = tmp_path / "policy-values.yaml"
+    values.write_text(yaml.safe_dump({"policy": example}))
+    result = helm_template(helm, CHART, values)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (tools,) = [d for d in _of_kind(docs, "ConfigMap") if "tools.yaml" in (d.get("data") or {})]
+    rendered = parse_policy(tools["data"]["policy.yaml"])
+    assert rendered.digest == parse_policy(yaml.safe_dump(example)).digest
+    (env_cm,) = [d for d in _of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-env")]
+    assert env_cm["data"]["RUNPLANE_POLICY"] == "/etc/runplane/tools/policy.yaml"
+    # No policy value: no file, no variable.
+    plain = render_cached(helm, None)
+    assert all("RUNPLANE_POLICY" not in (d.get("data") or {}) for d in _of_kind(plain, "ConfigMap"))
+
+
 def principals_problems(content: str, where: str) -> Problems:
     """The principals file parses as the worklist and the journal read it (runplane.auth)."""
     from runplane.auth import Principals

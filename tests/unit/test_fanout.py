@@ -400,8 +400,8 @@ def test_child_results_reach_the_commission_family_first() -> None:
 
 
 def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: Any) -> None:
-    # A gate that refuses like the label layer's sink gate (issue 13) does: it records the
-    # failure at the slot at once and serves it. Inside a fan-out it must still land in order.
+    # A gate that refuses as the sink gate does (sinkgate.gate): it records the failure at the
+    # slot at once and serves it. Inside a fan-out it must still land in ready order.
     from runplane.core.engine import fanout
     from runplane.core.engine.decode import serve
     from runplane.wire import ErrorInfo
@@ -415,7 +415,7 @@ def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: 
         )
         return serve(run.rec, slot.effect, entry)
 
-    monkeypatch.setattr(fanout, "_sink_gate", lambda: gate)
+    monkeypatch.setattr(fanout, "gate", gate)
     rt, journal, results, calls = _start(_wide(3))
     assert [c.call_seq for c in calls] == [0, 2]  # the refused branch is never performed
     assert results == {}  # held: branch 0 is still open

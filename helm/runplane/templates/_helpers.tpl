@@ -111,6 +111,9 @@ RUNPLANE_LOG_LEVEL: {{ .Values.config.logLevel | quote }}
 RUNPLANE_STATE_DIR: "/var/lib/runplane"
 RUNPLANE_CALENDARS_FILE: "/etc/runplane/calendars/calendars.yaml"
 RUNPLANE_TOOLS_CONFIG: "/etc/runplane/tools/tools.yaml"
+{{- if .Values.policy }}
+RUNPLANE_POLICY: "/etc/runplane/tools/policy.yaml"
+{{- end }}
 {{- with .Values.config.openaiBaseUrl }}
 RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- end }}

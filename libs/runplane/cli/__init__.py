@@ -26,6 +26,7 @@ from runplane.cli import (  # noqa: E402
     journal,
     lint,
     operate,
+    policy,
     principals,
     serve,
     stack,
@@ -44,6 +45,7 @@ app = typer.Typer(
 for _module in (stack, topics, serve, lint, emit, journal, cases, tasks, principals, demo, acls):
     _module.register(app)
 operate.register(app)  # after journal: it adds `runs cancel` to the runs group
+policy.register(app)  # runplane policy check
 tree.register(app)  # `runs tree` (commissions): after journal, which owns the runs group
 
 

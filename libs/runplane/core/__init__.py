@@ -16,7 +16,10 @@
 - ``canonical``: the canonical JSON that every hash is computed over.
 - ``determinism``: ``session_seed``, ``derive_random``, ``derive_randint``.
 - ``labels``: the label join (``join``, ``join_all``, ``BOTTOM``) and ``at_source``, the label
-  each effect gives its result (import from ``runplane.core.labels``).
+  each effect gives its result, ``Labeled`` (import from ``runplane.core.labels``); the sink
+  gate ``runplane.core.gate`` (``@sinks``, ``SinkDecl``, ``FieldRule``), ``runplane.core.releases``
+  (``Released``, ``SinkRefused``, ``BudgetExceeded``, ``ReleaseRefused``) and
+  ``runplane.core.policy`` (deployment policy, budgets) — docs/security.md, "The label model".
 - ``lint``: the determinism lint behind ``runplane lint`` and ``@agent``.
 - ``plan``: plans as frozen authorization graphs (IR, contract, source binding, delegation,
   quorum and batch outcomes); ``planrun``: ``ctx.run_plan`` / ``fan_out`` / ``parallel`` /

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
+from runplane.core.jsonpaths import unwrap
+from runplane.core.labels import Wrapper
 from runplane.core.waits import Duration, timer_request
 from runplane.errors import RunplaneError
 
@@ -154,6 +156,7 @@ class Op(StrEnum):
     CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
     BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
     JOIN = "join"  # waits for every branch of a fan-out
+    RELEASE = "release"  # runplane.core.engine.release
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).
@@ -181,6 +184,7 @@ class RunHost(Protocol):
     def seed(self) -> str: ...
 
     def take_derived_slot(self, family: str) -> int: ...
+    def label_of(self, value: Any) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -253,6 +257,13 @@ class StepCtx:
         call_seq = self._rt.take_derived_slot("random")
         return derive_randint(self._rt.seed, call_seq, low, high)
 
+    def label_of(self, value: Any) -> Any:
+        """The label (``runplane.wire.Label``) the sink gate would give ``value`` at this point
+        of the run: joined from every earlier output it matches and its ``Labeled`` wrappers
+        (docs/security.md). Journals nothing; the same on replay (only outputs recorded before
+        this point count)."""
+        return self._rt.label_of(value)
+
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:
         """A model call (family ``generation``, name ``model:<provider>/<model>``) → Generation.
@@ -260,14 +271,12 @@ class StepCtx:
         Replayable runs serve it from the result journal on replay; checkpointed runs
         re-execute it after a restore.
         """
+        prompt, wrapped = _unwrap(prompt, "$")
         request = {"provider": provider, "model": model, "prompt": prompt, "params": params}
-        return Effect(
-            "generation",
-            f"model:{provider}/{model}",
-            request,
-            Op.LIVE,
-            {"decode": Generation.from_json},
-        )
+        options: dict[str, Any] = {"decode": Generation.from_json}
+        if wrapped:
+            options["wrapped"] = wrapped
+        return Effect("generation", f"model:{provider}/{model}", request, Op.LIVE, options)
 
     def tool(
         self,
@@ -285,12 +294,15 @@ class StepCtx:
         ``idempotency_key`` is part of the request (and of its witness) and is how a mutation
         is recognised across eras and by the peer.
         """
-        request = {"tool": name, "args": dict(args), "idempotency_key": idempotency_key}
-        options = {
+        plain, wrapped = _unwrap(dict(args), "$")
+        request = {"tool": name, "args": plain, "idempotency_key": idempotency_key}
+        options: dict[str, Any] = {
             "tool": name,
             "mutating": mutating,
             "recovery": None if recovery is None else Recovery(recovery),
         }
+        if wrapped:
+            options["wrapped"] = wrapped
         return Effect("tool", f"tool://{name}", request, Op.LIVE, options)
 
     def group(self, name: str, members: Iterable[str]) -> Group:
@@ -300,6 +312,38 @@ class StepCtx:
         from runplane.core.groups import Group  # groups builds on this module: import late
 
         return Group(self, name, members)
+
+    def release(
+        self,
+        value: Any,
+        *,
+        destination: str,
+        field: str,
+        basis: str,
+        evidence: Any = None,
+        trust: bool = True,
+        sensitivity: str | None = None,
+        role: str = "security",
+        approvals: int = 1,
+    ) -> Effect:
+        """Ask to improve ``value``'s label for ``destination`` (a sink name) at ``field`` →
+        ``Released`` (``runplane.core.releases``); ``ReleaseRefused`` if denied. Policy grants
+        it at once or a person with ``role`` decides on the worklist; journaled, never asked
+        again on replay. Pass the ``Released`` itself in the destination's arguments."""
+        from runplane.core.releases import release_request  # builds on this module
+
+        request = release_request(
+            _unwrap(value, "$")[0],
+            destination=destination,
+            field=field,
+            basis=basis,
+            evidence=evidence,
+            trust=trust,
+            sensitivity=sensitivity,
+            role=role,
+            approvals=approvals,
+        )
+        return Effect("release", f"release:{destination}", request, Op.RELEASE)
 
     def observe(self, name: str, fn: Callable[[], Any]) -> Effect:
         """Tier 3: compute ``fn()`` locally once, journal it, serve the record on replay."""
@@ -502,3 +546,9 @@ class StepCtx:
         from runplane.core import planrun
 
         return planrun.panel(reviewers, input, approve_at=approve_at, reject_at=reject_at)
+
+
+def _unwrap(value: Any, prefix: str) -> tuple[Any, dict[str, Any]]:
+    """``value`` without its ``Labeled``/``Released`` wrappers, and where they were (the gate
+    reads them from the effect's options; the request — and its witness — holds plain JSON)."""
+    return unwrap(value, Wrapper, prefix)

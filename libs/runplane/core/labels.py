@@ -14,19 +14,34 @@ trust boundary, so they start untrusted. The engine journals the label with the 
 (ResultEntry and the chain record), and a label a provider supplies for its own result is
 joined with the source label, never replacing it.
 
-Not here yet: the sink gate (refusing a mutating tool call whose arguments carry an
-untrusted label) needs per-value labels inside agent code; values in an agent are plain
-Python objects, so there is nothing yet that says which argument came from which result.
+Inside agent code values are plain Python objects, so the label of a value is found two
+ways (``runplane.core.gate``): explicitly, when the agent hands a ``Labeled`` wrapper to an
+effect, and by matching the exact JSON an effect is about to send against the run's recorded
+outputs — so unwrapping a value does not launder its label. ``flows_to`` is the lattice order
+the gate checks against (docs/security.md, "The label model").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 from runplane.wire import Label, Sensitivity, Trust
 
-__all__ = ["BOTTOM", "UNTRUSTED_FAMILIES", "at_source", "join", "join_all"]
+__all__ = [
+    "BOTTOM",
+    "UNTRUSTED_FAMILIES",
+    "Labeled",
+    "Wrapper",
+    "at_source",
+    "flows_to",
+    "join",
+    "join_all",
+    "sensitivity_rank",
+]
+
+T = TypeVar("T")
 
 # Worst last: the join takes the later of the two in each order.
 _TRUST: Final = (Trust.TRUSTED, Trust.UNTRUSTED)
@@ -44,6 +59,12 @@ BOTTOM: Final = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, prove
 
 def join(a: Label, b: Label) -> Label:
     """The least label at least as restrictive as both."""
+    # Labels are canonical (sorted, unique provenance), so equal sides and the identity need
+    # no new Label (validating one is the cost of a join).
+    if a == b or b == BOTTOM:
+        return a
+    if a == BOTTOM:
+        return b
     return Label(
         trust=max(a.trust, b.trust, key=_TRUST.index),
         sensitivity=max(a.sensitivity, b.sensitivity, key=_SENSITIVITY.index),
@@ -55,7 +76,7 @@ def join_all(labels: Iterable[Label]) -> Label:
     """The join of any number of labels (``BOTTOM`` for none)."""
     out = BOTTOM
     for label in labels:
-        out = join(out, label)
+        out = join(out, label)  # join(BOTTOM, x) is x itself: no Label is built for one label
     return out
 
 
@@ -69,3 +90,42 @@ def at_source(family: str, name: str, capability: str) -> Label:
         sensitivity=Sensitivity.INTERNAL,
         provenance=tuple(sorted({f"agent/{capability}", name})),
     )
+
+
+def sensitivity_rank(s: Sensitivity) -> int:
+    """0 (public) … 3 (secret): the order egress ceilings compare in."""
+    return _SENSITIVITY.index(s)
+
+
+def flows_to(a: Label, b: Label) -> bool:
+    """``a`` ⊑ ``b``: ``b`` is at least as restrictive in trust and sensitivity and names every
+    origin of ``a`` (``join(a, b) == b``)."""
+    return join(a, b) == b
+
+
+class Wrapper:
+    """Base of the wrappers an agent may hand to an effect in place of a value (``Labeled``,
+    ``releases.Released``): the effect sends ``.value`` and the gate reads the wrapper."""
+
+    __slots__ = ()
+    value: Any
+
+
+@dataclass(frozen=True)
+class Labeled(Wrapper, Generic[T]):
+    """A value with its label, for agent code that wants to carry one explicitly.
+
+    Handing a ``Labeled`` to an effect (anywhere in ``ctx.tool``'s arguments or a prompt)
+    sends the inner value and tells the gate its label; the gate joins it with what matching
+    finds, so an explicit label can only add restriction, never remove it. ``map`` and
+    ``combine`` keep the label (joined) across the agent's own computation.
+    """
+
+    value: T
+    label: Label
+
+    def map(self, fn: Callable[[T], Any]) -> Labeled[Any]:
+        return Labeled(fn(self.value), self.label)
+
+    def combine(self, other: Labeled[Any], fn: Callable[[T, Any], Any]) -> Labeled[Any]:
+        return Labeled(fn(self.value, other.value), join(self.label, other.label))

@@ -21,6 +21,7 @@ from runplane.core.ctx import (
 )
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.vocab import Resolution, Throw, Value
+from runplane.core.releases import TYPED_ERRORS, released_from
 from runplane.wire import ErrorInfo, ResultEntry
 
 __all__ = ["error_from", "error_info", "serve"]
@@ -58,6 +59,8 @@ def error_from(error: ErrorInfo) -> EffectError:
     raised = _RAISED.get(error.type)
     if raised is not None:
         return raised(error.type, error.message, retryable=error.retryable)
+    if (typed := TYPED_ERRORS.get(error.type)) is not None:
+        return typed(error.message)  # SinkRefused, BudgetExceeded, ReleaseRefused
     return EffectError(error.type, error.message, retryable=error.retryable)
 
 
@@ -92,4 +95,5 @@ _DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
     Op.DEADLINE_CANCEL: lambda _e, raw: None,
     Op.CHECKPOINT: lambda _e, raw: None,
     Op.SLEEP: lambda _e, raw: int(raw),
+    Op.RELEASE: lambda e, raw: released_from(e.request, raw),
 }

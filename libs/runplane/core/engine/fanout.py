@@ -24,15 +24,13 @@ branches never collide, and a replay that assigned a node elsewhere diverges lou
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runplane.core.agents import EffectDecl
 from runplane.core.engine.decode import serve
+from runplane.core.engine.sinkgate import gate, result_label
 from runplane.core.engine.state import Mark, Run
 from runplane.core.engine.tools import decl_for, idempotency_key, live
 from runplane.core.engine.values import LiveCall, Outcome
@@ -118,28 +116,10 @@ def branch(run: Run, slot: Slot) -> Resolution:
     return Value(None)
 
 
-SinkGate = Callable[[Run, Slot, EffectDecl], Resolution | None]
-
-
-@functools.cache
-def _sink_gate() -> SinkGate | None:
-    """The label layer's sink gate (``engine/sinkgate.py``, issue 13), once it is part of the
-    engine; looked up by name so this family does not depend on it being there."""
-    try:
-        module = importlib.import_module("runplane.core.engine.sinkgate")
-    except ImportError:
-        return None
-    gate: SinkGate | None = getattr(module, "gate", None)
-    return gate
-
-
 def _outbound_refusal(run: Run, slot: Slot, decl: EffectDecl) -> Branch | None:
-    """The sink gate on a live branch. It records a refusal at the slot at once; here that is
-    undone and the failure held instead, to be applied in ready order like every outcome — a
-    recorded slot ahead of an open one would be a gap that stops a replay."""
-    gate = _sink_gate()
-    if gate is None:
-        return None
+    """The sink gate (``sinkgate.gate``) on a live branch. It records a refusal at the slot at
+    once; here that is undone and the failure held instead, to be applied in ready order like
+    every outcome — a recorded slot ahead of an open one would be a gap that stops a replay."""
     mark = Mark.take(run)
     if gate(run, slot, decl) is None:
         return None
@@ -207,7 +187,8 @@ def _advance(run: Run, otherwise: Resolution) -> Resolution:
             error=o.error,
             attempts=o.attempts,
             cost=o.cost,
-            label=o.label,
+            # Raised to what the call sent (the gate's flow label), as for any live call.
+            label=result_label(run, call_seq, o.label),
             attrs={"node": str(held.slot.effect.request.get("node", "")), **held.attrs},
         )
         del run.branches[call_seq]

@@ -54,6 +54,7 @@ class Recorder:
         "out",
         "results",
         "session_id",
+        "stamp_attrs",
     )
 
     def __init__(
@@ -85,6 +86,8 @@ class Recorder:
         self.decoded: tuple[ResultEntry, Any] | None = None
         # A body past this fails its call (``ResultTooLarge``): Kafka could not carry it.
         self.max_result_bytes = DEFAULT_LIMITS.max_result_bytes
+        # Attrs for the next record sealed, once (the policy digest a run starts under).
+        self.stamp_attrs: dict[str, str] | None = None
 
     def begin(self, now_ms: int) -> None:
         """Start a step stamped ``now_ms``, with an empty buffer (``out``; the previous one
@@ -108,6 +111,8 @@ class Recorder:
         era: int | None = None,
     ) -> JournalRecord:
         """Append one chain record to the step."""
+        if self.stamp_attrs is not None:
+            attrs, self.stamp_attrs = {**self.stamp_attrs, **(attrs or {})}, None
         # What chain.seal(Draft(...), last_hash) returns, without the Draft: the record is
         # built (and validated) once with the placeholder hash, then given the hash of its
         # canonical bytes, as seal does — record_hash is the one rule for that hash.

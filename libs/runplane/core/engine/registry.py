@@ -15,6 +15,7 @@ from runplane.core.engine import (
     commission,
     fanout,
     local,
+    release,
     signals,
     successor,
     timers,
@@ -61,6 +62,8 @@ FAMILIES: Final = (
     Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
     Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
+    # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
+    Family("release", {Op.RELEASE: release.release}, {}),
     # Fan-out branches and their join; a child's result arrives as a signal (commission hands
     # every other signal to the signal family's handler). Last: the later row serves Signal.
     Family(

@@ -20,6 +20,7 @@ from runplane.core.engine.ends import fail, quarantine
 from runplane.core.engine.eras import new_era
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.registry import INBOX
+from runplane.core.engine.sinkgate import result_label
 from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.step import TERMINAL, Event, Quarantine, Step, inbox_event
 from runplane.core.engine.values import (
@@ -29,6 +30,7 @@ from runplane.core.engine.values import (
 )
 from runplane.core.engine.vocab import Calendars, Rejected, Resolution, WaitKind
 from runplane.core.limits import Limits
+from runplane.core.policy import Policy
 from runplane.errors import TerminalError
 from runplane.wire import (
     ErrorInfo,
@@ -67,6 +69,7 @@ class Runtime:
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
         limits: Limits | None = None,
+        policy: Policy | None = None,
     ) -> tuple[Runtime, Step]:
         """A new run from its StartRun (seq 0 was written by admission; we continue at 1).
         ``limits``: the run's stated limits (``runplane.core.limits``; default DEFAULT_LIMITS)."""
@@ -92,6 +95,10 @@ class Runtime:
             tools=tools,
             limits=limits,
         )
+        run.policy = policy
+        if policy is not None:
+            # The first record the executor writes for the run names the policy it runs under.
+            rec.stamp_attrs = {"policy": policy.digest}
         rt = cls(run)
         rt._begin(now_ms)
         run.status_before = RunStatus.ADMITTED
@@ -109,6 +116,7 @@ class Runtime:
         calendars: Calendars | None = None,
         tools: Mapping[str, EffectDecl] | None = None,
         limits: Limits | None = None,
+        policy: Policy | None = None,
     ) -> tuple[Runtime, Step]:
         """Rebuild a non-resident run from its snapshot and result journal.
 
@@ -123,6 +131,7 @@ class Runtime:
         run = run_from_snapshot(
             spec, snapshot, results, calendars=calendars, tools=tools, limits=limits
         )
+        run.policy = policy
         rt = cls(run)
         rt._begin(now_ms)
         if spec.durability is Durability.CHECKPOINTED:
@@ -225,7 +234,7 @@ class Runtime:
             error=outcome.error,
             attempts=outcome.attempts,
             cost=outcome.cost,
-            label=outcome.label,
+            label=result_label(run, call_seq, outcome.label),
         )
         run.in_flight = None
         drive(run, serve(run.rec, wait.slot.effect, entry))

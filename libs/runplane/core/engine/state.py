@@ -21,6 +21,7 @@ from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
 from runplane.core.engine.vocab import Calendars, Wait
 from runplane.core.limits import DEFAULT_LIMITS, Limits
+from runplane.core.policy import Policy
 from runplane.wire import (
     ErrorInfo,
     ParkedOn,
@@ -99,6 +100,10 @@ class Run:
         self.cancel: CancelRequest | None = None
         self.limits = DEFAULT_LIMITS if limits is None else limits
         rec.max_result_bytes = self.limits.max_result_bytes
+        # The deployment policy the executor bound (sinks, grants, budgets) and the sink
+        # gate's per-run memory (engine.sinkgate); None: no policy / gate not used yet.
+        self.policy: Policy | None = None
+        self.gate_state: Any = None
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
@@ -124,6 +129,12 @@ class Run:
                 call_seq, f"{family} (derived, unjournaled)", self.slot_desc(call_seq)
             )
         return call_seq
+
+    def label_of(self, value: Any) -> Any:
+        """``StepCtx.label_of`` (the sink gate's labelling, over outputs before this point)."""
+        from runplane.core.engine.sinkgate import value_label  # sinkgate builds on this module
+
+        return value_label(self, value)
 
     # -- slots ---------------------------------------------------------------------------------
     def slot_taken(self, call_seq: int) -> bool:

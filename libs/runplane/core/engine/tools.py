@@ -10,6 +10,7 @@ from __future__ import annotations
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.ctx import Effect
 from runplane.core.engine.decode import serve
+from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import InFlight, LiveCall
 from runplane.core.engine.vocab import (
@@ -56,6 +57,9 @@ def live(run: Run, slot: Slot) -> Resolution:
         error = ErrorInfo(type="InvalidDeclaration", message=str(exc)[:500], retryable=False)
         entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error)
         return serve(run.rec, effect, entry)
+    refused = gate(run, slot, decl)  # before the announce: a refused call is never performed
+    if refused is not None:
+        return refused
     recovery = decl.effective_recovery
     run.rec.seal(  # seal, not at(): one call fewer on the hot path
         JournalKind.EFFECT_ANNOUNCED,

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # Families reconstructed through the side-effect log across eras (checkpointed restores).
-CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal", "timer"})
+CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal", "timer", "release"})
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
 MAX_BUFFERED_SIGNALS: Final = DEFAULT_LIMITS.max_buffered_signals
 GENERATION_DECL: Final = EffectDecl(

@@ -26,19 +26,25 @@ from string import Template
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 
 from runplane.errors import ConfigError
 
 __all__ = [
+    "ASSETS",
+    "ASSETS_PATH",
     "PAGE_CSP",
     "SecurityHeaders",
     "Session",
     "Templates",
     "e",
+    "mount_assets",
+    "page_html",
     "public_origin",
     "read_form",
+    "signin_html",
     "when",
 ]
 
@@ -57,6 +63,9 @@ _COMMON_HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 _MAX_FORM = 64 * 1024
+# The shared page shell, sign-in form and base stylesheet, served by every page's app here.
+ASSETS = Path(__file__).parent / "assets"
+ASSETS_PATH = "/_runplane"
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -127,6 +136,45 @@ class Templates:
         if name not in self._cache:
             self._cache[name] = Template((self._dir / name).read_text(encoding="utf-8"))
         return self._cache[name]
+
+
+_shared = Templates(ASSETS)
+
+
+def mount_assets(app: FastAPI) -> None:
+    """Serve the shared stylesheet at ``ASSETS_PATH`` (every page links it first)."""
+    app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS), name="runplane-assets")
+
+
+def page_html(
+    *,
+    title: str,
+    product: str,
+    home: str,
+    stylesheet: str,
+    who: str,
+    flash: str,
+    content: str,
+    script: str = "",
+) -> str:
+    """A whole page: the shared shell around ``content`` (already escaped HTML)."""
+    return _shared("base.html").substitute(
+        title=e(title),
+        product=e(product),
+        home=e(home),
+        assets=ASSETS_PATH,
+        stylesheet=e(stylesheet),
+        who=who,
+        flash=flash,
+        content=content,
+        script=script,
+    )
+
+
+def signin_html(*, action: str, lede: str, error: str) -> str:
+    """The sign-in card posting a token to ``action``; ``error`` is shown as an alert."""
+    alert = f'<p class="flash flash-error" role="alert">{e(error)}</p>' if error else ""
+    return _shared("signin.html").substitute(action=e(action), lede=e(lede), error=alert)
 
 
 def e(value: object) -> str:

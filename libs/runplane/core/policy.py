@@ -1,0 +1,246 @@
+"""Deployment policy: sink declarations, what each agent is granted, and per-run budgets. Pure.
+
+A small YAML document the executor loads once (``RUNPLANE_POLICY``; parsing here, the file is
+read by the service). Its ``digest`` (SHA-256 of the canonical JSON of the parsed document, so
+comments and key order do not change it) is journaled with every gate decision.
+
+    sources:                              # what a source returns, whatever its code declares
+      "tool://crm_lookup": {trust: trusted, sensitivity: confidential}
+      "tool://read_inbox": {trust: untrusted}
+    sinks:                                # the deployment's sink declarations (gate.SinkDecl)
+      "model:openai/gpt-4o-mini": {mutating: false, ceiling: internal}
+      "tool://payout":
+        protected:
+          - {path: $.recipient, sources: [tool://crm_lookup]}
+          - {path: $.amount_cents}
+    agents:
+      payout:
+        sinks: [tool://payout, tool://crm_lookup]   # the only sinks it may reach (absent: any)
+        release:                                    # data:release, granted without asking
+          - {destination: tool://payout, fields: [$.memo], trust: true}
+        release_role: finance                       # who decides a release policy does not grant
+        input: {trust: untrusted}                   # the label of the admission input
+        budget: {tool_calls: 20, model_tokens: 20000, cost_units: 5, wall_ms: 86400000}
+
+Budget arithmetic is above the replay line: ``Spent`` is a fold over the run's result journal,
+and a refusal is journaled at the slot of the call it refused, so a replay serves the refusal
+and never recomputes it against a different policy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from runplane.core.canonical import canonical_bytes, sha256_hex
+from runplane.core.gate import FieldRule, SinkDecl
+from runplane.errors import ConfigError
+from runplane.wire import Label, ResultEntry, Sensitivity, Trust
+
+__all__ = [
+    "GATE_ERRORS",
+    "AgentPolicy",
+    "Budget",
+    "Policy",
+    "ReleaseGrant",
+    "Spent",
+    "parse_policy",
+]
+
+# The failure types the gate records; a refused call was never performed, so it spends nothing.
+GATE_ERRORS: Final = frozenset({"SinkRefused", "BudgetExceeded"})
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-run limits; None: unlimited."""
+
+    tool_calls: int | None = None
+    model_tokens: int | None = None
+    cost_units: float | None = None
+    wall_ms: int | None = None
+
+    def refusal(self, spent: Spent, family: str, elapsed_ms: int, estimate: int = 0) -> str | None:
+        """Why one more ``family`` call would exceed the budget, or None. ``estimate``: the
+        tokens the call may use (its ``max_tokens``), when it says."""
+        if self.wall_ms is not None and elapsed_ms > self.wall_ms:
+            return f"wall time {elapsed_ms} ms exceeds the budget of {self.wall_ms} ms"
+        if family == "tool" and self.tool_calls is not None and spent.tool_calls >= self.tool_calls:
+            return f"tool calls: {spent.tool_calls} of {self.tool_calls} spent"
+        if family == "generation":
+            if self.model_tokens is not None and spent.model_tokens + estimate >= self.model_tokens:
+                return f"model tokens: {spent.model_tokens} (+{estimate}) of {self.model_tokens}"
+            if self.cost_units is not None and spent.cost_units >= self.cost_units:
+                return f"cost: {spent.cost_units:g} of {self.cost_units:g} units spent"
+        return None
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a run has spent, folded from its result journal."""
+
+    tool_calls: int = 0
+    model_tokens: int = 0
+    cost_units: float = 0.0
+
+    @classmethod
+    def of(cls, entries: Iterable[ResultEntry]) -> Spent:
+        out = cls()
+        for e in entries:
+            out = out.plus(e)
+        return out
+
+    def plus(self, e: ResultEntry) -> Spent:
+        """This, and what ``e`` spent (a fold step: the engine adds each entry once)."""
+        if e.error is not None and e.error.type in GATE_ERRORS:
+            return self
+        if e.family == "tool":
+            return Spent(self.tool_calls + 1, self.model_tokens, self.cost_units)
+        if e.family == "generation" and e.ok and e.value_json is not None:
+            value = json.loads(e.value_json)
+            tokens = int(value.get("tokens_in", 0)) + int(value.get("tokens_out", 0))
+            cost = float(value.get("cost_units", 0.0))
+            return Spent(self.tool_calls, self.model_tokens + tokens, self.cost_units + cost)
+        return self
+
+
+@dataclass(frozen=True)
+class ReleaseGrant:
+    """``data:release`` granted by policy: the agent may release ``fields`` (empty: any) for
+    ``destination``, in trust when ``trust``, in sensitivity down to ``sensitivity``."""
+
+    destination: str
+    fields: tuple[str, ...] = ()
+    trust: bool = True
+    sensitivity: Sensitivity | None = None
+
+    def covers(self, destination: str, path: str, trust: bool, sensitivity: str | None) -> bool:
+        if destination != self.destination or (self.fields and path not in self.fields):
+            return False
+        if trust and not self.trust:
+            return False
+        if sensitivity is None:
+            return True
+        order = list(Sensitivity)
+        return self.sensitivity is not None and order.index(Sensitivity(sensitivity)) >= (
+            order.index(self.sensitivity)
+        )
+
+
+@dataclass(frozen=True)
+class AgentPolicy:
+    """What the deployment grants one agent."""
+
+    sinks: frozenset[str] | None = None
+    releases: tuple[ReleaseGrant, ...] = ()
+    release_role: str | None = None  # None: the role the release request names
+    input_label: Label | None = None
+    budget: Budget = field(default_factory=Budget)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The deployment policy (see the module docstring)."""
+
+    sinks: Mapping[str, SinkDecl] = field(default_factory=dict)
+    agents: Mapping[str, AgentPolicy] = field(default_factory=dict)
+    digest: str = ""
+    # What the deployment says a source returns (trust, sensitivity), by journaled name: a
+    # gated call's result is recorded at least this untrusted and this sensitive.
+    sources: Mapping[str, Label] = field(default_factory=dict)
+
+    def for_agent(self, capability: str) -> AgentPolicy:
+        return self.agents.get(capability) or AgentPolicy()
+
+
+def parse_policy(text: str) -> Policy:
+    """A ``Policy`` from its YAML text; ``ConfigError`` naming what is wrong."""
+    try:
+        doc = yaml.safe_load(text) or {}
+        if not isinstance(doc, Mapping):
+            raise ConfigError("policy: the document must be a mapping")
+        digest = sha256_hex(canonical_bytes(doc))
+        sinks = {str(name): _sink(str(name), raw or {}) for name, raw in _map(doc, "sinks").items()}
+        agents = {str(cap): _agent(raw or {}) for cap, raw in _map(doc, "agents").items()}
+        sources = {
+            str(name): _label(raw or {}, default=Sensitivity.PUBLIC, provenance=())
+            for name, raw in _map(doc, "sources").items()
+        }
+    except ConfigError:
+        raise
+    except (yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"policy: {type(exc).__name__}: {exc}") from exc
+    return Policy(sinks=sinks, agents=agents, digest=digest, sources=sources)
+
+
+def _map(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = doc.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"policy: {key} must be a mapping")
+    return value
+
+
+def _sink(name: str, raw: Mapping[str, Any]) -> SinkDecl:
+    protected = tuple(
+        FieldRule(
+            path=str(r["path"]),
+            trusted=bool(r.get("trusted", True)),
+            sources=tuple(str(s) for s in r.get("sources", ())),
+            max_sensitivity=_sensitivity(r.get("max_sensitivity")),
+        )
+        for r in raw.get("protected", ())
+    )
+    return SinkDecl(
+        name,
+        mutating=bool(raw.get("mutating", True)),
+        ceiling=_sensitivity(raw.get("ceiling")) or Sensitivity.SECRET,
+        protected=protected,
+    )
+
+
+def _agent(raw: Mapping[str, Any]) -> AgentPolicy:
+    sinks = raw.get("sinks")
+    label = raw.get("input")
+    budget = raw.get("budget") or {}
+    return AgentPolicy(
+        sinks=None if sinks is None else frozenset(str(s) for s in sinks),
+        releases=tuple(
+            ReleaseGrant(
+                destination=str(g["destination"]),
+                fields=tuple(str(f) for f in g.get("fields", ())),
+                trust=bool(g.get("trust", True)),
+                sensitivity=_sensitivity(g.get("sensitivity")),
+            )
+            for g in raw.get("release", ())
+        ),
+        release_role=None if raw.get("release_role") is None else str(raw["release_role"]),
+        input_label=None
+        if label is None
+        else _label(label, default=Sensitivity.INTERNAL, provenance=("input:admission",)),
+        budget=Budget(
+            tool_calls=_opt_int(budget.get("tool_calls")),
+            model_tokens=_opt_int(budget.get("model_tokens")),
+            cost_units=None if budget.get("cost_units") is None else float(budget["cost_units"]),
+            wall_ms=_opt_int(budget.get("wall_ms")),
+        ),
+    )
+
+
+def _label(raw: Mapping[str, Any], *, default: Sensitivity, provenance: tuple[str, ...]) -> Label:
+    return Label(
+        trust=Trust(str(raw.get("trust", "trusted")).upper()),
+        sensitivity=_sensitivity(raw.get("sensitivity")) or default,
+        provenance=provenance,
+    )
+
+
+def _sensitivity(value: Any) -> Sensitivity | None:
+    return None if value is None else Sensitivity(str(value).upper())
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
