@@ -42,6 +42,7 @@ from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
 from runplane.testing_operate import OperateVerbs
+from runplane.testing_plans import CommissionVerbs
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,
@@ -148,7 +149,7 @@ ToolFn = Callable[..., Any]
 CrashHook = Callable[[str, LiveCall], bool]
 
 
-class Driver(OperateVerbs):
+class Driver(OperateVerbs, CommissionVerbs):
     """An in-memory executor + cases + worklist for one or many runs.
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
@@ -396,15 +397,6 @@ class Driver(OperateVerbs):
             held.append(runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms()))
             calls.extend(held[-1].live_calls)
         self._commit(session, held)
-
-    def _admit(self, request: AdmissionRequest) -> None:
-        """A commission's child, admitted as admission would: one run per key, ever."""
-        if request.admission_key in self.children:
-            return
-        self._counter += 1
-        sid = f"child-{self._counter}"
-        self.children[request.admission_key] = sid
-        self._start(sid, request.capability, request.input_json, request.admission_key, None)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:
         out = _SessionOut(self, session)
