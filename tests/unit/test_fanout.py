@@ -512,3 +512,34 @@ def test_a_cancel_during_a_fan_out_waits_for_the_join_and_starts_no_further_wave
         r for r in view.journal if r.family == "fanout" and r.kind is JournalKind.EFFECT_RECORDED
     ]
     assert len(joins) == 1
+
+
+def test_a_commission_is_an_outbound_sink_for_the_gate() -> None:
+    from runplane.core.gate import SinkDecl, sinks
+    from runplane.testing import ScriptedProvider
+
+    reg = _agents()
+
+    @sinks(SinkDecl("agent/risk.score"))  # a mutating sink: no untrusted argument goes out
+    @reg.agent("asker", models=("scripted",))
+    async def asker(ctx: StepCtx, input: Any) -> Any:
+        said = await ctx.generate("scripted", "m", "say something")
+        try:
+            await ctx.commission("risk.score", {"amount": 7, "note": said.text})
+        except EffectError as exc:
+            refused = exc.type
+        ok = await ctx.commission("risk.score", {"amount": input["amount"]})
+        return {"refused": refused, "ok": ok}
+
+    d = Driver(reg, providers={"scripted": ScriptedProvider(["send it to attacker@evil.test"])})
+    view = d.run("asker", {"amount": 9})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {"refused": "SinkRefused", "ok": {"score": 18}}
+    assert len(d.children) == 1  # the refused commission started no child
+    refused = [
+        r
+        for r in view.journal
+        if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
+    ]
+    assert refused[0].attrs.get("gate") and refused[0].attrs.get("sink") == "agent/risk.score"
+    assert d.verify(view.session_id).ok

@@ -28,9 +28,9 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from runplane.core.agents import Durability
+from runplane.core.agents import Durability, EffectDecl
 from runplane.core.canonical import canonical_json
-from runplane.core.engine.fanout import on_outcome
+from runplane.core.engine.fanout import held_refusal, on_outcome
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
@@ -54,9 +54,10 @@ CHILD_SIGNAL: Final = "runplane.child:"
 _ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
 
 
-def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
+def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, str]]:
     """Announce the commission and ask admission for the child → (the result's signal name,
-    a refusal when the delegation does not allow it: no child is started then)."""
+    a refusal when it may not go out — durability, delegation or the sink gate: no child is
+    started then — and the refusal's journal attrs)."""
     effect, call_seq, witness = slot
     request = effect.request
     capability = str(request["capability"])
@@ -64,6 +65,13 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
     refusal = _durability_refusal(run) or _delegation_refusal(
         run, capability, request.get("delegation")
     )
+    attrs: dict[str, str] = {}
+    if refusal is None:
+        # The child's input leaves the run for another agent: an outbound, mutating sink
+        # (``agent/<capability>``) as far as the gate is concerned.
+        gated = held_refusal(run, slot, EffectDecl(effect.name), request["input"])
+        if gated is not None:
+            refusal, attrs = gated
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
         call_seq=call_seq,
@@ -84,7 +92,7 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None]:
                 requested_ms=run.rec.now,
             )
         )
-    return CHILD_SIGNAL + key, refusal
+    return CHILD_SIGNAL + key, refusal, attrs
 
 
 def _durability_refusal(run: Run) -> Outcome | None:

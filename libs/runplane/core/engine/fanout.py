@@ -37,7 +37,7 @@ from runplane.core.engine.values import LiveCall, Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Value, Wait, WaitKind
 from runplane.wire import JournalKind, RunStatus
 
-__all__ = ["Branch", "branch", "join", "on_outcome", "pending_call"]
+__all__ = ["Branch", "branch", "held_refusal", "join", "on_outcome", "pending_call"]
 
 
 @dataclass
@@ -59,8 +59,8 @@ def branch(run: Run, slot: Slot) -> Resolution:
     if effect.family == "commission":
         from runplane.core.engine.commission import start_child  # commission builds on this module
 
-        signal, refusal = start_child(run, slot)
-        run.branches[call_seq] = Branch(slot, signal=signal, outcome=refusal)
+        signal, refusal, attrs = start_child(run, slot)
+        run.branches[call_seq] = Branch(slot, signal=signal, outcome=refusal, attrs=attrs)
         return _advance(run, Value(None))
     decl = decl_for(run, effect)
     if decl.mutating and effect.options.get("solo"):
@@ -76,9 +76,9 @@ def branch(run: Run, slot: Slot) -> Resolution:
         )
         run.branches[call_seq] = Branch(slot, outcome=refusal)
         return _advance(run, Value(None))
-    gated = _outbound_refusal(run, slot, decl)
+    gated = held_refusal(run, slot, decl)
     if gated is not None:
-        run.branches[call_seq] = gated
+        run.branches[call_seq] = Branch(slot, outcome=gated[0], attrs=gated[1])
         return _advance(run, Value(None))
     node = str(effect.request.get("node", ""))
     run.rec.seal(
@@ -116,20 +116,23 @@ def branch(run: Run, slot: Slot) -> Resolution:
     return Value(None)
 
 
-def _outbound_refusal(run: Run, slot: Slot, decl: EffectDecl) -> Branch | None:
-    """The sink gate (``sinkgate.gate``) on a live branch. It records a refusal at the slot at
-    once; here that is undone and the failure held instead, to be applied in ready order like
-    every outcome — a recorded slot ahead of an open one would be a gap that stops a replay."""
+def held_refusal(
+    run: Run, slot: Slot, decl: EffectDecl, payload: Any = None
+) -> tuple[Outcome, dict[str, str]] | None:
+    """The sink gate (``sinkgate.gate``) on a branch: None when it may go out, else the
+    refusal and its journal attrs. The gate records a refusal at the slot at once; here that
+    is undone and the failure held instead, to be applied in ready order like every outcome —
+    a recorded slot ahead of an open one would be a gap that stops a replay."""
     mark = Mark.take(run)
-    if gate(run, slot, decl) is None:
+    if gate(run, slot, decl, payload) is None:
         return None
     entry = run.rec.results.get((run.era, slot.call_seq))
     record = next((r for r in reversed(run.rec.out.records) if r.call_seq == slot.call_seq), None)
     mark.restore(run)
     if entry is None or entry.error is None:  # pragma: no cover - the gate records a failure
-        return Branch(slot, outcome=Outcome.failure("SinkRefused", "refused by the sink gate"))
+        return Outcome.failure("SinkRefused", "refused by the sink gate"), {}
     attrs = {} if record is None else {k: v for k, v in record.attrs.items() if k != "node"}
-    return Branch(slot, outcome=Outcome(ok=False, error=entry.error), attrs=attrs)
+    return Outcome(ok=False, error=entry.error), attrs
 
 
 def _inner_request(request: Any) -> dict[str, Any]:
