@@ -406,7 +406,7 @@ def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: 
     from runplane.core.engine.decode import serve
     from runplane.wire import ErrorInfo
 
-    def gate(run: Any, slot: Any, decl: Any) -> Any:
+    def gate(run: Any, slot: Any, decl: Any, payload: Any = None) -> Any:
         if slot.effect.request["args"]["i"] != 1:
             return None
         error = ErrorInfo(type="SinkRefused", message="untrusted argument", retryable=False)
