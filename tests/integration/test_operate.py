@@ -21,7 +21,7 @@ from runplane.core.ctx import EffectError
 from runplane.kafka.topics import create_topics
 from runplane.operate import RunRefused
 from runplane.providers import FunctionTool
-from runplane.wire import JournalKind, RunStatus, Signal
+from runplane.wire import JournalKind, RunStatus, SessionSnapshot, Signal
 from services.executor.harness import (
     admit,
     chain_of,
@@ -145,10 +145,18 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     first = _executor(settings, "a", tmp_path)
     second: ExecutorProcess | None = None
     try:
-        [run] = admit(producer, settings, "nap", [{"seconds": 6}], tenant="acme")
-        wait_for(lambda: _status(settings, run.run_id) is RunStatus.PARKED, timeout_s=90)
-        parked = sessions(settings)[run.run_id]
-        assert parked.wake_at_ms is not None
+        # Long enough to kill the executor while the run sleeps, even on a loaded machine.
+        [run] = admit(producer, settings, "nap", [{"seconds": 15}], tenant="acme")
+        seen: list[SessionSnapshot] = []
+
+        def parked() -> bool:
+            snap = sessions(settings).get(run.run_id)
+            seen[:] = [] if snap is None else [snap]
+            return snap is not None and snap.status is RunStatus.PARKED
+
+        wait_for(parked, timeout_s=90, what="the run to sleep")
+        [asleep] = seen
+        assert asleep.wake_at_ms is not None
         first.kill()  # SIGKILL while it sleeps: nothing of the timer lives in the process
         first.proc.wait(10)
         second = _executor(settings, "b", tmp_path)
@@ -162,7 +170,7 @@ def test_a_sleeping_run_wakes_on_time_after_its_executor_is_killed(
     assert verify_chain(records, results).ok
     [park] = [r for r in records if r.kind is JournalKind.RUN_PARKED]
     woke = int(park.attrs["wake_at"])
-    assert woke == parked.wake_at_ms
+    assert woke == asleep.wake_at_ms
     # On time: never before the journaled instant, and the value is the instant, not a clock.
     assert done.output_json is not None and f'"woke_ms":{woke}' in done.output_json
     [recorded] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED]
@@ -278,3 +286,27 @@ def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings)
         assert unknown.exit_code == 2 and "unknown" in unknown.output
     records, _ = chain_of(settings, waiting.run_id)
     assert records[-1].attrs["cancelled_by"] == "ops-cli"
+
+
+def test_a_run_admitted_through_admission_is_signalled_by_its_admission_key(
+    settings: Settings,
+) -> None:
+    from test_admission import running
+
+    from runplane.core.agents import import_agent_modules
+    from services.admission.serve import build, capabilities_from
+    from services.admission.settings import AdmissionSettings
+
+    caps = capabilities_from(import_agent_modules(MODULES))
+    admission = build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps)
+    own = ExecutorSettings(base=settings, agent_modules=MODULES)
+    key = f"order-{settings.instance_id}"
+    with running(admission), executor_thread(own), Client(settings) as client:
+        reply = client.admit("tally", key, {"count": 1}, tenant="acme", initiator="emitter")
+        assert reply.run_id is not None
+        run_id = reply.run_id
+        wait_for(lambda: _status(settings, run_id) is RunStatus.PARKED, timeout_s=60)
+        sent = client.signal(key, "vote", "by key", sent_by="ada", tenant="acme")
+        assert sent.run_id == run_id
+        done = client.wait(run_id, timeout=60)
+    assert done.status is RunStatus.COMPLETED and done.output_json == '{"votes":["by key"]}'
