@@ -14,7 +14,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            memory with eviction on, and restore after a SIGKILL
                            (``RUNPLANE_BENCH_PARKED_RUNS`` for another count).
 - ``benchmarks.gate``      the sink gate's cost per outbound call beside the same agent
-                           ungated (in memory), at 201 and 2,001 calls.
+                           ungated (in memory), at 201 and 2,001 calls;
+- ``benchmarks.replaytest`` replay testing of a recorded run beside the engine's own rebuild.
 - ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
                            one after another (wall time, ratio, calls seen in flight at once).
 
@@ -46,7 +47,7 @@ from typing import Any
 from benchmarks.report import render_markdown, render_plot
 from runplane.config import Settings
 
-ORDER = ("core", "executor", "admission", "e2e", "gate", "parked", "fanout")
+ORDER = ("core", "executor", "admission", "e2e", "gate", "parked", "replaytest", "fanout")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

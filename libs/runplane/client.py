@@ -196,11 +196,13 @@ class Client:
         initiator: str | None = None,
         wait: bool = False,
         timeout: float = 30.0,
+        agent_version: str | None = None,
     ) -> AdmissionReply:
         """Request a run and return admission's answer (after the run ends, with ``wait``).
 
         ``input`` is any JSON value. ``initiator`` defaults to ``RUNPLANE_INITIATOR``; with
-        neither, ``ConfigError``. Raises ``WireError`` for a request that cannot even be built
+        neither, ``ConfigError``. ``agent_version`` pins the run to that version (the newest of
+        its line); without it the run starts on the newest version deployed. Raises ``WireError`` for a request that cannot even be built
         (empty or oversized key, bad tenant) and ``RetryableError`` on timeout.
         """
         who = initiator if initiator is not None else self._settings.initiator
@@ -217,6 +219,7 @@ class Client:
             tenant=tenant,
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
+            agent_version=agent_version,
         )
         mark = self.mark() if wait else None
         reply = self.send(request, timeout=timeout)

@@ -36,13 +36,13 @@ from runplane.core import (
     canonical_json,
     verify_chain,
 )
-from runplane.core.chain import run_start
 from runplane.core.engine import Command, Event, apply_step
 from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
+from runplane.golden import assert_replays
 from runplane.testing_operate import OperateVerbs
-from runplane.testing_plans import CommissionVerbs
+from runplane.testing_plans import AdmissionVerbs
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,
@@ -64,7 +64,7 @@ from runplane.wire import (
     Wake,
 )
 
-__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider"]
+__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider", "assert_replays"]
 
 
 class FakeClock:
@@ -149,7 +149,7 @@ ToolFn = Callable[..., Any]
 CrashHook = Callable[[str, LiveCall], bool]
 
 
-class Driver(OperateVerbs, CommissionVerbs):
+class Driver(OperateVerbs, AdmissionVerbs):
     """An in-memory executor + cases + worklist for one or many runs.
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
@@ -215,50 +215,15 @@ class Driver(OperateVerbs, CommissionVerbs):
         *,
         session_id: str | None = None,
         case_id: str | None = None,
+        agent_version: str | None = None,
     ) -> RunView:
-        """Admit and start a run; process everything that follows until the platform is idle."""
+        """Admit and start a run; process everything that follows until the platform is idle.
+        ``agent_version``: the emitter's pin (None: the newest version registered)."""
         self._counter += 1
         sid = session_id or f"run-{self._counter}"
-        self._start(sid, capability, canonical_json(input), f"key-{sid}", case_id)
+        self._start(sid, capability, canonical_json(input), f"key-{sid}", case_id, agent_version)
         self._drain()
         return self.view(sid)
-
-    def _start(
-        self, sid: str, capability: str, input_json: str, admission_key: str, case_id: str | None
-    ) -> None:
-        now = self.clock.now_ms()
-        admitted, start = run_start(
-            sid,
-            capability=capability,
-            admission_key=admission_key,
-            tenant="test",
-            initiator="tester",
-            input_json=input_json,
-            now_ms=now,
-            case_id=case_id,
-        )
-        session = self.sessions.setdefault(sid, _Session())
-        session.journal.append(admitted)
-        spec = self.agents.spec(capability)
-        try:
-            runtime, step = Runtime.start(
-                spec,
-                start,
-                now_ms=self.clock.now_ms(),
-                calendars=self.calendars,
-                limits=self.limits,
-                policy=self.policy,
-            )
-            session.runtime = runtime
-            self._handle(session, runtime, step)
-        except Crash:
-            self._crashed(session)
-            # StartRun is still in the inbox: a restarted executor starts it again.
-            if session.snapshot is None:
-                session.journal = [admitted]
-                self._restart(sid, start)
-                return
-            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
 
     def decide(
         self,
@@ -314,7 +279,7 @@ class Driver(OperateVerbs, CommissionVerbs):
         session = self.sessions[sid]
         try:
             runtime, step = Runtime.start(
-                self.agents.spec(start.capability),
+                self.agents.spec_for(start.capability, start.agent_version),
                 start,
                 now_ms=self.clock.now_ms(),
                 calendars=self.calendars,
@@ -355,7 +320,8 @@ class Driver(OperateVerbs, CommissionVerbs):
                         RunStatus.QUARANTINED,
                     ):
                         continue
-                    spec = self.agents.spec(session.snapshot.capability)
+                    snap = session.snapshot
+                    spec = self.agents.spec_for(snap.capability, snap.agent_version)
                     runtime, step = Runtime.restore(
                         spec,
                         session.snapshot,

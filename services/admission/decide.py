@@ -56,6 +56,7 @@ from fastavro import schemaless_reader
 
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
+from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.keys import CASE_KEY, RESERVED_PREFIX, parent_of
 from runplane.signing import Unsigned, Verification, Verified
 from runplane.wire import (
@@ -113,6 +114,8 @@ class CapabilitySpec:
     input_schema: Mapping[str, Any] | None = None
     # Why the executor cannot run it (a tool or model it needs is not offered), or None.
     unavailable: str | None = None
+    # The versions deployed (runplane.core.versions), any order; () for an unversioned agent.
+    versions: tuple[str, ...] = ()
     _validator: Callable[[Any], str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -312,6 +315,13 @@ def _problem(
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
     if spec.unavailable is not None:
         return Refusal.UNAVAILABLE, spec.unavailable
+    if req.agent_version is not None:
+        try:
+            if not spec.versions:
+                raise VersionNotDeployed(f"{req.capability} declares no versions to pin")
+            resolve(spec.versions, req.agent_version)
+        except VersionNotDeployed as exc:
+            return Refusal.UNAVAILABLE, f"{req.capability}: {exc}"
     bad_keys = correlation_problem(req.correlation_keys, req.tenant)
     if bad_keys is not None:
         return Refusal.BAD_CORRELATION, bad_keys
@@ -336,8 +346,12 @@ def _problem(
     return None
 
 
-def admit(req: AdmissionRequest, position: Position, now_ms: int) -> Admitted:
-    """The four records of a new run (the caller has checked the request)."""
+def admit(
+    req: AdmissionRequest, position: Position, now_ms: int, agent_version: str | None = None
+) -> Admitted:
+    """The four records of a new run (the caller has checked the request); ``agent_version``:
+    the emitter's pin (the executor starts the run on the newest version of its line), or
+    None (on the newest version the executor hosts)."""
     run_id = mint_run_id(req.admission_key, position)
     case_id = case_id_for(req.tenant, req.correlation_keys)
     seq0, start = run_start(
@@ -349,6 +363,7 @@ def admit(req: AdmissionRequest, position: Position, now_ms: int) -> Admitted:
         input_json=req.input_json,
         now_ms=now_ms,
         case_id=case_id,
+        agent_version=agent_version,
     )
     claim = AdmissionClaim(
         admission_key=req.admission_key,
@@ -409,7 +424,10 @@ def decide(
     problem = _problem(key, record, capabilities, max_input_bytes)
     if problem is not None:
         return refusal(key, problem[0], problem[1], now_ms)
-    return admit(record, position, now_ms)
+    # The pin (checked above), not the newest version: the executor that starts the run
+    # resolves "newest" against what it hosts, so a rolling upgrade (admission on the new
+    # version, an executor still on the old one) starts runs instead of stranding them.
+    return admit(record, position, now_ms, record.agent_version)
 
 
 def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:

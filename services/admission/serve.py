@@ -45,6 +45,7 @@ def capabilities_from(
         name: CapabilitySpec(
             spec.input_schema,
             unavailable=None if offer is None else spec.unavailable(offer.tools, offer.models),
+            versions=tuple(v.version for v in registry.versions(name) if v.version is not None),
         )
         for name, spec in registry.items()
     }

@@ -88,6 +88,7 @@ from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState, restore_partitions
 from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
+from services.executor.versions import VersionGate, VersionNotDeployed
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(TimerScan):
+class Executor(TimerScan, VersionGate):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -372,6 +373,8 @@ class Executor(TimerScan):
         if key_text != sid:
             self._dead_letter(msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key")
             return
+        if self._unservable(msg, part, record):  # parked, not failed (executor/versions.py)
+            return
         before = part.sessions.get(sid)
         mark = self._batch.mark()
         name = f"executor {type(record).__name__}"
@@ -398,7 +401,7 @@ class Executor(TimerScan):
             return
         now_ms = self._wall_ms()
         try:
-            spec = self._registry.spec(start.capability)
+            spec = self._registry.spec_for(start.capability, start.agent_version)
         except UnknownCapability as exc:
             self._fail_unstartable(start, str(exc), now_ms, p)
             return
@@ -440,9 +443,9 @@ class Executor(TimerScan):
     def _rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
         """Bring a non-resident run back by replaying its result journal."""
         try:
-            spec = self._registry.spec(snap.capability)
-        except UnknownCapability:
-            log.error("cannot rebuild run %s: unknown capability %s", sid, snap.capability)
+            spec = self._registry.spec_for(snap.capability, snap.agent_version)
+        except (UnknownCapability, VersionNotDeployed) as exc:
+            log.error("cannot rebuild run %s (%s): %s", sid, snap.capability, exc)
             return None
         results = self._parts[p].results_of(sid)
         runtime, step = Runtime.restore(

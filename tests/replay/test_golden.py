@@ -75,3 +75,10 @@ def test_a_recorded_fan_out_matches_what_the_code_records_today() -> None:
     # Commissions: the plan record, both children announced, their results applied in order.
     stored = json.loads((GOLDEN / "commission_triage.json").read_text(encoding="utf-8"))
     assert recorder.dump(recorder.record_commission())["journal"] == stored["journal"]
+
+
+def test_the_pytest_helper_replays_every_golden_journal() -> None:
+    from runplane.testing import assert_replays
+
+    reports = assert_replays(GOLDEN)
+    assert len(reports) == len(FILES) and all(r.replayed > 0 for r in reports)

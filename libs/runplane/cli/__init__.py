@@ -48,6 +48,13 @@ operate.register(app)  # after journal: it adds `runs cancel` to the runs group
 policy.register(app)  # runplane policy check
 tree.register(app)  # `runs tree` (commissions): after journal, which owns the runs group
 
+# Versions and replay testing: `journal export`, `replay`, `agents list`.
+from runplane.cli import agents as _agents  # noqa: E402
+from runplane.cli import replay as _replay  # noqa: E402
+
+for _module in (_replay, _agents):
+    _module.register(app)
+
 
 def main() -> None:
     if sys.argv[1:2] != ["serve"]:

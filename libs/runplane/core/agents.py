@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from runplane.core.lint import LintFailed, lint_function
+from runplane.core.versions import code_digest, resolve, version_key, version_problem
 from runplane.errors import ConfigError, TerminalError
 
 __all__ = [
@@ -190,10 +191,14 @@ class AgentSpec:
     # calls on their own declaration (named here, not re-declared in ``effects``).
     models: frozenset[str] = frozenset()
     tools: frozenset[str] = frozenset()
+    # The declared agent version (runplane.core.versions); None: unversioned.
+    version: str | None = None
 
     def __post_init__(self) -> None:
         if not self.capability:
             raise ValueError("an agent needs a capability name")
+        if self.version is not None and (problem := version_problem(self.version)):
+            raise ValueError(problem)
         if not isinstance(self.durability, Durability):
             object.__setattr__(self, "durability", Durability(self.durability))
         object.__setattr__(self, "models", frozenset(self.models))
@@ -238,13 +243,19 @@ class AgentSpec:
     def decl_for(self, tool: str) -> EffectDecl | None:
         return self.effects.get(tool)
 
+    def code_digest(self) -> str | None:
+        """The manifest's digest for a declarative agent, else the hex SHA-256 of the source
+        of the module defining the function (computed when asked, not at registration)."""
+        return self.digest if self.digest is not None else code_digest(self.fn)
+
 
 class AgentRegistry(Mapping[str, AgentSpec]):
     """Capability name → AgentSpec. Services take one; ``REGISTRY`` is the default that
     ``@agent`` fills when the executor imports ``RUNPLANE_AGENT_MODULES``."""
 
     def __init__(self, specs: Iterable[AgentSpec] = ()) -> None:
-        self._specs: dict[str, AgentSpec] = {}
+        self._specs: dict[str, AgentSpec] = {}  # capability -> its newest version
+        self._versions: dict[str, dict[str | None, AgentSpec]] = {}
         for spec in specs:
             self.register(spec)
 
@@ -254,13 +265,38 @@ class AgentRegistry(Mapping[str, AgentSpec]):
             findings = lint_function(spec.fn)
             if findings:
                 raise LintFailed(findings)
-        existing = self._specs.get(spec.capability)
+        versions = self._versions.setdefault(spec.capability, {})
+        if (None in versions) != (spec.version is None) and versions:
+            raise ValueError(
+                f"capability {spec.capability!r}: every registered version must declare one"
+            )
+        existing = versions.get(spec.version)
         if existing is not None and _qualname(existing.fn) != _qualname(spec.fn):
             raise ValueError(
-                f"capability {spec.capability!r} is already registered by {_qualname(existing.fn)}"
+                f"capability {spec.capability!r}"
+                + ("" if spec.version is None else f" version {spec.version}")
+                + f" is already registered by {_qualname(existing.fn)}"
             )
-        self._specs[spec.capability] = spec  # same function re-imported: replace
+        versions[spec.version] = spec  # same function re-imported: replace
+        self._specs[spec.capability] = self.spec_for(spec.capability, None)
         return spec
+
+    def spec_for(self, capability: str, version: str | None) -> AgentSpec:
+        """The spec serving a run of ``version`` (``runplane.core.versions.resolve``: itself,
+        else the newest of its line; None → the newest). ``UnknownCapability`` when the
+        capability is not registered, ``VersionNotDeployed`` when the line is not."""
+        versions = self._versions.get(capability)
+        if not versions:
+            raise UnknownCapability(f"no agent registered for capability {capability!r}")
+        if None in versions:  # unversioned: the one there is serves every run
+            return versions[None]
+        chosen = resolve([v for v in versions if v is not None], version)
+        return versions[chosen]
+
+    def versions(self, capability: str) -> tuple[AgentSpec, ...]:
+        """Every registered version of ``capability``, oldest first."""
+        specs = self._versions.get(capability, {}).values()
+        return tuple(sorted(specs, key=lambda s: version_key(s.version or "0")))
 
     def agent(
         self,
@@ -271,8 +307,10 @@ class AgentRegistry(Mapping[str, AgentSpec]):
         effects: Iterable[EffectDecl] = (),
         models: Iterable[str] = (),
         tools: Iterable[str] = (),
+        version: str | None = None,
     ) -> Callable[[AgentFn], AgentFn]:
-        """Decorator registering ``async def fn(ctx, input)`` under ``capability``."""
+        """Decorator registering ``async def fn(ctx, input)`` under ``capability`` (and
+        ``version``: several versions of one capability are served side by side)."""
 
         def register(fn: AgentFn) -> AgentFn:
             spec = AgentSpec(
@@ -283,6 +321,7 @@ class AgentRegistry(Mapping[str, AgentSpec]):
                 effects={decl.name: decl for decl in effects},
                 models=frozenset(models),
                 tools=frozenset(tools),
+                version=version,
             )
             self.register(spec)
             fn.__runplane_agent__ = spec  # type: ignore[attr-defined]
@@ -323,6 +362,7 @@ def agent(
     models: Iterable[str] = (),
     tools: Iterable[str] = (),
     registry: AgentRegistry | None = None,
+    version: str | None = None,
 ) -> Callable[[AgentFn], AgentFn]:
     """Register an agent in ``registry`` (default: ``REGISTRY``).
 
@@ -337,6 +377,7 @@ def agent(
         effects=effects,
         models=models,
         tools=tools,
+        version=version,
     )
 
 

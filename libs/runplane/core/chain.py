@@ -240,6 +240,7 @@ def run_start(
     now_ms: int,
     case_id: str | None = None,
     attrs: Mapping[str, str] | None = None,
+    agent_version: str | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
 
@@ -256,7 +257,10 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
-        attrs={**(_lineage(admission_key) or {}), **(attrs or {})} or None,
+        # The pin only when pinned, the parent only for a child: other runs' seq 0 is unchanged.
+        attrs=({**(_lineage(admission_key) or {}), **(attrs or {})} or None)
+        if agent_version is None
+        else {**(_lineage(admission_key) or {}), **(attrs or {}), "agent_version": agent_version},
     )
     start = StartRun(
         session_id=session_id,
@@ -268,6 +272,7 @@ def run_start(
         initiator=initiator,
         admitted_hash=admitted.hash,
         admitted_ms=now_ms,
+        agent_version=agent_version,
     )
     return admitted, start
 

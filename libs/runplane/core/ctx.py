@@ -186,6 +186,8 @@ class RunHost(Protocol):
     def take_derived_slot(self, family: str) -> int: ...
     def label_of(self, value: Any) -> Any: ...
 
+    def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
+
 
 @dataclass(eq=False)
 class Effect:
@@ -263,6 +265,16 @@ class StepCtx:
         (docs/security.md). Journals nothing; the same on replay (only outputs recorded before
         this point count)."""
         return self._rt.label_of(value)
+
+    # -- patch markers (runplane.core.engine.patches) ---------------------------------------
+    def patched(self, change_id: str) -> bool:
+        """True for new runs and for histories that recorded this marker here, False for a
+        history that predates the change (its old calls replay unchanged); journaled."""
+        return self._rt.patch(change_id, deprecated=False)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The change is in every run now: consume a recorded marker, record none."""
+        self._rt.patch(change_id, deprecated=True)
 
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:

@@ -21,7 +21,7 @@ import ast
 import inspect
 import re
 import textwrap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,12 +237,14 @@ def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
 
 
 def lint_function(fn: Callable[..., Any]) -> list[Finding]:
-    """Check one agent function, resolving names through its module's imports.
+    """Check one agent function, resolving names through its module's imports, and the
+    module-level helpers it calls (transitively), each finding at the helper's own line and
+    naming the call it was reached from.
 
-    Only the function body is checked, so helpers in the same module (a tool implementation
-    that legitimately uses httpx, say) do not fail the agent. Code whose source is not
-    available (a REPL, a compiled module) returns no findings: the replay witness check
-    still stands behind it.
+    Only code the agent runs is checked: a helper in the same module that the agent never calls
+    (a tool implementation that legitimately uses httpx, say) does not fail it, nor does one
+    called only inside ``ctx.observe(...)``. Code whose source is not available (a REPL, a
+    compiled module) returns no findings: the replay witness check still stands behind it.
     """
     try:
         source = textwrap.dedent(inspect.getsource(fn))
@@ -251,9 +253,57 @@ def lint_function(fn: Callable[..., Any]) -> list[Finding]:
         _, first_line = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return []
-    aliases = _module_aliases(ast.parse(module_source)) if module_source else {}
+    module = ast.parse(module_source) if module_source else ast.Module(body=[], type_ignores=[])
+    aliases = _module_aliases(module)
     tree = ast.parse(source)
     ast.increment_lineno(tree, first_line - 1)
     checker = _Checker(file, aliases)
     checker.visit(tree)
-    return _allowed(checker.findings, source, first_line)
+    found = _allowed(checker.findings, source, first_line)
+    return sorted(found + _lint_helpers(tree, module, file, aliases, module_source))
+
+
+def _lint_helpers(
+    agent: ast.AST, module: ast.Module, file: str, aliases: dict[str, str], source: str
+) -> list[Finding]:
+    """Findings in the module-level functions ``agent`` calls, and those they call."""
+    helpers = {
+        n.name: n for n in module.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    queue = [(name, line, "the agent") for name, line in _calls(agent, helpers)]
+    seen: set[str] = set()
+    findings: list[Finding] = []
+    while queue:
+        name, line, caller = queue.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        checker = _Checker(file, dict(aliases))
+        checker.visit(helpers[name])
+        where = f" (in helper {name}(), called by {caller} at line {line})"
+        findings += [
+            Finding(f.path, f.line, f.col, f.code, f.message + where, f.alternative)
+            for f in _allowed(checker.findings, source)
+        ]
+        queue += [(n, at, f"{name}()") for n, at in _calls(helpers[name], helpers)]
+    return findings
+
+
+def _calls(node: ast.AST, helpers: Mapping[str, ast.AST]) -> list[tuple[str, int]]:
+    """(helper name, line) of each call of a module-level helper in ``node``, in order, except
+    inside ``ctx.observe(...)`` (observed code runs once and is served from the journal)."""
+    out: list[tuple[str, int]] = []
+
+    def walk(n: ast.AST) -> None:
+        if isinstance(n, ast.Call):
+            func = n.func
+            if isinstance(func, ast.Attribute) and func.attr == "observe":
+                walk(func)
+                return
+            if isinstance(func, ast.Name) and func.id in helpers:
+                out.append((func.id, n.lineno))
+        for child in ast.iter_child_nodes(n):
+            walk(child)
+
+    walk(node)
+    return out

@@ -142,6 +142,9 @@ ACCESS: dict[str, Access] = {
         writes=("runs.inbox",),
         shared_groups=("runplane-cli-", "runplane-client-"),
     ),
+    # The chart's upgrade gate (`runplane replay --from-kafka`): the sessions table, then each
+    # sampled run's journal and results.
+    "gate": Access(reads=("sessions", "journal", "results"), shared_groups=(_RESTORE, "runplane-reader-")),
     "admin": Access(admin=True),
 }  # fmt: skip
 

@@ -183,6 +183,7 @@ def fail_unstartable(
         error=ErrorInfo(type=error_type, message=reason, retryable=False),
         started_ms=start.admitted_ms,
         updated_ms=now_ms,
+        agent_version=start.agent_version,
     )
     return _failed_step(record, snapshot, (_failed_update(snapshot, record, now_ms),))
 

@@ -113,6 +113,7 @@ class SnapState(NamedTuple):
     wake_at_ms: int | None
     signal_ids: tuple[str, ...]
     cancel_json: str | None
+    agent_version: str | None  # the version serving the run (runplane.core.versions)
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -141,6 +142,7 @@ class SnapState(NamedTuple):
             wake_at_ms=self.wake_at_ms,
             signal_ids=self.signal_ids,
             cancel_json=self.cancel_json,
+            agent_version=self.agent_version,
         )
 
 
