@@ -18,6 +18,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.gate``      the sink gate's cost per outbound call beside the same agent
                            ungated (in memory), at 201 and 2,001 calls;
 - ``benchmarks.replaytest`` replay testing of a recorded run beside the engine's own rebuild.
+- ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
+                           one after another (wall time, ratio, calls seen in flight at once).
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -56,6 +58,7 @@ ORDER = (
     "parked",
     "replaytest",
     "retention",
+    "fanout",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

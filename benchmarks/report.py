@@ -267,6 +267,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "e2e": "End to end: emit → COMPLETED, beside the raw-Kafka path",
         "retention": "Results retention: restore of 10,000 ended + 1,000 live runs",
         "parked": "Parked runs at scale: executor memory and restore after a kill",
+        "fanout": "Fan-out: N slow tool calls in one run, at once vs in sequence (the baseline)",
     }
     for name, entry in benches.items():
         lines += ["", f"## {titles.get(name, name)}", ""]

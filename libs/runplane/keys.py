@@ -26,11 +26,14 @@ from runplane.core.canonical import canonical_bytes
 
 __all__ = [
     "CASE_KEY",
+    "CHILD_PREFIX",
     "RESERVED_PREFIX",
     "TENANT_KEY",
     "breach_request_id",
+    "child_key",
     "followup_admission_key",
     "obligation_digest",
+    "parent_of",
     "sweep_run_id",
     "warn_request_id",
 ]
@@ -73,3 +76,23 @@ def warn_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None =
 
 def breach_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None = None) -> str:
     return "sweeper/breach/" + obligation_digest("breach", case_id, name, due_ms, cycle=cycle)[:32]
+
+
+# -- a commissioned child's admission key (runplane.core.engine.commission) ------------------
+CHILD_PREFIX: Final = "runplane.child/"
+
+
+def child_key(session_id: str, era: int, call_seq: int) -> str:
+    """The admission key of the child a run commissions at (era, call_seq): a function of the
+    parent's position only, so a replayed parent asks admission for the same child again."""
+    return f"{CHILD_PREFIX}{session_id}/{era}/{call_seq}"
+
+
+def parent_of(admission_key: str) -> tuple[str, str] | None:
+    """(parent session, ``era/call_seq``) of a child's admission key; None for other keys."""
+    if not admission_key.startswith(CHILD_PREFIX):
+        return None
+    parts = admission_key[len(CHILD_PREFIX) :].rsplit("/", 2)
+    if len(parts) != 3 or not parts[0] or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return parts[0], f"{parts[1]}/{parts[2]}"

@@ -37,14 +37,15 @@ from runplane.core import (
     canonical_json,
     verify_chain,
 )
-from runplane.core.chain import run_start
 from runplane.core.engine import Command, Event, apply_step
 from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
 from runplane.golden import assert_replays
 from runplane.testing_operate import OperateVerbs
+from runplane.testing_plans import AdmissionVerbs
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CaseReply,
     CloseCase,
@@ -59,6 +60,7 @@ from runplane.wire import (
     ResultEntry,
     RunStatus,
     SessionSnapshot,
+    Signal,
     StartRun,
     TaskDecision,
     Wake,
@@ -149,7 +151,7 @@ ToolFn = Callable[..., Any]
 CrashHook = Callable[[str, LiveCall], bool]
 
 
-class Driver(OperateVerbs):
+class Driver(OperateVerbs, AdmissionVerbs):
     """An in-memory executor + cases + worklist for one or many runs.
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
@@ -203,6 +205,9 @@ class Driver(OperateVerbs):
         self._inbox: deque[Event] = deque()
         self._starts: deque[StartRun] = deque()
         self._counter = 0
+        # Commissions: child runs to admit (as admission would), and each key's one child.
+        self._admissions: deque[AdmissionRequest] = deque()
+        self.children: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the test's verbs
     def run(
@@ -218,40 +223,7 @@ class Driver(OperateVerbs):
         ``agent_version``: the emitter's pin (None: the newest version registered)."""
         self._counter += 1
         sid = session_id or f"run-{self._counter}"
-        input_json = canonical_json(input)
-        now = self.clock.now_ms()
-        admitted, start = run_start(
-            sid,
-            capability=capability,
-            admission_key=f"key-{sid}",
-            tenant="test",
-            initiator="tester",
-            input_json=input_json,
-            now_ms=now,
-            case_id=case_id,
-            agent_version=agent_version,
-        )
-        session = self.sessions.setdefault(sid, _Session())
-        session.journal.append(admitted)
-        spec = self.agents.spec_for(capability, agent_version)
-        try:
-            runtime, step = Runtime.start(
-                spec,
-                start,
-                now_ms=self.clock.now_ms(),
-                calendars=self.calendars,
-                limits=self.limits,
-                policy=self.policy,
-            )
-            session.runtime = runtime
-            self._handle(session, runtime, step)
-        except Crash:
-            self._crashed(session)
-            # StartRun is still in the inbox: a restarted executor starts it again.
-            if session.snapshot is None:
-                session.journal = [admitted]
-                return self._restart(sid, start)
-            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
+        self._start(sid, capability, canonical_json(input), f"key-{sid}", case_id, agent_version)
         self._drain()
         return self.view(sid)
 
@@ -333,7 +305,10 @@ class Driver(OperateVerbs):
         self.crashes += 1
 
     def _drain(self) -> None:
-        while self._inbox:
+        while self._inbox or self._admissions:
+            if self._admissions:
+                self._admit(self._admissions.popleft())
+                continue
             event = self._inbox.popleft()
             session = self.sessions.get(event.session_id)
             if session is None or session.snapshot is None:
@@ -376,8 +351,9 @@ class Driver(OperateVerbs):
     def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
         """Carry out a step like the executor: announce rule, live calls, commit, commands."""
         held = [step]
-        while held[-1].live_calls:
-            call = held[-1].live_calls[0]
+        calls = deque(step.live_calls)  # a fan-out hands over several at once
+        while calls:
+            call = calls.popleft()
             if call.announce_first:
                 self._commit(session, held)
                 held = []
@@ -387,6 +363,7 @@ class Driver(OperateVerbs):
             if self.crash_hook is not None and self.crash_hook("after_act", call):
                 raise Crash("after_act")
             held.append(runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms()))
+            calls.extend(held[-1].live_calls)
         self._commit(session, held)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:
@@ -455,6 +432,10 @@ class Driver(OperateVerbs):
             self.sessions.setdefault(command.session_id, _Session()).journal.append(command)
         elif isinstance(command, StartRun):
             self._starts.append(command)  # started once the current step is committed
+        elif isinstance(command, AdmissionRequest):
+            self._admissions.append(command)
+        elif isinstance(command, Signal):  # a child's result, for its parent
+            self._inbox.append(command)
 
     def _decision(
         self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]

@@ -57,8 +57,8 @@ from fastavro import schemaless_reader
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.core.versions import VersionNotDeployed, resolve
-from runplane.keys import CASE_KEY, RESERVED_PREFIX
-from runplane.signing import Unsigned, Verification
+from runplane.keys import CASE_KEY, RESERVED_PREFIX, parent_of
+from runplane.signing import Unsigned, Verification, Verified
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
@@ -290,6 +290,15 @@ def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
     )
 
 
+def _claims_a_child(key: str, verification: Verification) -> bool:
+    """A commissioned child's key (``runplane.keys.child_key``) from a tenant's emitter: it
+    could pre-empt the child and answer its parent. Only the platform's own emitter (any
+    tenant) — or dev mode, unsigned — may name one."""
+    if parent_of(key) is None:
+        return False
+    return isinstance(verification, Verified) and not verification.emitter.any_tenant
+
+
 def _problem(
     key: str,
     req: AdmissionRequest,
@@ -406,6 +415,10 @@ def decide(
     who = identity_problem(record, verification, allow_unsigned=allow_unsigned)
     if who is not None:
         return refusal(key, Refusal(who[0].value), who[1], now_ms)
+    if _claims_a_child(key, verification):
+        return refusal(
+            key, Refusal.BAD_KEY, "runplane.child/ keys are the platform's (commissions)", now_ms
+        )
     if isinstance(claim, AdmissionClaim):
         return _duplicate(claim, key, now_ms)
     problem = _problem(key, record, capabilities, max_input_bytes)

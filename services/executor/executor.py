@@ -119,6 +119,7 @@ class Executor(RunRepair, TimerScan, VersionGate):
         self._tools = dict(tools)
         self._providers = dict(providers)
         self._wall_ms = wall_ms
+        self._emitter_key = settings.emitter_key
         # What every runtime of this executor is built with (Runtime.start / restore):
         # calendars, tool declarations, the run limits and the deployment policy.
         decls = {name: tool.decl for name, tool in tools.items()}

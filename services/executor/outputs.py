@@ -17,7 +17,9 @@ from confluent_kafka import Message
 
 from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
+from runplane.signing import SigningKey
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CloseCase,
     CloseTask,
@@ -30,6 +32,7 @@ from runplane.wire import (
     RegisterDeadline,
     RunStatusUpdate,
     Serde,
+    Signal,
     StartRun,
 )
 from services.executor.batch import Batch, Out
@@ -55,6 +58,7 @@ class Outputs:
     _topic: dict[str, str]
     _metrics: ExecutorMetrics
     _wall_ms: Callable[[], int]
+    _emitter_key: SigningKey | None
     # The trace context of the step being applied, as headers (None: not traced).
     _trace: list[tuple[str, bytes]] | None
 
@@ -75,9 +79,12 @@ class Outputs:
             self._out("cases.commands", command.case_id, command, now)
         elif isinstance(command, RunStatusUpdate):
             self._out("admission", command.admission_key, command, now)
+        elif isinstance(command, AdmissionRequest):  # a commission's child run
+            self._out("admission", command.admission_key, command, now, signed=True)
         elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
             self._out("journal", command.session_id, command, now)
-        elif isinstance(command, StartRun):  # ... and its start, on its own partition
+        elif isinstance(command, (StartRun, Signal)):
+            # A successor's start, on its own partition; a child's result, to its parent.
             self._out("runs.inbox", command.session_id, command, now)
         else:
             # The core's Command union grew and this shell was not told: losing a command
@@ -85,7 +92,14 @@ class Outputs:
             raise TerminalError(f"no route for command {type(command).__name__}")
 
     def _out(
-        self, topic: str, key: str, record: Record, now: float, *, partition: int | None = None
+        self,
+        topic: str,
+        key: str,
+        record: Record,
+        now: float,
+        *,
+        partition: int | None = None,
+        signed: bool = False,
     ) -> None:
         if topic == "sessions":
             # Encoded at commit, once per run per batch: later steps replace earlier rows.
@@ -94,7 +108,13 @@ class Outputs:
             self._batch.add(out, now, last_wins=True)
             return
         value = self._serde.encode(topic, record)
-        out = Out(self._topic[topic], key.encode("utf-8"), value, partition, headers=self._trace)
+        raw_key = key.encode("utf-8")
+        headers = self._trace
+        if signed and self._emitter_key is not None:
+            # Signed as an emitter signs (admission checks it against the record's timestamp).
+            signature = self._emitter_key.headers(raw_key, value, self._wall_ms())
+            headers = [*(headers or ()), *((k, v) for k, v in signature if isinstance(v, bytes))]
+        out = Out(self._topic[topic], raw_key, value, partition, headers=headers)
         self._batch.add(out, now)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from runplane.config import Settings, env_float, env_int, env_str
 from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
+from runplane.signing import SigningKey
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ExecutorSettings:
     # (an automatic erase, "retention"); negative: kept forever. Restores then read the live
     # runs' bodies and the recent ones, not all history.
     results_retention_s: float = 7 * 86_400.0
+    # The platform's emitter key (RUNPLANE_EMITTER_KEY[_FILE]): signs the AdmissionRequests of
+    # commissioned children, for an admission that requires signatures. None: unsigned.
+    emitter_key: SigningKey | None = None
     # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
     limits: Limits = field(default_factory=Limits)
     # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
@@ -97,6 +101,7 @@ class ExecutorSettings:
             results_retention_s=env_float(
                 e, "RUNPLANE_EXECUTOR_RESULTS_RETENTION_S", d.results_retention_s
             ),
+            emitter_key=SigningKey.from_env(e),
             limits=limits_from_env(e),
             policy_path=env_str(e, "RUNPLANE_POLICY"),
         )

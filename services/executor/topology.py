@@ -17,7 +17,7 @@ OUTPUTS = (
     "tasks.commands",
     "admission",
     "deadletter",
-    "runs.inbox",  # a continue-as-new successor's StartRun
+    "runs.inbox",  # a continue-as-new successor's StartRun; a commissioned child's result
 )
 
 

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import examples.plan_triage  # registers "plan.lookup", "plan.triage" and its agents
 import examples.refund
 import examples.triage  # noqa: F401  (registers "triage")
 from runplane.core import REGISTRY
@@ -61,6 +62,25 @@ def record_triage() -> RunView:
     )
 
 
+def record_fanout() -> RunView:
+    # Three read-only lookups as one ready set (branches + join), applied in ready order.
+    lookup = {"scoring/slow_lookup": lambda args, key: {"i": args["i"]}}
+    driver = Driver(REGISTRY, tools=lookup, clock=FakeClock(1_700_000_000_000, step_ms=7))
+    return driver.run("plan.lookup", {"n": 3, "slow_s": 0}, session_id="golden-fanout")
+
+
+def record_commission() -> RunView:
+    # plan.triage: its plan, two commissions at once, their results, then the aggregator's.
+    scoring = {
+        "scoring/risk": lambda args, key: {"score": int(args["amount"]) // 10},
+        "scoring/fraud": lambda args, key: {"fraud": False},
+    }
+    driver = Driver(REGISTRY, tools=scoring, clock=FakeClock(1_700_000_000_000, step_ms=7))
+    return driver.run(
+        "plan.triage", {"amount": 120, "account": "a-1"}, session_id="golden-commission"
+    )
+
+
 def dump(run: RunView) -> dict[str, Any]:
     return {
         "snapshot": to_dict(run.snapshot),
@@ -74,6 +94,8 @@ def main() -> None:
     for name, run in (
         ("refund_approved", record_refund()),
         ("triage_case_deadline", record_triage()),
+        ("fanout_lookup", record_fanout()),
+        ("commission_triage", record_commission()),
     ):
         path = GOLDEN / f"{name}.json"
         path.write_text(json.dumps(dump(run), indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import examples.plan_triage  # registers "plan.lookup"
 import examples.refund
 import examples.triage  # noqa: F401  (registers "triage")
 from runplane.core import REGISTRY, replay_history, verify_chain
@@ -59,6 +60,21 @@ def test_a_recorded_golden_matches_what_the_code_records_today() -> None:
     spec.loader.exec_module(recorder)
     stored = json.loads((GOLDEN / "refund_approved.json").read_text(encoding="utf-8"))
     assert recorder.dump(recorder.record_refund())["journal"] == stored["journal"]
+
+
+def test_a_recorded_fan_out_matches_what_the_code_records_today() -> None:
+    # Branches, their outcomes in ready order and the join: the fan-out record format.
+    spec = importlib.util.spec_from_file_location(
+        "record_golden", Path(__file__).parent / "record_golden.py"
+    )
+    assert spec is not None and spec.loader is not None
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    stored = json.loads((GOLDEN / "fanout_lookup.json").read_text(encoding="utf-8"))
+    assert recorder.dump(recorder.record_fanout())["journal"] == stored["journal"]
+    # Commissions: the plan record, both children announced, their results applied in order.
+    stored = json.loads((GOLDEN / "commission_triage.json").read_text(encoding="utf-8"))
+    assert recorder.dump(recorder.record_commission())["journal"] == stored["journal"]
 
 
 def test_the_pytest_helper_replays_every_golden_journal() -> None:

@@ -33,6 +33,7 @@ from runplane.cli import (  # noqa: E402
     stack,
     tasks,
     topics,
+    tree,
 )
 
 app = typer.Typer(
@@ -59,6 +60,7 @@ for _module in (
     _module.register(app)
 operate.register(app)  # after runs: it adds `runs cancel` to the runs group
 policy.register(app)  # runplane policy check
+tree.register(app)  # `runs tree` (commissions): after runs, which owns the runs group
 
 # Versions and replay testing: `journal export`, `replay`, `agents list`.
 from runplane.cli import agents as _agents  # noqa: E402

@@ -21,6 +21,9 @@
   (``Released``, ``SinkRefused``, ``BudgetExceeded``, ``ReleaseRefused``) and
   ``runplane.core.policy`` (deployment policy, budgets) — docs/security.md, "The label model".
 - ``lint``: the determinism lint behind ``runplane lint`` and ``@agent``.
+- ``plan``: plans as frozen authorization graphs (IR, contract, source binding, delegation,
+  quorum and batch outcomes); ``planrun``: ``ctx.run_plan`` / ``fan_out`` / ``parallel`` /
+  ``commission`` / ``panel`` built on ``StepCtx``.
 
 The executor drives it (see docs/contracts.md, "The durable core").
 """

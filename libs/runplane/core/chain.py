@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runplane.core.canonical import canonical_bytes, encode_str, format_float, sha256_hex
+from runplane.keys import parent_of
 from runplane.wire import (
     ZERO_HASH,
     Cost,
@@ -221,6 +222,13 @@ def run_admitted(
     return seal(draft, ZERO_HASH)
 
 
+def _lineage(admission_key: str) -> dict[str, str] | None:
+    """A commissioned child's seq 0 names its parent (``parent_run``) and the parent's call
+    that started it (``parent_call``, ``era/call_seq``); nothing for any other run."""
+    parent = parent_of(admission_key)
+    return None if parent is None else {"parent_run": parent[0], "parent_call": parent[1]}
+
+
 def run_start(
     session_id: str,
     *,
@@ -249,8 +257,10 @@ def run_start(
         input_json=input_json,
         now_ms=now_ms,
         case_id=case_id,
-        # The pin only when pinned: an unpinned run's seq 0 stays byte-identical.
-        attrs=attrs if agent_version is None else {**(attrs or {}), "agent_version": agent_version},
+        # The pin only when pinned, the parent only for a child: other runs' seq 0 is unchanged.
+        attrs=({**(_lineage(admission_key) or {}), **(attrs or {})} or None)
+        if agent_version is None
+        else {**(_lineage(admission_key) or {}), **(attrs or {}), "agent_version": agent_version},
     )
     start = StartRun(
         session_id=session_id,

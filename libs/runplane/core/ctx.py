@@ -17,7 +17,7 @@ outside the agent, so ``except Exception:`` cannot swallow a park or a quarantin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +32,8 @@ from runplane.errors import RunplaneError
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec
     from runplane.core.groups import Group
+    from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
+    from runplane.core.planrun import Proposer
 
 __all__ = [
     "ApprovalExpired",
@@ -153,6 +155,8 @@ class Op(StrEnum):
     CASE_CLOSE = "case_close"
     SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
     CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
+    BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
+    JOIN = "join"  # waits for every branch of a fan-out
     RELEASE = "release"  # runplane.core.engine.release
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
@@ -512,6 +516,59 @@ class StepCtx:
             {"op": "cancel_deadline", "case_id": self.case_id, "name": name},
             Op.DEADLINE_CANCEL,
         )
+
+    # -- plans, fan-out, commissions (runplane.core.planrun; it builds on this module) -------
+    def commission(
+        self, capability: str, input: Any, *, delegation: Delegation | None = None
+    ) -> Coroutine[Any, Any, Any]:
+        """Start a child run of ``capability`` through admission (derived admission key: one
+        child, ever) and wait, parked, for its output (provenance ``agent/<capability>``);
+        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise."""
+        from runplane.core import planrun
+
+        return planrun.commission(capability, input, delegation)
+
+    def parallel(self, branches: Mapping[str, Effect]) -> Coroutine[Any, Any, BatchStatus]:
+        """Run non-mutating tool calls, generations and commissions together → BatchStatus."""
+        from runplane.core import planrun
+
+        return planrun.parallel(branches)
+
+    def run_plan(
+        self,
+        plan: Plan,
+        input: Any,
+        *,
+        contract: Contract | None = None,
+        propose: Proposer | None = None,
+    ) -> Coroutine[Any, Any, Any]:
+        """Validate, journal and run a frozen plan, each ready set fanned out (planrun)."""
+        from runplane.core import planrun
+
+        return planrun.run_plan(self, plan, input, contract=contract, propose=propose)
+
+    def fan_out(
+        self,
+        branches: Sequence[str],
+        aggregator: str,
+        input: Any,
+        *,
+        contract: Contract | None = None,
+        kind: str = "agent",
+    ) -> Coroutine[Any, Any, Any]:
+        """Every branch (agents, or tools with ``kind="tool"``) on ``input`` at once, then the
+        aggregator on their outputs by node id → the aggregator's output."""
+        from runplane.core import planrun
+
+        return planrun.fan_out(self, branches, aggregator, input, contract=contract, kind=kind)
+
+    def panel(
+        self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int
+    ) -> Coroutine[Any, Any, QuorumOutcome]:
+        """Commission every reviewer agent at once → Approved / Rejected / Pending / Split."""
+        from runplane.core import planrun
+
+        return planrun.panel(reviewers, input, approve_at=approve_at, reject_at=reject_at)
 
 
 def _unwrap(value: Any, prefix: str) -> tuple[Any, dict[str, Any]]:

@@ -99,7 +99,7 @@ ACCESS: dict[str, Access] = {
         reads=("runs.inbox", "results", "sessions"),
         # runs.inbox: a continue-as-new successor's StartRun.
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter", "runs.inbox"),
+                "deadletter", "runs.inbox"),  # runs.inbox: a successor's StartRun, a child's result
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",

@@ -67,6 +67,8 @@ The package, one module per responsibility (``registry`` is the table of effect 
 - ``eras``: checkpointed restores and what carries across eras; ``ends``: how a run ends
 - ``runtime``: ``Runtime`` (the public API) and ``replay_history``
 - ``apply``: ``apply_step``, the one order in which a step leaves the engine (executor, Driver)
+- ``fanout``, ``commission``: a ready set dispatched at once and applied in ready order; a
+  child run of another agent through admission (one Step may carry several live calls)
 """
 
 from __future__ import annotations

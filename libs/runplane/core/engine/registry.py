@@ -13,6 +13,8 @@ from runplane.core.engine import (
     approvals,
     cases,
     closing,
+    commission,
+    fanout,
     local,
     release,
     signals,
@@ -65,6 +67,11 @@ FAMILIES: Final = (
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
     # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
     Family("release", {Op.RELEASE: release.release}, {}),
+    # Fan-out branches and their join; a child's result arrives as a signal (commission hands
+    # every other signal to the signal family's handler). Last: the later row serves Signal.
+    Family(
+        "fanout", {Op.BRANCH: fanout.branch, Op.JOIN: fanout.join}, {Signal: commission.on_signal}
+    ),
 )
 
 HANDLERS: Final[Mapping[Op, Handler]] = {op: h for f in FAMILIES for op, h in f.ops.items()}

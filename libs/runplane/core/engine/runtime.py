@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runplane.core.agents import AgentSpec, Durability, EffectDecl, Recovery, evictable
+from runplane.core.engine import commission, fanout
 from runplane.core.engine.decode import serve
 from runplane.core.engine.doubt import in_doubt, probe_done
 from runplane.core.engine.driver import drive, launch
@@ -27,7 +28,7 @@ from runplane.core.engine.values import (
     Outcome,
     ReplayReport,
 )
-from runplane.core.engine.vocab import Calendars, Rejected, WaitKind
+from runplane.core.engine.vocab import Calendars, Rejected, Resolution, WaitKind
 from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import TerminalError
@@ -191,6 +192,8 @@ class Runtime:
     def outstanding(self) -> LiveCall | None:
         """The live call this run waits for (None when parked on something else or idle)."""
         wait = self._run.waiting
+        if self._run.branches:  # a fan-out: its live branches are in flight together
+            return fanout.pending_call(self._run)
         return None if wait is None or wait.kind not in _LIVE_WAITS else self._run.pending_live
 
     @property
@@ -214,6 +217,8 @@ class Runtime:
         """The executor performed the outstanding live call ``call_seq``; record and go on."""
         self._begin(now_ms)
         run = self._run
+        if call_seq in run.branches:  # a fan-out branch: applied in ready order
+            return self._answer(fanout.on_outcome(run, call_seq, outcome))
         wait = run.waiting
         if wait is None or wait.kind not in _LIVE_WAITS or wait.slot.call_seq != call_seq:
             return self._flush(Rejected(f"no live call outstanding at call_seq {call_seq}"))
@@ -243,6 +248,9 @@ class Runtime:
         start a new era (which would re-execute, and re-pay, everything since its checkpoint)."""
         self._begin(now_ms)
         run = self._run
+        if call_seq in run.branches:  # branches are never mutating: a retryable failure
+            doubt = Outcome.failure("InDoubt", "outcome unknown after retries", retryable=True)
+            return self._answer(fanout.on_outcome(run, call_seq, doubt))
         wait = run.waiting
         if wait is None or wait.kind is not WaitKind.LIVE or wait.slot.call_seq != call_seq:
             return self._flush(Rejected(f"no live call outstanding at call_seq {call_seq}"))
@@ -285,10 +293,13 @@ class Runtime:
         handler = INBOX.get(type(event))
         if handler is None:  # pragma: no cover - typed callers cannot get here
             return self._flush(Rejected(f"unknown event type {type(event).__name__}"))
-        answer = handler(run, event)
+        return self._answer(handler(run, event))
+
+    def _answer(self, answer: Resolution | Rejected) -> Step:
+        """Resume the agent with a handler's answer (or reject the input that brought none)."""
         if isinstance(answer, Rejected):
             return self._flush(answer)
-        drive(run, answer)
+        drive(self._run, answer)
         return self._flush()
 
     def quarantine(self, reason: str, *, now_ms: int) -> Step:
@@ -334,6 +345,10 @@ class Runtime:
                     seq=rec.next_seq - 1,
                 )
             )
+        if run.status in TERMINAL and run.status != run.status_before:
+            reply = commission.child_reply(run)  # a commissioned child tells its parent
+            if reply is not None:
+                rec.out.commands.append(reply)
         out = rec.out  # the step's buffer: the next step begins with a fresh one
         run.status_before = run.status
         return Step(

@@ -91,6 +91,8 @@ class Run:
         # snapshot until the new era re-reaches the call and its recovery resolves it.
         self.doubts: list[InFlight] = []
         self.verify_only = False
+        # Fan-out branches dispatched and not applied yet, by call_seq (``fanout.Branch``).
+        self.branches: dict[int, Any] = {}
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
         # Operating a run (signals, timers, cancel): see engine.signals / timers / cancel.
         self.wake_at: int | None = None  # the journaled instant a timer wakes the run

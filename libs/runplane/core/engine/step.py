@@ -9,6 +9,7 @@ from typing import Final, NamedTuple
 
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_to_json
 from runplane.wire import (
+    AdmissionRequest,
     CancelDeadline,
     CaseReply,
     CloseCase,
@@ -54,6 +55,8 @@ Command = (
     | CloseCase
     | JournalRecord  # seq 0 of a successor (continue-as-new), on its own chain
     | StartRun  # ... and its start, on its own inbox
+    | AdmissionRequest  # a commissioned child (engine/commission.py) → admission
+    | Signal  # a child's result → its parent's inbox
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})

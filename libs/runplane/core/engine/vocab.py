@@ -83,6 +83,7 @@ class WaitKind(StrEnum):
     OPERATOR = "operator"  # an operator's verdict on a call in doubt
     CASE = "case"  # a case command's reply
     TIMER = "timer"  # a durable timer's instant (ctx.sleep)
+    FANOUT = "fanout"  # every branch of a fan-out (fanout.join)
 
 
 class Slot(NamedTuple):

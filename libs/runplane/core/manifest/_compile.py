@@ -12,6 +12,8 @@ from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
 from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep, parse_path
 from runplane.core.manifest._parse import parse_manifest
+from runplane.core.manifest._plan import plan_contract
+from runplane.core.plan._path import MISSING, lookup
 
 
 def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:
@@ -38,6 +40,8 @@ def _agent_fn(m: Manifest) -> AgentFn:
             return {"text": await _generate(ctx, m, input)}
         if m.kind == "generate-then-approve":
             return await _generate_then_approve(ctx, m, input)
+        if m.kind == "plan":
+            return await _plan(ctx, m, input)
         return await _tool_sequence(ctx, m, input)
 
     # The registry tells agents apart by qualified name: two manifests under one capability
@@ -110,6 +114,16 @@ async def _tool_sequence(ctx: StepCtx, m: Manifest, input: Any) -> Any:
     return output
 
 
+async def _plan(ctx: StepCtx, m: Manifest, input: Any) -> Any:
+    """Kind ``plan``: the plan runs (each ready set fanned out); then the output mapping."""
+    assert m.plan is not None  # parsed with the kind
+    outputs = await ctx.run_plan(m.plan, input, contract=plan_contract(m.plan, m.tools))
+    if m.output is None:
+        return outputs
+    scope = {"input": input, **outputs}
+    return {k: resolve(src, scope, f"output.{k}") for k, src in m.output.items()}
+
+
 def _done(m: Manifest, scope: Mapping[str, Any]) -> dict[str, Any]:
     return {s.id: scope[s.id] for s in m.steps if s.id in scope}
 
@@ -128,16 +142,11 @@ def resolve(source: Source, scope: Mapping[str, Any], where: str = "argument") -
     with the position, never with a KeyError from inside the runtime)."""
     if source.root == "const":
         return source.value
-    value = scope[source.root]
-    for part in source.path:
-        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):  # noqa: SIM114  (two branches: mypy narrows each index type)
-            value = value[part]
-        elif isinstance(part, str) and isinstance(value, Mapping) and part in value:
-            value = value[part]
-        else:
-            raise EffectError(
-                "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
-            )
+    value = lookup(scope[source.root], source.path)
+    if value is MISSING:
+        raise EffectError(
+            "SourceMissing", f"{where}: {source.describe()} does not exist in the value"
+        )
     return value
 
 

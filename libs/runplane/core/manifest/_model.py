@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
+from runplane.core.plan import Plan
+from runplane.core.plan._path import parse_path as parse_path  # one path syntax, shared with plans
 from runplane.errors import ConfigError
 
 API_VERSION: Final = "runplane/v1"
-KINDS: Final = ("generate", "generate-then-approve", "tool-sequence")
+KINDS: Final = ("generate", "generate-then-approve", "tool-sequence", "plan")
 RESERVED_SOURCES: Final = frozenset({"input", "generation", "const"})
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 STEP_ID = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 DURATION_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 MODEL_PARAMS: Final = frozenset({"temperature", "max_tokens"})
@@ -96,6 +97,7 @@ class Manifest:
     steps: tuple[ToolStep, ...] = ()
     output: Mapping[str, Source] | None = None
     approval: Approval | None = None
+    plan: Plan | None = None  # kind "plan" (_plan.py)
 
     @property
     def approve_before(self) -> int:
@@ -167,18 +169,3 @@ def type_name(value: Any) -> str:
 
 def join_path(path: str, key: str | int) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else key)
-
-
-def parse_path(text: Any) -> tuple[str | int, ...] | None:
-    """``$``, ``$.a.b``, ``$.items[0].id`` → the parts; None when it is not such a path."""
-    if not isinstance(text, str) or not text.startswith("$"):
-        return None
-    parts: list[str | int] = []
-    pos = 1
-    while pos < len(text):
-        match = PATH_PART.match(text, pos)
-        if match is None:
-            return None
-        parts.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
-        pos = match.end()
-    return tuple(parts)

@@ -23,6 +23,7 @@ from runplane.core.manifest._model import (
     ToolStep,
     type_name,
 )
+from runplane.core.manifest._plan import parse_plan
 from runplane.core.manifest._sections import (
     approval_section,
     input_section,
@@ -30,6 +31,7 @@ from runplane.core.manifest._sections import (
     tools_section,
 )
 from runplane.core.manifest._sources import parse_output, parse_steps, template
+from runplane.core.plan import Plan
 
 
 def manifest_digest(doc: Mapping[str, Any]) -> str:
@@ -81,7 +83,7 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
     input_schema = input_section(c, spec.get("input"))
     tools = tools_section(c, spec.get("tools", []))
     approval = approval_section(c, spec.get("oversight"))
-    behaviour = _execution(c, spec, input_schema, tools, approval)
+    behaviour = _execution(c, spec, input_schema, tools, approval, name or "agent")
     if c.problems or name is None or durability is None or behaviour is None:
         return None, c.problems
     manifest = Manifest(
@@ -97,6 +99,7 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
         steps=behaviour.steps,
         output=behaviour.output,
         approval=approval,
+        plan=behaviour.plan,
     )
     return manifest, []
 
@@ -141,12 +144,14 @@ class _Behaviour:
     prompt: str | None = None
     steps: tuple[ToolStep, ...] = ()
     output: Mapping[str, Source] | None = None
+    plan: Plan | None = None
 
 
 _KIND_FIELDS: Final = {
     "generate": {"kind", "prompt"},
     "generate-then-approve": {"kind", "prompt", "then"},
     "tool-sequence": {"kind", "steps", "output"},
+    "plan": {"kind", "nodes", "output"},
 }
 
 
@@ -156,11 +161,15 @@ def _execution(
     schema: Mapping[str, Any] | None,
     tools: tuple[EffectDecl, ...],
     approval: Approval | None,
+    name: str,
 ) -> _Behaviour | None:
     """``spec.execution`` checked against its kind; None when the kind is missing or unknown."""
     execution = (
         c.fields(
-            spec["execution"], "spec.execution", ("kind",), ("prompt", "then", "steps", "output")
+            spec["execution"],
+            "spec.execution",
+            ("kind",),
+            ("prompt", "then", "steps", "output", "nodes"),
         )
         if "execution" in spec
         else None
@@ -180,6 +189,15 @@ def _execution(
     tool_names = {d.name for d in tools}
     if kind in ("generate", "generate-then-approve"):
         return _generating(c, kind, spec, execution, schema, tool_names, approval)
+    if kind == "plan":
+        if "model" in spec or approval is not None:
+            c.add("spec", "kind 'plan' takes no model and no approval (its nodes do the work)")
+        plan, output = parse_plan(c, name, execution, schema, tools)
+        commissions = plan is not None and any(n.kind == "agent" for n in plan.nodes)
+        if commissions and spec.get("durability") == "checkpointed":
+            # A restored checkpointed run re-executes in a new era: a second child per node.
+            c.add("spec.durability", "a plan that commissions agents must be replayable")
+        return _Behaviour("plan", output=output, plan=plan)
     return _tool_sequence(c, spec, execution, schema, tool_names)
 
 

@@ -1,0 +1,90 @@
+"""A plan with fan-out: triage a payment by commissioning two agents at once (seed 002 §9).
+
+    plan.triage ──┬── risk.score  (child run: one slow read-only tool call)
+                  ├── fraud.check (child run: one slow read-only tool call)
+                  └── decide      (child run, on both outputs)
+
+``plan.triage`` runs ``fan_out_plan(["risk.score", "fraud.check"], "decide")``: the plan is
+journaled before anything runs; the two branches are commissioned together, each a child run
+admitted under a key derived from the parent's position (``runplane.child/<run>/<era>/<seq>``),
+so a parent replayed after a crash never starts a second child; their results come back as
+signals and are applied in ready order; ``decide`` gets both by node id.
+
+``plan.lookup`` fans out N read-only tool calls inside one run (``ctx.parallel``): the executor
+performs them concurrently; ``plan.sequential`` does the same calls one after another
+(``benchmarks/fanout.py`` compares the two).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from runplane.core import StepCtx, agent
+from runplane.core.plan import AllSucceeded
+from runplane.providers import TOOLS, tool
+
+TOOL_NAMES = ("scoring/risk", "scoring/fraud", "scoring/slow_lookup")
+
+
+@tool("scoring/risk", mutating=False, recovery="retry")
+async def risk_tool(amount: float, slow_s: float = 0.0) -> dict[str, Any]:
+    await asyncio.sleep(slow_s)
+    return {"score": min(100, int(amount) // 10)}
+
+
+@tool("scoring/fraud", mutating=False, recovery="retry")
+async def fraud_tool(account: str, slow_s: float = 0.0) -> dict[str, Any]:
+    await asyncio.sleep(slow_s)
+    return {"fraud": account.startswith("x-")}
+
+
+@tool("scoring/slow_lookup", mutating=False, recovery="retry")
+async def slow_lookup(i: int, slow_s: float = 0.0) -> dict[str, Any]:
+    await asyncio.sleep(slow_s)
+    return {"i": i}
+
+
+# Each agent carries the declaration of the tools it calls (read-only, recovery retry): the
+# engine knows a branch is safe to fan out without asking the executor's tool catalogue.
+@agent("risk.score", effects=[TOOLS["scoring/risk"].decl])
+async def risk_score(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    args = {"amount": input["amount"], "slow_s": input.get("slow_s", 0.0)}
+    return await ctx.tool("scoring/risk", args)
+
+
+@agent("fraud.check", effects=[TOOLS["scoring/fraud"].decl])
+async def fraud_check(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    args = {"account": input["account"], "slow_s": input.get("slow_s", 0.0)}
+    return await ctx.tool("scoring/fraud", args)
+
+
+@agent("decide")
+async def decide(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    score = input["risk_score"]["score"]
+    fraud = input["fraud_check"]["fraud"]
+    return {"approve": not fraud and score < 50, "score": score, "fraud": fraud}
+
+
+@agent("plan.triage")
+async def triage(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    return await ctx.fan_out(["risk.score", "fraud.check"], "decide", input)
+
+
+@agent("plan.lookup", effects=[TOOLS["scoring/slow_lookup"].decl])
+async def lookup(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    calls = {
+        f"n{i:03d}": ctx.tool("scoring/slow_lookup", {"i": i, "slow_s": input["slow_s"]})
+        for i in range(input["n"])
+    }
+    status = await ctx.parallel(calls)
+    if not isinstance(status, AllSucceeded):
+        raise RuntimeError(f"lookups did not all succeed: {status}")
+    return len(status.results)
+
+
+@agent("plan.sequential", effects=[TOOLS["scoring/slow_lookup"].decl])
+async def sequential(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    for i in range(input["n"]):
+        await ctx.tool("scoring/slow_lookup", {"i": i, "slow_s": input["slow_s"]})
+    return input["n"]

@@ -1,0 +1,193 @@
+"""Effect family: commission — a child run of another agent, started through admission.
+
+``ctx.commission(capability, input, delegation=…)`` is a fan-out of one (``fanout``): its
+branch sends an ``AdmissionRequest`` for the child and its join waits for the child's result.
+
+- **Exactly one child.** The child's admission key is derived from the parent's position,
+  ``runplane.child/<parent session>/<era>/<call_seq>``: a replayed or restored parent sends
+  the same key again, and admission answers ``duplicate`` instead of starting a second child.
+  Admission refuses that prefix from emitters other than the platform (``services/admission``).
+- **Parked, not polling.** The child's executor, in the step that ends the child, sends the
+  parent a ``Signal`` named ``runplane.child:<admission key>`` carrying
+  ``{ok, value | error, child}``. The parent records it at the branch's slot (provenance
+  ``agent/<capability>``), in ready order; a result that arrives before the parent can apply
+  it is buffered in the parent's snapshot like any early signal, so it survives a crash.
+- **Linked journals.** The parent's announce record names the child's admission key and
+  capability; the child's RUN_ADMITTED carries ``parent`` (the parent's session) and
+  ``parent_call`` in its attrs, and the parent's result record the child's session id
+  (``child_run``): ``runplane runs tree`` and the journal's runs page walk both ways.
+- **Fates.** A failed or quarantined child is a failed branch (``ChildFailed`` in the parent,
+  which decides). A parent that ends first does not cancel its children: they run to their
+  own end and their result signal is refused by the ended parent (dead-lettered, visible).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from runplane.core.agents import Durability, EffectDecl
+from runplane.core.canonical import canonical_json
+from runplane.core.engine.fanout import held_refusal, on_outcome
+from runplane.core.engine.state import Run
+from runplane.core.engine.values import Outcome
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
+from runplane.core.plan import Delegation
+from runplane.errors import TerminalError
+from runplane.keys import CHILD_PREFIX, child_key, parent_of
+from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal
+
+__all__ = [
+    "CHILD_PREFIX",
+    "CHILD_SIGNAL",
+    "child_key",
+    "child_reply",
+    "on_signal",
+    "parent_of",
+    "start_child",
+    "take_buffered",
+]
+
+CHILD_SIGNAL: Final = "runplane.child:"
+_ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
+
+
+def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, str]]:
+    """Announce the commission and ask admission for the child → (the result's signal name,
+    a refusal when it may not go out — durability, delegation or the sink gate: no child is
+    started then — and the refusal's journal attrs)."""
+    effect, call_seq, witness = slot
+    request = effect.request
+    capability = str(request["capability"])
+    key = child_key(run.session_id, run.era, call_seq)
+    refusal = _durability_refusal(run) or _delegation_refusal(
+        run, capability, request.get("delegation")
+    )
+    attrs: dict[str, str] = {}
+    if refusal is None:
+        # The child's input leaves the run for another agent: an outbound, mutating sink
+        # (``agent/<capability>``) as far as the gate is concerned.
+        gated = held_refusal(run, slot, EffectDecl(effect.name), request["input"])
+        if gated is not None:
+            refusal, attrs = gated
+    run.rec.seal(
+        JournalKind.EFFECT_ANNOUNCED,
+        call_seq=call_seq,
+        family=effect.family,
+        name=effect.name,
+        witness=witness,
+        attrs={"child_key": key, "capability": capability, "node": str(request.get("node", ""))},
+    )
+    if refusal is None:
+        run.rec.out.commands.append(
+            AdmissionRequest(
+                admission_key=key,
+                capability=capability,
+                input_json=canonical_json(request["input"]),
+                tenant=run.tenant,
+                # The child acts for the same principal: four-eyes keeps refusing them.
+                initiator=run.initiator,
+                requested_ms=run.rec.now,
+            )
+        )
+    return CHILD_SIGNAL + key, refusal, attrs
+
+
+def _durability_refusal(run: Run) -> Outcome | None:
+    """Only a replayable run commissions: a checkpointed one restores into a new era and
+    re-executes from its checkpoint, where a commission still in flight would take a new
+    slot — a new key, a second child."""
+    if run.spec.durability is Durability.REPLAYABLE:
+        return None
+    return Outcome.failure(
+        "CommissionRefused", "a checkpointed agent cannot commission (declare it replayable)"
+    )
+
+
+def _delegation_refusal(run: Run, capability: str, data: Any) -> Outcome | None:
+    """A delegation, when the commission carries one, must admit this capability for this
+    agent and still be valid on the run's logical clock; a widened chain does not even read."""
+    if data is None:
+        return None
+    try:
+        delegation = Delegation.from_json(data)
+    except TerminalError as exc:
+        return Outcome.failure("DelegationRefused", str(exc)[:500])
+    if not delegation.admits(capability=capability, presenter=run.spec.capability):
+        return Outcome.failure(
+            "DelegationRefused",
+            f"the delegation does not let {run.spec.capability} commission {capability}",
+        )
+    if not delegation.valid_at(run.clock_ms):
+        return Outcome.failure("DelegationRefused", "the delegation expired")
+    return None
+
+
+def take_buffered(run: Run, name: str) -> tuple[Outcome, str] | None:
+    """A child's result (and the child's session) that arrived before its branch could be
+    applied, if any."""
+    for i, signal in enumerate(run.pending):
+        if signal.name == name:
+            del run.pending[i]
+            return _outcome(signal)
+    return None
+
+
+def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
+    """Signals on the inbox: a child's result goes to its branch (or is buffered until the
+    branch exists again, after a restore); every other signal is the signal family's."""
+    if not signal.name.startswith(CHILD_SIGNAL):
+        return _signal_family()(run, signal)
+    for call_seq, held in run.branches.items():
+        if held.signal == signal.name and held.outcome is None and call_seq == min(run.branches):
+            # Next in ready order: applied now. A later branch's result is buffered instead
+            # (below) — in the snapshot, not in memory: the inbox offset moves on with it.
+            outcome, child = _outcome(signal)
+            return on_outcome(run, call_seq, outcome, {"child_run": child})
+    if any(s.name == signal.name for s in run.pending):
+        return Rejected(f"child result {signal.name!r} already buffered")
+    run.pending.append(signal)
+    run.rec.seal(JournalKind.SIGNAL_RECEIVED, attrs={"signal": signal.name, "buffered": "true"})
+    return SUSPEND
+
+
+@functools.cache
+def _signal_family() -> Callable[[Run, Signal], Resolution | Rejected]:
+    """The inbox handler of the family that owns signals (whichever registry row it is)."""
+    from runplane.core.engine.registry import FAMILIES  # the registry imports this module
+
+    return next(f.inbox[Signal] for f in FAMILIES if f.name != "fanout" and Signal in f.inbox)
+
+
+def _outcome(signal: Signal) -> tuple[Outcome, str]:
+    body: Any = json.loads(signal.payload_json)
+    child = str(body.get("child", ""))
+    if body.get("ok"):
+        return Outcome.success(body.get("value")), child
+    error = body.get("error") or {}
+    message = f"child {child} {error.get('type', 'failed')}: {error.get('message', '')}"
+    return Outcome.failure("ChildFailed", message[:500]), child
+
+
+def child_reply(run: Run) -> Signal | None:
+    """The signal a child sends its parent in the step that ends it (None for other runs)."""
+    parent = parent_of(run.admission_key)
+    if parent is None or run.status not in _ENDED:
+        return None
+    body: dict[str, Any] = {"child": run.session_id, "ok": run.status is RunStatus.COMPLETED}
+    if body["ok"]:
+        body["value"] = None if run.output_json is None else json.loads(run.output_json)
+    else:
+        err = run.error
+        body["error"] = {
+            "type": str(run.status) if err is None else err.type,
+            "message": "" if err is None else err.message,
+        }
+    return Signal(
+        session_id=parent[0],
+        name=CHILD_SIGNAL + run.admission_key,
+        payload_json=canonical_json(body),
+        sent_ms=run.rec.now,
+    )

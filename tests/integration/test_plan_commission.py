@@ -1,0 +1,287 @@
+"""A plan that fans out to two agents via commission, on the real broker, with an executor
+SIGKILLed mid-fan-out: the run completes, each child ran exactly once (one run per derived
+admission key), and every journal verifies and links parent and children.
+
+Admission runs as its own process. Executor A owns every partition until the parent has
+commissioned both branches and the children are inside their slow tool calls; then A is
+SIGKILLed and executor B, started afterwards, takes over parent and children mid-flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import IO
+
+import pytest
+import yaml
+
+from runplane.client import Client
+from runplane.config import Settings
+from runplane.core import verify_chain
+from runplane.signing import SigningKey
+from runplane.wire import AdmissionClaim, AdmissionRequest, JournalKind, JournalRecord, RunStatus
+from services.executor.harness import chain_of, plain_producer, read_topic, send, sessions, wait_for
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNPLANE = Path(sys.executable).with_name("runplane")
+KEY = "triage-kill-1"
+
+
+class Service:
+    def __init__(
+        self,
+        settings: Settings,
+        argv: list[str],
+        instance: str,
+        logs: Path,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        env = {
+            **os.environ,
+            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+            "RUNPLANE_PARTITIONS": str(settings.partitions),
+            "RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{instance}",
+            "RUNPLANE_EXECUTOR_PORT": "0",
+            "RUNPLANE_ADMISSION_PORT": "0",
+            "RUNPLANE_AGENT_MODULES": "examples.plan_triage",
+            "RUNPLANE_TOOLS_CONFIG": "",
+            "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
+            "RUNPLANE_EXECUTOR_BATCH_MS": "5",
+            "RUNPLANE_LOG_LEVEL": "WARNING",
+            **(extra or {}),
+        }
+        self._log: IO[bytes] = (logs / f"{instance}.log").open("wb")
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+
+def _claims(settings: Settings) -> dict[str, AdmissionClaim]:
+    return {
+        k: r for k, r in read_topic(settings, "admission.claims") if isinstance(r, AdmissionClaim)
+    }
+
+
+def _admitted(settings: Settings) -> list[JournalRecord]:
+    return [
+        r
+        for _, r in read_topic(settings, "journal")
+        if isinstance(r, JournalRecord) and r.kind is JournalKind.RUN_ADMITTED
+    ]
+
+
+def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
+    settings: Settings, tmp_path: Path
+) -> None:
+    admission = Service(settings, [str(RUNPLANE), "serve", "admission"], "admission", tmp_path)
+    a = Service(settings, [sys.executable, "-m", "services.executor"], "executor-a", tmp_path)
+    b: Service | None = None
+    try:
+        producer = plain_producer(settings)
+        request = AdmissionRequest(
+            admission_key=KEY,
+            capability="plan.triage",
+            input_json=json.dumps({"amount": 120, "account": "a-1", "slow_s": 6.0}),
+            tenant="acme",
+            initiator="emitter",
+            requested_ms=int(time.time() * 1000),
+        )
+        send(producer, settings, "admission", KEY, request)
+        producer.flush(10)
+        wait_for(lambda: KEY in _claims(settings), timeout_s=90, what="the parent admitted")
+        parent = _claims(settings)[KEY].run_id
+
+        def both_commissioned() -> bool:
+            records, _ = chain_of(settings, parent)
+            announced = [
+                r
+                for r in records
+                if r.family == "commission" and r.kind is JournalKind.EFFECT_ANNOUNCED
+            ]
+            return (
+                len(announced) >= 2
+                and len(
+                    [
+                        r
+                        for r in _admitted(settings)
+                        if r.attrs.get("admission_key", "").startswith("runplane.child/")
+                    ]
+                )
+                >= 2
+            )
+
+        wait_for(both_commissioned, timeout_s=90, what="both branches commissioned and admitted")
+        a.kill()  # mid-fan-out: the children are inside their 6 s tool calls
+        b = Service(settings, [sys.executable, "-m", "services.executor"], "executor-b", tmp_path)
+
+        def parent_ended() -> bool:
+            snap = sessions(settings).get(parent)
+            return snap is not None and snap.status in (
+                RunStatus.COMPLETED,
+                RunStatus.FAILED,
+                RunStatus.QUARANTINED,
+            )
+
+        wait_for(parent_ended, timeout_s=180, every_s=1.0, what="the parent to end")
+        snap = sessions(settings)[parent]
+        assert snap.status is RunStatus.COMPLETED, snap.error
+        assert json.loads(snap.output_json or "null") == {
+            "approve": True,
+            "score": 12,
+            "fraud": False,
+        }
+
+        # Each child ran exactly once: one run per derived admission key, ever.
+        runs_per_key: dict[str, set[str]] = defaultdict(set)
+        for record in _admitted(settings):
+            key = record.attrs.get("admission_key", "")
+            if key.startswith(f"runplane.child/{parent}/"):
+                runs_per_key[key].add(record.session_id)
+        assert len(runs_per_key) == 3  # risk.score, fraud.check, then decide
+        assert all(len(runs) == 1 for runs in runs_per_key.values()), runs_per_key
+        children = {next(iter(runs)) for runs in runs_per_key.values()}
+
+        # Every journal verifies; the parent's records name each child, each child its parent.
+        records, results = chain_of(settings, parent)
+        assert verify_chain(records, results).ok
+        # B rebuilt the parent mid-fan-out and dispatched both branches again (same keys).
+        first_wave = [
+            r
+            for r in records
+            if r.family == "commission"
+            and r.kind is JournalKind.EFFECT_ANNOUNCED
+            and r.attrs.get("node") in ("risk_score", "fraud_check")
+        ]
+        assert len(first_wave) == 4, [r.attrs for r in first_wave]
+        linked = {
+            r.attrs["child_run"]
+            for r in records
+            if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
+        }
+        assert linked == children
+        for child in children:
+            child_records, child_results = chain_of(settings, child)
+            assert verify_chain(child_records, child_results).ok, child
+            assert child_records[0].attrs["admission_key"].startswith(f"runplane.child/{parent}/")
+            assert child_records[0].attrs["parent_run"] == parent
+            assert child_records[-1].kind is JournalKind.RUN_COMPLETED
+
+        # `runplane runs tree` shows the same links, read from the topics.
+        env = {
+            **os.environ,
+            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+            "RUNPLANE_PARTITIONS": str(settings.partitions),
+        }
+        shown = subprocess.run(
+            [str(RUNPLANE), "runs", "tree", parent, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        tree = json.loads(shown.stdout)["tree"]
+        assert tree["capability"] == "plan.triage" and tree["status"] == "COMPLETED"
+        assert {c["run_id"] for c in tree["children"]} == children
+    finally:
+        for service in (a, b, admission):
+            if service is not None:
+                service.stop()
+
+
+def test_with_signed_admission_the_executor_signs_its_commissions(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Admission requires signatures: the parent is signed by a tenant's emitter, the children
+    # by the platform's emitter key the executor holds (a tenant's key could not name them).
+    gw, platform = SigningKey.generate("gw"), SigningKey.generate("platform")
+    emitters = tmp_path / "emitters.yaml"
+    emitters.write_text(
+        yaml.safe_dump(
+            {
+                "emitters": [
+                    {
+                        "name": "gw",
+                        "tenant": "acme",
+                        "keys": [{"id": gw.key_id, "public_key": gw.public_b64()}],
+                    },
+                    {
+                        "name": "platform",
+                        "any_tenant": True,
+                        "keys": [{"id": platform.key_id, "public_key": platform.public_b64()}],
+                    },
+                ]
+            }
+        )
+    )
+    signed = {
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "false",
+        "RUNPLANE_ADMISSION_EMITTERS_FILE": str(emitters),
+    }
+    admission = Service(
+        settings, [str(RUNPLANE), "serve", "admission"], "admission", tmp_path, signed
+    )
+    executor = Service(
+        settings,
+        [sys.executable, "-m", "services.executor"],
+        "executor",
+        tmp_path,
+        {"RUNPLANE_EMITTER_KEY": platform.to_text()},
+    )
+    try:
+        with Client(settings, signing_key=gw) as client:
+            reply = client.admit(
+                "plan.triage",
+                "triage-signed",
+                {"amount": 700, "account": "x-9"},
+                tenant="acme",
+                initiator="ivan",
+                timeout=90,
+            )
+        run_id = reply.run_id
+        assert run_id is not None, reply
+
+        def ended() -> bool:
+            snap = sessions(settings).get(run_id)
+            return (
+                snap is not None
+                and snap.status is not RunStatus.RUNNING
+                and snap.status is not RunStatus.ADMITTED
+            )
+
+        wait_for(ended, timeout_s=120, every_s=1.0, what="the signed parent to end")
+        snap = sessions(settings)[run_id]
+        assert snap.status is RunStatus.COMPLETED, snap.error
+        assert json.loads(snap.output_json or "null") == {
+            "approve": False,
+            "score": 70,
+            "fraud": True,
+        }
+    finally:
+        executor.stop()
+        admission.stop()
