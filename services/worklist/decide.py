@@ -177,10 +177,38 @@ def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> Verdict:
     if problem:
         return refuse(Refusal.INVALID, problem)
     if task is not None:
-        # Idempotent: the executor re-sends OpenTask when it replays a run; the first one won,
-        # and whatever happened to the task since (claims, decisions) stands.
-        return Verdict()
+        return _asked_again(task, cmd, now_ms)
     return Verdict(task=TaskRecord(task=cmd, status=TaskStatus.OPEN, updated_ms=now_ms))
+
+
+def _asked_again(task: TaskRecord, cmd: OpenTask, now_ms: int) -> Verdict:
+    """The run asks for a task it asked for before (a replay re-sends it; a run resumed after
+    a quarantine or a failure asks again). What happened to the task since stands, and the run
+    gets its answer: a decision already made is sent again (the run may never have read it —
+    the engine ignores one it already has); a task withdrawn when the run ended is opened
+    again, since the resumed run waits for it. Otherwise (open, claimed) nothing changes."""
+    if task.status is TaskStatus.CLOSED:
+        reopened = dataclasses.replace(
+            task,
+            task=cmd,
+            status=TaskStatus.OPEN,
+            claimed_by=None,
+            approved_by=(),
+            outcome=None,
+            comment="",
+            updated_ms=now_ms,
+        )
+        return Verdict(task=reopened)
+    outcome = task.outcome
+    if task.status not in FINAL or outcome is None or outcome is DecisionOutcome.ESCALATED:
+        return Verdict()
+    if outcome is DecisionOutcome.APPROVED or task.claimed_by is None:
+        by: tuple[str, ...] = tuple(task.approved_by)
+    else:
+        by = (*task.approved_by, task.claimed_by)
+    if task.status is TaskStatus.EXPIRED:
+        by = ()
+    return Verdict(decision=_decision(task, outcome, task.comment, by, task.updated_ms))
 
 
 # --- claim / release -------------------------------------------------------------------------

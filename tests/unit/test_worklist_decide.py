@@ -407,3 +407,25 @@ def test_visibility(
         **{**{f: getattr(base, f) for f in ("task", "status", "updated_ms")}, **record_kw}
     )
     assert visible_to(record, who, POLICY) is sees
+
+
+def test_a_run_asking_again_for_a_decided_task_gets_the_same_decision_again() -> None:
+    # A run resumed after a quarantine asks for the task it asked for before: the decision
+    # made then is its answer, sent again as it was (who, outcome, comment, when).
+    task, verdicts = fold(opened(), claim("ada"), approve("ada", "fine"), opened())
+    first, again = verdicts[2].decision, verdicts[3].decision
+    assert first is not None and again == first
+    assert verdicts[3].task is None and task is not None and task.status is TaskStatus.DECIDED
+
+
+def test_a_run_asking_again_for_a_rejected_task_names_who_rejected_it() -> None:
+    _, verdicts = fold(opened(), reject("bob", "no"), opened())
+    assert verdicts[2].decision == verdicts[1].decision
+    assert verdicts[2].decision is not None and verdicts[2].decision.decided_by == ("bob",)
+
+
+def test_a_withdrawn_task_asked_for_again_is_open_again() -> None:
+    withdrawn = CloseTask(task_id="run-1/0/1", reason="run QUARANTINED", at_ms=1_700)
+    task, verdicts = fold(opened(), claim("ada"), withdrawn, opened(question="again?"))
+    assert task is not None and task.status is TaskStatus.OPEN and task.claimed_by is None
+    assert task.task.question == "again?" and verdicts[3].decision is None
