@@ -9,6 +9,7 @@ injected at the client call only; the broker, the transaction and the readers ar
 
 from __future__ import annotations
 
+import gc
 import uuid
 from typing import Any
 
@@ -81,9 +82,14 @@ def test_a_renewal_that_cannot_init_is_fatal(settings: Settings, topics: dict[st
     # The broker cannot be reached any more: the renewed handle's init cannot complete.
     producer._config["bootstrap.servers"] = "127.0.0.1:9"
     producer._config["transaction.timeout.ms"] = 2000
-    with pytest.raises(TxnFatal):
-        producer._producer = _Unabortable(producer._producer)
-        producer.abort()
+    producer._producer = _Unabortable(producer._producer)
+    try:
+        with pytest.raises(TxnFatal):
+            producer.abort()
+    finally:
+        # The renewed handle would try the dead address for the rest of the session.
+        producer._producer = None
+        gc.collect()
 
 
 class _Unabortable:
