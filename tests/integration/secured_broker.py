@@ -27,7 +27,15 @@ from cryptography.x509.oid import NameOID
 
 from runplane.config import Settings
 from runplane.stack import StackConfig
-from runplane.stack._kafka import MAIN_CLASS, STORAGE_TOOL, java_binary, jvm_base, new_cluster_id
+from runplane.stack._kafka import (
+    MAIN_CLASS,
+    STORAGE_TOOL,
+    jars_resolved,
+    java_binary,
+    jvm_base,
+    new_cluster_id,
+    resolve_jars,
+)
 
 ADMIN = ("admin", "admin-secret")
 
@@ -160,6 +168,8 @@ def secured_broker(
     props = _properties(directory, port, controller, ca, server)
     own = dataclasses.replace(config, state_dir=directory / "state")
     own.logs_dir.mkdir(parents=True, exist_ok=True)
+    if not jars_resolved(own):  # a checkout whose tests reuse a stack started elsewhere
+        resolve_jars(own)
     java = java_binary(own)
     scram = [
         arg
