@@ -147,6 +147,7 @@ def _footer(console: Console, config: DemoConfig, outcome: DemoOutcome) -> None:
             lines.append(f"  runplane journal show {r.run_id}   ({r.capability})")
     lines += [
         f"  worklist page   {config.worklist_page}   sign in with a token: {_tokens(config)}",
+        f"  runs UI         {ports.url('journal', '/ui')}   (the same tokens)",
         f"  run queries     {ports.url('journal', '/runs')}   API docs {ports.url('journal', '/docs')}",
         "  metrics         " + "  ".join(ports.url(n, "/metrics") for n in SERVICE_PORTS),
         f"  logs            {config.stack.logs_dir}",
