@@ -32,7 +32,7 @@ from runplane.core.agents import EffectDecl
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate, result_label
 from runplane.core.engine.state import Mark, Run
-from runplane.core.engine.tools import decl_for, idempotency_key, live
+from runplane.core.engine.tools import decl_for, idempotency_key, live, live_target
 from runplane.core.engine.values import LiveCall, Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Value, Wait, WaitKind
 from runplane.wire import JournalKind, RunStatus
@@ -89,11 +89,7 @@ def branch(run: Run, slot: Slot) -> Resolution:
         witness=witness,
         attrs={"recovery": str(decl.effective_recovery), "mutating": "false", "node": node},
     )
-    target = (
-        str(effect.request["provider"])
-        if effect.family == "generation"
-        else str(effect.options.get("tool", effect.name))
-    )
+    target = live_target(effect)
     call = LiveCall(
         run.session_id,
         run.era,

@@ -23,7 +23,7 @@ from runplane.core.engine.vocab import (
 )
 from runplane.wire import ErrorInfo, JournalKind, RunStatus
 
-__all__ = ["decl_for", "idempotency_key", "live", "request_live"]
+__all__ = ["decl_for", "idempotency_key", "live", "live_target", "request_live"]
 
 
 def decl_for(run: Run, effect: Effect) -> EffectDecl:
@@ -74,14 +74,17 @@ def live(run: Run, slot: Slot) -> Resolution:
     return request_live(run, slot, decl, announce_first=recovery is not Recovery.RETRY)
 
 
+def live_target(effect: Effect) -> str:
+    """Who performs a live call: the model provider of a generation, else the tool."""
+    if effect.family == "generation":
+        return str(effect.request["provider"])
+    return str(effect.options.get("tool", effect.name))
+
+
 def request_live(run: Run, slot: Slot, decl: EffectDecl, *, announce_first: bool) -> Resolution:
     """Hand the call to the executor and wait for its outcome (no record of its own)."""
     effect, call_seq, witness = slot
-    target = (
-        str(effect.request["provider"])
-        if effect.family == "generation"
-        else str(effect.options.get("tool", effect.name))
-    )
+    target = live_target(effect)
     call = LiveCall(
         run.session_id,
         run.era,
