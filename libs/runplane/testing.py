@@ -278,25 +278,36 @@ class Driver(OperateVerbs, AdmissionVerbs):
 
     # ------------------------------------------------------------------ the executor's loop
     def _restart(self, sid: str, start: StartRun) -> RunView:
-        session = self.sessions[sid]
-        try:
-            runtime, step = Runtime.start(
-                self.agents.spec_for(start.capability, start.agent_version),
-                start,
-                now_ms=self.clock.now_ms(),
-                calendars=self.calendars,
-                limits=self.limits,
-                policy=self.policy,
-            )
-            session.runtime = runtime
-            self._handle(session, runtime, step)
-        except Crash:
-            self._crashed(session)
-            if session.snapshot is None:
-                return self._restart(sid, start)
-            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
+        self._boot(sid, start)
         self._drain()
         return self.view(sid)
+
+    def _boot(self, sid: str, start: StartRun) -> None:
+        """Start a run as the executor does on its StartRun. A crash before the first commit
+        leaves the StartRun in the inbox: the run is started again from its admission record;
+        after it, a restart Wake rebuilds the run from what was committed."""
+        session = self.sessions[sid]
+        admitted = session.journal[:1]
+        while True:
+            try:
+                runtime, step = Runtime.start(
+                    self.agents.spec_for(start.capability, start.agent_version),
+                    start,
+                    now_ms=self.clock.now_ms(),
+                    calendars=self.calendars,
+                    limits=self.limits,
+                    policy=self.policy,
+                )
+                session.runtime = runtime
+                self._handle(session, runtime, step)
+                return
+            except Crash:
+                self._crashed(session)
+                if session.snapshot is not None:
+                    wake = Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms())
+                    self._inbox.append(wake)
+                    return
+                session.journal = list(admitted)
 
     def _crashed(self, session: _Session) -> None:
         if session.runtime is not None:

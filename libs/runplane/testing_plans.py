@@ -13,14 +13,14 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.chain import run_start
-from runplane.core.engine import Event, Runtime, Step
-from runplane.wire import AdmissionRequest, StartRun, Wake
+from runplane.core.engine import Event
+from runplane.wire import AdmissionRequest, StartRun
 
 if TYPE_CHECKING:
     from runplane.core import AgentRegistry
     from runplane.core.limits import Limits
     from runplane.core.policy import Policy
-    from runplane.testing import FakeClock, RunView, _Session
+    from runplane.testing import FakeClock, _Session
 
 __all__ = ["AdmissionVerbs"]
 
@@ -40,14 +40,8 @@ class AdmissionVerbs:
     _admissions: deque[AdmissionRequest]
     _counter: int
 
-    def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
-        raise NotImplementedError
-
-    def _crashed(self, session: _Session) -> None:
-        raise NotImplementedError
-
-    def _restart(self, sid: str, start: StartRun) -> RunView:
-        raise NotImplementedError
+    def _boot(self, sid: str, start: StartRun) -> None:
+        raise NotImplementedError  # the Driver's: start a run, crashes included
 
     def _admit(self, request: AdmissionRequest) -> None:
         """A commission's child, admitted as admission would: one run per key, ever."""
@@ -79,27 +73,7 @@ class AdmissionVerbs:
             case_id=case_id,
             agent_version=agent_version,
         )
-        from runplane.testing import Crash, _Session  # the driver's module imports this one
+        from runplane.testing import _Session  # the driver's module imports this one
 
-        session = self.sessions.setdefault(sid, _Session())
-        session.journal.append(admitted)
-        spec = self.agents.spec_for(capability, agent_version)
-        try:
-            runtime, step = Runtime.start(
-                spec,
-                start,
-                now_ms=self.clock.now_ms(),
-                calendars=self.calendars,
-                limits=self.limits,
-                policy=self.policy,
-            )
-            session.runtime = runtime
-            self._handle(session, runtime, step)
-        except Crash:
-            self._crashed(session)
-            # StartRun is still in the inbox: a restarted executor starts it again.
-            if session.snapshot is None:
-                session.journal = [admitted]
-                self._restart(sid, start)
-                return
-            self._inbox.append(Wake(session_id=sid, reason="restart", sent_ms=self.clock.now_ms()))
+        self.sessions.setdefault(sid, _Session()).journal.append(admitted)
+        self._boot(sid, start)
