@@ -20,6 +20,7 @@ for a new cycle once the old one is discharged; each cycle is its own breach.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Final
 
 from runplane.core.canonical import canonical_bytes
@@ -30,6 +31,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "TENANT_KEY",
     "breach_request_id",
+    "carried_child_key",
     "child_key",
     "followup_admission_key",
     "obligation_digest",
@@ -80,6 +82,7 @@ def breach_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None
 
 # -- a commissioned child's admission key (runplane.core.engine.commission) ------------------
 CHILD_PREFIX: Final = "runplane.child/"
+_HEX: Final = re.compile("[0-9a-f]{1,64}")
 
 
 def child_key(session_id: str, era: int, call_seq: int) -> str:
@@ -88,11 +91,23 @@ def child_key(session_id: str, era: int, call_seq: int) -> str:
     return f"{CHILD_PREFIX}{session_id}/{era}/{call_seq}"
 
 
+def carried_child_key(session_id: str, witness: str, occurrence: int) -> str:
+    """The admission key of the child a *checkpointed* run commissions: a function of the
+    request's witness and of how many commissions with that witness its era issued before —
+    not of the position, which a restore re-executes from its checkpoint at a new era and
+    slot — so the commission a restored era issues again names the same child."""
+    return f"{CHILD_PREFIX}{session_id}/w{witness[:32]}/{occurrence}"
+
+
 def parent_of(admission_key: str) -> tuple[str, str] | None:
-    """(parent session, ``era/call_seq``) of a child's admission key; None for other keys."""
+    """(parent session, ``era/call_seq`` or ``w<witness>/<occurrence>``) of a child's
+    admission key; None for other keys."""
     if not admission_key.startswith(CHILD_PREFIX):
         return None
     parts = admission_key[len(CHILD_PREFIX) :].rsplit("/", 2)
-    if len(parts) != 3 or not parts[0] or not all(p.isdigit() for p in parts[1:]):
+    if len(parts) != 3 or not parts[0] or not parts[2].isdigit():
         return None
-    return parts[0], f"{parts[1]}/{parts[2]}"
+    where = parts[1]
+    if not (where.isdigit() or (where[:1] == "w" and _HEX.fullmatch(where[1:]))):
+        return None
+    return parts[0], f"{where}/{parts[2]}"

@@ -50,7 +50,14 @@ class AdmissionVerbs:
         self._counter += 1
         sid = f"child-{self._counter}"
         self.children[request.admission_key] = sid
-        self._start(sid, request.capability, request.input_json, request.admission_key, None)
+        self._start(
+            sid,
+            request.capability,
+            request.input_json,
+            request.admission_key,
+            None,
+            delegation_json=request.delegation_json,
+        )
 
     def _start(
         self,
@@ -60,6 +67,8 @@ class AdmissionVerbs:
         admission_key: str,
         case_id: str | None,
         agent_version: str | None = None,
+        *,
+        delegation_json: str | None = None,
     ) -> None:
         now = self.clock.now_ms()
         admitted, start = run_start(
@@ -72,6 +81,7 @@ class AdmissionVerbs:
             now_ms=now,
             case_id=case_id,
             agent_version=agent_version,
+            delegation_json=delegation_json,
         )
         from runplane.testing import _Session  # the driver's module imports this one
 

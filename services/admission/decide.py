@@ -56,7 +56,9 @@ from fastavro import schemaless_reader
 
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
+from runplane.core.plan import Delegation
 from runplane.core.versions import VersionNotDeployed, resolve
+from runplane.errors import TerminalError
 from runplane.keys import CASE_KEY, RESERVED_PREFIX, parent_of
 from runplane.signing import Unsigned, Verification, Verified
 from runplane.wire import (
@@ -310,6 +312,12 @@ def _problem(
     bad_initiator = initiator_problem(req.initiator)
     if bad_initiator is not None:
         return Refusal.BAD_REQUEST, bad_initiator
+    if req.delegation_json is not None:
+        # Read through the constructor: a chain that widens anywhere never starts a run.
+        try:
+            Delegation.read(req.delegation_json)
+        except TerminalError as exc:
+            return Refusal.BAD_REQUEST, f"delegation: {exc}"
     spec = capabilities.get(req.capability)
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
@@ -364,6 +372,7 @@ def admit(
         now_ms=now_ms,
         case_id=case_id,
         agent_version=agent_version,
+        delegation_json=req.delegation_json,  # the child runs under it (its executor enforces)
     )
     claim = AdmissionClaim(
         admission_key=req.admission_key,

@@ -430,21 +430,6 @@ def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: 
     assert verify_chain(journal, results).ok and rt.status is RunStatus.COMPLETED
 
 
-def test_a_checkpointed_agent_cannot_commission() -> None:
-    reg = _agents()
-
-    @reg.agent("cp", durability="checkpointed")
-    async def cp(ctx: StepCtx, input: Any) -> Any:
-        try:
-            await ctx.commission("risk.score", {"amount": 1})
-        except EffectError as exc:
-            return exc.type
-        return None
-
-    d = Driver(reg)
-    assert d.run("cp", {}).output == "CommissionRefused" and d.children == {}
-
-
 def test_a_plan_with_a_model_node_binds_to_the_generation_text() -> None:
     from runplane.testing import ScriptedProvider
 

@@ -241,13 +241,18 @@ def run_start(
     case_id: str | None = None,
     attrs: Mapping[str, str] | None = None,
     agent_version: str | None = None,
+    delegation_json: str | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
 
     What admission writes for a run it admits, and what a harness, a test driver or a
     benchmark writes for a run it starts without admission: one function, so the StartRun
     always states the facts seq 0 commits to (the executor links seq 1 to ``admitted_hash``).
+    ``delegation_json``: the Delegation a commissioned child runs under — in seq 0's attrs
+    (``delegation``, so the chain commits to it) and the StartRun.
     """
+    if delegation_json is not None:
+        attrs = {**(attrs or {}), "delegation": delegation_json}
     admitted = run_admitted(
         session_id,
         capability=capability,
@@ -273,6 +278,7 @@ def run_start(
         admitted_hash=admitted.hash,
         admitted_ms=now_ms,
         agent_version=agent_version,
+        delegation_json=delegation_json,
     )
     return admitted, start
 

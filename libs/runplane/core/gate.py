@@ -80,6 +80,8 @@ class Reason(StrEnum):
     FIELD_SENSITIVITY = "field_sensitivity"  # a protected field is too sensitive
     NOT_GRANTED = "not_granted"  # the deployment policy does not grant this sink
     BUDGET = "budget"  # the run's budget would be exceeded
+    NOT_DELEGATED = "not_delegated"  # the delegation the run runs under excludes this sink
+    DELEGATION_EXPIRED = "delegation_expired"  # ... or is past its validity
 
 
 @dataclass(frozen=True)

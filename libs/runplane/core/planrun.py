@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.ctx import Effect, EffectError, Op, RunCancelled
+from runplane.core.jsonpaths import unwrap
+from runplane.core.labels import Wrapper
 from runplane.core.plan import (
     BatchStatus,
     BindingViolation,
@@ -65,10 +67,14 @@ def commission_effect(
 ) -> Effect:
     """A commission as a fan-out branch: a child run of ``capability`` (provenance
     ``agent/<capability>``)."""
-    request: dict[str, Any] = {"capability": capability, "input": input, "node": node}
+    # ``Labeled`` / ``Released`` wrappers come out of the input (the child gets plain JSON)
+    # and go to the sink gate, as a tool's arguments do: it judges the exact input sent.
+    plain, wrapped = unwrap(input, Wrapper)
+    request: dict[str, Any] = {"capability": capability, "input": plain, "node": node}
     if delegation is not None:
         request["delegation"] = delegation.to_json()
-    return Effect("commission", f"agent/{capability}", request, Op.BRANCH)
+    options = {"wrapped": wrapped} if wrapped else {}
+    return Effect("commission", f"agent/{capability}", request, Op.BRANCH, options)
 
 
 async def _dispatch(branches: Sequence[tuple[str, Effect]]) -> dict[str, Any]:

@@ -323,6 +323,7 @@ def fork(
         started_ms=now_ms,
         updated_ms=now_ms,
         era_started_ms=now_ms,
+        delegation_json=old.delegation_json,  # a fork stays bounded as its original was
     )
     return ForkPlan(session_id, (*resealed, link), tuple(copied), snapshot)
 

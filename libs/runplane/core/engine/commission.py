@@ -31,12 +31,14 @@ from typing import Any, Final
 from runplane.core.agents import Durability, EffectDecl
 from runplane.core.canonical import canonical_json
 from runplane.core.engine.fanout import held_refusal, on_outcome
+from runplane.core.engine.sinkgate import carried
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
+from runplane.core.gate import Reason
 from runplane.core.plan import Delegation
 from runplane.errors import TerminalError
-from runplane.keys import CHILD_PREFIX, child_key, parent_of
+from runplane.keys import CHILD_PREFIX, carried_child_key, child_key, parent_of
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal
 
 __all__ = [
@@ -56,22 +58,28 @@ _ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
 
 def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, str]]:
     """Announce the commission and ask admission for the child → (the result's signal name,
-    a refusal when it may not go out — durability, delegation or the sink gate: no child is
-    started then — and the refusal's journal attrs)."""
+    the branch's outcome when it is known now — a refusal by the delegation or the sink gate
+    (no child is started then), or a checkpointed run's earlier era's record — and the attrs
+    to journal with it)."""
     effect, call_seq, witness = slot
     request = effect.request
     capability = str(request["capability"])
-    key = child_key(run.session_id, run.era, call_seq)
-    refusal = _durability_refusal(run) or _delegation_refusal(
-        run, capability, request.get("delegation")
-    )
+    key, prior = _identity(run, slot)
+    delegation, refusal = _delegation(run, capability, request.get("delegation"))
+    outcome: Outcome | None = None
     attrs: dict[str, str] = {}
-    if refusal is None:
+    if prior is not None:
+        outcome, attrs = prior  # recorded in an earlier era: the same child, already applied
+    elif refusal is not None:
+        # Counted with the gate's refusals (runplane_gate_refusals_total, by sink and reason).
+        outcome = refusal[0]
+        attrs = {"gate": "refused", "sink": effect.name, "reason": str(refusal[1])}
+    else:
         # The child's input leaves the run for another agent: an outbound, mutating sink
         # (``agent/<capability>``) as far as the gate is concerned.
         gated = held_refusal(run, slot, EffectDecl(effect.name), request["input"])
         if gated is not None:
-            refusal, attrs = gated
+            outcome, attrs = gated
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
         call_seq=call_seq,
@@ -80,7 +88,7 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
         witness=witness,
         attrs={"child_key": key, "capability": capability, "node": str(request.get("node", ""))},
     )
-    if refusal is None:
+    if outcome is None:
         run.rec.out.commands.append(
             AdmissionRequest(
                 admission_key=key,
@@ -90,39 +98,77 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
                 # The child acts for the same principal: four-eyes keeps refusing them.
                 initiator=run.initiator,
                 requested_ms=run.rec.now,
+                # The child runs under it: its executor bounds every call it makes by it.
+                delegation_json=None
+                if delegation is None
+                else canonical_json(delegation.to_json()),
             )
         )
-    return CHILD_SIGNAL + key, refusal, attrs
+    return CHILD_SIGNAL + key, outcome, attrs
 
 
-def _durability_refusal(run: Run) -> Outcome | None:
-    """Only a replayable run commissions: a checkpointed one restores into a new era and
-    re-executes from its checkpoint, where a commission still in flight would take a new
-    slot — a new key, a second child."""
+def _identity(run: Run, slot: Slot) -> tuple[str, tuple[Outcome, dict[str, str]] | None]:
+    """The child's admission key, and for a checkpointed run the outcome an earlier era
+    recorded for this same commission.
+
+    A replayable run's key is its position (``child_key``): a replay re-reaches the same slot.
+    A checkpointed run is restored into a new era and re-executes from its checkpoint, at
+    other slots: its key is the request's witness and its occurrence in the era
+    (``carried_child_key``) — the i-th commission of a request in every era is the same child,
+    as the i-th call of a tool is the same call in the side-effect log (``eras``). A child
+    whose outcome an earlier era recorded is served from that log (in ready order, like any
+    outcome); one still running sends its result to the parent's inbox, whichever era waits."""
+    effect, call_seq, witness = slot
     if run.spec.durability is Durability.REPLAYABLE:
-        return None
-    return Outcome.failure(
-        "CommissionRefused", "a checkpointed agent cannot commission (declare it replayable)"
+        return child_key(run.session_id, run.era, call_seq), None
+    occurrence = sum(
+        1
+        for (era, _), e in run.rec.results.items()
+        if era == run.era and e.family == effect.family and e.request_witness == witness
+    ) + sum(
+        1
+        for b in run.branches.values()
+        if b.slot.effect.family == effect.family and b.slot.witness == witness
     )
+    key = carried_child_key(run.session_id, witness, occurrence)
+    queue = run.prior.get((effect.family, effect.name, witness))
+    if not queue:
+        return key, None
+    old = queue.popleft()
+    value = json.loads(old.value_json) if old.ok and old.value_json is not None else None
+    outcome = Outcome(ok=old.ok, value=value, error=old.error, label=old.label)
+    return key, (outcome, {"reconstructed_from": f"{old.era}/{old.call_seq}"})
 
 
-def _delegation_refusal(run: Run, capability: str, data: Any) -> Outcome | None:
-    """A delegation, when the commission carries one, must admit this capability for this
-    agent and still be valid on the run's logical clock; a widened chain does not even read."""
-    if data is None:
-        return None
+def _delegation(
+    run: Run, capability: str, data: Any
+) -> tuple[Delegation | None, tuple[Outcome, Reason] | None]:
+    """The delegation the child runs under, or why the commission may not go out.
+
+    It is the one the commission carries, rebuilt ``under`` the delegation this run itself
+    runs under (a child commissioning a grandchild can only narrow what it holds), or that
+    one unchanged when the commission carries none; it must admit this capability for this
+    agent and still be valid on the run's logical clock. A widened chain does not even read."""
+    held = carried(run)
+    if isinstance(held, str):
+        return None, _refused(held, Reason.NOT_DELEGATED)
     try:
-        delegation = Delegation.from_json(data)
+        offered = None if data is None else Delegation.from_json(data)
+        delegation = held if offered is None else offered if held is None else offered.under(held)
     except TerminalError as exc:
-        return Outcome.failure("DelegationRefused", str(exc)[:500])
+        return None, _refused(str(exc), Reason.NOT_DELEGATED)
+    if delegation is None:
+        return None, None
     if not delegation.admits(capability=capability, presenter=run.spec.capability):
-        return Outcome.failure(
-            "DelegationRefused",
-            f"the delegation does not let {run.spec.capability} commission {capability}",
-        )
+        message = f"the delegation does not let {run.spec.capability} commission {capability}"
+        return None, _refused(message, Reason.NOT_DELEGATED)
     if not delegation.valid_at(run.clock_ms):
-        return Outcome.failure("DelegationRefused", "the delegation expired")
-    return None
+        return None, _refused("the delegation expired", Reason.DELEGATION_EXPIRED)
+    return delegation, None
+
+
+def _refused(message: str, reason: Reason) -> tuple[Outcome, Reason]:
+    return Outcome.failure("DelegationRefused", message[:500]), reason
 
 
 def take_buffered(run: Run, name: str) -> tuple[Outcome, str] | None:

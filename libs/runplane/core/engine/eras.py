@@ -43,9 +43,10 @@ def new_era(run: Run, snapshot: SessionSnapshot) -> None:
     rec = run.rec
     old = rec.era
     run.era = rec.era = old + 1
-    run.prior = {
-        key: deque(entries) for key, entries in side_effect_log(rec.results, rec.era).items()
-    }
+    # Commissions are logged too, but served by their own family in ready order
+    # (commission.start_child), never by ``from_prior_era``: a branch's outcome is held.
+    logged = side_effect_log(rec.results, rec.era, CROSS_ERA | {"commission"})
+    run.prior = {key: deque(entries) for key, entries in logged.items()}
     found, run.in_flight = run.in_flight, None
     if found is not None:
         # The durable fact, journaled before anything of the new era: this announce has no
@@ -160,7 +161,9 @@ def withdraw_carried(run: Run, reason: str) -> None:
 
 
 def side_effect_log(
-    results: Mapping[tuple[int, int], ResultEntry], before_era: int
+    results: Mapping[tuple[int, int], ResultEntry],
+    before_era: int,
+    families: frozenset[str] = CROSS_ERA,
 ) -> dict[tuple[str, str, str], list[ResultEntry]]:
     """Each distinct recorded call of the eras before ``before_era``, per (family, name,
     witness), in the order the calls were first made.
@@ -178,7 +181,7 @@ def side_effect_log(
             break
         if entry_era != era:
             era, seen = entry_era, {}
-        if entry.family not in CROSS_ERA:
+        if entry.family not in families:
             continue
         key = (entry.family, entry.name, entry.request_witness)
         index = seen.get(key, 0)

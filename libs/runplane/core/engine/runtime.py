@@ -96,6 +96,7 @@ class Runtime:
             limits=limits,
         )
         run.policy = policy
+        run.delegation_json = start.delegation_json  # a child runs under it (sinkgate, commission)
         if policy is not None:
             # The first record the executor writes for the run names the policy it runs under.
             rec.stamp_attrs = {"policy": policy.digest}

@@ -1,7 +1,10 @@
 """The sink gate inside the engine: every outbound call passes ``gate`` before it is announced.
 
-On a fresh slot of a live call (``tools.live``), when the gate is on for the run (the agent
-declared sinks with ``@sinks``, or the executor bound a deployment policy), ``gate``:
+On a fresh slot of a live call (``tools.live``), a run that runs under a Delegation (a
+commissioned child: ``carried``) is first held to it — the call's sink must be one of its
+sinks, and the delegation still valid on the run's logical clock (``DelegationRefused``,
+reasons ``not_delegated`` / ``delegation_expired``). Then, when the gate is on for the run (the
+agent declared sinks with ``@sinks``, or the executor bound a deployment policy), ``gate``:
 
 1. checks the run's budget (policy) against what its result journal says it spent;
 2. checks that the policy grants the agent this sink (when it lists the agent's sinks);
@@ -46,11 +49,13 @@ from runplane.core.gate import (
 )
 from runplane.core.jsonpaths import get, unwrap
 from runplane.core.labels import Labeled, Wrapper, at_source, join, join_all
+from runplane.core.plan import Delegation
 from runplane.core.policy import AgentPolicy, Spent
 from runplane.core.releases import RELEASE_FAMILY, Released
+from runplane.errors import TerminalError
 from runplane.wire import ErrorInfo, JournalKind, Label, Sensitivity, Trust
 
-__all__ = ["GateState", "gate", "input_label", "result_label"]
+__all__ = ["GateState", "carried", "gate", "input_label", "result_label"]
 
 _NO_POLICY = AgentPolicy()
 
@@ -74,11 +79,15 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
 
     ``payload``: what the call sends, when it is not a tool's ``args`` or a model's
     ``prompt`` (another outbound family — a commission — passes its own before it dispatches)."""
+    effect = slot.effect
+    sink = effect.name
+    if run.delegation_json is not None:
+        confined = _confined(run, sink, effect.family)
+        if confined is not None:
+            return _refuse(run, slot, "DelegationRefused", confined)
     declared = declared_sinks(run.spec.fn)
     if run.policy is None and declared is None:
         return None
-    effect = slot.effect
-    sink = effect.name
     ap = _NO_POLICY if run.policy is None else run.policy.for_agent(run.spec.capability)
     state = _refresh(run)
     estimate = 0
@@ -108,6 +117,32 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
     return None
+
+
+def carried(run: Run) -> Delegation | str | None:
+    """The Delegation the run runs under (a commissioned child), or why the one its StartRun
+    carried does not read (every outbound call is then refused: fail closed), or None."""
+    return None if run.delegation_json is None else _read_delegation(run.delegation_json)
+
+
+@lru_cache(maxsize=256)
+def _read_delegation(text: str) -> Delegation | str:
+    try:
+        return Delegation.read(text)
+    except TerminalError as exc:
+        return f"the run's delegation does not read: {exc}"[:500]
+
+
+def _confined(run: Run, sink: str, family: str) -> Refusal | None:
+    """The delegation's say on this call: within its validity on the run's logical clock, and
+    to one of its sinks — a commission's target is its ``capabilities``' (commission)."""
+    held = carried(run)
+    if held is None:
+        return None
+    if isinstance(held, str):
+        return Refusal(sink, Reason.NOT_DELEGATED, "$", held)
+    said = held.confines(None if family == "commission" else sink, run.clock_ms)
+    return None if said is None else Refusal(sink, Reason(said[0]), "$", said[1])
 
 
 def result_label(run: Run, call_seq: int, label: Label | None) -> Label | None:

@@ -104,6 +104,9 @@ class Run:
         # gate's per-run memory (engine.sinkgate); None: no policy / gate not used yet.
         self.policy: Policy | None = None
         self.gate_state: Any = None
+        # The Delegation the run runs under, as its StartRun carried it (a commissioned child;
+        # engine.commission.carried reads it): None for every other run.
+        self.delegation_json: str | None = None
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
@@ -205,6 +208,7 @@ class Run:
                 tuple(self.signal_ids),
                 None if self.cancel is None else self.cancel.to_json(),
                 self.spec.version,
+                self.delegation_json,
             ),
         )
 
@@ -332,4 +336,5 @@ def run_from_snapshot(
     run.wake_at = snapshot.wake_at_ms
     run.signal_ids = list(snapshot.signal_ids)
     run.cancel = CancelRequest.from_json(snapshot.cancel_json) if snapshot.cancel_json else None
+    run.delegation_json = snapshot.delegation_json
     return run

@@ -116,6 +116,7 @@ class SnapState(NamedTuple):
     signal_ids: tuple[str, ...]
     cancel_json: str | None
     agent_version: str | None  # the version serving the run (runplane.core.versions)
+    delegation_json: str | None  # the Delegation the run runs under (a commissioned child)
 
     def build(self) -> SessionSnapshot:
         return SessionSnapshot(
@@ -145,6 +146,7 @@ class SnapState(NamedTuple):
             signal_ids=self.signal_ids,
             cancel_json=self.cancel_json,
             agent_version=self.agent_version,
+            delegation_json=self.delegation_json,
         )
 
 

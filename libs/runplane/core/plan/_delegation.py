@@ -13,17 +13,26 @@ Widening is unconstructible rather than detected: ``Delegation.__init__`` refuse
 wider than its parent (``DelegationWidened``), ``delegate`` goes through it, and so does
 ``Delegation.from_json`` — deserializing is a construction path too, so a stored or
 transmitted chain that widens anywhere is a read error, never a value.
+
+A child run *runs under* the delegation it was commissioned with (``confines``: its sinks
+and its validity bound every outbound call it makes), and what it hands a grandchild is
+rebuilt ``under`` it — link by link through the constructor — so it can only narrow further.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from runplane.errors import TerminalError
 
-__all__ = ["Delegation", "DelegationWidened", "Scope"]
+__all__ = ["EXPIRED", "NOT_DELEGATED", "Delegation", "DelegationWidened", "Scope"]
+
+# Why ``Delegation.confines`` says no (the sink gate's ``Reason`` values of the same name).
+NOT_DELEGATED: Final = "not_delegated"
+EXPIRED: Final = "delegation_expired"
 
 
 class DelegationWidened(TerminalError):
@@ -150,8 +159,41 @@ class Delegation:
         """May ``presenter`` use this delegation to commission ``capability``?"""
         return capability in self._scope.capabilities and presenter in self._scope.audience
 
+    def under(self, parent: Delegation) -> Delegation:
+        """This delegation as handed on by a run that itself runs under ``parent``: unchanged
+        when its chain already extends ``parent``'s, else ``parent``'s chain followed by each of
+        its links — through the constructor, so a link wider than what it now follows (a fresh
+        root granting more than the run holds) raises ``DelegationWidened``."""
+        mine, held = self.chain, parent.chain
+        if mine[: len(held)] == held:
+            return self
+        out = parent
+        for link in mine:
+            out = Delegation(link, out)
+        return out
+
+    def confines(self, sink: str | None, now_ms: int) -> tuple[str, str] | None:
+        """Why a run under this delegation may not call ``sink`` at ``now_ms`` — (``EXPIRED``
+        | ``NOT_DELEGATED``, a sentence) — or None. ``sink`` None: validity only (a commission,
+        whose target ``admits`` checks against ``capabilities``)."""
+        if not self.valid_at(now_ms):
+            return EXPIRED, f"the run's delegation expired at {self._scope.not_after_ms}"
+        if sink is not None and sink not in self._scope.sinks:
+            return NOT_DELEGATED, f"the run's delegation does not include the sink {sink}"
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {"chain": [link.to_json() for link in self.chain]}
+
+    @classmethod
+    def read(cls, text: str) -> Delegation:
+        """From its JSON text (a StartRun's or snapshot's ``delegation_json``): a widening
+        chain, or text that is not a delegation at all, is a ``TerminalError``."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise TerminalError(f"a delegation is JSON: {exc}") from exc
+        return cls.from_json(data)
 
     @classmethod
     def from_json(cls, data: Any) -> Delegation:

@@ -1,0 +1,266 @@
+"""A commissioned child runs under the Delegation it was commissioned with (issue 14 item 4):
+its sinks, its validity and what it may hand on bound every call it makes; checkpointed
+agents commission too (one child per commission across restores)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runplane.core import AgentRegistry, EffectDecl, replay_history
+from runplane.core.ctx import EffectError, StepCtx
+from runplane.core.plan import Delegation, DelegationWidened, Scope
+from runplane.testing import Driver
+from runplane.wire import JournalKind, RunStatus
+
+READS = [EffectDecl("crm", mutating=False), EffectDecl("mail", mutating=False)]
+TOOLS = {"crm": lambda a, k: {"email": "ann@example.com"}, "mail": lambda a, k: "sent"}
+
+
+def _scope(caps: set[str], sinks: set[str], audience: set[str], until: int | None = None) -> Scope:
+    return Scope(frozenset(caps), frozenset(sinks), frozenset(audience), until)
+
+
+def _registry(delegation: Delegation | None) -> AgentRegistry:
+    reg = AgentRegistry()
+
+    @reg.agent("worker", effects=READS)
+    async def worker(ctx: StepCtx, input: Any) -> Any:
+        """Looks up, then mails: the second is outside a CRM-only delegation."""
+        found = await ctx.tool("crm", {"id": 1})
+        try:
+            await ctx.tool("mail", {"to": found["email"]})
+        except EffectError as exc:
+            return {"mail": exc.type}
+        return {"mail": "sent"}
+
+    @reg.agent("boss")
+    async def boss(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.commission("worker", input, delegation=delegation)
+
+    return reg
+
+
+CRM_ONLY = Delegation(_scope({"worker"}, {"tool://crm"}, {"boss"}))
+
+
+def _child(d: Driver) -> str:
+    (child,) = d.children.values()
+    return child
+
+
+def test_a_child_whose_delegation_excludes_a_sink_is_refused_it_and_replays_the_refusal() -> None:
+    d = Driver(_registry(CRM_ONLY), tools=TOOLS)
+    view = d.run("boss", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {"mail": "DelegationRefused"}
+    assert d.tool_calls["crm"] == 1 and d.tool_calls["mail"] == 0  # never performed
+    child = d.view(_child(d))
+    # The chain commits to the delegation at seq 0; the refusal is journaled, typed.
+    assert json.loads(child.journal[0].attrs["delegation"]) == CRM_ONLY.to_json()
+    refused = [r for r in child.journal if r.attrs.get("gate") == "refused"]
+    assert [(r.attrs["sink"], r.attrs["reason"]) for r in refused] == [
+        ("tool://mail", "not_delegated")
+    ]
+    assert d.verify(child.session_id).ok
+    snap = d.sessions[child.session_id].snapshot
+    assert snap is not None and snap.delegation_json is not None
+    report = replay_history(d.agents.spec("worker"), snap, d.sessions[child.session_id].results)
+    assert report.status is RunStatus.COMPLETED and report.live_calls == 0
+    assert report.output == {"mail": "DelegationRefused"}
+
+
+def test_the_same_agent_run_directly_may_call_the_sink() -> None:
+    d = Driver(_registry(CRM_ONLY), tools=TOOLS)
+    view = d.run("worker", {})
+    assert view.output == {"mail": "sent"} and d.tool_calls["mail"] == 1
+    assert "delegation" not in view.journal[0].attrs
+
+
+def test_a_child_rebuilt_from_its_snapshot_stays_bounded() -> None:
+    reg = _registry(CRM_ONLY)
+
+    @reg.agent("waiter", effects=READS)
+    async def waiter(ctx: StepCtx, input: Any) -> Any:
+        await ctx.wait_signal("go")
+        try:
+            return await ctx.tool("mail", {"to": "x"})
+        except EffectError as exc:
+            return exc.type
+
+    @reg.agent("lead")
+    async def lead(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.commission(
+            "waiter", {}, delegation=Delegation(_scope({"waiter"}, set(), {"lead"}))
+        )
+
+    d = Driver(reg, tools=TOOLS)
+    d.run("lead", {})
+    child = _child(d)
+    d.crash(child)  # evicted: the snapshot carries the delegation to the rebuilt run
+    d.signal(child, "go")
+    assert d.view(child).output == "DelegationRefused" and d.tool_calls["mail"] == 0
+
+
+def test_an_effect_after_the_delegation_expired_is_refused() -> None:
+    reg = _registry(None)
+
+    @reg.agent("later", effects=READS)
+    async def later(ctx: StepCtx, input: Any) -> Any:
+        await ctx.wait_signal("go")
+        try:
+            return await ctx.tool("crm", {"id": 2})
+        except EffectError as exc:
+            return exc.type
+
+    d = Driver(reg, tools=TOOLS)
+    until = d.clock.now_ms() + 1_000
+
+    @reg.agent("brief")
+    async def brief(ctx: StepCtx, input: Any) -> Any:
+        scope = _scope({"later"}, {"tool://crm"}, {"brief"}, until)
+        return await ctx.commission("later", {}, delegation=Delegation(scope))
+
+    d.run("brief", {})
+    child = _child(d)
+    d.clock.advance(5_000)
+    d.signal(child, "go")
+    view = d.view(child)
+    assert view.output == "DelegationRefused" and d.tool_calls["crm"] == 0
+    (refused,) = [r for r in view.journal if r.attrs.get("gate") == "refused"]
+    assert refused.attrs["reason"] == "delegation_expired"
+
+
+def _chain_registry(grandchild_delegation: Delegation | None) -> AgentRegistry:
+    reg = _registry(None)
+
+    @reg.agent("middle")
+    async def middle(ctx: StepCtx, input: Any) -> Any:
+        try:
+            return await ctx.commission("worker", {}, delegation=grandchild_delegation)
+        except EffectError as exc:
+            return {"refused": exc.type, "message": exc.message}
+
+    @reg.agent("top")
+    async def top(ctx: StepCtx, input: Any) -> Any:
+        scope = _scope({"middle", "worker"}, {"tool://crm"}, {"top", "middle"})
+        return await ctx.commission("middle", {}, delegation=Delegation(scope))
+
+    return reg
+
+
+def test_a_grandchild_cannot_be_handed_more_than_the_child_holds() -> None:
+    wider = Delegation(_scope({"worker"}, {"tool://crm", "tool://mail"}, {"middle"}))
+    d = Driver(_chain_registry(wider), tools=TOOLS)
+    view = d.run("top", {})
+    assert view.output["refused"] == "DelegationRefused" and "sinks" in view.output["message"]
+    assert len(d.children) == 1  # no grandchild started
+
+
+def test_a_grandchild_runs_under_the_childs_delegation_narrowed_or_inherited() -> None:
+    narrower = Delegation(_scope({"worker"}, {"tool://crm"}, {"middle"}))
+    for offered in (None, narrower):
+        d = Driver(_chain_registry(offered), tools=TOOLS)
+        view = d.run("top", {})
+        assert view.output == {"mail": "DelegationRefused"}, offered
+        grandchild = next(sid for sid in d.children.values() if sid != d.children[_first(d)])
+        chain = json.loads(d.view(grandchild).journal[0].attrs["delegation"])["chain"]
+        assert chain[0]["capabilities"] == ["middle", "worker"]  # rooted in what top handed on
+        assert len(chain) == (1 if offered is None else 2)
+
+
+def _first(d: Driver) -> str:
+    return next(iter(d.children))  # top's child (middle) was admitted first
+
+
+names = st.frozensets(st.sampled_from(["a", "b", "c"]))
+expiry = st.one_of(st.none(), st.integers(0, 2000))
+
+
+@settings(max_examples=200, deadline=None)
+@given(names, names, names, expiry, names, names, names, expiry)
+def test_handing_on_never_widens_what_the_run_holds(  # type: ignore[no-untyped-def]
+    c1, s1, a1, e1, c2, s2, a2, e2
+) -> None:
+    held = Delegation(Scope(c1, s1, a1, e1))
+    offered = Delegation(Scope(c2, s2, a2, e2))
+    try:
+        handed = offered.under(held)
+    except DelegationWidened:
+        assert offered.scope.widenings(held.scope)
+        return
+    assert handed.chain[0] == held.scope  # still rooted in what the run holds
+    scope = handed.scope
+    assert scope.capabilities <= c1 and scope.sinks <= s1 and scope.audience <= a1
+    if e1 is not None:
+        assert scope.not_after_ms is not None and scope.not_after_ms <= e1
+    for sink in ("a", "b", "zz"):
+        if handed.confines(sink, 0) is None:
+            assert held.confines(sink, 0) is None
+    assert Delegation.from_json(handed.to_json()) == handed
+
+
+def test_a_delegation_that_does_not_read_fails_closed() -> None:
+    with pytest.raises(Exception, match="JSON"):
+        Delegation.read("{not json")
+    forged = {
+        "chain": [_scope({"a"}, {"s"}, {"p"}).to_json(), _scope({"a", "b"}, set(), set()).to_json()]
+    }
+    with pytest.raises(DelegationWidened):
+        Delegation.read(json.dumps(forged))
+
+
+# -- checkpointed agents commission (a restore re-issues the commission: the same child) ---
+
+
+def _checkpointed() -> AgentRegistry:
+    reg = AgentRegistry()
+
+    @reg.agent("slow")
+    async def slow(ctx: StepCtx, input: Any) -> Any:
+        return {"got": await ctx.wait_signal("go")}
+
+    @reg.agent("cp", durability="checkpointed")
+    async def cp(ctx: StepCtx, input: Any) -> Any:
+        first = await ctx.commission("slow", {"n": 1})
+        more = await ctx.wait_signal("more")
+        return {"first": first, "more": more}
+
+    return reg
+
+
+def test_a_checkpointed_parent_restored_mid_commission_waits_for_the_same_child() -> None:
+    d = Driver(_checkpointed())
+    view = d.run("cp", {})
+    assert view.status is RunStatus.RUNNING and len(d.children) == 1
+    (key,) = d.children
+    assert key.startswith(f"runplane.child/{view.session_id}/w")
+    d.crash(view.session_id)
+    d.signal(_child(d), "go", "now")  # its result reaches a parent restored in a new era
+    d.signal(view.session_id, "more", 2)
+    view = d.view(view.session_id)
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {"first": {"got": "now"}, "more": 2}
+    assert len(d.children) == 1 and d.verify(view.session_id).ok
+    assert any(r.kind is JournalKind.RUN_RESTORED for r in view.journal)
+
+
+def test_a_checkpointed_parent_restored_after_the_child_ended_is_served_its_record() -> None:
+    d = Driver(_checkpointed())
+    view = d.run("cp", {})
+    d.signal(_child(d), "go", "now")
+    d.crash(view.session_id)
+    d.signal(view.session_id, "more", 3)  # era 1 re-executes: the commission is served
+    view = d.view(view.session_id)
+    assert view.output == {"first": {"got": "now"}, "more": 3}, view.error
+    assert len(d.children) == 1 and d.verify(view.session_id).ok
+    served = [
+        r
+        for r in view.journal
+        if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED and r.era == 1
+    ]
+    assert served and served[0].attrs.get("reconstructed_from") == "0/0"
