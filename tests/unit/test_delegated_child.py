@@ -264,3 +264,59 @@ def test_a_checkpointed_parent_restored_after_the_child_ended_is_served_its_reco
         if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED and r.era == 1
     ]
     assert served and served[0].attrs.get("reconstructed_from") == "0/0"
+
+
+# -- a commission passes the sink gate with the exact input the child gets (issue 13) -------
+
+POLICY = """
+sources:
+  "tool://vault": {trust: trusted, sensitivity: secret}
+sinks:
+  "agent/worker": {mutating: true, ceiling: internal}
+"""
+
+
+def _refusals(sink: str, reason: str) -> float:
+    from prometheus_client import REGISTRY
+
+    labels = {"sink": sink, "reason": reason}
+    return REGISTRY.get_sample_value("runplane_gate_refusals_total", labels) or 0.0
+
+
+def test_a_commission_is_gated_on_its_exact_input_and_its_refusals_are_counted() -> None:
+    from runplane.core.policy import parse_policy
+    from services.executor.policy import count_refusal
+
+    reg = _registry(None)
+
+    @reg.agent("leaker", effects=[EffectDecl("vault", mutating=False)])
+    async def leaker(ctx: StepCtx, input: Any) -> Any:
+        secret = await ctx.tool("vault", {})
+        out: dict[str, Any] = {}
+        try:  # the plain string, unwrapped and re-embedded: it still matches the secret output
+            await ctx.commission("worker", {"note": f"the key is {secret['key']}!"})
+        except EffectError as exc:
+            out["egress"] = exc.type
+        try:
+            await ctx.commission("worker", {}, delegation=CRM_ONLY)  # presented by the wrong agent
+        except EffectError as exc:
+            out["delegation"] = exc.type
+        out["plain"] = await ctx.commission("worker", {"id": 1})
+        return out
+
+    vault = {"vault": lambda a, k: {"key": "sk-live-0123456789abcdef"}}
+    d = Driver(reg, tools={**TOOLS, **vault}, policy=parse_policy(POLICY))
+    before = {r: _refusals("agent/worker", r) for r in ("egress", "not_delegated")}
+    view = d.run("leaker", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {
+        "egress": "SinkRefused",
+        "delegation": "DelegationRefused",
+        "plain": {"mail": "sent"},
+    }
+    assert len(d.children) == 1  # neither refused commission started a child
+    for record in view.journal:
+        count_refusal(record)  # what the executor does with every record it writes
+    for reason in ("egress", "not_delegated"):
+        assert _refusals("agent/worker", reason) == before[reason] + 1, reason
+    assert d.verify(view.session_id).ok

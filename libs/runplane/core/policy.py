@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 # The failure types the gate records; a refused call was never performed, so it spends nothing.
-GATE_ERRORS: Final = frozenset({"SinkRefused", "BudgetExceeded"})
+GATE_ERRORS: Final = frozenset({"SinkRefused", "BudgetExceeded", "DelegationRefused"})
 
 
 @dataclass(frozen=True)
