@@ -320,3 +320,54 @@ def test_a_commission_is_gated_on_its_exact_input_and_its_refusals_are_counted()
     for reason in ("egress", "not_delegated"):
         assert _refusals("agent/worker", reason) == before[reason] + 1, reason
     assert d.verify(view.session_id).ok
+
+
+# -- the child's fate when its parent is cancelled or ends first (documented: contracts.md) --
+
+
+def _parent_of_slow() -> AgentRegistry:
+    reg = _checkpointed()
+
+    @reg.agent("p")
+    async def p(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.commission("slow", {})
+
+    return reg
+
+
+def test_a_parent_that_ends_first_leaves_its_child_to_run_and_refuses_its_result() -> None:
+    d = Driver(_parent_of_slow())
+    view = d.run("p", {})
+    session = d.sessions[view.session_id]
+    assert session.runtime is not None
+    # An operator quarantines the parent while its child waits (the only way a parent ends
+    # with a branch open: a join is not interruptible).
+    step = session.runtime.quarantine("stopped by an operator", now_ms=d.clock.now_ms())
+    d._handle(session, session.runtime, step)
+    child = _child(d)
+    d.signal(child, "go", 1)
+    assert d.view(child).status is RunStatus.COMPLETED  # the child ran to its own end
+    parent = d.view(view.session_id)
+    assert parent.status is RunStatus.QUARANTINED
+    assert parent.journal[-1].kind is JournalKind.RUN_QUARANTINED  # its result changed nothing
+    assert d.verify(view.session_id).ok and d.verify(child).ok
+
+
+def test_a_cancelled_parent_ends_once_its_children_do_and_cancelling_them_is_explicit() -> None:
+    d = Driver(_parent_of_slow())
+    view = d.run("p", {})
+    child = _child(d)
+    d.cancel(view.session_id, "no longer needed")
+    assert d.view(view.session_id).status is RunStatus.RUNNING  # waits for its branch
+    assert d.view(child).status is RunStatus.PARKED  # not cancelled with it
+    d.cancel(child, "no longer needed")  # the operator's explicit choice (runs tree → cancel)
+    assert d.view(child).status is RunStatus.FAILED
+    parent = d.view(view.session_id)
+    assert parent.status is RunStatus.FAILED
+    assert parent.journal[-1].kind is JournalKind.RUN_CANCELLED
+    recorded = [
+        r
+        for r in parent.journal
+        if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
+    ]
+    assert recorded and recorded[0].attrs.get("child_run") == child
