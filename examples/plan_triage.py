@@ -10,6 +10,10 @@ admitted under a key derived from the parent's position (``runplane.child/<run>/
 so a parent replayed after a crash never starts a second child; their results come back as
 signals and are applied in ready order; ``decide`` gets both by node id.
 
+``plan.delegate`` commissions ``plan.notify`` under a ``Delegation`` that grants the scoring
+tool only: the child runs under it (its executor refuses the notification, typed and
+journaled, ``DelegationRefused``), while ``plan.notify`` started directly may notify.
+
 ``plan.lookup`` fans out N read-only tool calls inside one run (``ctx.parallel``): the executor
 performs them concurrently; ``plan.sequential`` does the same calls one after another
 (``benchmarks/fanout.py`` compares the two).
@@ -21,10 +25,11 @@ import asyncio
 from typing import Any
 
 from runplane.core import StepCtx, agent
-from runplane.core.plan import AllSucceeded
+from runplane.core.ctx import EffectError
+from runplane.core.plan import AllSucceeded, Delegation, Scope
 from runplane.providers import TOOLS, tool
 
-TOOL_NAMES = ("scoring/risk", "scoring/fraud", "scoring/slow_lookup")
+TOOL_NAMES = ("scoring/risk", "scoring/fraud", "scoring/slow_lookup", "notify/post")
 
 
 @tool("scoring/risk", mutating=False, recovery="retry")
@@ -37,6 +42,11 @@ async def risk_tool(amount: float, slow_s: float = 0.0) -> dict[str, Any]:
 async def fraud_tool(account: str, slow_s: float = 0.0) -> dict[str, Any]:
     await asyncio.sleep(slow_s)
     return {"fraud": account.startswith("x-")}
+
+
+@tool("notify/post", mutating=True, recovery="retry")  # a stand-in, idempotent by account
+async def notify_post(account: str, score: int) -> dict[str, Any]:
+    return {"posted": account, "score": score}
 
 
 @tool("scoring/slow_lookup", mutating=False, recovery="retry")
@@ -88,3 +98,36 @@ async def sequential(ctx: StepCtx, input: dict[str, Any]) -> Any:
     for i in range(input["n"]):
         await ctx.tool("scoring/slow_lookup", {"i": i, "slow_s": input["slow_s"]})
     return input["n"]
+
+
+@agent("plan.notify", effects=[TOOLS["scoring/risk"].decl, TOOLS["notify/post"].decl])
+async def notify(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    """Score, then tell the account holder: the second call is a sink its delegation may
+    exclude."""
+    risk = await ctx.tool("scoring/risk", {"amount": input["amount"]})
+    try:
+        await ctx.tool("notify/post", {"account": input["account"], "score": risk["score"]})
+    except EffectError as exc:
+        return {"score": risk["score"], "notified": exc.type}
+    return {"score": risk["score"], "notified": True}
+
+
+# What ``plan.delegate`` hands on: commission plan.notify (presented by plan.delegate), whose
+# run may reach the scoring tool and nothing else, until the instant the input names.
+def scoring_only(not_after_ms: int | None) -> Delegation:
+    return Delegation(
+        Scope(
+            frozenset({"plan.notify"}),
+            frozenset({"tool://scoring/risk"}),
+            frozenset({"plan.delegate"}),
+            not_after_ms,
+        )
+    )
+
+
+@agent("plan.delegate")
+async def delegate(ctx: StepCtx, input: dict[str, Any]) -> Any:
+    child_input = {"amount": input["amount"], "account": input["account"]}
+    return await ctx.commission(
+        "plan.notify", child_input, delegation=scoring_only(input.get("not_after_ms"))
+    )

@@ -285,3 +285,64 @@ def test_with_signed_admission_the_executor_signs_its_commissions(
     finally:
         executor.stop()
         admission.stop()
+
+
+def test_a_child_runs_under_its_delegation_on_the_real_broker(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """``plan.delegate`` commissions ``plan.notify`` under a scoring-only delegation: the child's
+    executor refuses its notification (typed, journaled, counted as a gate refusal), while
+    ``plan.notify`` admitted directly notifies; the child's journal commits to the delegation
+    at seq 0 and a replay of it reproduces the refusal without a live call."""
+    import examples.plan_triage  # noqa: F401 - registers plan.notify for the replay below
+    from runplane.core import REGISTRY, replay_history
+
+    admission = Service(settings, [str(RUNPLANE), "serve", "admission"], "admission", tmp_path)
+    executor = Service(settings, [sys.executable, "-m", "services.executor"], "executor", tmp_path)
+    try:
+        payment = {"amount": 120, "account": "a-1"}
+        with Client(settings) as client:
+            runs = {
+                cap: client.admit(
+                    cap, f"{cap}-deleg-1", payment, tenant="acme", initiator="ivan", timeout=90
+                ).run_id
+                for cap in ("plan.delegate", "plan.notify")
+            }
+        assert all(runs.values()), runs
+
+        def ended() -> bool:
+            snaps = sessions(settings)
+            return all(
+                (s := snaps.get(str(r))) is not None and s.status is RunStatus.COMPLETED
+                for r in runs.values()
+            )
+
+        wait_for(ended, timeout_s=120, every_s=1.0, what="both runs to complete")
+        snaps = sessions(settings)
+        outputs = {c: json.loads(snaps[str(r)].output_json or "null") for c, r in runs.items()}
+        assert outputs == {
+            "plan.delegate": {"score": 12, "notified": "DelegationRefused"},
+            "plan.notify": {"score": 12, "notified": True},
+        }
+        parent = str(runs["plan.delegate"])
+        (child,) = [
+            r.session_id
+            for r in _admitted(settings)
+            if r.attrs.get("admission_key", "").startswith(f"runplane.child/{parent}/")
+        ]
+        records, results = chain_of(settings, child)
+        assert verify_chain(records, results).ok
+        delegation = json.loads(records[0].attrs["delegation"])
+        assert delegation["chain"][0]["sinks"] == ["tool://scoring/risk"]
+        refused = [r for r in records if r.attrs.get("gate") == "refused"]
+        assert [(r.attrs["sink"], r.attrs["reason"]) for r in refused] == [
+            ("tool://notify/post", "not_delegated")
+        ]
+        snap = snaps[child]
+        assert snap.delegation_json is not None
+        report = replay_history(REGISTRY.spec("plan.notify"), snap, results)
+        assert report.status is RunStatus.COMPLETED and report.live_calls == 0
+        assert report.output == {"score": 12, "notified": "DelegationRefused"}
+    finally:
+        executor.stop()
+        admission.stop()

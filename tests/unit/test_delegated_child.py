@@ -371,3 +371,17 @@ def test_a_cancelled_parent_ends_once_its_children_do_and_cancelling_them_is_exp
         if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
     ]
     assert recorded and recorded[0].attrs.get("child_run") == child
+
+
+def test_the_example_child_is_refused_the_sink_its_delegation_excludes() -> None:
+    import examples.plan_triage as example
+    from runplane.core import REGISTRY
+    from runplane.providers import TOOLS as PROVIDED
+
+    reg = AgentRegistry([REGISTRY.spec(n) for n in ("plan.delegate", "plan.notify")])
+    tools = {n: (lambda t: lambda a, k: t.fn(**a))(PROVIDED[n]) for n in example.TOOL_NAMES}
+    d = Driver(reg, tools=tools)
+    payment = {"amount": 120, "account": "a-1"}
+    assert d.run("plan.delegate", payment).output == {"score": 12, "notified": "DelegationRefused"}
+    assert d.run("plan.notify", payment).output == {"score": 12, "notified": True}
+    assert d.tool_calls["notify/post"] == 1
