@@ -81,6 +81,16 @@ def test_a_bad_plan_manifest_is_refused_at_its_position(
         compile_manifest(doc)
 
 
-def test_a_checkpointed_plan_manifest_may_not_commission() -> None:
-    problems = validate_manifest(_with(["spec", "durability"], "checkpointed"))
-    assert [p.path for p in problems] == ["spec.durability"]
+def test_a_checkpointed_plan_manifest_commissions_each_node_once() -> None:
+    doc = _with(["spec", "durability"], "checkpointed")
+    assert validate_manifest(doc) == []
+    reg = AgentRegistry([REGISTRY.spec(n) for n in ("risk.score", "fraud.check", "decide")])
+    reg.register(compile_manifest(doc))
+    tools = {
+        n: (lambda t: lambda a, k: t.fn(**a))(TOOLS[n]) for n in examples.plan_triage.TOOL_NAMES
+    }
+    d = Driver(reg, tools=tools)
+    view = d.run("plan.triage-declared", {"amount": 120, "account": "a-1"})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output["score"] == 12 and len(d.children) == 3
+    assert all("/w" in key for key in d.children)  # keys that survive a restore

@@ -192,11 +192,9 @@ def _execution(
     if kind == "plan":
         if "model" in spec or approval is not None:
             c.add("spec", "kind 'plan' takes no model and no approval (its nodes do the work)")
+        # Any durability: a checkpointed run's commissions name the same child in every era
+        # (engine/commission.py), so a restored plan starts no second child.
         plan, output = parse_plan(c, name, execution, schema, tools)
-        commissions = plan is not None and any(n.kind == "agent" for n in plan.nodes)
-        if commissions and spec.get("durability") == "checkpointed":
-            # A restored checkpointed run re-executes in a new era: a second child per node.
-            c.add("spec.durability", "a plan that commissions agents must be replayable")
         return _Behaviour("plan", output=output, plan=plan)
     return _tool_sequence(c, spec, execution, schema, tool_names)
 
