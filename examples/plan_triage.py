@@ -14,6 +14,10 @@ signals and are applied in ready order; ``decide`` gets both by node id.
 tool only: the child runs under it (its executor refuses the notification, typed and
 journaled, ``DelegationRefused``), while ``plan.notify`` started directly may notify.
 
+``plan.checkpointed`` is a checkpointed agent that commissions: a restore re-executes it in a
+new era, and the commission it issues again names the same child (a key derived from the
+request, not the position), so it still starts exactly one.
+
 ``plan.lookup`` fans out N read-only tool calls inside one run (``ctx.parallel``): the executor
 performs them concurrently; ``plan.sequential`` does the same calls one after another
 (``benchmarks/fanout.py`` compares the two).
@@ -79,6 +83,13 @@ async def decide(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
 @agent("plan.triage")
 async def triage(ctx: StepCtx, input: dict[str, Any]) -> Any:
     return await ctx.fan_out(["risk.score", "fraud.check"], "decide", input)
+
+
+@agent("plan.checkpointed", durability="checkpointed")
+async def checkpointed(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+    child_input = {"amount": input["amount"], "slow_s": input.get("slow_s", 0.0)}
+    risk = await ctx.commission("risk.score", child_input)
+    return {"score": risk["score"], "era": ctx.era}  # era > 0: it was restored
 
 
 @agent("plan.lookup", effects=[TOOLS["scoring/slow_lookup"].decl])

@@ -346,3 +346,74 @@ def test_a_child_runs_under_its_delegation_on_the_real_broker(
     finally:
         executor.stop()
         admission.stop()
+
+
+def test_a_checkpointed_parent_restored_mid_commission_starts_one_child(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A checkpointed parent commissions a slow child; its executor is SIGKILLed while the child
+    works. The parent restored by the next executor re-executes in a new era and issues the
+    commission again under the same key (request, not position): admission answers duplicate,
+    the child's result reaches the new era on the inbox, and there is exactly one child."""
+    admission = Service(settings, [str(RUNPLANE), "serve", "admission"], "admission", tmp_path)
+    a = Service(settings, [sys.executable, "-m", "services.executor"], "executor-a", tmp_path)
+    b: Service | None = None
+    try:
+        with Client(settings) as client:
+            parent = client.admit(
+                "plan.checkpointed",
+                "checkpointed-kill-1",
+                {"amount": 90, "slow_s": 6.0},
+                tenant="acme",
+                initiator="ivan",
+                timeout=90,
+            ).run_id
+        assert parent is not None
+
+        def children() -> list[JournalRecord]:
+            prefix = f"runplane.child/{parent}/w"
+            return [
+                r
+                for r in _admitted(settings)
+                if r.attrs.get("admission_key", "").startswith(prefix)
+            ]
+
+        wait_for(lambda: len(children()) == 1, timeout_s=90, what="the child admitted")
+        a.kill()  # the child is inside its 6 s tool call
+        b = Service(settings, [sys.executable, "-m", "services.executor"], "executor-b", tmp_path)
+
+        def parent_ended() -> bool:
+            snap = sessions(settings).get(parent)
+            return snap is not None and snap.status in (
+                RunStatus.COMPLETED,
+                RunStatus.FAILED,
+                RunStatus.QUARANTINED,
+            )
+
+        wait_for(parent_ended, timeout_s=180, every_s=1.0, what="the parent to end")
+        snap = sessions(settings)[parent]
+        assert snap.status is RunStatus.COMPLETED, snap.error
+        output = json.loads(snap.output_json or "null")
+        assert output["score"] == 9 and output["era"] >= 1  # restored, and still one child
+        (child,) = children()
+        records, results = chain_of(settings, parent)
+        assert verify_chain(records, results).ok
+        announced = [
+            r
+            for r in records
+            if r.family == "commission" and r.kind is JournalKind.EFFECT_ANNOUNCED
+        ]
+        assert len(announced) >= 2  # issued again by the restored era ...
+        assert {r.attrs["child_key"] for r in announced} == {child.attrs["admission_key"]}
+        linked = {
+            r.attrs.get("child_run")
+            for r in records
+            if r.family == "commission" and r.kind is JournalKind.EFFECT_RECORDED
+        }
+        assert linked == {child.session_id}  # ... and answered by the one child
+        child_records, child_results = chain_of(settings, child.session_id)
+        assert verify_chain(child_records, child_results).ok
+    finally:
+        for service in (a, b, admission):
+            if service is not None:
+                service.stop()
