@@ -6,7 +6,13 @@ branch sends an ``AdmissionRequest`` for the child and its join waits for the ch
 - **Exactly one child.** The child's admission key is derived from the parent's position,
   ``runplane.child/<parent session>/<era>/<call_seq>``: a replayed or restored parent sends
   the same key again, and admission answers ``duplicate`` instead of starting a second child.
-  Admission refuses that prefix from emitters other than the platform (``services/admission``).
+  A checkpointed parent, which re-executes at other slots after a restore, derives it from
+  the request instead (``_identity``). Admission refuses that prefix from emitters other than
+  the platform (``services/admission``).
+- **Under a delegation.** The child runs under the delegation the commission carries, rebuilt
+  under the one the parent itself runs under (``_delegation``): it travels in the child's
+  ``AdmissionRequest`` / ``StartRun`` and the child's sink gate holds every call to it
+  (``sinkgate.carried``). The commission itself passes the parent's sink gate first.
 - **Parked, not polling.** The child's executor, in the step that ends the child, sends the
   parent a ``Signal`` named ``runplane.child:<admission key>`` carrying
   ``{ok, value | error, child}``. The parent records it at the branch's slot (provenance
@@ -16,9 +22,10 @@ branch sends an ``AdmissionRequest`` for the child and its join waits for the ch
   capability; the child's RUN_ADMITTED carries ``parent`` (the parent's session) and
   ``parent_call`` in its attrs, and the parent's result record the child's session id
   (``child_run``): ``runplane runs tree`` and the journal's runs page walk both ways.
-- **Fates.** A failed or quarantined child is a failed branch (``ChildFailed`` in the parent,
-  which decides). A parent that ends first does not cancel its children: they run to their
-  own end and their result signal is refused by the ended parent (dead-lettered, visible).
+- **Fates.** A failed, cancelled or quarantined child is a failed branch (``ChildFailed`` in
+  the parent, which decides). A parent never cancels its children: its own cancel waits for
+  the join; one that ends first leaves them to run to their own end, and their result signal
+  is refused by the ended parent (dead-lettered, visible). Decision 25.
 """
 
 from __future__ import annotations
