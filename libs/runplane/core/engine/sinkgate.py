@@ -135,7 +135,8 @@ def _read_delegation(text: str) -> Delegation | str:
 
 def _confined(run: Run, sink: str, family: str) -> Refusal | None:
     """The delegation's say on this call: within its validity on the run's logical clock, and
-    to one of its sinks — a commission's target is its ``capabilities``' (commission)."""
+    to one of its sinks. A commission's target is checked against its ``capabilities``
+    instead (``commission._delegation``), not its sinks."""
     held = carried(run)
     if held is None:
         return None

@@ -105,7 +105,7 @@ class Run:
         self.policy: Policy | None = None
         self.gate_state: Any = None
         # The Delegation the run runs under, as its StartRun carried it (a commissioned child;
-        # engine.commission.carried reads it): None for every other run.
+        # engine.sinkgate.carried reads it): None for every other run.
         self.delegation_json: str | None = None
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
