@@ -33,6 +33,7 @@ __all__ = [
     "breach_request_id",
     "carried_child_key",
     "child_key",
+    "child_root",
     "followup_admission_key",
     "obligation_digest",
     "parent_of",
@@ -83,6 +84,7 @@ def breach_request_id(case_id: str, name: str, due_ms: int, *, cycle: int | None
 # -- a commissioned child's admission key (runplane.core.engine.commission) ------------------
 CHILD_PREFIX: Final = "runplane.child/"
 _HEX: Final = re.compile("[0-9a-f]{1,64}")
+_NEXT: Final = "/next"
 
 
 def child_key(session_id: str, era: int, call_seq: int) -> str:
@@ -99,12 +101,21 @@ def carried_child_key(session_id: str, witness: str, occurrence: int) -> str:
     return f"{CHILD_PREFIX}{session_id}/w{witness[:32]}/{occurrence}"
 
 
+def child_root(admission_key: str) -> str:
+    """The key a child was commissioned under, for any of its continue-as-new successors
+    (whose keys append ``/next`` per generation: ``engine/successor.py``); other keys as
+    they are."""
+    while admission_key.endswith(_NEXT):
+        admission_key = admission_key[: -len(_NEXT)]
+    return admission_key
+
+
 def parent_of(admission_key: str) -> tuple[str, str] | None:
     """(parent session, ``era/call_seq`` or ``w<witness>/<occurrence>``) of a child's
-    admission key; None for other keys."""
+    admission key — or of a successor of one — ; None for other keys."""
     if not admission_key.startswith(CHILD_PREFIX):
         return None
-    parts = admission_key[len(CHILD_PREFIX) :].rsplit("/", 2)
+    parts = child_root(admission_key)[len(CHILD_PREFIX) :].rsplit("/", 2)
     if len(parts) != 3 or not parts[0] or not parts[2].isdigit():
         return None
     where = parts[1]

@@ -385,3 +385,30 @@ def test_the_example_child_is_refused_the_sink_its_delegation_excludes() -> None
     assert d.run("plan.delegate", payment).output == {"score": 12, "notified": "DelegationRefused"}
     assert d.run("plan.notify", payment).output == {"score": 12, "notified": True}
     assert d.tool_calls["notify/post"] == 1
+
+
+def test_a_child_that_continues_as_new_answers_from_its_last_generation_still_bounded() -> None:
+    reg = _registry(None)
+
+    @reg.agent("rolling", effects=READS)
+    async def rolling(ctx: StepCtx, input: Any) -> Any:
+        if input["left"] > 0:
+            return await ctx.continue_as_new({"left": input["left"] - 1})
+        try:
+            await ctx.tool("mail", {"to": "x"})
+        except EffectError as exc:
+            return {"generations": "done", "mail": exc.type}
+        return {"generations": "done", "mail": "sent"}
+
+    @reg.agent("owner")
+    async def owner(ctx: StepCtx, input: Any) -> Any:
+        scope = _scope({"rolling"}, {"tool://crm"}, {"owner"})
+        return await ctx.commission("rolling", {"left": 2}, delegation=Delegation(scope))
+
+    d = Driver(reg, tools=TOOLS)
+    view = d.run("owner", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {"generations": "done", "mail": "DelegationRefused"}
+    assert d.tool_calls["mail"] == 0 and len(d.children) == 1
+    last = d.view(f"{_child(d)}.n2")
+    assert "delegation" in last.journal[0].attrs and d.verify(last.session_id).ok

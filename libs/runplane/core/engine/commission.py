@@ -45,8 +45,8 @@ from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.gate import Reason
 from runplane.core.plan import Delegation
 from runplane.errors import TerminalError
-from runplane.keys import CHILD_PREFIX, carried_child_key, child_key, parent_of
-from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal
+from runplane.keys import CHILD_PREFIX, carried_child_key, child_key, child_root, parent_of
+from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal, StartRun
 
 __all__ = [
     "CHILD_PREFIX",
@@ -225,10 +225,18 @@ def _outcome(signal: Signal) -> tuple[Outcome, str]:
 
 
 def child_reply(run: Run) -> Signal | None:
-    """The signal a child sends its parent in the step that ends it (None for other runs)."""
+    """The signal a child sends its parent in the step that ends it (None for other runs).
+
+    A child that continues as new does not answer: its successor (same delegation, key
+    ``<key>/next``) answers under the key the parent waits on, when the last generation ends."""
     parent = parent_of(run.admission_key)
     if parent is None or run.status not in _ENDED:
         return None
+    if any(
+        isinstance(c, StartRun) and c.admission_key == f"{run.admission_key}/next"
+        for c in run.rec.out.commands
+    ):
+        return None  # continued as new, in this very step
     body: dict[str, Any] = {"child": run.session_id, "ok": run.status is RunStatus.COMPLETED}
     if body["ok"]:
         body["value"] = None if run.output_json is None else json.loads(run.output_json)
@@ -240,7 +248,7 @@ def child_reply(run: Run) -> Signal | None:
         }
     return Signal(
         session_id=parent[0],
-        name=CHILD_SIGNAL + run.admission_key,
+        name=CHILD_SIGNAL + child_root(run.admission_key),
         payload_json=canonical_json(body),
         sent_ms=run.rec.now,
     )

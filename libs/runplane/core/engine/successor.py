@@ -64,6 +64,7 @@ def continue_as_new(run: Run, slot: Slot) -> Resolution:
         # The successor's first record names its predecessor and the hash of the record that
         # named the successor, so an auditor walks the chain of generations both ways.
         attrs={"continued_from": run.session_id, "predecessor_hash": run.rec.last_hash},
+        delegation_json=run.delegation_json,  # a successor stays bounded as its predecessor
     )
     # The slot's value is served only on a replay (replay_history): the live run ends here.
     run.rec.out.commands.extend((admitted, start))
