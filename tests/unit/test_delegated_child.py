@@ -412,3 +412,45 @@ def test_a_child_that_continues_as_new_answers_from_its_last_generation_still_bo
     assert d.tool_calls["mail"] == 0 and len(d.children) == 1
     last = d.view(f"{_child(d)}.n2")
     assert "delegation" in last.journal[0].attrs and d.verify(last.session_id).ok
+
+
+RELEASING = """
+agents:
+  asker:
+    release:
+      - {destination: agent/worker, fields: [$.note], trust: true}
+"""
+
+
+def test_a_released_field_goes_out_in_a_commission_and_only_there() -> None:
+    from runplane.core.gate import SinkDecl, sinks
+    from runplane.core.policy import parse_policy
+    from runplane.testing import ScriptedProvider
+
+    reg = _registry(None)
+
+    @sinks(SinkDecl("agent/worker"))  # mutating: no untrusted scalar unless released for it
+    @reg.agent("asker", models=("scripted",))
+    async def asker(ctx: StepCtx, input: Any) -> Any:
+        said = (await ctx.generate("scripted", "m", "summarise the ticket")).text
+        out: dict[str, Any] = {}
+        try:
+            await ctx.commission("worker", {"note": said})
+        except EffectError as exc:
+            out["plain"] = exc.type
+        released = await ctx.release(
+            said, destination="agent/worker", field="$.note", basis="a summary only"
+        )
+        out["released"] = await ctx.commission("worker", {"note": released})
+        return out
+
+    provider = ScriptedProvider(["the customer wants a refund of order 42"])
+    d = Driver(reg, tools=TOOLS, providers={"scripted": provider}, policy=parse_policy(RELEASING))
+    view = d.run("asker", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == {"plain": "SinkRefused", "released": {"mail": "sent"}}
+    assert len(d.children) == 1
+    (child,) = d.children.values()
+    assert json.loads(d.sessions[child].snapshot.input_json) == {  # type: ignore[union-attr]
+        "note": "the customer wants a refund of order 42"  # the plain value, unwrapped
+    }
