@@ -5,6 +5,9 @@ admission key), and every journal verifies and links parent and children.
 Admission runs as its own process. Executor A owns every partition until the parent has
 commissioned both branches and the children are inside their slow tool calls; then A is
 SIGKILLed and executor B, started afterwards, takes over parent and children mid-flight.
+
+Also here: commissions with signed admission, a child running under its delegation (refused
+the sink it excludes, replayed), and a checkpointed parent restored mid-commission (one child).
 """
 
 from __future__ import annotations
