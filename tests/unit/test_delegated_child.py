@@ -454,3 +454,15 @@ def test_a_released_field_goes_out_in_a_commission_and_only_there() -> None:
     assert json.loads(d.sessions[child].snapshot.input_json) == {  # type: ignore[union-attr]
         "note": "the customer wants a refund of order 42"  # the plain value, unwrapped
     }
+
+
+def test_the_runs_tree_shows_what_a_child_may_reach() -> None:
+    from runplane.journal.tree import tree
+
+    d = Driver(_registry(CRM_ONLY), tools=TOOLS)
+    view = d.run("boss", {})
+    root = tree(view.session_id, lambda rid: list(d.view(rid).journal))
+    (child,) = root.children
+    assert root.delegated_sinks is None and child.delegated_sinks == ("tool://crm",)
+    assert "(delegated sinks: tool://crm)" in root.lines()[1]
+    assert root.to_json()["children"][0]["delegated_sinks"] == ["tool://crm"]  # type: ignore[index]

@@ -4,11 +4,13 @@ A parent's journal names each child it commissioned: the commission's EFFECT_ANN
 ``child_key`` (the derived admission key) and its EFFECT_RECORDED carries ``child_run`` (the
 child's run id). A child's RUN_ADMITTED carries ``parent_run`` and ``parent_call`` and its
 admission key, ``runplane.child/<parent>/<era>/<call_seq>``, which names the parent too. ``runplane runs tree``
-reads each run's records and folds them here, both ways.
+reads each run's records and folds them here, both ways. A child that runs under a
+delegation shows its sinks (seq 0's ``delegation`` attr: the chain commits to it).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -25,6 +27,8 @@ class TreeNode:
     status: str
     node: str = ""  # the plan node (or parallel branch) that commissioned it
     children: tuple[TreeNode, ...] = field(default=())
+    # The sinks of the delegation the run runs under (None: it runs under none).
+    delegated_sinks: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -32,12 +36,15 @@ class TreeNode:
             "capability": self.capability,
             "status": self.status,
             "node": self.node,
+            "delegated_sinks": None if self.delegated_sinks is None else list(self.delegated_sinks),
             "children": [c.to_json() for c in self.children],
         }
 
     def lines(self, indent: str = "") -> list[str]:
         label = f"{self.run_id}  {self.capability}  {self.status}"
         head = f"{indent}{label}" + (f"  (node {self.node})" if self.node else "")
+        if self.delegated_sinks is not None:
+            head += f"  (delegated sinks: {', '.join(self.delegated_sinks) or 'none'})"
         out = [head]
         for child in self.children:
             out += child.lines(indent + "  ")
@@ -87,4 +94,16 @@ def tree(
     admitted = next((r for r in records if r.kind is JournalKind.RUN_ADMITTED), None)
     capability = "" if admitted is None else admitted.attrs.get("capability", "")
     kids = () if depth <= 0 else tuple(tree(c, read, n, depth - 1) for c, n in children_of(records))
-    return TreeNode(run_id, capability, _status(records), node, kids)
+    sinks = None if admitted is None else _delegated_sinks(admitted.attrs.get("delegation"))
+    return TreeNode(run_id, capability, _status(records), node, kids, sinks)
+
+
+def _delegated_sinks(text: str | None) -> tuple[str, ...] | None:
+    """The sinks of the delegation a run's seq 0 names (the last link's: what it may reach)."""
+    if text is None:
+        return None
+    try:
+        chain = json.loads(text)["chain"]
+        return tuple(str(s) for s in chain[-1]["sinks"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ("<unreadable delegation>",)
