@@ -466,3 +466,35 @@ def test_the_runs_tree_shows_what_a_child_may_reach() -> None:
     assert root.delegated_sinks is None and child.delegated_sinks == ("tool://crm",)
     assert "(delegated sinks: tool://crm)" in root.lines()[1]
     assert root.to_json()["children"][0]["delegated_sinks"] == ["tool://crm"]  # type: ignore[index]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.booleans(), min_size=4, max_size=4))
+def test_a_checkpointed_parent_crashed_anywhere_starts_each_child_once(crashes: list[bool]) -> None:
+    reg = _checkpointed()
+
+    @reg.agent("two", durability="checkpointed")
+    async def two(ctx: StepCtx, input: Any) -> Any:
+        first = await ctx.commission("slow", {"n": 1})
+        await ctx.checkpoint({"first": first})
+        second = await ctx.commission("slow", {"n": 2})
+        return [first, second]
+
+    d = Driver(reg)
+    parent = d.run("two", {}).session_id
+    for n, crash in enumerate(crashes):
+        if crash:
+            d.crash(parent)
+        waiting = [sid for sid in d.children.values() if d.view(sid).status is RunStatus.PARKED]
+        if waiting and n % 2 == 0:
+            d.signal(waiting[0], "go", len(d.children))
+        else:
+            d.wake(parent)
+    for _ in range(2):  # whatever is still waiting gets its answer
+        for sid in list(d.children.values()):
+            if d.view(sid).status is RunStatus.PARKED:
+                d.signal(sid, "go", 9)
+    view = d.view(parent)
+    assert view.status is RunStatus.COMPLETED, (crashes, view.error)
+    assert len(d.children) == 2, d.children
+    assert d.verify(parent).ok
