@@ -364,3 +364,35 @@ def test_the_runs_tree_shows_what_a_child_may_reach() -> None:
     assert root.delegated_sinks is None and child.delegated_sinks == ("tool://crm",)
     assert "(delegated sinks: tool://crm)" in root.lines()[1]
     assert root.to_json()["children"][0]["delegated_sinks"] == ["tool://crm"]  # type: ignore[index]
+
+
+def test_a_delegation_refusal_is_caught_by_its_class_in_the_child_and_the_parent() -> None:
+    from runplane.core.releases import DelegationRefused
+
+    reg = AgentRegistry()
+
+    @reg.agent("typed", effects=READS)
+    async def typed(ctx: StepCtx, input: Any) -> Any:
+        try:
+            await ctx.tool("mail", {"to": "x"})
+        except DelegationRefused:
+            return "caught"
+        return "sent"
+
+    @reg.agent("sender")
+    async def sender(ctx: StepCtx, input: Any) -> Any:
+        scope = _scope({"typed"}, set(), {"sender"})
+        got = await ctx.commission("typed", {}, delegation=Delegation(scope))
+        try:  # the parent presents a delegation that does not admit this capability
+            await ctx.commission("other", {}, delegation=Delegation(scope))
+        except DelegationRefused:
+            return [got, "caught"]
+        return [got, "started"]
+
+    d = Driver(reg, tools=TOOLS)
+    view = d.run("sender", {})
+    assert view.output == ["caught", "caught"], view.error
+    snap = d.sessions[view.session_id].snapshot
+    assert snap is not None
+    replayed = replay_history(reg.spec("sender"), snap, d.sessions[view.session_id].results)
+    assert replayed.output == ["caught", "caught"] and replayed.live_calls == 0

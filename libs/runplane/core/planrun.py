@@ -44,6 +44,7 @@ from runplane.core.plan import (
     validate,
     waves,
 )
+from runplane.core.releases import TYPED_ERRORS
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
@@ -140,7 +141,9 @@ async def commission(capability: str, input: Any, delegation: Delegation | None 
     joined = await _dispatch([("child", commission_effect(capability, input, delegation))])
     outcome = joined["child"]
     if not outcome["ok"]:
-        raise EffectError(outcome["error"]["type"], outcome["error"]["message"])
+        kind, message = outcome["error"]["type"], outcome["error"]["message"]
+        typed = TYPED_ERRORS.get(kind)  # SinkRefused, DelegationRefused: catchable by class
+        raise EffectError(kind, message) if typed is None else typed(message)
     return outcome["value"]
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "RELEASE_FAMILY",
     "TYPED_ERRORS",
     "BudgetExceeded",
+    "DelegationRefused",
     "ReleaseRefused",
     "Released",
     "SinkRefused",
@@ -58,6 +59,15 @@ class BudgetExceeded(EffectError):
         super().__init__("BudgetExceeded", message)
 
 
+class DelegationRefused(EffectError):
+    """The delegation the run runs under (or the one a commission carries) does not allow the
+    call: a sink outside it, a capability it does not admit, past its validity, or a widened
+    chain. Recorded at the call's slot; never performed; a replay raises this again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("DelegationRefused", message)
+
+
 class ReleaseRefused(EffectError):
     """The release was not granted (a person rejected it, or policy forbids asking)."""
 
@@ -69,6 +79,7 @@ class ReleaseRefused(EffectError):
 TYPED_ERRORS: Final[Mapping[str, Callable[[str], EffectError]]] = {
     "SinkRefused": SinkRefused,
     "BudgetExceeded": BudgetExceeded,
+    "DelegationRefused": DelegationRefused,
     "ReleaseRefused": ReleaseRefused,
 }
 
