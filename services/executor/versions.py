@@ -23,6 +23,7 @@ pin against what it knows is deployed, so this is a roll's race).
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from confluent_kafka import Message
 
@@ -30,7 +31,8 @@ from runplane.core import AgentRegistry, UnknownCapability
 from runplane.core.engine import apply_step, held_of, hold, park_stranded, release_stranded
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.deadletter import dead_letter
-from runplane.wire import DeadLetter, Record, SessionSnapshot, StartRun
+from runplane.kafka.txn import TxnAbortable, TxnFatal
+from runplane.wire import DeadLetter, Record, RunStatus, SessionSnapshot, StartRun
 from services.executor.ending import RunEnding, RunOut
 from services.executor.state import ENDED, PartitionState
 from services.executor.topology import SERVICE
@@ -68,6 +70,7 @@ class VersionGate(RunEnding):
     state and defines ``_on_message``)."""
 
     _registry: AgentRegistry
+    _to_rebuild: deque[tuple[str, int]]  # RUNNING runs the loop rebuilds, a few per turn
 
     def _on_message(self, msg: Message) -> None:
         raise NotImplementedError  # the executor's inbox path
@@ -104,11 +107,17 @@ class VersionGate(RunEnding):
             for sid, snap in list(part.sessions.items()):
                 if snap.status in ENDED or sid in self._residents:
                     continue
-                why = not_deployed(self._registry, snap)
-                if why is not None and snap.stranded_json is None:
-                    self._strand(snap, p, why, None)
-                elif why is None and snap.stranded_json is not None:
-                    self._release(snap, p)
+                mark = self._batch.mark()
+                try:
+                    why = not_deployed(self._registry, snap)
+                    if why is not None and snap.stranded_json is None:
+                        self._strand(snap, p, why, None)
+                    elif why is None and snap.stranded_json is not None:
+                        self._release(snap, p)
+                except (TxnAbortable, TxnFatal):
+                    raise
+                except Exception as exc:  # as a timer's: this run fails, not the executor
+                    self._poisoned(sid, p, snap, mark, exc, "versions")
 
     def _strand(self, snap: SessionSnapshot, p: int, why: str, letter: DeadLetter | None) -> None:
         out = RunOut(self, snap.session_id, p)
@@ -129,3 +138,9 @@ class VersionGate(RunEnding):
         apply_step(step, RunOut(self, snap.session_id, p), parked_before=None, clock=self._wall_ms)
         for letter in held_of(snap):
             self._on_message(as_message(letter))
+        after = self._parts[p].sessions.get(snap.session_id)
+        if after is not None and after.status is RunStatus.RUNNING:
+            # It was running (a call in flight when its line went): rebuild it, as a restore
+            # does for RUNNING runs, so its in-doubt call is resolved without waiting for a
+            # record.
+            self._to_rebuild.append((snap.session_id, p))

@@ -237,7 +237,7 @@ class RunsPage:
             era=summary.era,
             started=when(summary.started_ms),
             ended=when(summary.ended_ms),
-            parked_on=e(summary.parked_on or "—"),
+            parked_on=_waiting_on(summary.parked_on),
             cost=e(f"{cost.tokens_in} in / {cost.tokens_out} out tokens, {cost.units:g} units"),
             verdict=e(verdict),
             verdict_class=cls,
@@ -257,6 +257,19 @@ class RunsPage:
             return None, f"case not read now: {exc.detail}"
         except (RunplaneError, KafkaException) as exc:
             return None, f"case not read now: {exc}"
+
+
+def _waiting_on(parked_on: str | None) -> str:
+    """What the run waits for; a run parked on its version says so plainly (the executor
+    parked it: no deployed version of its line serves it)."""
+    version = (parked_on or "").removeprefix("version:")
+    if parked_on is None or version == parked_on:
+        return e(parked_on or "—")
+    return (
+        f'<span class="badge badge-wait">version {e(version)} not deployed</span> '
+        '<span class="muted">parked, not failed: it goes on when an executor hosting its '
+        "version line takes it</span>"
+    )
 
 
 def _badge(status: RunStatus | None) -> str:
