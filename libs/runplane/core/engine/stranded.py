@@ -138,19 +138,15 @@ def park_stranded(
     attrs = {"parked_on": f"version:{version}", "reason": why[:_MAX_REASON]}
     if snapshot.parked_on is not None:
         attrs["waits_for"] = _wait_name(snapshot)  # still its wait, once it is served again
-    record = _sealed(snapshot, JournalKind.RUN_PARKED, attrs, now_ms)
     stranded = Stranded(version, snapshot.status, snapshot.wake_at_ms)
     parked = replace(
         snapshot,
         status=RunStatus.PARKED,
         wake_at_ms=None,
-        next_seq=snapshot.next_seq + 1,
-        last_hash=record.hash,
-        updated_ms=now_ms,
         stranded_json=stranded.to_json(),
         held_json=_held_json((*held_of(snapshot), *held)),
     )
-    return _step(record, parked)
+    return _appended(parked, JournalKind.RUN_PARKED, attrs, now_ms)
 
 
 def hold(snapshot: SessionSnapshot, letter: DeadLetter) -> SessionSnapshot:
@@ -177,18 +173,14 @@ def release_stranded(snapshot: SessionSnapshot, served_by: str, *, now_ms: int) 
         attrs["parked_on"] = _wait_name(snapshot)
         if snapshot.parked_on.kind in (ParkKind.TASK, ParkKind.OPERATOR):
             attrs["task_id"] = snapshot.parked_on.ref
-    record = _sealed(snapshot, kind, attrs, now_ms)
     released = replace(
         snapshot,
         status=stranded.status,
         wake_at_ms=stranded.wake_at_ms,
-        next_seq=snapshot.next_seq + 1,
-        last_hash=record.hash,
-        updated_ms=now_ms,
         stranded_json=None,
         held_json=None,
     )
-    return _step(record, released)
+    return _appended(released, kind, attrs, now_ms)
 
 
 def _wait_name(snapshot: SessionSnapshot) -> str:
@@ -197,11 +189,16 @@ def _wait_name(snapshot: SessionSnapshot) -> str:
     return f"{_PARK_PREFIX[parked.kind]}:{parked.ref}"
 
 
-def _sealed(
+def _appended(
     snapshot: SessionSnapshot, kind: JournalKind, attrs: dict[str, str], now_ms: int
-) -> JournalRecord:
+) -> Step:
+    """One record sealed at ``snapshot``'s chain tip, and the snapshot moved past it."""
     draft = Draft(snapshot.session_id, snapshot.next_seq, snapshot.era, kind, now_ms, attrs=attrs)
-    return seal(draft, snapshot.last_hash)
+    record = seal(draft, snapshot.last_hash)
+    after = replace(
+        snapshot, next_seq=snapshot.next_seq + 1, last_hash=record.hash, updated_ms=now_ms
+    )
+    return _step(record, after)
 
 
 def _step(record: JournalRecord, snapshot: SessionSnapshot) -> Step:
