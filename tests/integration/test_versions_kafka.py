@@ -198,6 +198,7 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     assert stranded.status is RunStatus.AWAITING_HUMAN  # what it goes back to
     parks = [r for r in _chain(settings, b) if r.kind is JournalKind.RUN_PARKED]
     assert parks[-1].attrs["parked_on"] == "version:1", parks[-1].attrs
+    assert [r.attrs.get("parked_on") for r in parks].count("version:1") == 1  # parked once
     assert "version_not_deployed" in parks[-1].attrs["reason"]
     assert parks[-1].attrs["waits_for"].startswith("task:")  # its approval, still open
     letters = [r for _, r in read_topic(settings, "deadletter") if isinstance(r, DeadLetter)]
