@@ -4,8 +4,9 @@ A version is a dotted string (``"1"``, ``"1.1"``, ``"2"``). Its first part is it
 versions of one line replay each other's histories — ``1.1`` is ``1`` with a fix behind
 ``ctx.patched`` — so a run recorded on ``1`` continues on the newest deployed version of line
 ``1``; a new line (``2``) is a changed call sequence that only new runs take. A run whose line
-is not deployed any more is not failed: the executor leaves it where it is (parked) until a
-version of its line is deployed again. Unversioned agents (``None``) behave as today: one
+is not deployed any more is not failed: the executor parks it on its version, holding what
+arrives for it, until a version of its line is deployed again (``runplane.core.engine.stranded``).
+Unversioned agents (``None``) behave as today: one
 version, always the one deployed.
 
 Pure: values in, values out. ``runplane.core.agents.AgentRegistry`` holds the versions of each
