@@ -124,17 +124,22 @@ class VersionGate(RunEnding):
         if snap.stranded_json is not None:
             assert letter is not None
             out.put_snapshot(hold(snap, letter))
+            self._metrics.stranded.labels("held").inc()
             return
         log.warning("run %s parked: %s", snap.session_id, why)
         version = snap.agent_version or "none"
         held = () if letter is None else (letter,)
         step = park_stranded(snap, version, why, now_ms=self._wall_ms(), held=held)
+        self._metrics.stranded.labels("parked").inc()
+        if held:
+            self._metrics.stranded.labels("held").inc()
         apply_step(step, out, parked_before=snap.parked_on, clock=self._wall_ms)
 
     def _release(self, snap: SessionSnapshot, p: int) -> None:
         served_by = self._registry.spec_for(snap.capability, snap.agent_version).version
         log.info("run %s released: version %s serves it", snap.session_id, served_by)
         step = release_stranded(snap, served_by or "none", now_ms=self._wall_ms())
+        self._metrics.stranded.labels("released").inc()
         apply_step(step, RunOut(self, snap.session_id, p), parked_before=None, clock=self._wall_ms)
         for letter in held_of(snap):
             self._on_message(as_message(letter))

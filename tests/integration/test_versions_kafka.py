@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import pytest
 import standins.vflow_v1
 import standins.vflow_v1_1
@@ -146,6 +147,14 @@ def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[i
     return {r["version"]: (r["in_flight"], r["stranded"], r["parked"]) for r in rows}
 
 
+def _stranded(event: str) -> float:
+    """The executors' runplane_executor_stranded_total{event} (this process's registry)."""
+    value = prometheus_client.REGISTRY.get_sample_value(
+        "runplane_executor_stranded_total", {"event": event}
+    )
+    return value or 0.0
+
+
 def _chain(settings: Settings, run_id: str) -> list[JournalRecord]:
     return [
         r
@@ -184,6 +193,7 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     verdicts = {r["run_id"]: r["verdict"] for r in json.loads(only_2.stdout)["reports"]}
     assert verdicts == {b: "missing", c: "ok"}
 
+    before = {e: _stranded(e) for e in ("parked", "held", "released")}
     with _deployed(settings, billing, "2"):
         # Parked as soon as the executor has restored it: no record for it needed.
         _wait_status(settings, b, RunStatus.PARKED)
@@ -204,12 +214,15 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     letters = [r for _, r in read_topic(settings, "deadletter") if isinstance(r, DeadLetter)]
     assert not [d for d in letters if b in d.reason]  # held, not dead-lettered
     assert _agents_list(settings, "2") == {"1": (1, True, 1), "2": (1, False, 0)}
+    assert _stranded("parked") - before["parked"] == 1
+    assert _stranded("held") - before["held"] == 1
 
     with _deployed(settings, billing, "1.1", "2"):
         # No operator step: line 1 is deployed again, so the held decision is served.
         _approve(settings, c)
         _wait_status(settings, b, RunStatus.COMPLETED)
         _wait_status(settings, c, RunStatus.COMPLETED)
+    assert _stranded("released") - before["released"] == 1
     released = [r for r in _chain(settings, b) if r.attrs.get("reason") == "version_deployed"]
     assert [(r.kind, r.attrs["parked_on"], r.attrs["version"]) for r in released] == [
         (JournalKind.RUN_PARKED, parks[-1].attrs["waits_for"], "1.1")
