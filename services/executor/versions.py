@@ -15,9 +15,10 @@ then the record in hand. All of it lands in one group commit: nothing between th
 the last held record can commit on its own, so a crash redoes the release rather than losing
 a held record. Checked before a record is served, so nothing of a held record is applied.
 
-A StartRun pinned to a line this executor does not host has no snapshot to be held in: it is
-dead-lettered ``version_not_deployed`` as before (the run stays admitted; admission checks a
-pin against what it knows is deployed, so this is a roll's race).
+A StartRun pinned to a line this executor does not host (admission checks a pin against what
+it knows is deployed, so this is a roll's race) is held too, in a snapshot made for it
+(``strand_unstarted``: nothing journaled, seq 1 stays the runtime's); released, it is served
+and the run starts on the newest version of its line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from collections import deque
 from confluent_kafka import Message
 
 from runplane.core import AgentRegistry, UnknownCapability
-from runplane.core.engine import apply_step, held_of, hold, park_stranded, release_stranded
+from runplane.core.engine import (
+    apply_step,
+    held_of,
+    hold,
+    park_stranded,
+    release_stranded,
+    strand_unstarted,
+    stranded_of,
+)
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.txn import TxnAbortable, TxnFatal
@@ -76,14 +85,15 @@ class VersionGate(RunEnding):
         raise NotImplementedError  # the executor's inbox path
 
     def _unservable(self, msg: Message, part: PartitionState, record: Record) -> bool:
-        """True when ``record`` was taken care of here: held for a stranded run, or a pinned
-        StartRun of a line not deployed dead-lettered. A stranded run whose line is served
-        again is released first (its held records served), and False is returned."""
+        """True when ``record`` was held here for a stranded run (a pinned StartRun of a line
+        not deployed too). A stranded run whose line is served again is released first (its
+        held records served), and False is returned."""
         sid = getattr(record, "session_id", "")
         if isinstance(record, StartRun):
-            why = None if sid in part.sessions else not_deployed(self._registry, record)
+            known = sid in part.sessions or sid in part.ended  # a duplicate: _start_run says so
+            why = None if known else not_deployed(self._registry, record)
             if why is not None:
-                self._dead_letter(msg, f"run {sid}: {why}", "version_not_deployed")
+                self._hold_start(msg, record, why)
             return why is not None
         snap = part.sessions.get(sid)
         if snap is None or sid in self._residents:
@@ -135,12 +145,29 @@ class VersionGate(RunEnding):
             self._metrics.stranded.labels("held").inc()
         apply_step(step, out, parked_before=snap.parked_on, clock=self._wall_ms)
 
+    def _hold_start(self, msg: Message, start: StartRun, why: str) -> None:
+        """A pinned StartRun no deployed version serves: held in a snapshot made for it."""
+        log.warning("run %s not started, held: %s", start.session_id, why)
+        now_ms = self._wall_ms()
+        letter = dead_letter(msg, f"held: {why}", SERVICE, at_ms=now_ms)
+        stub = strand_unstarted(start, start.agent_version or "none", letter, now_ms=now_ms)
+        RunOut(self, start.session_id, msg.partition() or 0).put_snapshot(stub)
+        self._metrics.stranded.labels("parked").inc()
+        self._metrics.stranded.labels("held").inc()
+
     def _release(self, snap: SessionSnapshot, p: int) -> None:
         served_by = self._registry.spec_for(snap.capability, snap.agent_version).version
         log.info("run %s released: version %s serves it", snap.session_id, served_by)
-        step = release_stranded(snap, served_by or "none", now_ms=self._wall_ms())
         self._metrics.stranded.labels("released").inc()
-        apply_step(step, RunOut(self, snap.session_id, p), parked_before=None, clock=self._wall_ms)
+        stranded = stranded_of(snap)
+        if stranded is not None and stranded.unstarted:
+            # Nothing of it was journaled: its held StartRun, served next, starts it (and
+            # its snapshot replaces this one in the same commit).
+            self._parts[p].sessions.pop(snap.session_id, None)
+        else:
+            step = release_stranded(snap, served_by or "none", now_ms=self._wall_ms())
+            out = RunOut(self, snap.session_id, p)
+            apply_step(step, out, parked_before=None, clock=self._wall_ms)
         for letter in held_of(snap):
             self._on_message(as_message(letter))
         after = self._parts[p].sessions.get(snap.session_id)

@@ -61,8 +61,11 @@ def billing(tmp_path: Path) -> Iterator[FakeBillingServer]:
         yield server
 
 
-def _admit(settings: Settings, deployed: tuple[str, ...], n: int) -> list[str]:
-    """Admission's pure decision for ``n`` requests, its journal record and StartRun produced."""
+def _admit(
+    settings: Settings, deployed: tuple[str, ...], n: int, pin: str | None = None
+) -> list[str]:
+    """Admission's pure decision for ``n`` requests (pinned to ``pin``), its journal record
+    and StartRun produced."""
     producer = plain_producer(settings)
     caps = {"vflow": CapabilitySpec(None, versions=deployed)}
     out = []
@@ -74,6 +77,7 @@ def _admit(settings: Settings, deployed: tuple[str, ...], n: int) -> list[str]:
             input_json=json.dumps({"invoice_id": f"INV-{i}"}),
             tenant="acme",
             initiator="emitter",
+            agent_version=pin,
         )
         d = decide(None, key, Position("admission", 0, time.time_ns()), request, caps, 1)
         assert isinstance(d, Admitted)
@@ -198,6 +202,10 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
         # Parked as soon as the executor has restored it: no record for it needed.
         _wait_status(settings, b, RunStatus.PARKED)
         _approve(settings, b)
+        # A run pinned to line 1 (admission still knew it) reaches an executor without it:
+        # its StartRun is held, not dead-lettered.
+        [d] = _admit(settings, ("1", "2"), 1, pin="1")
+        _wait_status(settings, d, RunStatus.PARKED)
         wait_for(
             lambda: len(held_of(_snap(settings, b))) == 1,
             timeout_s=90,
@@ -213,24 +221,30 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     assert parks[-1].attrs["waits_for"].startswith("task:")  # its approval, still open
     letters = [r for _, r in read_topic(settings, "deadletter") if isinstance(r, DeadLetter)]
     assert not [d for d in letters if b in d.reason]  # held, not dead-lettered
-    assert _agents_list(settings, "2") == {"1": (1, True, 1), "2": (1, False, 0)}
-    assert _stranded("parked") - before["parked"] == 1
-    assert _stranded("held") - before["held"] == 1
+    assert _agents_list(settings, "2") == {"1": (2, True, 2), "2": (1, False, 0)}
+    assert _stranded("parked") - before["parked"] == 2
+    assert _stranded("held") - before["held"] == 2
+    assert [r.kind for r in _chain(settings, d)] == [JournalKind.RUN_ADMITTED]  # not started
 
     with _deployed(settings, billing, "1.1", "2"):
         # No operator step: line 1 is deployed again, so the held decision is served.
         _approve(settings, c)
         _wait_status(settings, b, RunStatus.COMPLETED)
         _wait_status(settings, c, RunStatus.COMPLETED)
-    assert _stranded("released") - before["released"] == 1
+        _wait_status(settings, d, RunStatus.AWAITING_HUMAN)  # started, on the newest of line 1
+        _approve(settings, d)
+        _wait_status(settings, d, RunStatus.COMPLETED)
+    assert _output(settings, d)["version"] == "1.1"
+    assert _stranded("released") - before["released"] == 2
     released = [r for r in _chain(settings, b) if r.attrs.get("reason") == "version_deployed"]
     assert [(r.kind, r.attrs["parked_on"], r.attrs["version"]) for r in released] == [
         (JournalKind.RUN_PARKED, parks[-1].attrs["waits_for"], "1.1")
     ]
     assert _output(settings, b)["version"] == "1.1"
     assert _output(settings, c)["version"] == "2"
-    # INV-0: a once and c once; INV-1: b once on 1, then its re-check on 1.1 (the patch).
-    assert billing.counts().fetches == {"INV-0": 2, "INV-1": 2}
+    # INV-0: a and c once, d once and its re-check (1.1 from its start); INV-1: b once on 1,
+    # then its re-check on 1.1 (the patch).
+    assert billing.counts().fetches == {"INV-0": 4, "INV-1": 2}
     assert _agents_list(settings, "1.1", "2") == {"1.1": (0, False, 0), "2": (0, False, 0)}
 
     # The exported journal of b (recorded by 1, finished by 1.1 with the marker) replays on

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx
 from runplane.core.chain import verify_chain
-from runplane.core.engine import held_of, hold, park_stranded, release_stranded, stranded_of
+from runplane.core.engine import (
+    held_of,
+    hold,
+    park_stranded,
+    release_stranded,
+    strand_unstarted,
+    stranded_of,
+)
 from runplane.core.versions import inventory
 from runplane.journal.summary import summarize
 from runplane.testing import Driver
@@ -25,6 +32,7 @@ from runplane.wire import (
     JournalRecord,
     RunStatus,
     SessionSnapshot,
+    StartRun,
     Verdict,
 )
 
@@ -153,3 +161,25 @@ def test_the_inventory_counts_runs_parked_on_their_version() -> None:
         ("1", 3, 2, True),
         ("2", 0, 0, False),
     ]
+
+
+def test_a_pinned_start_nobody_serves_is_held_at_the_chain_handover() -> None:
+    start = StartRun(
+        session_id="s-2",
+        capability="flow",
+        input_json="{}",
+        admission_key="k-2",
+        tenant="acme",
+        initiator="emitter",
+        admitted_hash="a" * 64,
+        admitted_ms=7,
+        agent_version="1",
+    )
+    stub = strand_unstarted(start, "1", _letter(0), now_ms=9)
+    # Nothing journaled: seq 1 stays the runtime's, after admission's RUN_ADMITTED.
+    assert (stub.next_seq, stub.last_hash, stub.status) == (1, "a" * 64, RunStatus.PARKED)
+    stranded = stranded_of(stub)
+    assert stranded is not None and stranded.unstarted and stranded.version == "1"
+    assert held_of(hold(stub, _letter(1))) == (_letter(0), _letter(1))
+    with pytest.raises(ValueError):  # nothing to restate: serving the StartRun starts it
+        release_stranded(stub, "1.1", now_ms=10)

@@ -86,6 +86,7 @@ from runplane.core.engine.stranded import (
     hold,
     park_stranded,
     release_stranded,
+    strand_unstarted,
     stranded_of,
 )
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, Outcome, ReplayReport
@@ -116,6 +117,7 @@ __all__ = [
     "park_stranded",
     "release_stranded",
     "replay_history",
+    "strand_unstarted",
     "stranded_of",
     "withdrawal",
 ]

@@ -32,9 +32,18 @@ from runplane.wire import (
     ParkKind,
     RunStatus,
     SessionSnapshot,
+    StartRun,
 )
 
-__all__ = ["Stranded", "held_of", "hold", "park_stranded", "release_stranded", "stranded_of"]
+__all__ = [
+    "Stranded",
+    "held_of",
+    "hold",
+    "park_stranded",
+    "release_stranded",
+    "strand_unstarted",
+    "stranded_of",
+]
 
 # How the engine names a wait in RUN_PARKED's ``parked_on`` (engine/signals, approvals, …).
 _PARK_PREFIX = {
@@ -50,25 +59,37 @@ _MAX_REASON = 500
 @dataclass(frozen=True)
 class Stranded:
     """What ``SessionSnapshot.stranded_json`` holds: the version the run waits for, and the
-    status and timer it had before it was parked on it."""
+    status and timer it had before it was parked on it. ``unstarted``: its StartRun is what is
+    held — nothing of the run is journaled past admission's seq 0."""
 
     version: str
     status: RunStatus
     wake_at_ms: int | None
+    unstarted: bool = False
 
     def __post_init__(self) -> None:
         if not self.version:
             raise ValueError("a stranded run names the version it waits for")
 
     def to_json(self) -> str:
-        return canonical_json(
-            {"version": self.version, "status": str(self.status), "wake_at_ms": self.wake_at_ms}
-        )
+        data: dict[str, object] = {
+            "version": self.version,
+            "status": str(self.status),
+            "wake_at_ms": self.wake_at_ms,
+        }
+        if self.unstarted:
+            data["unstarted"] = True
+        return canonical_json(data)
 
     @classmethod
     def from_json(cls, text: str) -> Stranded:
         data = json.loads(text)
-        return cls(str(data["version"]), RunStatus(data["status"]), data.get("wake_at_ms"))
+        return cls(
+            str(data["version"]),
+            RunStatus(data["status"]),
+            data.get("wake_at_ms"),
+            bool(data.get("unstarted", False)),
+        )
 
 
 def stranded_of(snapshot: SessionSnapshot) -> Stranded | None:
@@ -149,6 +170,34 @@ def park_stranded(
     return _appended(parked, JournalKind.RUN_PARKED, attrs, now_ms)
 
 
+def strand_unstarted(
+    start: StartRun, version: str, letter: DeadLetter, *, now_ms: int
+) -> SessionSnapshot:
+    """A run whose (pinned) StartRun no deployed version serves: a PARKED snapshot holding
+    that StartRun, at the chain's handover (next seq 1 after admission's RUN_ADMITTED).
+    Nothing is journaled — seq 1 is the runtime's to write when the StartRun is served — so
+    the run index shows it admitted; ``agents list`` counts it parked."""
+    stranded = Stranded(version, RunStatus.ADMITTED, None, unstarted=True)
+    return SessionSnapshot(
+        session_id=start.session_id,
+        capability=start.capability,
+        status=RunStatus.PARKED,
+        era=0,
+        next_seq=1,
+        last_hash=start.admitted_hash,
+        case_id=start.case_id,
+        admission_key=start.admission_key,
+        tenant=start.tenant,
+        initiator=start.initiator,
+        input_json=start.input_json,
+        started_ms=start.admitted_ms,
+        updated_ms=now_ms,
+        agent_version=start.agent_version,
+        stranded_json=stranded.to_json(),
+        held_json=_held_json((letter,)),
+    )
+
+
 def hold(snapshot: SessionSnapshot, letter: DeadLetter) -> SessionSnapshot:
     """A stranded run's snapshot with one more inbox record held (journaled: nothing — the
     record is not applied yet; it is when the run is released)."""
@@ -164,8 +213,8 @@ def release_stranded(snapshot: SessionSnapshot, served_by: str, *, now_ms: int) 
     wait. The snapshot holds nothing any more: the caller serves ``held_of(snapshot)`` next, in
     order, before anything else — in the same commit, so a crash loses neither."""
     stranded = stranded_of(snapshot)
-    if stranded is None:
-        raise ValueError(f"run {snapshot.session_id} is not stranded")
+    if stranded is None or stranded.unstarted:
+        raise ValueError(f"run {snapshot.session_id} is not a started run parked on its version")
     attrs = {"reason": "version_deployed", "version": served_by, "was_parked_on": stranded.version}
     kind = JournalKind.RUN_RESUMED
     if snapshot.parked_on is not None:
