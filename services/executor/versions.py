@@ -101,7 +101,7 @@ class VersionGate(RunEnding):
         why = not_deployed(self._registry, snap)
         if why is None:
             if snap.stranded_json is not None:
-                self._release(snap, msg.partition() or 0)
+                self._guarded(snap, msg.partition() or 0, None)
             return False
         letter = dead_letter(msg, f"held: {why}", SERVICE, at_ms=self._wall_ms())
         self._strand(snap, msg.partition() or 0, why, letter)
@@ -117,17 +117,25 @@ class VersionGate(RunEnding):
             for sid, snap in list(part.sessions.items()):
                 if snap.status in ENDED or sid in self._residents:
                     continue
-                mark = self._batch.mark()
-                try:
-                    why = not_deployed(self._registry, snap)
-                    if why is not None and snap.stranded_json is None:
-                        self._strand(snap, p, why, None)
-                    elif why is None and snap.stranded_json is not None:
-                        self._release(snap, p)
-                except (TxnAbortable, TxnFatal):
-                    raise
-                except Exception as exc:  # as a timer's: this run fails, not the executor
-                    self._poisoned(sid, p, snap, mark, exc, "versions")
+                why = not_deployed(self._registry, snap)
+                if why is not None and snap.stranded_json is None:
+                    self._guarded(snap, p, why)
+                elif why is None and snap.stranded_json is not None:
+                    self._guarded(snap, p, None)
+
+    def _guarded(self, snap: SessionSnapshot, p: int, why: str | None) -> None:
+        """Park (``why``) or release (None) one run; what raises fails that run, as a timer's
+        does, not the executor."""
+        mark = self._batch.mark()
+        try:
+            if why is None:
+                self._release(snap, p)
+            else:
+                self._strand(snap, p, why, None)
+        except (TxnAbortable, TxnFatal):
+            raise
+        except Exception as exc:
+            self._poisoned(snap.session_id, p, snap, mark, exc, "versions")
 
     def _strand(self, snap: SessionSnapshot, p: int, why: str, letter: DeadLetter | None) -> None:
         out = RunOut(self, snap.session_id, p)
