@@ -121,7 +121,7 @@ def test_a_policy_that_now_refuses_stops_the_repeat_with_a_journaled_refusal(
 def test_a_refusal_on_recovery_replays_as_the_same_refusal() -> None:
     """Replayed from its history: the recorded refusal is served (the gate is not asked
     again, so no policy can change it), nothing is performed."""
-    rt, again, _ = _recover(Durability.REPLAYABLE, "s-replay", STRICT)
+    rt, _, _ = _recover(Durability.REPLAYABLE, "s-replay", STRICT)
     report = replay_history(_spec(Durability.REPLAYABLE), rt.snapshot(), dict(rt.results))
     assert report.divergence is None and report.live_calls == 0
     assert report.status is RunStatus.COMPLETED
