@@ -8,18 +8,36 @@ open are withdrawn, a replay and a restore do not ask again, and four-eyes holds
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runplane.core import AgentRegistry, AgentSpec, Durability, StepCtx, replay_history
+from runplane.core import (
+    AgentRegistry,
+    AgentSpec,
+    Durability,
+    Outcome,
+    Runtime,
+    StepCtx,
+    replay_history,
+    run_admitted,
+)
 from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
 from runplane.errors import TerminalError
 from runplane.testing import Driver
-from runplane.wire import JournalKind, RunStatus
+from runplane.wire import (
+    CloseTask,
+    DecisionOutcome,
+    JournalKind,
+    OpenTask,
+    RunStatus,
+    StartRun,
+    TaskDecision,
+)
 
 # -- pure --------------------------------------------------------------------------------------
 
@@ -216,3 +234,77 @@ def test_split_is_reported_when_every_vote_is_in_and_no_threshold_is_reached() -
 
 def test_approved_carries_seat_names() -> None:
     assert Approved(("a",)).approvers == ("a",)
+
+
+# -- a checkpointed restore: decisions that come before the new era re-reaches the panel ------
+
+
+async def drafted(ctx: StepCtx, input: Any) -> Any:
+    draft = await ctx.generate("p", "m", "draft the payout note")  # performed again per era
+    outcome = await ctx.human_panel("Send?", draft.text, seats=["a", "b", "c"], approve_at=2)
+    return {"panel": type(outcome).__name__}
+
+
+def _decision(sid: str, task_id: str, who: str) -> TaskDecision:
+    return TaskDecision(
+        session_id=sid,
+        task_id=task_id,
+        era=0,
+        call_seq=1,
+        outcome=DecisionOutcome.APPROVED,
+        decided_by=(who,),
+        decided_ms=5,
+    )
+
+
+def test_decisions_while_a_restored_era_is_busy_elsewhere_decide_the_carried_panel() -> None:
+    """The new era performs its model call again before it reaches the panel; meanwhile two
+    seats are decided. They count on the carried panel (journaled at its own slot), nobody is
+    asked again, and the era finds the decided panel in the side-effect log."""
+    spec = AgentRegistry().register(
+        AgentSpec("drafted", drafted, Durability.CHECKPOINTED), lint=False
+    )
+    start, _ = _start_run("s-c")
+    rt, step = Runtime.start(spec, start, now_ms=2)
+    gen = Outcome.success({"text": "note", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0})
+    parked = rt.complete(step.live_calls[0].call_seq, gen, now_ms=3)
+    opened = [c.task_id for c in parked.commands if isinstance(c, OpenTask)]
+    assert len(opened) == 3 and parked.snapshot.status is RunStatus.AWAITING_HUMAN
+    results = dict(rt.results)
+    rt.close()
+    rt, again = Runtime.restore(spec, parked.snapshot, results, now_ms=4)
+    assert again.live_calls and not any(isinstance(c, OpenTask) for c in again.commands)
+    first = rt.deliver(_decision("s-c", opened[0], "alice"), now_ms=5)
+    assert first.rejected is None
+    second = rt.deliver(_decision("s-c", opened[1], "bob"), now_ms=6)
+    assert second.rejected is None
+    assert any(isinstance(c, CloseTask) and c.task_id == opened[2] for c in second.commands)
+    done = rt.complete(again.live_calls[0].call_seq, gen, now_ms=7)
+    assert done.end is RunStatus.COMPLETED
+    assert not any(isinstance(c, OpenTask) for c in done.commands)  # nobody asked again
+    assert json.loads(done.snapshot.output_json or "null") == {"panel": "Approved"}
+    decided = [r for r in (*first.records, *second.records) if r.kind is JournalKind.TASK_DECIDED]
+    assert [r.attrs.get("carried_from") for r in decided][:2] == ["0/1", "0/1"]
+
+
+def _start_run(sid: str) -> tuple[StartRun, Any]:
+    admitted = run_admitted(
+        sid,
+        capability="drafted",
+        admission_key=sid,
+        tenant="t",
+        initiator="ivan",
+        input_json="{}",
+        now_ms=1,
+    )
+    start = StartRun(
+        session_id=sid,
+        capability="drafted",
+        input_json="{}",
+        admission_key=sid,
+        tenant="t",
+        initiator="ivan",
+        admitted_hash=admitted.hash,
+        admitted_ms=1,
+    )
+    return start, admitted
