@@ -19,6 +19,7 @@ from runplane.core import (
     AgentSpec,
     Durability,
     EffectDecl,
+    LiveCall,
     Outcome,
     Recovery,
     Runtime,
@@ -29,7 +30,16 @@ from runplane.core.ctx import EffectError
 from runplane.core.engine.runtime import replay_history
 from runplane.core.engine.step import Step
 from runplane.core.policy import Policy, parse_policy
-from runplane.wire import JournalKind, ResultEntry, RunStatus, Signal, StartRun, Trust
+from runplane.testing import Driver
+from runplane.wire import (
+    JournalKind,
+    ResultEntry,
+    RunStatus,
+    Signal,
+    StartRun,
+    TaskKind,
+    Trust,
+)
 
 LENIENT = parse_policy('sinks: {"tool://post": {mutating: false}}\n')
 STRICT = parse_policy('sinks: {"tool://post": {mutating: true}}\n')
@@ -126,3 +136,45 @@ def test_a_refusal_on_recovery_replays_as_the_same_refusal() -> None:
     assert report.divergence is None and report.live_calls == 0
     assert report.status is RunStatus.COMPLETED
     assert report.output == {"refused": "SinkRefused"}
+
+
+def test_an_operator_retry_verdict_is_gated_again() -> None:
+    """Undeclared (mutating, requires_operator): the call is applied, the process dies before
+    its outcome is recorded, an operator is asked. The policy is tightened before the verdict:
+    the RETRY is refused by the gate, recorded, and the tool is not called a second time."""
+
+    async def forwards_once(ctx: StepCtx, input: Any) -> Any:
+        memo = await ctx.wait_signal("memo")
+        try:
+            return await ctx.tool("post", {"body": memo})
+        except EffectError as exc:
+            return {"refused": exc.type}
+
+    spec = AgentRegistry().register(AgentSpec("fwd", forwards_once), lint=False)
+    calls: list[Any] = []
+    crashed: list[str] = []
+
+    def crash_after_first_post(phase: str, call: LiveCall) -> bool:
+        if phase == "after_act" and call.target == "post" and not crashed:
+            crashed.append(phase)
+            return True
+        return False
+
+    def post(args: dict[str, Any], key: str | None) -> dict[str, Any]:
+        calls.append(args)
+        return {"posted": True}
+
+    driver = Driver(
+        spec,
+        tools={"post": post},
+        policy=LENIENT,
+        crash_hook=crash_after_first_post,
+    )
+    driver.run("fwd", {}, session_id="s-op")
+    run = driver.signal("s-op", "memo", "hello")
+    assert run.task is not None and run.task.kind is TaskKind.OPERATOR and len(calls) == 1
+    driver.policy = STRICT
+    driver.crash("s-op")  # rebuilt under the policy bound now
+    run = driver.decide("s-op", "RETRY")
+    assert run.status is RunStatus.COMPLETED and run.output == {"refused": "SinkRefused"}
+    assert len(calls) == 1  # not performed again
