@@ -308,3 +308,18 @@ def _start_run(sid: str) -> tuple[StartRun, Any]:
         admitted_ms=1,
     )
     return start, admitted
+
+
+def test_a_seat_decision_by_nobody_is_rejected() -> None:
+    driver = _driver()
+    driver.run("reviewed", {}, session_id="p7")
+    legal = _seat(driver, "p7", "legal")
+    task = driver.sessions["p7"].open_tasks[legal]
+    run = driver.decide("p7", "REJECTED", by=(), task_id=legal)
+    assert run.status is RunStatus.AWAITING_HUMAN
+    assert not [r for r in run.journal if r.kind is JournalKind.TASK_DECIDED]
+    driver.sessions["p7"].open_tasks[legal] = task
+    run = driver.decide("p7", "REJECTED", by=("alice",), task_id=legal)
+    assert [r.attrs["counted"] for r in run.journal if r.kind is JournalKind.TASK_DECIDED] == [
+        "yes"
+    ]

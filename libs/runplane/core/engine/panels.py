@@ -135,6 +135,8 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     if problem is not None:
         return Rejected(problem)
     principals = tuple(p for p in decision.decided_by if p.strip())
+    if not principals and outcome is not DecisionOutcome.ESCALATED:
+        return Rejected("a panel seat is decided by somebody: decided_by is empty")
     attrs = {
         "task_id": decision.task_id,
         "seat": seat,
