@@ -9,12 +9,15 @@ serves it from the journal.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from runplane.cli import app
 from runplane.core import AgentRegistry, AgentSpec, StepCtx, replay_history
 from runplane.core.policy import AgentPolicy, SignalTrust, parse_policy
 from runplane.core.releases import SinkRefused
@@ -133,3 +136,11 @@ def test_trust_needs_an_authenticated_sender_and_a_rule_covering_both(
         and any((n is None or n == name) and (s is None or s == sender) for n, s in rules)
     )
     assert ap.trusts_signal(name, sender) is expected
+
+
+def test_policy_check_prints_the_trusted_signal_senders(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    result = CliRunner().invoke(app, ["policy", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "agent payer: trusted signals: pay_to from alice, * from ops-bot" in result.output
