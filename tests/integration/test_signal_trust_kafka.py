@@ -81,8 +81,9 @@ def test_only_a_trusted_senders_signal_reaches_a_mutating_tool(
         wait_for(lambda: all(_status(settings, i) is RunStatus.PARKED for i in ids), timeout_s=60)
         client.signal(trusted.run_id, "pay_to", "acct-42", sent_by="alice", tenant="acme")
         client.signal(untrusted.run_id, "pay_to", "acct-42", sent_by="mallory", tenant="acme")
-        for run in (trusted, untrusted):
-            wait_for(lambda r=run: _status(settings, r.run_id) is RunStatus.COMPLETED, timeout_s=60)
+        wait_for(
+            lambda: all(_status(settings, i) is RunStatus.COMPLETED for i in ids), timeout_s=60
+        )
 
     rows = sessions(settings)
     assert json.loads(rows[trusted.run_id].output_json or "null") == {
