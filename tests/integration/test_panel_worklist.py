@@ -1,8 +1,9 @@
 """A panel of people on the worklist, with the real executor, broker and Redis (issue 14.5).
 
 The run opens a task per seat (two finance seats, one auditor seat; 2 approvals carry it) and
-parks. Its initiator is refused every seat (403). ada approves one finance seat, then the
-other: the worklist sees two tasks and lets her, the run does not count the second (four-eyes
+parks. Its initiator is refused every seat (403). ada approves one finance seat; the executor
+is stopped and another restores the run mid-panel (nobody is asked again); ada approves the
+other finance seat: the worklist sees two tasks and lets her, the run does not count the second (four-eyes
 across the panel) and asks that seat again with a new task; bob approves it. Two approvals
 decide the panel before the auditor seat is decided: that task is withdrawn, the run
 completes with ``Approved``, each decision is in its journal, which verifies.
@@ -44,6 +45,15 @@ def _open_seats(client: Any, who: str, run_id: str) -> dict[str, dict[str, Any]]
     return {t["task_id"]: t for t in tasks if t["session_id"] == run_id}
 
 
+def _counted(settings: Settings, run_id: str) -> int:
+    records, _ = chain_of(settings, run_id)
+    return sum(
+        1
+        for r in records
+        if r.kind is JournalKind.TASK_DECIDED and dict(r.attrs).get("counted") == "yes"
+    )
+
+
 def _decide(client: Any, who: str, task_id: str) -> Any:
     return client.post(
         f"/api/tasks/{task_id}/decide", headers=auth(who), json={"decision": "approve"}
@@ -55,37 +65,49 @@ def test_a_panel_of_people_decides_by_quorum_with_four_eyes_across_seats(
 ) -> None:
     ex = ExecutorSettings(base=settings)
     principals = write_principals(tmp_path, tenant="acme")
-    with worklist_service(settings, principals) as wl, executor_thread(ex, registry=panel_agents()):
+    with worklist_service(settings, principals) as wl:
         c = wl.client
-        [run] = admit(
-            plain_producer(settings), settings, "payout_panel", [{"amount": 40}], initiator="ivan"
-        )
-        rid = run.run_id
-        seats = wait_for("three seats", lambda: len(_open_seats(c, "ada", rid)) == 3, 60)
-        assert seats
-        open_ = _open_seats(c, "ada", rid)
-        fin1, fin2, audit = (f"{rid}/0/0/panel/{s}" for s in ("fin-1", "fin-2", "audit"))
-        assert set(open_) == {fin1, fin2, audit}
-        assert open_[audit]["role"] == "auditor" and open_[fin1]["answer"] == {"amount": 40}
+        with executor_thread(ex, registry=panel_agents()):
+            [run] = admit(
+                plain_producer(settings),
+                settings,
+                "payout_panel",
+                [{"amount": 40}],
+                initiator="ivan",
+            )
+            rid = run.run_id
+            wait_for("three seats", lambda: len(_open_seats(c, "ada", rid)) == 3, 60)
+            open_ = _open_seats(c, "ada", rid)
+            fin1, fin2, audit = (f"{rid}/0/0/panel/{s}" for s in ("fin-1", "fin-2", "audit"))
+            assert set(open_) == {fin1, fin2, audit}
+            assert open_[audit]["role"] == "auditor" and open_[fin1]["answer"] == {"amount": 40}
 
-        refused = _decide(c, "ivan", fin1)  # the initiator sits on no seat
-        assert refused.status_code == 403 and "four-eyes" in refused.json()["detail"]
-        assert _decide(c, "ada", fin1).status_code == 200
-        # The worklist cannot tell the seats are one panel: it lets ada decide a second one.
-        assert _decide(c, "ada", fin2).status_code == 200
-        again = f"{fin2}/1"
-        wait_for("fin-2 asked again", lambda: again in _open_seats(c, "bob", rid), 60)
-        assert sessions(settings)[rid].status is RunStatus.AWAITING_HUMAN
-        assert _decide(c, "bob", again).status_code == 200
+            refused = _decide(c, "ivan", fin1)  # the initiator sits on no seat
+            assert refused.status_code == 403 and "four-eyes" in refused.json()["detail"]
+            assert _decide(c, "ada", fin1).status_code == 200
+            wait_for("ada's vote counted", lambda: _counted(settings, rid) == 1, 60)
+        # The executor is gone; the next one restores the run mid-panel from its snapshot and
+        # journal: nobody is asked again, ada's vote still counts.
+        with executor_thread(ex, registry=panel_agents()):
+            # The worklist cannot tell the seats are one panel: it lets ada decide another.
+            assert _decide(c, "ada", fin2).status_code == 200
+            again = f"{fin2}/1"
+            wait_for("fin-2 asked again", lambda: again in _open_seats(c, "bob", rid), 60)
+            assert sessions(settings)[rid].status is RunStatus.AWAITING_HUMAN
+            assert _decide(c, "bob", again).status_code == 200
 
-        wait_for("completion", lambda: sessions(settings)[rid].status is RunStatus.COMPLETED, 60)
-        withdrawn = wait_for(
-            "the auditor seat withdrawn",
-            lambda: c.get(f"/api/tasks/{audit}", headers=auth("ada")).json()["status"] == "CLOSED",
-            60,
-        )
-        assert withdrawn
+            wait_for(
+                "completion", lambda: sessions(settings)[rid].status is RunStatus.COMPLETED, 60
+            )
+            closed = f"/api/tasks/{audit}"
+            wait_for(
+                "the auditor seat withdrawn",
+                lambda: c.get(closed, headers=auth("ada")).json()["status"] == "CLOSED",
+                60,
+            )
 
+    opened = [r for r in chain_of(settings, rid)[0] if r.kind is JournalKind.TASK_OPENED]
+    assert [dict(r.attrs)["task_id"] for r in opened] == [audit, fin1, fin2, f"{fin2}/1"]
     output = json.loads(sessions(settings)[rid].output_json or "null")
     assert output == {"panel": "Approved", "seats": ["fin-1", "fin-2"]}
     records, results = chain_of(settings, rid)
