@@ -28,6 +28,7 @@ from runplane.core import (
 from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
 from runplane.errors import TerminalError
+from runplane.journal.summary import parked_on_of, status_of
 from runplane.testing import Driver
 from runplane.wire import (
     CloseTask,
@@ -323,3 +324,12 @@ def test_a_seat_decision_by_nobody_is_rejected() -> None:
     assert [r.attrs["counted"] for r in run.journal if r.kind is JournalKind.TASK_DECIDED] == [
         "yes"
     ]
+
+
+def test_the_journal_alone_shows_the_run_awaiting_people_between_decisions() -> None:
+    driver = _driver()
+    driver.run("reviewed", {}, session_id="p8")
+    run = driver.decide("p8", "APPROVED", by=("alice",), task_id=_seat(driver, "p8", "legal"))
+    last: Any = run.journal[-1]  # read as the journal summary reads an audit record
+    assert status_of(last) is RunStatus.AWAITING_HUMAN
+    assert parked_on_of(last) == "task:p8/0/0"

@@ -147,6 +147,7 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     if outcome is DecisionOutcome.ESCALATED:
         # The worklist reopened the seat's task for another role: it still asks the seat.
         _note(run, open_, wait, {**attrs, "counted": "no"})
+        _still_parked(run, open_, wait)
         return SUSPEND
     repeat = state.repeat(principals)
     if repeat is not None:
@@ -166,6 +167,7 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     _note(run, open_, wait, {**attrs, "counted": "yes"})
     if isinstance(state.outcome, Pending):
         run.open = replace(open_, value={**state.to_json(), "ask": open_.value["ask"]})
+        _still_parked(run, open_, wait)
         return SUSPEND
     return _decided(run, open_, state, wait)
 
@@ -196,6 +198,15 @@ def _note(
         name=open_.name,
         attrs={**attrs, "carried_from": f"{open_.era}/{open_.call_seq}"},
     )
+
+
+def _still_parked(run: Run, open_: OpenRequest, wait: Wait | None) -> None:
+    """The run waits on: say so after the decision (as an escalation does), so a reader of
+    the journal alone (its summary, the runs UI) sees it awaiting people, not running."""
+    if wait is None:
+        return  # carried: the run is busy elsewhere in its new era
+    attrs = {"parked_on": f"task:{open_.ref}", "task_id": open_.ref, "panel": "pending"}
+    run.rec.seal(JournalKind.RUN_PARKED, call_seq=wait.slot.call_seq, attrs=attrs)
 
 
 def _ask_again(
