@@ -25,6 +25,7 @@ from runplane.core import (
     replay_history,
     run_admitted,
 )
+from runplane.core.ctx import WaitTimedOut
 from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
 from runplane.errors import TerminalError
@@ -333,3 +334,22 @@ def test_the_journal_alone_shows_the_run_awaiting_people_between_decisions() -> 
     last: Any = run.journal[-1]  # read as the journal summary reads an audit record
     assert status_of(last) is RunStatus.AWAITING_HUMAN
     assert parked_on_of(last) == "task:p8/0/0"
+
+
+def test_a_panel_times_out_durably_and_withdraws_its_open_seats() -> None:
+    async def timed(ctx: StepCtx, input: Any) -> Any:
+        try:
+            await ctx.human_panel("?", None, seats=["a", "b", "c"], approve_at=2, timeout=60)
+        except WaitTimedOut:
+            return {"timed_out": True}
+        return {"timed_out": False}
+
+    driver = Driver(AgentRegistry().register(AgentSpec("timed", timed), lint=False))
+    driver.run("timed", {}, session_id="p9")
+    driver.decide("p9", "APPROVED", by=("alice",), task_id=_seat(driver, "p9", "a"))
+    driver.crash("p9")  # the timer is in the snapshot: a restart keeps it
+    driver.advance(61_000)
+    run = driver.view("p9")
+    assert run.status is RunStatus.COMPLETED and run.output == {"timed_out": True}
+    withdrawn = sorted(t.rsplit("/", 1)[1] for t in driver.closed_tasks if "/panel/" in t)
+    assert withdrawn == ["b", "c"]

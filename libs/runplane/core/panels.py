@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from runplane.core.ctx import Effect, Op
 from runplane.core.plan import Pending, Quorum, QuorumOutcome, Vote
+from runplane.core.waits import Duration, timer_request
 from runplane.errors import TerminalError
 
 __all__ = [
@@ -95,9 +96,15 @@ def panel_effect(
     seats: Mapping[str, str] | Sequence[str],
     approve_at: int,
     reject_at: int | None = None,
+    timeout: Duration | None = None,
+    calendar: str = "wall",
 ) -> Effect:
-    """``ctx.human_panel``: the panel as an effect (family ``approval``, op ``Op.PANEL``)."""
+    """``ctx.human_panel``: the panel as an effect (family ``approval``, op ``Op.PANEL``).
+    ``timeout``: a durable timeout of the run's own, as on ``ctx.approval`` (``WaitTimedOut``
+    past it; the seats still open are withdrawn)."""
     request = panel_request(question, answer, seats, approve_at, reject_at)
+    if timeout is not None:  # only when set: panels without one keep their witness
+        request["timeout"] = timer_request(timeout, None, calendar)
     return Effect("approval", "panel", request, Op.PANEL)
 
 

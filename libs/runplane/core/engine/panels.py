@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Effect, EffectError, Op
-from runplane.core.engine import approvals
+from runplane.core.engine import approvals, timers
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
@@ -74,6 +74,8 @@ def panel(run: Run, slot: Slot) -> Resolution:
     )
     set_open(run, request)
     run.park(ParkKind.TASK, panel_id, call_seq, RunStatus.AWAITING_HUMAN)
+    if req.get("timeout") is not None:  # WaitTimedOut past it; the open seats are withdrawn
+        timers.arm(run, slot, timers.instant(run, req["timeout"]), f"task:{panel_id}")
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 
