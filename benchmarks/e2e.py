@@ -2,10 +2,11 @@
 
     python -m benchmarks.e2e        # needs the local stack (`runplane up` / `make up`)
 
-Admission and one executor run as threads of this process, as ``runplane serve all`` runs
-them, with their default settings (whatever batching they do is what is measured). Two
-agents: ``step3`` makes three ``ctx.tool`` calls to a tool returning n+1; ``noop`` returns its
-input. Each is driven as a closed loop (``benchmarks.e2e_drive``) one at a time, 16 in flight
+Admission and one executor run twice (``benchmarks.e2e_services``): as threads of this
+process, as ``runplane serve all`` runs them, and as one stock process per service, as the
+chart deploys them (rows "· processes"); both with their default settings (whatever batching
+they do is what is measured). Two agents (``benchmarks.e2e_agents``): ``step3`` makes three
+``ctx.tool`` calls to a tool returning n+1; ``noop`` returns its input. Each is driven as a closed loop (``benchmarks.e2e_drive``) one at a time, 16 in flight
 and 200 in flight; latency is from just before the AdmissionRequest's produce to the moment
 the run's COMPLETED SessionSnapshot is readable (read_committed) on ``sessions``.
 
@@ -29,72 +30,25 @@ Numbers only: nothing here asserts a timing.
 
 from __future__ import annotations
 
-import contextlib
 import statistics
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import Message, Producer
 
-from benchmarks import e2e_baseline
+from benchmarks import e2e_agents, e2e_baseline, e2e_services
 from benchmarks.e2e_drive import Judge, Level, Watcher, closed_loop
 from benchmarks.executor import scratch_topics
 from runplane.config import Settings
-from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
 from runplane.kafka.clients import producer_config
-from runplane.providers import FunctionTool
 from runplane.wire import AdmissionRequest, RunStatus, Serde, SessionSnapshot, StartRun
-from services.admission.decide import CapabilitySpec
-from services.admission.serve import build as build_admission
-from services.admission.settings import AdmissionSettings
-from services.executor.harness import executor_thread
-from services.executor.settings import ExecutorSettings
 
 # (in flight, completions measured): each level runs a few seconds on this machine.
 LEVELS = ((1, 100), (16, 800), (200, 2000))
 WARM = 200  # runs before the first level, at 16 in flight (the first ones pay for warm-up)
-WORKLOADS = ("step3", "noop")
-
-REGISTRY = AgentRegistry()
-_INC = EffectDecl("inc", mutating=False, recovery=Recovery.RETRY, timeout_s=5.0)
-
-
-@REGISTRY.agent("step3", effects=[_INC])
-async def step3(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
-    n = int(input["n"])
-    for _ in range(3):
-        n = int((await ctx.tool("inc", {"n": n}))["n"])
-    return {"n": n}
-
-
-@REGISTRY.agent("noop")
-async def noop(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
-    return input
-
-
-def _inc(n: int) -> dict[str, int]:
-    return {"n": n + 1}
-
-
-@contextlib.contextmanager
-def _admission(settings: Settings) -> Iterator[None]:
-    caps = {name: CapabilitySpec({"type": "object"}) for name in WORKLOADS}
-    # Unsigned requests (dev mode): signing is not what this measures.
-    processor = build_admission(
-        AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=processor.run, args=(stop,), name="admission", daemon=True)
-    thread.start()
-    try:
-        if not processor.ready.wait(120):
-            raise TimeoutError("admission never got its partitions")
-        yield
-    finally:
-        stop.set()
-        thread.join(60)
+WORKLOADS = e2e_agents.CAPABILITIES
+# Each mode's rows are named "<agent>" (threads) or "<agent> · processes".
+_SERVICES = {"threads": e2e_services.threads, "processes": e2e_services.processes}
 
 
 def _judge(settings: Settings) -> Judge:
@@ -138,19 +92,18 @@ def _hops(watcher: Watcher, keys: set[str]) -> dict[str, float]:
     return {**out, "total": round(statistics.median(totals), 1)} if totals else out
 
 
-def _runplane(base: Settings) -> dict[str, Any]:
+def _runplane(base: Settings, mode: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with scratch_topics(base) as settings, _admission(settings):
+    suffix = "" if mode == "threads" else f" · {mode}"
+    with scratch_topics(base) as settings:
         serde = Serde.from_settings(settings)
-        tools = {"inc": FunctionTool("inc", _inc, decl=_INC)}
-        own = ExecutorSettings(base=settings, agent_modules=())
         producer = Producer(producer_config(settings, linger_ms=0))
         topic = settings.topic("admission")
         watcher = Watcher(
             settings, [settings.topic("sessions"), settings.topic("runs.inbox")], _judge(settings)
         )
         try:
-            with executor_thread(own, tools=tools, providers={}, registry=REGISTRY):
+            with _SERVICES[mode](settings):
                 for workload in WORKLOADS:
 
                     def send(key: str, workload: str = workload) -> None:
@@ -176,12 +129,13 @@ def _runplane(base: Settings) -> dict[str, Any]:
                         levels.append(
                             closed_loop(send, watcher, in_flight=in_flight, total=total, tag=tag)
                         )
-                    out[workload] = {
+                    out[workload + suffix] = {
                         "warm_up_runs_per_s": warm.runs_per_s,
                         "levels": [lv.as_dict() for lv in levels],
                     }
-            lone = {f"step3-1-{i}" for i in range(LEVELS[0][1])}
-            out["hops_ms_lone_step3"] = _hops(watcher, lone)
+            if mode == "threads":
+                lone = {f"step3-1-{i}" for i in range(LEVELS[0][1])}
+                out["hops_ms_lone_step3"] = _hops(watcher, lone)
         finally:
             watcher.close()
     return out
@@ -189,7 +143,9 @@ def _runplane(base: Settings) -> dict[str, Any]:
 
 def run(settings: Settings | None = None) -> dict[str, Any]:
     base = settings if settings is not None else Settings.from_env()
-    result = _runplane(base)
+    result: dict[str, Any] = {}
+    for mode in e2e_services.MODES:
+        result.update(_runplane(base, mode))
     with scratch_topics(base) as s:
         result["raw_kafka"] = e2e_baseline.measure(s, LEVELS, WARM)
     return result

@@ -16,6 +16,7 @@ without trace headers leaves without them, so journals and wire bytes are unchan
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -110,7 +111,9 @@ def _recording() -> bool:
     return isinstance(trace.get_tracer_provider(), _sdk_provider_type())
 
 
+@functools.cache
 def _sdk_provider_type() -> type:
+    # Cached: asked once per record handled, and an import statement is not free.
     try:
         from opentelemetry.sdk.trace import TracerProvider
     except ImportError:  # pragma: no cover - the SDK is a dependency

@@ -151,7 +151,6 @@ class Executor(RunRepair, TimerScan, VersionGate):
                 restore_timeout_s=RESTORE_DEADLINE_S,
                 producer_overrides={
                     "transaction.timeout.ms": settings.transaction_timeout_ms,
-                    "linger.ms": 1,
                 },
                 consumer_overrides={
                     "session.timeout.ms": settings.session_timeout_ms,

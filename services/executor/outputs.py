@@ -78,7 +78,10 @@ class Outputs:
         elif isinstance(command, _CASE_COMMANDS):
             self._out("cases.commands", command.case_id, command, now)
         elif isinstance(command, RunStatusUpdate):
-            self._out("admission", command.admission_key, command, now)
+            # Last wins within a transaction: admission keeps only a run's latest status, and
+            # nobody can read the RUNNING of a run whose COMPLETED commits with it. A run that
+            # starts and ends in one batch costs admission one record instead of two.
+            self._out("admission", command.admission_key, command, now, last_wins=True)
         elif isinstance(command, AdmissionRequest):  # a commission's child run
             self._out("admission", command.admission_key, command, now, signed=True)
         elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
@@ -100,6 +103,7 @@ class Outputs:
         *,
         partition: int | None = None,
         signed: bool = False,
+        last_wins: bool = False,
     ) -> None:
         if topic == "sessions":
             # Encoded at commit, once per run per batch: later steps replace earlier rows.
@@ -115,7 +119,7 @@ class Outputs:
             signature = self._emitter_key.headers(raw_key, value, self._wall_ms())
             headers = [*(headers or ()), *((k, v) for k, v in signature if isinstance(v, bytes))]
         out = Out(self._topic[topic], raw_key, value, partition, headers=headers)
-        self._batch.add(out, now)
+        self._batch.add(out, now, last_wins=last_wins)
 
     def _dead_letter(self, msg: Message, reason: str, kind: str) -> None:
         self._metrics.deadletters.labels(kind).inc()

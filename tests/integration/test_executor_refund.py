@@ -107,12 +107,13 @@ def test_refund_parks_then_completes_with_one_charge(
         for k, r in read_topic(settings, "admission")
         if isinstance(r, RunStatusUpdate) and r.run_id == run.run_id
     ]
-    assert updates == [
-        RunStatus.RUNNING,
-        RunStatus.AWAITING_HUMAN,
-        RunStatus.RUNNING,
-        RunStatus.COMPLETED,
-    ]
+    # The executor sends a run's latest status per transaction (a RUNNING that commits with
+    # the status after it is never sent), so these are the full path's statuses in order,
+    # some possibly skipped — never reordered, and never without the park or the end.
+    full = [RunStatus.RUNNING, RunStatus.AWAITING_HUMAN, RunStatus.RUNNING, RunStatus.COMPLETED]
+    rest = iter(full)
+    assert all(status in rest for status in updates), updates
+    assert RunStatus.AWAITING_HUMAN in updates and updates[-1] is RunStatus.COMPLETED, updates
 
 
 def test_bad_inbox_input_is_dead_lettered_and_the_partition_moves_on(

@@ -109,6 +109,11 @@ def transactional_producer_config(
             # p50 24 ms). The backoff still grows exponentially up to retry.backoff.max.ms
             # (1 s) for errors that last.
             "retry.backoff.ms": 5,
+            # Every record of a transaction goes out by its commit anyway (the commit flushes);
+            # lingering only delays the flush the commit waits for (admission at 16 runs in
+            # flight: commit p50 7.0 → 4.4 ms). Under load librdkafka still batches: records
+            # queue behind the request in flight.
+            "linger.ms": 0,
             **_normalise(extra),
         },
     )
