@@ -30,7 +30,7 @@ from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
 from runplane.errors import TerminalError
 from runplane.journal.summary import parked_on_of, status_of
-from runplane.testing import Driver
+from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import (
     CloseTask,
     DecisionOutcome,
@@ -353,3 +353,25 @@ def test_a_panel_times_out_durably_and_withdraws_its_open_seats() -> None:
     assert run.status is RunStatus.COMPLETED and run.output == {"timed_out": True}
     withdrawn = sorted(t.rsplit("/", 1)[1] for t in driver.closed_tasks if "/panel/" in t)
     assert withdrawn == ["b", "c"]
+
+
+def test_a_restored_era_that_asks_something_else_withdraws_the_carried_panels_seats() -> None:
+    async def changes_its_mind(ctx: StepCtx, input: Any) -> Any:
+        draft = await ctx.generate("scripted", "m", "panel or not?")
+        if draft.text == "panel":
+            await ctx.human_panel("?", None, seats=["a", "b"], approve_at=2)
+            return "panel"
+        decision = await ctx.approval("just one?", None, role="finance")
+        return decision.outcome
+
+    spec = AgentRegistry().register(
+        AgentSpec("mind", changes_its_mind, Durability.CHECKPOINTED), lint=False
+    )
+    driver = Driver(spec, providers={"scripted": ScriptedProvider(["panel", "single"])})
+    driver.run("mind", {}, session_id="p10")
+    seats = sorted(t for t in driver.sessions["p10"].open_tasks if "/panel/" in t)
+    assert len(seats) == 2
+    driver.crash("p10")
+    run = driver.wake("p10")  # era 1: the model answers otherwise, an approval is asked
+    assert run.task is not None and "/panel/" not in run.task.task_id
+    assert sorted(t for t in driver.closed_tasks if "/panel/" in t) == seats
