@@ -105,10 +105,10 @@ def _await_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 12
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         url = f"http://127.0.0.1:{port}/readyz"
         with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
             if reply.status == 200:
                 return
         time.sleep(0.2)
-    raise TimeoutError(f"{proc.args} not ready on port {port} within {timeout_s} s")
+    raise TimeoutError(f"{proc.args!r} not ready on port {port} within {timeout_s} s")
