@@ -69,11 +69,15 @@ class GateState:
         self.flow: dict[tuple[int, int], Label] = {}
 
 
-def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolution | None:
+def gate(
+    run: Run, slot: Slot, decl: EffectDecl, payload: Any = None, *, recovering: bool = False
+) -> Resolution | None:
     """None when the call may go out; else the recorded refusal, served to the agent.
 
     ``payload``: what the call sends, when it is not a tool's ``args`` or a model's
-    ``prompt`` (another outbound family — a commission — passes its own before it dispatches)."""
+    ``prompt`` (another outbound family — a commission — passes its own before it dispatches).
+    ``recovering``: a call in doubt performed again (``doubt.perform_again``); the budget
+    admitted it when it was first announced and is not asked again."""
     declared = declared_sinks(run.spec.fn)
     if run.policy is None and declared is None:
         return None
@@ -84,7 +88,11 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
     estimate = 0
     if effect.family == "generation":
         estimate = int(effect.request.get("params", {}).get("max_tokens") or 0)
-    over = ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
+    over = (
+        None
+        if recovering
+        else ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
+    )
     if over is not None:
         return _refuse(run, slot, "BudgetExceeded", Refusal(sink, Reason.BUDGET, "$", over))
     if ap.sinks is not None and sink not in ap.sinks:
