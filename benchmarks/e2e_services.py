@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +58,7 @@ def threads(settings: Settings) -> Iterator[None]:
 
 @contextlib.contextmanager
 def processes(settings: Settings) -> Iterator[None]:
-    """The stock services as child processes; ready once a run completes (the warm-up)."""
+    """The stock services as child processes, measured once both answer ``/readyz``."""
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -63,8 +66,6 @@ def processes(settings: Settings) -> Iterator[None]:
         "RUNPLANE_PARTITIONS": str(settings.partitions),
         "RUNPLANE_AGENT_MODULES": "benchmarks.e2e_agents",
         "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
-        "RUNPLANE_ADMISSION_PORT": "0",
-        "RUNPLANE_EXECUTOR_PORT": "0",
         "RUNPLANE_LOG_LEVEL": "WARNING",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
@@ -91,3 +92,23 @@ def processes(settings: Settings) -> Iterator[None]:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _await_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        url = f"http://127.0.0.1:{port}/readyz"
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
+            if reply.status == 200:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{proc.args!r} not ready on port {port} within {timeout_s} s")

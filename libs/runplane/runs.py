@@ -1,4 +1,4 @@
-"""Read one run's journal, bodies and audit records straight from Kafka.
+"""Read one run's journal, bodies and audit records — and a case — straight from Kafka.
 
 Used by ``runplane journal show|verify`` and by the journal service's HTTP API. Independent of
 any service: a run's records live on its session's partition of ``journal`` (and of
@@ -32,13 +32,14 @@ from runplane.errors import RetryableError, WireError
 from runplane.journal.signing import Keyring, header_of, unsigned
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Serde
+from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, Serde
 
 __all__ = [
     "RunHistory",
     "key_text",
     "parse_result_key",
     "read_audit",
+    "read_case",
     "read_run",
     "result_key",
     "session_partition",
@@ -239,3 +240,27 @@ def read_audit(
         return out
     finally:
         consumer.close()
+
+
+def read_case(
+    settings: Settings, case_id: str, *, timeout_s: float = 30.0, serde: Serde | None = None
+) -> CaseRecord | None:
+    """The latest committed CaseRecord of ``case_id`` from the compacted ``cases`` topic (the
+    cases service's own table: the case's partition to its end, last record for the key wins,
+    a tombstone deletes), or None when there is no such case. ``WireError`` when the latest
+    record does not decode; ``RetryableError`` when the topic is missing or slow."""
+    serde = serde or Serde.from_settings(settings)
+    topic = settings.topic("cases")
+    consumer = _consumer(settings)
+    try:
+        partition = partition_for(case_id, _partitions(consumer, topic, timeout_s))
+        latest: Message | None = None
+        for msg in _read_to_end(consumer, topic, partition, None, timeout_s):
+            if key_text(msg) == case_id:
+                latest = msg
+    finally:
+        consumer.close()
+    case = None if latest is None else _decoded(latest, CaseRecord, serde, "cases")
+    if case is WireError:
+        raise WireError(f"the latest record of case {case_id!r} does not decode")
+    return case if isinstance(case, CaseRecord) else None

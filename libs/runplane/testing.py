@@ -234,12 +234,14 @@ class Driver(OperateVerbs, AdmissionVerbs):
         *,
         comment: str = "",
         by: tuple[str, ...] = ("reviewer",),
+        task_id: str | None = None,
     ) -> RunView:
-        """Decide the run's open task (approval or operator verdict)."""
+        """Decide the run's open task (approval or operator verdict); ``task_id``: which one
+        (a panel has one per seat), else the first."""
         session = self.sessions[session_id]
         if not session.open_tasks:
             raise AssertionError(f"run {session_id} has no open task")
-        task = next(iter(session.open_tasks.values()))
+        task = session.open_tasks[task_id or next(iter(session.open_tasks))]
         self._inbox.append(self._decision(task, outcome, comment, by))
         self._drain()
         return self.view(session_id)
@@ -425,6 +427,8 @@ class Driver(OperateVerbs, AdmissionVerbs):
                     "auto-reviewer",
                     *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)),
                 )
+                if "/panel/" in command.task_id:  # a panel counts one person on one seat
+                    by = (f"auto-reviewer@{command.task_id.rsplit('/panel/', 1)[1]}",)
                 self._inbox.append(self._decision(command, verdict, "", by))
         elif isinstance(command, CloseTask):
             session.open_tasks.pop(command.task_id, None)

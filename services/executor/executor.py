@@ -200,6 +200,7 @@ class Executor(RunRepair, TimerScan, VersionGate):
                 self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
+                    self._check_versions()  # stranded runs: parked / released (versions.py)
                     self._fire_timers()
                 self._loop.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.

@@ -34,6 +34,7 @@ class ExecutorMetrics:
     poisoned: Counter
     expired: Counter
     timer_lateness: Histogram
+    stranded: Counter
 
 
 @cache
@@ -106,5 +107,11 @@ def executor_metrics() -> ExecutorMetrics:
             "runplane_executor_timer_lateness_seconds",
             "How long after its journaled instant a durable timer was delivered.",
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
+        ),
+        stranded=Counter(
+            "runplane_executor_stranded_total",
+            "Runs no deployed version serves: parked on their version, inbox records held for"
+            " them, runs released when their line is deployed again.",
+            ["event"],
         ),
     )

@@ -58,6 +58,9 @@ class PartitionState:
     # Ended runs whose bodies the retention will tombstone, soonest first: their result keys
     # only, not the bodies (see ``end``).
     expiring: deque[Expiring] = field(default_factory=deque)
+    # Whether the executor has parked (or released) the runs of this partition that its agent
+    # versions cannot (or can again) serve, once after the restore (services/executor/versions).
+    versions_checked: bool = False
 
     def results_of(self, session_id: str) -> dict[SlotKey, ResultEntry]:
         return self.results.setdefault(session_id, {})

@@ -47,7 +47,7 @@ from runplane.journal.summary import RunSummary
 from runplane.journal.verify import bodies_of, verify_records
 from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
-from runplane.wire import RunStatus, to_dict
+from runplane.wire import CaseRecord, RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
 from services.journal.repair import Repairer, install_repair_routes
 
@@ -70,6 +70,10 @@ class RunReader(Protocol):
     (None: from the beginning)."""
 
     def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory: ...
+
+    def case(self, case_id: str) -> CaseRecord | None:
+        """The case's latest record (``runplane.runs.read_case``), None when there is none."""
+        ...
 
 
 class CostOut(BaseModel):
@@ -253,6 +257,14 @@ class Runs:
         if not history.records:
             raise HTTPException(404, f"no journal records for run {run_id!r}")
         return summary, history
+
+    def case(self, summary: RunSummary) -> CaseRecord | None:
+        """The case of a run the caller was shown (``known`` checked the tenant), read from
+        ``cases`` within the scan limit; None when the run has no case or it is not there."""
+        if summary.case_id is None:
+            return None
+        with self.scans.slot():
+            return self.reader.case(summary.case_id)
 
 
 def _install_index_routes(app: FastAPI, runs: Runs) -> None:

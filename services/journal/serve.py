@@ -25,9 +25,9 @@ from runplane.core.repair import RepairOrder
 from runplane.journal.index import RunIndex
 from runplane.journal.signing import Keyring
 from runplane.repair import read_snapshot, send_order, write_fork
-from runplane.runs import RunHistory, read_audit, read_run
+from runplane.runs import RunHistory, read_audit, read_case, read_run
 from runplane.service import Health, health_routes, run_http
-from runplane.wire import AuditRecord, SessionSnapshot
+from runplane.wire import AuditRecord, CaseRecord, SessionSnapshot
 from services.journal.api import build_api
 from services.journal.indexer import Indexer
 from services.journal.loop import AuditLoop
@@ -54,6 +54,9 @@ class KafkaRunReader:
 
     def audit(self, run_id: str) -> list[AuditRecord]:
         return read_audit(self.settings, run_id)
+
+    def case(self, case_id: str) -> CaseRecord | None:
+        return read_case(self.settings, case_id)
 
 
 @dataclass(frozen=True)

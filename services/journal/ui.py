@@ -4,8 +4,10 @@
   filtered by status, capability, case and start time (a plain GET form: filters are links).
 - ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on;
   its verification verdict (the chain verified now from the topics, next to the journal
-  service's own); links to runs its records name (parent, child, fork, successor); and its
-  journal as a timeline — each record's kind, effect, time, cost, label and facts.
+  service's own); its parent and children and other runs its records name (fork,
+  successor); its case — version, obligations and (auditors) state, read from ``cases``
+  (``services.journal.ui_case``); and its journal as a timeline — each record's kind,
+  effect, time, cost, label and facts.
 - ``POST /ui/signin`` · ``/ui/signout``.
 
 Same authentication and tenancy as the API (``services.journal.api``): any configured
@@ -22,12 +24,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
+from confluent_kafka import KafkaException
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
+from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.journal.verify import bodies_of, verify_records
@@ -42,8 +46,10 @@ from runplane.web import (
     signin_html,
     when,
 )
-from runplane.wire import JournalRecord, RunStatus
+from runplane.wire import CaseRecord, JournalRecord, RunStatus
 from services.journal.api import Runs
+from services.journal.auth import AUDITOR
+from services.journal.ui_case import case_section, related_section
 
 __all__ = ["install_ui", "run_href"]
 
@@ -217,17 +223,10 @@ class RunsPage:
             text = f"Broken at seq {report.broken_at_seq}: {report.reason}"
         text += f" The journal service says {summary.verdict}."
         cost = summary.cost
-        links = _linked_runs(history.records)
-        links_html = (
-            '<section aria-label="Linked runs"><h2>Linked runs</h2><ul>'
-            + "".join(
-                f'<li>{e(key.replace("_", " "))}: <a href="{e(run_href(value))}">'
-                f"<code>{e(value)}</code></a></li>"
-                for key, value in links
-            )
-            + "</ul></section>"
-            if links
-            else ""
+        case, problem = self._case(summary)
+        related = related_section(history.records, _linked_runs(history.records), run_href)
+        case_html = case_section(
+            summary.case_id, case, show_state=AUDITOR in who.roles, href=run_href, problem=problem
         )
         body = _template("run.html").substitute(
             run_id=e(run_id),
@@ -238,16 +237,39 @@ class RunsPage:
             era=summary.era,
             started=when(summary.started_ms),
             ended=when(summary.ended_ms),
-            parked_on=e(summary.parked_on or "—"),
+            parked_on=_waiting_on(summary.parked_on),
             cost=e(f"{cost.tokens_in} in / {cost.tokens_out} out tokens, {cost.units:g} units"),
             verdict=e(verdict),
             verdict_class=cls,
             verdict_text=e(text),
-            links=links_html,
+            related=related,
+            case_section=case_html,
             records=len(history.records),
             timeline="\n".join(_timeline_item(r) for r in history.records),
         )
         return self.render(f"Run {run_id}", body, who)
+
+    def _case(self, summary: RunSummary) -> tuple[CaseRecord | None, str | None]:
+        """The run's case, or why it could not be read (the page is shown either way)."""
+        try:
+            return self.runs.case(summary), None
+        except HTTPException as exc:  # the scan limit: the run's page still comes first
+            return None, f"case not read now: {exc.detail}"
+        except (RunplaneError, KafkaException) as exc:
+            return None, f"case not read now: {exc}"
+
+
+def _waiting_on(parked_on: str | None) -> str:
+    """What the run waits for; a run parked on its version says so plainly (the executor
+    parked it: no deployed version of its line serves it)."""
+    version = (parked_on or "").removeprefix("version:")
+    if parked_on is None or version == parked_on:
+        return e(parked_on or "—")
+    return (
+        f'<span class="badge badge-wait">version {e(version)} not deployed</span> '
+        '<span class="muted">parked, not failed: it goes on when an executor hosting its '
+        "version line takes it</span>"
+    )
 
 
 def _badge(status: RunStatus | None) -> str:

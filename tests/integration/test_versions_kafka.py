@@ -1,9 +1,10 @@
 """Agent versions on the real broker (issue 16's "done means"): runs of version 1 parked on an
 approval; version 2 deployed beside it with a changed call sequence — the parked runs complete
-on 1, new runs start on 2; with only 2 deployed a run of 1 stays parked (its decision
-dead-lettered ``version_not_deployed``, the run not failed); then a patched 1.1 replaces 1 and
-the parked run completes through the patched branch. ``runplane agents list`` shows the
-counts at each stage."""
+on 1, new runs start on 2; with only 2 deployed a run of 1 is parked on its version as soon as
+the executor restores it (RUN_PARKED ``parked_on version:1`` journaled, the run not failed) and
+the decision sent to it meanwhile is held in its snapshot, not dead-lettered; then a patched
+1.1 replaces 1 and the parked run completes through the patched branch on that held decision,
+with no operator step. ``runplane agents list`` shows the counts at each stage."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import pytest
 import standins.vflow_v1
 import standins.vflow_v1_1
@@ -23,11 +25,14 @@ import standins.vflow_v2  # noqa: F401  (the three register "vflow" 1, 1.1 and 2
 
 from runplane.config import Settings
 from runplane.core import REGISTRY, AgentRegistry
+from runplane.core.engine import held_of, stranded_of
 from runplane.fakes import FakeBillingServer
 from runplane.wire import (
     AdmissionRequest,
     DeadLetter,
     DecisionOutcome,
+    JournalKind,
+    JournalRecord,
     OpenTask,
     RunStatus,
     TaskDecision,
@@ -56,8 +61,11 @@ def billing(tmp_path: Path) -> Iterator[FakeBillingServer]:
         yield server
 
 
-def _admit(settings: Settings, deployed: tuple[str, ...], n: int) -> list[str]:
-    """Admission's pure decision for ``n`` requests, its journal record and StartRun produced."""
+def _admit(
+    settings: Settings, deployed: tuple[str, ...], n: int, pin: str | None = None
+) -> list[str]:
+    """Admission's pure decision for ``n`` requests (pinned to ``pin``), its journal record
+    and StartRun produced."""
     producer = plain_producer(settings)
     caps = {"vflow": CapabilitySpec(None, versions=deployed)}
     out = []
@@ -69,6 +77,7 @@ def _admit(settings: Settings, deployed: tuple[str, ...], n: int) -> list[str]:
             input_json=json.dumps({"invoice_id": f"INV-{i}"}),
             tenant="acme",
             initiator="emitter",
+            agent_version=pin,
         )
         d = decide(None, key, Position("admission", 0, time.time_ns()), request, caps, 1)
         assert isinstance(d, Admitted)
@@ -134,11 +143,28 @@ def _cli(
     )
 
 
-def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[int, bool]]:
+def _agents_list(settings: Settings, *versions: str) -> dict[str | None, tuple[int, bool, int]]:
+    """Per version of vflow: (runs in flight, stranded, runs parked on their version)."""
     done = _cli(settings, versions, "agents", "list", "--json")
     assert done.returncode == 0, done.stderr
     rows = [r for r in json.loads(done.stdout) if r["capability"] == "vflow"]
-    return {r["version"]: (r["in_flight"], r["stranded"]) for r in rows}
+    return {r["version"]: (r["in_flight"], r["stranded"], r["parked"]) for r in rows}
+
+
+def _stranded(event: str) -> float:
+    """The executors' runplane_executor_stranded_total{event} (this process's registry)."""
+    value = prometheus_client.REGISTRY.get_sample_value(
+        "runplane_executor_stranded_total", {"event": event}
+    )
+    return value or 0.0
+
+
+def _chain(settings: Settings, run_id: str) -> list[JournalRecord]:
+    return [
+        r
+        for _, r in read_topic(settings, "journal")
+        if isinstance(r, JournalRecord) and r.session_id == run_id
+    ]
 
 
 def _output(settings: Settings, run_id: str) -> Any:
@@ -153,7 +179,7 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
         for run in (a, b):
             _wait_status(settings, run, RunStatus.AWAITING_HUMAN)
     assert {_snap(settings, r).agent_version for r in (a, b)} == {"1"}
-    assert _agents_list(settings, "1") == {"1": (2, False)}
+    assert _agents_list(settings, "1") == {"1": (2, False, 0)}
 
     with _deployed(settings, billing, "1", "2"):
         [c] = _admit(settings, ("1", "2"), 1)
@@ -162,7 +188,7 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
         _wait_status(settings, a, RunStatus.COMPLETED)
     assert _snap(settings, c).agent_version == "2"
     assert _output(settings, a)["version"] == "1"
-    assert _agents_list(settings, "1", "2") == {"1": (1, False), "2": (1, False)}
+    assert _agents_list(settings, "1", "2") == {"1": (1, False, 0), "2": (1, False, 0)}
     # The gate's command: each run in flight replays on the version that would serve it.
     both = _cli(settings, ("1", "2"), "replay", "--from-kafka", "--json")
     assert both.returncode == 0, both.stdout + both.stderr
@@ -171,29 +197,55 @@ def test_runs_finish_on_their_version_and_a_patched_version_takes_over(
     verdicts = {r["run_id"]: r["verdict"] for r in json.loads(only_2.stdout)["reports"]}
     assert verdicts == {b: "missing", c: "ok"}
 
+    before = {e: _stranded(e) for e in ("parked", "held", "released")}
     with _deployed(settings, billing, "2"):
+        # Parked as soon as the executor has restored it: no record for it needed.
+        _wait_status(settings, b, RunStatus.PARKED)
         _approve(settings, b)
+        # A run pinned to line 1 (admission still knew it) reaches an executor without it:
+        # its StartRun is held, not dead-lettered.
+        [d] = _admit(settings, ("1", "2"), 1, pin="1")
+        _wait_status(settings, d, RunStatus.PARKED)
         wait_for(
-            lambda: any(
-                isinstance(r, DeadLetter) and "version_not_deployed" in r.reason and b in r.reason
-                for _, r in read_topic(settings, "deadletter")
-            ),
+            lambda: len(held_of(_snap(settings, b))) == 1,
             timeout_s=90,
-            what="the stranded run's decision dead-lettered",
+            what="the stranded run's decision held in its snapshot",
         )
-    assert _snap(settings, b).status is RunStatus.AWAITING_HUMAN  # parked, not failed
-    assert _agents_list(settings, "2") == {"1": (1, True), "2": (1, False)}
+    stranded = stranded_of(_snap(settings, b))
+    assert stranded is not None and stranded.version == "1"
+    assert stranded.status is RunStatus.AWAITING_HUMAN  # what it goes back to
+    parks = [r for r in _chain(settings, b) if r.kind is JournalKind.RUN_PARKED]
+    assert parks[-1].attrs["parked_on"] == "version:1", parks[-1].attrs
+    assert [r.attrs.get("parked_on") for r in parks].count("version:1") == 1  # parked once
+    assert "version_not_deployed" in parks[-1].attrs["reason"]
+    assert parks[-1].attrs["waits_for"].startswith("task:")  # its approval, still open
+    letters = [r for _, r in read_topic(settings, "deadletter") if isinstance(r, DeadLetter)]
+    assert not [d for d in letters if b in d.reason]  # held, not dead-lettered
+    assert _agents_list(settings, "2") == {"1": (2, True, 2), "2": (1, False, 0)}
+    assert _stranded("parked") - before["parked"] == 2
+    assert _stranded("held") - before["held"] == 2
+    assert [r.kind for r in _chain(settings, d)] == [JournalKind.RUN_ADMITTED]  # not started
 
     with _deployed(settings, billing, "1.1", "2"):
-        _approve(settings, b)  # the operator re-sends it once line 1 is deployed again
+        # No operator step: line 1 is deployed again, so the held decision is served.
         _approve(settings, c)
         _wait_status(settings, b, RunStatus.COMPLETED)
         _wait_status(settings, c, RunStatus.COMPLETED)
+        _wait_status(settings, d, RunStatus.AWAITING_HUMAN)  # started, on the newest of line 1
+        _approve(settings, d)
+        _wait_status(settings, d, RunStatus.COMPLETED)
+    assert _output(settings, d)["version"] == "1.1"
+    assert _stranded("released") - before["released"] == 2
+    released = [r for r in _chain(settings, b) if r.attrs.get("reason") == "version_deployed"]
+    assert [(r.kind, r.attrs["parked_on"], r.attrs["version"]) for r in released] == [
+        (JournalKind.RUN_PARKED, parks[-1].attrs["waits_for"], "1.1")
+    ]
     assert _output(settings, b)["version"] == "1.1"
     assert _output(settings, c)["version"] == "2"
-    # INV-0: a once and c once; INV-1: b once on 1, then its re-check on 1.1 (the patch).
-    assert billing.counts().fetches == {"INV-0": 2, "INV-1": 2}
-    assert _agents_list(settings, "1.1", "2") == {"1.1": (0, False), "2": (0, False)}
+    # INV-0: a and c once, d once and its re-check (1.1 from its start); INV-1: b once on 1,
+    # then its re-check on 1.1 (the patch).
+    assert billing.counts().fetches == {"INV-0": 4, "INV-1": 2}
+    assert _agents_list(settings, "1.1", "2") == {"1.1": (0, False, 0), "2": (0, False, 0)}
 
     # The exported journal of b (recorded by 1, finished by 1.1 with the marker) replays on
     # 1.1; on 1 it diverges exactly at the marker, the call after the approval.

@@ -1,5 +1,5 @@
 """Commissions across eras and ends: a checkpointed parent commissions (one child per
-commission across restores, decision 26), and what happens to a child when its parent is
+commission across restores, decision 28), and what happens to a child when its parent is
 cancelled or ends first."""
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ EXPECTED = {
     "apply_step",
     "decision_identity_problem", "fail_from_snapshot", "fail_unstartable", "replay_history",
     "withdrawal",
+    "Stranded", "held_of", "hold", "park_stranded", "release_stranded", "strand_unstarted", "stranded_of",
 }  # fmt: skip
 
 

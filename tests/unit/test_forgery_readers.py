@@ -43,6 +43,7 @@ from runplane.service import run_http
 from runplane.signing import SigningKey
 from runplane.wire import (
     AuditRecord,
+    CaseRecord,
     JournalKind,
     JournalRecord,
     ResultEntry,
@@ -231,6 +232,9 @@ class _Reader:
 
     def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory:
         return self.run
+
+    def case(self, case_id: str) -> CaseRecord | None:
+        return None
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.runs import RunHistory
 from runplane.service import run_http
-from runplane.wire import RunStatus
+from runplane.wire import CaseRecord, RunStatus
 from services.journal.api import SCAN_MARGIN_MS, build_api
 from services.journal.sample import sample_run
 
@@ -63,6 +63,9 @@ class FakeReader:
         if self.gate is not None:
             self.gate.wait(10)
         return self.run if run_id == "r-1" else RunHistory(run_id, 0, ())
+
+    def case(self, case_id: str) -> CaseRecord | None:
+        return None
 
 
 @pytest.fixture

@@ -15,14 +15,13 @@ import uuid
 from typing import Any
 
 import typer
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
-from runplane.errors import WireError
-from runplane.kafka.clients import consumer_config, producer_config
-from runplane.kafka.partition import partition_for
+from runplane.errors import RetryableError, WireError
+from runplane.kafka.clients import producer_config
 from runplane.wire import CaseRecord, CloseCase, Serde, to_dict
 
 cases_app = typer.Typer(
@@ -31,46 +30,14 @@ cases_app = typer.Typer(
 
 
 def read_case(settings: Settings, case_id: str, *, timeout_s: float = 30.0) -> CaseRecord | None:
-    """The latest committed CaseRecord of ``case_id``, or None if the case does not exist."""
-    topic = settings.topic("cases")
-    serde = Serde.from_settings(settings)
-    consumer = Consumer(
-        consumer_config(
-            settings, f"runplane-cli-{uuid.uuid4().hex[:12]}", **{"enable.partition.eof": True}
-        )
-    )
+    """The latest committed CaseRecord of ``case_id`` (``runplane.runs.read_case``), or None if
+    the case does not exist; exit 1 with the reason when it cannot be read."""
+    from runplane.runs import read_case as read
+
     try:
-        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None or not md.partitions:
-            raise typer.BadParameter(f"topic {topic} does not exist (run `runplane topics create`)")
-        p = partition_for(case_id, len(md.partitions))
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
-        wanted = case_id.encode("utf-8")
-        latest: bytes | None = None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            if msg.key() == wanted:
-                value = msg.value()
-                latest = None if value is None else bytes(value)  # a tombstone deletes
-        else:
-            raise typer.Exit(_fail(f"did not reach the end of {topic}[{p}] in {timeout_s:g}s"))
-    finally:
-        consumer.close()
-    if latest is None:
-        return None
-    try:
-        record = serde.decode("cases", latest)
-    except WireError as exc:
-        raise typer.Exit(_fail(f"the latest record of {case_id} is unreadable: {exc}")) from exc
-    return record if isinstance(record, CaseRecord) else None
+        return read(settings, case_id, timeout_s=timeout_s)
+    except (RetryableError, WireError) as exc:
+        raise typer.Exit(_fail(str(exc))) from exc
 
 
 def _fail(message: str) -> int:

@@ -37,6 +37,12 @@ def check(path: Path = typer.Argument(..., help="The policy YAML file.")) -> Non
             f"others decided by {granted.release_role or 'the role each release names'}; "
             f"budget {granted.budget}"
         )
+        if granted.trusted_signals:  # only when some: the lines above stay as they were
+            trusted = ", ".join(
+                f"{rule.name or '*'} from {rule.sender or 'any authenticated sender'}"
+                for rule in granted.trusted_signals
+            )
+            typer.echo(f"agent {capability}: trusted signals: {trusted}")
 
 
 def register(app: typer.Typer) -> None:

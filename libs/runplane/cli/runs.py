@@ -187,6 +187,14 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         "reason",
     ):
         table.add_row(k, "" if data[k] is None else str(data[k]))
+    version = (summary.parked_on or "").removeprefix("version:")
+    if version != (summary.parked_on or ""):
+        table.add_row(
+            "why",
+            f"[yellow]version {version} is not deployed[/yellow]: parked, not failed; its inbox "
+            "records are held and served when an executor hosting that line takes it "
+            "(`runplane agents list`)",
+        )
     c = summary.cost
     table.add_row("cost", f"{c.tokens_in} in + {c.tokens_out} out tokens, {c.units:g} units")
     for k in ("started_ms", "updated_ms", "ended_ms"):

@@ -158,6 +158,7 @@ class Op(StrEnum):
     BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
     JOIN = "join"  # waits for every branch of a fan-out
     RELEASE = "release"  # runplane.core.engine.release
+    PANEL = "panel"  # a panel of people on the worklist (runplane.core.engine.panels)
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).
@@ -443,6 +444,12 @@ class StepCtx:
             # unlike ``expires_in``, which the worklist applies to the task.
             request["timeout"] = timer_request(timeout, None, calendar)
         return Effect("approval", f"approval:{role}", request, Op.APPROVAL)
+
+    def human_panel(self, question: str, answer: Any, **rule: Any) -> Effect:
+        """People on the worklist, a task per seat → Approved / Rejected / Split."""
+        from runplane.core.panels import panel_effect  # (seats=, approve_at=, reject_at=)
+
+        return panel_effect(question, answer, **rule)
 
     def case_state(self) -> Effect:
         """Read the run's case → CaseState(state, version)."""

@@ -20,6 +20,9 @@ comments and key order do not change it) is journaled with every gate decision.
           - {destination: tool://payout, fields: [$.memo], trust: true}
         release_role: finance                       # who decides a release policy does not grant
         input: {trust: untrusted}                   # the label of the admission input
+        trusted_signals:                            # signals labelled trusted (else untrusted)
+          - {name: approve, sender: alice}          # this signal from this principal
+          - {sender: ops-bot}                       # any signal from this principal
         budget: {tool_calls: 20, model_tokens: 20000, cost_units: 5, wall_ms: 86400000}
 
 Budget arithmetic is above the replay line: ``Spent`` is a fold over the run's result journal,
@@ -47,6 +50,7 @@ __all__ = [
     "Budget",
     "Policy",
     "ReleaseGrant",
+    "SignalTrust",
     "Spent",
     "parse_policy",
 ]
@@ -132,6 +136,33 @@ class ReleaseGrant:
 
 
 @dataclass(frozen=True)
+class SignalTrust:
+    """Signals the deployment trusts for one agent: named ``name`` (None: any name) from the
+    authenticated principal ``sender`` (None: any authenticated sender). At least one is
+    given: "every signal from anyone" is not a rule a policy can state by omission."""
+
+    name: str | None = None
+    sender: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name is None and self.sender is None:
+            raise ConfigError("policy: a trusted_signals rule names a signal, a sender or both")
+        if self.name is not None and not self.name.strip():
+            raise ConfigError("policy: a trusted_signals name must not be blank")
+        if self.sender is not None and not self.sender.strip():
+            raise ConfigError("policy: a trusted_signals sender must not be blank")
+
+    def covers(self, name: str, sent_by: str | None) -> bool:
+        # An unauthenticated signal (no sender: written to the inbox around the endpoints)
+        # is never trusted, whatever the rule says about its name.
+        if sent_by is None or not sent_by.strip():
+            return False
+        return (self.name is None or self.name == name) and (
+            self.sender is None or self.sender == sent_by
+        )
+
+
+@dataclass(frozen=True)
 class AgentPolicy:
     """What the deployment grants one agent."""
 
@@ -140,6 +171,11 @@ class AgentPolicy:
     release_role: str | None = None  # None: the role the release request names
     input_label: Label | None = None
     budget: Budget = field(default_factory=Budget)
+    trusted_signals: tuple[SignalTrust, ...] = ()
+
+    def trusts_signal(self, name: str, sent_by: str | None) -> bool:
+        """Whether a signal ``name`` from ``sent_by`` is labelled trusted (else untrusted)."""
+        return any(rule.covers(name, sent_by) for rule in self.trusted_signals)
 
 
 @dataclass(frozen=True)
@@ -227,6 +263,16 @@ def _agent(raw: Mapping[str, Any]) -> AgentPolicy:
             cost_units=None if budget.get("cost_units") is None else float(budget["cost_units"]),
             wall_ms=_opt_int(budget.get("wall_ms")),
         ),
+        trusted_signals=tuple(_signal_trust(r) for r in raw.get("trusted_signals") or ()),
+    )
+
+
+def _signal_trust(raw: Any) -> SignalTrust:
+    if not isinstance(raw, Mapping) or set(raw) - {"name", "sender"}:
+        raise ConfigError(f"policy: a trusted_signals rule is {{name:, sender:}}, got {raw!r}")
+    name, sender = raw.get("name"), raw.get("sender")
+    return SignalTrust(
+        name=None if name is None else str(name), sender=None if sender is None else str(sender)
     )
 
 

@@ -4,8 +4,9 @@ A version is a dotted string (``"1"``, ``"1.1"``, ``"2"``). Its first part is it
 versions of one line replay each other's histories — ``1.1`` is ``1`` with a fix behind
 ``ctx.patched`` — so a run recorded on ``1`` continues on the newest deployed version of line
 ``1``; a new line (``2``) is a changed call sequence that only new runs take. A run whose line
-is not deployed any more is not failed: the executor leaves it where it is (parked) until a
-version of its line is deployed again. Unversioned agents (``None``) behave as today: one
+is not deployed any more is not failed: the executor parks it on its version, holding what
+arrives for it, until a version of its line is deployed again (``runplane.core.engine.stranded``).
+Unversioned agents (``None``) behave as today: one
 version, always the one deployed.
 
 Pure: values in, values out. ``runplane.core.agents.AgentRegistry`` holds the versions of each
@@ -95,7 +96,9 @@ class VersionRow:
 
     ``served_by``: the deployed version its runs continue on (itself when deployed, else the
     newest of its line; None for an unversioned agent). ``stranded``: no deployed version can
-    serve its runs (its line is gone): they stay parked. A version with no runs in flight, or
+    serve its runs (its line is gone): they stay parked. ``parked``: of the runs in flight, those
+    an executor has parked because it could not serve them (their snapshots say so; released
+    as soon as an executor hosting the line owns them). A version with no runs in flight, or
     whose runs a newer version of its line serves, can be removed."""
 
     capability: str
@@ -105,6 +108,7 @@ class VersionRow:
     in_flight: int
     served_by: str | None
     stranded: bool
+    parked: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,16 +119,20 @@ class VersionRow:
             "in_flight": self.in_flight,
             "served_by": self.served_by,
             "stranded": self.stranded,
+            "parked": self.parked,
         }
 
 
 def inventory(
     deployed: Mapping[str, Mapping[str | None, str | None]],
     in_flight: Iterable[tuple[str, str | None]],
+    parked: Iterable[tuple[str, str | None]] = (),
 ) -> list[VersionRow]:
     """Rows for every (capability, version) deployed (``deployed``: capability → version →
-    code digest) or recorded by a run in flight (``in_flight``: (capability, version) per run)."""
+    code digest) or recorded by a run in flight (``in_flight``: (capability, version) per run;
+    ``parked``: the same for the runs among them an executor parked on their version)."""
     counts = Counter(in_flight)
+    parked_counts = Counter(parked)
     keys = {(c, v) for c, vs in deployed.items() for v in vs} | set(counts)
     rows = []
     for cap, version in keys:
@@ -144,6 +152,7 @@ def inventory(
             counts[(cap, version)],
             served,
             stranded,
+            parked_counts[(cap, version)],
         )
         rows.append(row)
     return sorted(rows, key=lambda r: (r.capability, version_key(r.version or "0")))

@@ -125,8 +125,9 @@ ACCESS: dict[str, Access] = {
         txn_prefix="worklist",
     ),
     "journal": Access(
-        reads=("journal", "results", "audit", "sessions"),
-        # journal/results/sessions: an operator's fork (runplane.repair.write_fork)
+        reads=("journal", "results", "audit", "sessions", "cases"),
+        # journal/results/sessions: an operator's fork (runplane.repair.write_fork);
+        # cases: a run's case on the runs UI's run page (runplane.runs.read_case)
         writes=("audit", "runs.inbox", "deadletter", "journal", "results", "sessions"),
         groups=("runplane-journal",),
         shared_groups=(_RESTORE, "runplane-indexer-", "runplane-reader-"),

@@ -67,6 +67,8 @@ The package, one module per responsibility (``registry`` is the table of effect 
 - ``eras``: checkpointed restores and what carries across eras; ``ends``: how a run ends
 - ``runtime``: ``Runtime`` (the public API) and ``replay_history``
 - ``apply``: ``apply_step``, the one order in which a step leaves the engine (executor, Driver)
+- ``stranded``: a run no deployed version can serve, parked (its inbox records held) and
+  released when its line is deployed again
 - ``fanout``, ``commission``: a ready set dispatched at once and applied in ready order; a
   child run of another agent through admission (one Step may carry several live calls)
 """
@@ -78,6 +80,15 @@ from runplane.core.engine.approvals import decision_identity_problem
 from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.core.engine.runtime import Runtime, replay_history
 from runplane.core.engine.step import TERMINAL, Command, Event, Quarantine, Step
+from runplane.core.engine.stranded import (
+    Stranded,
+    held_of,
+    hold,
+    park_stranded,
+    release_stranded,
+    strand_unstarted,
+    stranded_of,
+)
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, Outcome, ReplayReport
 from runplane.core.engine.vocab import MAX_BUFFERED_SIGNALS, Calendars
 
@@ -96,10 +107,17 @@ __all__ = [
     "Runtime",
     "Step",
     "StepSink",
+    "Stranded",
     "apply_step",
     "decision_identity_problem",
     "fail_from_snapshot",
     "fail_unstartable",
+    "held_of",
+    "hold",
+    "park_stranded",
+    "release_stranded",
     "replay_history",
+    "strand_unstarted",
+    "stranded_of",
     "withdrawal",
 ]

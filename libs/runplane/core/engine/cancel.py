@@ -30,6 +30,7 @@ from runplane.core.engine.decode import serve
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, WaitKind
+from runplane.core.panels import task_ids
 from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, Signal
 
 __all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
@@ -75,9 +76,12 @@ def at_slot(run: Run, slot: Slot) -> Resolution:
     run.cancel = request.told(run.era)
     parked = run.parked
     if parked is not None and parked.kind is ParkKind.TASK:
-        run.rec.out.commands.append(
-            CloseTask(task_id=parked.ref, reason="run cancelled", at_ms=run.now)
-        )
+        open_ = run.open
+        ref, value = (None, None) if open_ is None else (open_.ref, open_.value)
+        for task_id in task_ids(parked.ref, ref, value):  # a panel: each seat still open
+            run.rec.out.commands.append(
+                CloseTask(task_id=task_id, reason="run cancelled", at_ms=run.now)
+            )
         run.open = None
     run.waiting = None
     if parked is not None:

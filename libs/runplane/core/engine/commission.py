@@ -25,7 +25,7 @@ branch sends an ``AdmissionRequest`` for the child and its join waits for the ch
 - **Fates.** A failed, cancelled or quarantined child is a failed branch (``ChildFailed`` in
   the parent, which decides). A parent never cancels its children: its own cancel waits for
   the join; one that ends first leaves them to run to their own end, and their result signal
-  is refused by the ended parent (dead-lettered, visible). Decision 26.
+  is refused by the ended parent (dead-lettered, visible). Decision 28.
 """
 
 from __future__ import annotations

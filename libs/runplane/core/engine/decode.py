@@ -21,6 +21,7 @@ from runplane.core.ctx import (
 )
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.vocab import Resolution, Throw, Value
+from runplane.core.panels import outcome_from
 from runplane.core.releases import TYPED_ERRORS, released_from
 from runplane.wire import ErrorInfo, ResultEntry
 
@@ -96,4 +97,5 @@ _DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
     Op.CHECKPOINT: lambda _e, raw: None,
     Op.SLEEP: lambda _e, raw: int(raw),
     Op.RELEASE: lambda e, raw: released_from(e.request, raw),
+    Op.PANEL: lambda _e, raw: outcome_from(raw),
 }

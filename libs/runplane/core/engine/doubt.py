@@ -17,6 +17,7 @@ from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
+from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
 from runplane.core.engine.tools import decl_for, idempotency_key, request_live
 from runplane.core.engine.values import LiveCall, Outcome
@@ -33,7 +34,7 @@ from runplane.wire import (
     TaskKind,
 )
 
-__all__ = ["decide_operator", "in_doubt", "open_operator_task", "probe_done"]
+__all__ = ["decide_operator", "in_doubt", "open_operator_task", "perform_again", "probe_done"]
 
 _VERDICTS = (
     DecisionOutcome.APPROVED,
@@ -54,10 +55,32 @@ def in_doubt(run: Run, slot: Slot, recovery: Recovery) -> Resolution:
     run.rec.at(JournalKind.EFFECT_IN_DOUBT, slot, attrs)
     if recovery is Recovery.RETRY:
         # The announce is already durable; repeating is safe by declaration.
-        return request_live(run, slot, decl, announce_first=False)
+        return perform_again(run, slot, decl, announce_first=False)
     if recovery is Recovery.RECONCILE and decl.probe:
         return _probe(run, slot, decl)
     return open_operator_task(run, slot, decl)
+
+
+def perform_again(run: Run, slot: Slot, decl: EffectDecl, *, announce_first: bool) -> Resolution:
+    """Perform a call in doubt again (its recovery says so), through the sink gate again."""
+    refused = _gate_again(run, slot, decl)
+    if refused is not None:
+        return refused
+    return request_live(run, slot, decl, announce_first=announce_first)
+
+
+def _gate_again(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
+    """The gate's decision on performing a call in doubt again (issue 13): the exact JSON is
+    judged as on the first attempt, against the policy bound now, so a re-performed call is
+    no bypass and its result is labelled by what it sent (``sinkgate.result_label``) even in
+    a restored run that never saw the first attempt's gate state. The budget is not asked
+    again: it admitted this call when it was first announced, and a repeat spends nothing new.
+    A refusal records the call failed (``SinkRefused``) and ends the doubt: the platform will
+    not perform it (the first attempt may still have taken effect, as with an ABANDON)."""
+    refused = gate(run, slot, decl, recovering=True)
+    if refused is not None:
+        run.in_flight = None
+    return refused
 
 
 def _probe(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
@@ -145,7 +168,7 @@ def probe_done(run: Run, wait: Wait, outcome: Outcome) -> Resolution:
         return serve(run.rec, slot.effect, entry)
     if applied is False:
         # The peer says it never happened: performing it now is the first application.
-        return request_live(run, slot, wait.decl, announce_first=False)
+        return perform_again(run, slot, wait.decl, announce_first=False)
     return open_operator_task(run, slot, wait.decl)
 
 
@@ -206,6 +229,9 @@ def decide_operator(
     run.rec.at(JournalKind.TASK_DECIDED, slot, attrs, witness=False)
     decl = wait.decl or decl_for(run, slot.effect)
     if outcome is DecisionOutcome.RETRY:
+        refused = _gate_again(run, slot, decl)
+        if refused is not None:
+            return refused
         # Announced again, and durable before the call is performed: if the process dies
         # after the act, the restored run finds the call in doubt (and asks again) instead
         # of re-reading the verdict from the inbox and performing it once more.

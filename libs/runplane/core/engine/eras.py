@@ -18,6 +18,7 @@ from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import OpenRequest, RequestKind
 from runplane.core.engine.vocab import CROSS_ERA, SUSPEND, Resolution, Slot, Wait, WaitKind
+from runplane.core.panels import task_ids
 from runplane.wire import (
     CloseTask,
     JournalKind,
@@ -155,9 +156,10 @@ def withdraw_carried(run: Run, reason: str) -> None:
         and (run.parked is None or run.parked.ref != carried.ref)
     ):
         # Nobody waits for this task any more; an unwithdrawn one would sit on the worklist.
-        run.rec.out.commands.append(
-            CloseTask(task_id=carried.ref, reason=reason[:200], at_ms=run.now)
-        )
+        for task_id in task_ids(carried.ref, carried.ref, carried.value):  # a panel's seats
+            run.rec.out.commands.append(
+                CloseTask(task_id=task_id, reason=reason[:200], at_ms=run.now)
+            )
 
 
 def side_effect_log(

@@ -171,11 +171,13 @@ class Recorder:
         label: Label | None = None,
         attrs: Mapping[str, str] | None = None,
         era: int | None = None,
+        source: Label | None = None,
     ) -> ResultEntry:
         """Write the slot's ResultEntry (a failure when ``error`` is given) and the chain
         record carrying its body digest. ``era``: the slot's era when it is not the current
         one (an early answer to a request carried from an earlier era; the chain record names
-        it too, and the logical clock does not move: the agent is suspended elsewhere)."""
+        it too, and the logical clock does not move: the agent is suspended elsewhere).
+        ``source``: the policy's label at the source (a trusted signal), for ``at_source``."""
         effect, call_seq = slot.effect, slot.call_seq
         ok = error is None
         at_era = self.era if era is None else era
@@ -200,11 +202,9 @@ class Recorder:
         digest = body_digest(ok, decoded, None if ok else error)
         # Applied at the source; a label the performer supplies can add to it, never lower it.
         # (Inline, not a method: it runs once per result on the hot path.)
-        source = self._source_labels.get((effect.family, effect.name))
-        if source is None:
-            source = self._source_labels[(effect.family, effect.name)] = at_source(
-                effect.family, effect.name, self.capability
-            )
+        key = (effect.family, effect.name)
+        if source is None and (source := self._source_labels.get(key)) is None:
+            source = self._source_labels[key] = at_source(*key, self.capability)
         label = source if label is None else join(source, label)
         entry = ResultEntry(
             session_id=self.session_id,

@@ -16,6 +16,7 @@ from runplane.core.engine import (
     commission,
     fanout,
     local,
+    panels,
     release,
     signals,
     successor,
@@ -65,6 +66,9 @@ FAMILIES: Final = (
     Family("signals", {Op.SIGNAL: signals.wait_signal}, {Signal: signals.on_signal}),
     Family("timers", {Op.SLEEP: timers.sleep}, {Wake: timers.on_wake}),
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}, {}),
+    # Panels of people: a task per seat. Their TaskDecisions come here first; every other
+    # one goes on to approvals.on_decision (this row is later, so it serves TaskDecision).
+    Family("panels", {Op.PANEL: panels.panel}, {TaskDecision: panels.on_decision}),
     # ctx.release: granted by policy, or an approval task (its decision comes as TaskDecision).
     Family("release", {Op.RELEASE: release.release}, {}),
     # Fan-out branches and their join; a child's result arrives as a signal (commission hands

@@ -8,13 +8,16 @@ A signal is accepted once per ``signal_id``: the ids of the last ``MAX_SIGNAL_ID
 signals ride in the snapshot (``signal_ids``), and a redelivery (a sender's retry, a
 duplicate produce) changes nothing — no record, no second delivery. A signal comes from
 outside the platform: its value is labelled untrusted at the source (``labels.at_source``)
-and, when the sender was authenticated, its provenance names ``principal/<sender>``; the
-journal records who sent it (``sent_by``) and its id.
+unless the deployment policy trusts its sender for it (``trusted_signals``: an authenticated
+principal, a signal name, or both; the record's ``trusted_by`` names the policy digest) and,
+when the sender was authenticated, its provenance names ``principal/<sender>``; the journal
+records who sent it (``sent_by``) and its id.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Final
 
 from runplane.core.engine import bounds, cancel, timers
@@ -28,6 +31,7 @@ from runplane.core.engine.vocab import (
     Wait,
     WaitKind,
 )
+from runplane.core.labels import at_source
 from runplane.wire import (
     JournalKind,
     Label,
@@ -121,7 +125,8 @@ def _record_signal(run: Run, slot: Slot, signal: Signal) -> ResultEntry:
         payload = json.loads(signal.payload_json)
     except ValueError:
         payload = signal.payload_json  # not JSON: delivered as the raw text
-    label = None
+    label = source = None
+    attrs = {**_who(signal), "signal": signal.name}
     if signal.sent_by is not None:
         # Joined with the source label (untrusted): names the sender, never raises the trust.
         label = Label(
@@ -129,10 +134,17 @@ def _record_signal(run: Run, slot: Slot, signal: Signal) -> ResultEntry:
             sensitivity=Sensitivity.INTERNAL,
             provenance=(f"principal/{signal.sent_by}",),
         )
+        if run.policy is not None and run.policy.for_agent(run.spec.capability).trusts_signal(
+            signal.name, signal.sent_by
+        ):
+            # The deployment trusts this sender for this signal: trusted at the source, and
+            # the provenance still names who sent it. Decided here, once: the label is in the
+            # result journal, so a replay (or a changed policy) serves what was decided.
+            label = replace(label, trust=Trust.TRUSTED)
+            source = replace(
+                at_source("signal", slot.effect.name, run.spec.capability), trust=Trust.TRUSTED
+            )
+            attrs["trusted_by"] = run.policy.digest
     return run.rec.result(
-        slot,
-        JournalKind.SIGNAL_RECEIVED,
-        value=payload,
-        label=label,
-        attrs={**_who(signal), "signal": signal.name},
+        slot, JournalKind.SIGNAL_RECEIVED, value=payload, label=label, attrs=attrs, source=source
     )

@@ -74,14 +74,19 @@ class GateState:
         self.flow: dict[tuple[int, int], Label] = {}
 
 
-def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolution | None:
+def gate(
+    run: Run, slot: Slot, decl: EffectDecl, payload: Any = None, *, recovering: bool = False
+) -> Resolution | None:
     """None when the call may go out; else the recorded refusal, served to the agent.
 
     ``payload``: what the call sends, when it is not a tool's ``args`` or a model's
-    ``prompt`` (another outbound family — a commission — passes its own before it dispatches)."""
+    ``prompt`` (another outbound family — a commission — passes its own before it dispatches).
+    ``recovering``: a call in doubt performed again (``doubt.perform_again``); the budget
+    admitted it when it was first announced and is not asked again — nor is the delegation
+    (its sink was admitted then; an expiry since must not strand the call in doubt)."""
     effect = slot.effect
     sink = effect.name
-    if run.delegation_json is not None:
+    if run.delegation_json is not None and not recovering:
         confined = _confined(run, sink, effect.family)
         if confined is not None:
             return _refuse(run, slot, "DelegationRefused", confined)
@@ -93,7 +98,11 @@ def gate(run: Run, slot: Slot, decl: EffectDecl, payload: Any = None) -> Resolut
     estimate = 0
     if effect.family == "generation":
         estimate = int(effect.request.get("params", {}).get("max_tokens") or 0)
-    over = ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
+    over = (
+        None
+        if recovering
+        else ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
+    )
     if over is not None:
         return _refuse(run, slot, "BudgetExceeded", Refusal(sink, Reason.BUDGET, "$", over))
     if ap.sinks is not None and sink not in ap.sinks:

@@ -22,6 +22,7 @@ from runplane.core.engine.cases import _calendars  # the run's calendars, built 
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
+from runplane.core.panels import task_ids
 from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, RunStatus, Wake
 
 __all__ = ["arm", "instant", "on_wake", "resolve", "sleep", "timed_out"]
@@ -80,11 +81,13 @@ def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
 def timed_out(run: Run, slot: Slot, due: int) -> Resolution:
     """A wait's timeout came first: ``WaitTimedOut`` at its slot; an approval's task is
     withdrawn (nobody waits for its decision any more)."""
-    parked = run.parked
+    parked, open_ = run.parked, run.open
     if parked is not None and parked.kind is ParkKind.TASK:
-        run.rec.out.commands.append(
-            CloseTask(task_id=parked.ref, reason="the run's wait timed out", at_ms=run.now)
-        )
+        ref, value = (None, None) if open_ is None else (open_.ref, open_.value)
+        for task_id in task_ids(parked.ref, ref, value):  # a panel: each seat still open
+            run.rec.out.commands.append(
+                CloseTask(task_id=task_id, reason="the run's wait timed out", at_ms=run.now)
+            )
         run.open = None
     _settle(run)
     error = ErrorInfo(type="WaitTimedOut", message=f"no answer by {due}", retryable=False)
