@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -46,19 +45,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Message
-from opentelemetry.context import Context
 
 from runplane.core import (
     AgentRegistry,
     Event,
-    LiveCall,
     ModelProvider,
     Runtime,
-    Step,
     Tool,
     UnknownCapability,
 )
-from runplane.core.engine import apply_step
 from runplane.errors import TerminalError, WireError
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
@@ -66,7 +61,7 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.service import Probe
-from runplane.tracing import current_context, current_headers, span_from_headers
+from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,
@@ -78,15 +73,15 @@ from runplane.wire import (
     Wake,
 )
 from services.executor.batch import Batch
-from services.executor.calls import Completion, Performer, to_outcome
+from services.executor.calls import Completion, Performer
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident, RunOut
-from services.executor.live import Verdict
+from services.executor.ending import Resident
 from services.executor.metrics import executor_metrics
 from services.executor.policy import runtime_options
 from services.executor.repair import RunRepair
 from services.executor.settings import ExecutorSettings
 from services.executor.state import ENDED, WAITING, PartitionState
+from services.executor.stepping import LiveSteps
 from services.executor.timers import TimerScan
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 from services.executor.versions import VersionGate, VersionNotDeployed
@@ -99,7 +94,7 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(RunRepair, TimerScan, VersionGate):
+class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -456,81 +451,6 @@ class Executor(RunRepair, TimerScan, VersionGate):
         self._residents[sid] = res
         self._apply(sid, p, runtime, step, previous=snap)
         return res if not runtime.ended else None
-
-    # ------------------------------------------------------------------ applying a step
-    def _apply(
-        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
-    ) -> None:
-        out = RunOut(self, sid, p)
-        parked = previous.parked_on if previous is not None else None
-        if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
-            return
-        # The step's trace context, for the spans of the calls it requested (None: untraced).
-        parent = current_context() if self._trace else None
-        for call in step.live_calls:
-            if call.announce_first:
-                self._batch.after_commit(
-                    functools.partial(self._launch, sid, runtime, call, parent), time.monotonic()
-                )
-            else:
-                self._launch(sid, runtime, call, parent)
-
-    # ------------------------------------------------------------------ live calls
-    def _launch(
-        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
-    ) -> None:
-        res = self._residents.get(sid)
-        if res is None or res.runtime is not runtime:
-            return  # revoked, evicted or rebuilt meanwhile: the new owner decides
-        task = asyncio.get_running_loop().create_task(
-            self._performer.perform(sid, runtime, call, parent)
-        )
-        self._launched += 1
-        self._tasks[task] = sid
-        task.add_done_callback(lambda t: self._tasks.pop(t, None))
-
-    def _drain_completions(self) -> None:
-        served = 0
-        while self._completions:
-            served += 1
-            if served % 64 == 0:  # as in _poll: keep the commit in flight moving
-                self._serve_delivery_reports()
-            done = self._completions.popleft()
-            res = self._residents.get(done.session_id)
-            if res is None or res.runtime is not done.runtime:
-                continue  # stale: the run moved or was rebuilt; its journal decides
-            res.last_active = time.monotonic()
-            # The last snapshot applied is the runtime's current state (every step that
-            # changes it carries records); it names the call in flight.
-            previous = self._parts[res.partition].sessions[done.session_id]
-            mark = self._batch.mark()
-            self._trace = done.trace  # the outcome's records carry the effect's span
-            try:
-                self._complete(done, res, previous)
-            except (TxnAbortable, TxnFatal):
-                raise
-            except Exception as exc:
-                self._poisoned(done.session_id, res.partition, previous, mark, exc, "completion")
-            finally:
-                self._trace = None
-
-    def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
-        if done.outcome.verdict is Verdict.IN_DOUBT:
-            # The outcome is unknown (timeout after send, 5xx): the core runs the declared
-            # recovery (retry, probe, operator task) at the same era and slot — no rebuild, so
-            # a checkpointed run does not restart an era and re-pay what followed its checkpoint.
-            step = res.runtime.in_doubt(done.call.call_seq, now_ms=self._wall_ms())
-        else:
-            step = res.runtime.complete(
-                done.call.call_seq,
-                # A tool's declared label (trust, sensitivity) rides with its result.
-                to_outcome(done.outcome, getattr(self._tools.get(done.call.target), "label", None)),
-                now_ms=self._wall_ms(),
-            )
-        if step.rejected is not None:
-            log.warning("live call outcome not applied: %s", step.rejected)
-            return
-        self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
 
     # ------------------------------------------------------------------ commit
     def _serve_delivery_reports(self) -> None:
