@@ -38,6 +38,7 @@ from runplane.core.engine import (
     strand_unstarted,
     stranded_of,
 )
+from runplane.core.engine.stranded import can_hold
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.txn import TxnAbortable, TxnFatal
@@ -103,6 +104,13 @@ class VersionGate(RunEnding):
             if snap.stranded_json is not None:
                 self._guarded(snap, msg.partition() or 0, None)
             return False
+        raw = len(msg.value() or b"") + len(msg.key() or b"")
+        if snap.stranded_json is not None and not can_hold(snap, raw, self.settings.limits):
+            # Held records ride in the run's snapshot, one Kafka message: past the run's
+            # buffered-signal limits a record is dead-lettered with the reason instead, so a
+            # flood for a stranded run cannot grow its snapshot past what Kafka carries.
+            self._dead_letter(msg, f"held records full for a stranded run: {why}", "held_full")
+            return True
         letter = dead_letter(msg, f"held: {why}", SERVICE, at_ms=self._wall_ms())
         self._strand(snap, msg.partition() or 0, why, letter)
         return True

@@ -183,3 +183,22 @@ def test_a_pinned_start_nobody_serves_is_held_at_the_chain_handover() -> None:
     assert held_of(hold(stub, _letter(1))) == (_letter(0), _letter(1))
     with pytest.raises(ValueError):  # nothing to restate: serving the StartRun starts it
         release_stranded(stub, "1.1", now_ms=10)
+
+
+def test_a_stranded_run_holds_records_only_within_its_buffered_signal_limits() -> None:
+    # Held records ride in the snapshot (one Kafka message): the run's buffered-signal
+    # limits bound how many, and how many bytes, before the executor dead-letters instead.
+    from runplane.core.engine.stranded import can_hold
+    from runplane.core.limits import Limits
+
+    snap, _ = _parked_on_approval()
+    snap = park_stranded(snap, "1", "version 1 is not deployed", now_ms=snap.updated_ms).snapshot
+    letter = dataclasses.replace(_letter(1), value=b"v" * 100)
+    few = Limits(max_buffered_signals=2, max_buffered_bytes=10_000)
+    assert can_hold(snap, 100, few)
+    snap = hold(hold(snap, letter), letter)
+    assert len(held_of(snap)) == 2
+    assert not can_hold(snap, 100, few)  # the count is reached
+    roomy = Limits(max_buffered_signals=100, max_buffered_bytes=10_000)
+    assert can_hold(snap, 100, roomy)
+    assert not can_hold(snap, 10_000, roomy)  # one more would grow past the bytes

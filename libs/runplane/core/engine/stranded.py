@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, seal
 from runplane.core.engine.step import Step
+from runplane.core.limits import Limits
 from runplane.wire import (
     DeadLetter,
     JournalKind,
@@ -114,6 +115,20 @@ def held_of(snapshot: SessionSnapshot) -> tuple[DeadLetter, ...]:
         )
         for h in json.loads(snapshot.held_json)
     )
+
+
+def can_hold(snapshot: SessionSnapshot, raw_bytes: int, limits: Limits) -> bool:
+    """Whether one more inbox record of ``raw_bytes`` (key and value) may be held for
+    ``snapshot``'s stranded run. Held records ride in its snapshot, one Kafka message, so the
+    run's buffered-signal limits bound them: their count, and their bytes as base64 in
+    ``held_json``; past either the executor dead-letters the record with the reason."""
+    grown = len(snapshot.held_json or "") + (raw_bytes * 4) // 3 + _HELD_FRAMING
+    return (
+        len(held_of(snapshot)) < limits.max_buffered_signals and grown <= limits.max_buffered_bytes
+    )
+
+
+_HELD_FRAMING = 200  # a held entry's JSON around its base64 key and value
 
 
 def _held_json(letters: Iterable[DeadLetter]) -> str | None:
