@@ -14,6 +14,7 @@ from typing import Any
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Effect, EffectError, Op
 from runplane.core.engine import timers
+from runplane.core.engine.asking import ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.doubt import decide_operator
 from runplane.core.engine.eras import note_early, set_open
@@ -33,7 +34,6 @@ from runplane.wire import (
     ErrorInfo,
     ExpiryPolicy,
     JournalKind,
-    OpenTask,
     ParkKind,
     RunStatus,
     TaskDecision,
@@ -53,27 +53,19 @@ def approval(run: Run, slot: Slot) -> Resolution:
         answer_json = canonical_json(req["answer"])
     except (TypeError, ValueError) as exc:
         return Throw(EffectError("InvalidRequest", str(exc)))
-    run.rec.out.commands.append(
-        OpenTask(
-            task_id=task_id,
-            session_id=run.session_id,
-            era=run.era,
-            call_seq=call_seq,
-            kind=TaskKind.APPROVAL,
-            question=str(req["question"]),
-            answer_json=answer_json,
-            case_id=run.case_id,
-            capability=run.spec.capability,
-            role=str(req["role"]),
-            approvals=int(req["approvals"]),
-            initiator=run.initiator,
-            expires_ms=expires,
-            on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()),
-            allow_unattended=bool(req["allow_unattended"]),
-            escalate_to=req.get("escalate_to"),
-            opened_ms=run.now,
-            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
-        )
+    ask_person(
+        run,
+        call_seq,
+        task_id,
+        kind=TaskKind.APPROVAL,
+        question=str(req["question"]),
+        answer_json=answer_json,
+        role=str(req["role"]),
+        approvals=int(req["approvals"]),
+        expires_ms=expires,
+        on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()),
+        allow_unattended=bool(req["allow_unattended"]),
+        escalate_to=req.get("escalate_to"),
     )
     run.rec.at(
         JournalKind.TASK_OPENED,

@@ -16,6 +16,7 @@ from typing import Any
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
+from runplane.core.engine.asking import ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
@@ -27,7 +28,6 @@ from runplane.wire import (
     ErrorInfo,
     ExpiryPolicy,
     JournalKind,
-    OpenTask,
     ParkKind,
     RunStatus,
     TaskDecision,
@@ -187,27 +187,15 @@ def open_operator_task(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
         f"Did {effect.name} (call {call_seq} of run {run.session_id}) take effect? APPROVED = it happened "
         "(comment: its result as JSON), RETRY = perform it again, ABANDON = record it as failed."
     )
-    run.rec.out.commands.append(
-        OpenTask(
-            task_id=task_id,
-            session_id=run.session_id,
-            era=run.era,
-            call_seq=call_seq,
-            kind=TaskKind.OPERATOR,
-            question=question,
-            answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
-            case_id=run.case_id,
-            capability=run.spec.capability,
-            role="operator",
-            approvals=1,
-            initiator=run.initiator,
-            expires_ms=None,
-            on_expiry=ExpiryPolicy.ESCALATE,
-            allow_unattended=False,
-            escalate_to=None,
-            opened_ms=run.now,
-            tenant=run.tenant,  # the worklist shows it to this tenant's principals only
-        )
+    ask_person(
+        run,
+        call_seq,
+        task_id,
+        kind=TaskKind.OPERATOR,
+        question=question,
+        answer_json=canonical_json({"effect": effect.name, "request": effect.request}),
+        role="operator",
+        on_expiry=ExpiryPolicy.ESCALATE,
     )
     run.rec.at(JournalKind.TASK_OPENED, slot, {"task_id": task_id, "kind": "OPERATOR"})
     run.park(ParkKind.OPERATOR, task_id, call_seq, RunStatus.AWAITING_HUMAN)

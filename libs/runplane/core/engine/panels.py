@@ -25,6 +25,7 @@ from dataclasses import replace
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import Effect, EffectError, Op
 from runplane.core.engine import approvals, timers
+from runplane.core.engine.asking import ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
@@ -36,10 +37,8 @@ from runplane.errors import TerminalError
 from runplane.wire import (
     CloseTask,
     DecisionOutcome,
-    ExpiryPolicy,
     JournalKind,
     Label,
-    OpenTask,
     ParkKind,
     RunStatus,
     Sensitivity,
@@ -88,27 +87,14 @@ def _open_seat(
         f"{ask['question']} (panel seat {seat}: {quorum.approve_at} of {len(quorum.panel)} "
         f"approvals carry it, {quorum.reject_at} rejections stop it)"
     )
-    run.rec.out.commands.append(
-        OpenTask(
-            task_id=task_id,
-            session_id=run.session_id,
-            era=run.era,
-            call_seq=call_seq,
-            kind=TaskKind.APPROVAL,
-            question=question,
-            answer_json=ask["answer_json"],
-            case_id=run.case_id,
-            capability=run.spec.capability,
-            role=state.roles[seat],
-            approvals=1,
-            initiator=run.initiator,  # the worklist refuses the initiator every seat
-            expires_ms=None,
-            on_expiry=ExpiryPolicy.FAIL,
-            allow_unattended=False,
-            escalate_to=None,
-            opened_ms=run.now,
-            tenant=run.tenant,
-        )
+    ask_person(
+        run,
+        call_seq,
+        task_id,
+        kind=TaskKind.APPROVAL,
+        question=question,
+        answer_json=ask["answer_json"],
+        role=state.roles[seat],  # the worklist refuses the initiator every seat
     )
 
 
