@@ -29,7 +29,14 @@ from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.signing import SigningKey
-from runplane.wire import AdmissionClaim, AdmissionRequest, JournalKind, JournalRecord, RunStatus
+from runplane.wire import (
+    AdmissionClaim,
+    AdmissionRequest,
+    JournalKind,
+    JournalRecord,
+    RunStatus,
+    SessionSnapshot,
+)
 from services.executor.harness import chain_of, plain_producer, read_topic, send, sessions, wait_for
 
 pytestmark = pytest.mark.integration
@@ -141,16 +148,7 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
         a.kill()  # mid-fan-out: the children are inside their 6 s tool calls
         b = Service(settings, [sys.executable, "-m", "services.executor"], "executor-b", tmp_path)
 
-        def parent_ended() -> bool:
-            snap = sessions(settings).get(parent)
-            return snap is not None and snap.status in (
-                RunStatus.COMPLETED,
-                RunStatus.FAILED,
-                RunStatus.QUARANTINED,
-            )
-
-        wait_for(parent_ended, timeout_s=180, every_s=1.0, what="the parent to end")
-        snap = sessions(settings)[parent]
+        snap = _ended(settings, parent)
         assert snap.status is RunStatus.COMPLETED, snap.error
         assert json.loads(snap.output_json or "null") == {
             "approve": True,
@@ -385,16 +383,7 @@ def test_a_checkpointed_parent_restored_mid_commission_starts_one_child(
         a.kill()  # the child is inside its 6 s tool call
         b = Service(settings, [sys.executable, "-m", "services.executor"], "executor-b", tmp_path)
 
-        def parent_ended() -> bool:
-            snap = sessions(settings).get(parent)
-            return snap is not None and snap.status in (
-                RunStatus.COMPLETED,
-                RunStatus.FAILED,
-                RunStatus.QUARANTINED,
-            )
-
-        wait_for(parent_ended, timeout_s=180, every_s=1.0, what="the parent to end")
-        snap = sessions(settings)[parent]
+        snap = _ended(settings, parent)
         assert snap.status is RunStatus.COMPLETED, snap.error
         output = json.loads(snap.output_json or "null")
         assert output["score"] == 9 and output["era"] >= 1  # restored, and still one child
@@ -420,3 +409,18 @@ def test_a_checkpointed_parent_restored_mid_commission_starts_one_child(
         for service in (a, b, admission):
             if service is not None:
                 service.stop()
+
+
+def _ended(settings: Settings, run_id: str) -> SessionSnapshot:
+    """The run's snapshot once it has ended (completed, failed or quarantined)."""
+
+    def ended() -> bool:
+        snap = sessions(settings).get(run_id)
+        return snap is not None and snap.status in (
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.QUARANTINED,
+        )
+
+    wait_for(ended, timeout_s=180, every_s=1.0, what="the parent to end")
+    return sessions(settings)[run_id]
