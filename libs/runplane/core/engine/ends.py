@@ -17,7 +17,7 @@ from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, request_witness, seal
 from runplane.core.engine.eras import withdraw_carried
 from runplane.core.engine.state import Run
-from runplane.core.engine.step import Command, Step
+from runplane.core.engine.step import Command, Step, snapshot_at_start
 from runplane.core.limits import too_large
 from runplane.wire import (
     CloseTask,
@@ -168,22 +168,13 @@ def fail_unstartable(
         ),
         start.admitted_hash,
     )
-    snapshot = SessionSnapshot(
-        session_id=start.session_id,
-        capability=start.capability,
+    snapshot = snapshot_at_start(
+        start,
         status=RunStatus.FAILED,
-        era=0,
         next_seq=2,
         last_hash=record.hash,
-        case_id=start.case_id,
-        admission_key=start.admission_key,
-        tenant=start.tenant,
-        initiator=start.initiator,
-        input_json=start.input_json,
+        now_ms=now_ms,
         error=ErrorInfo(type=error_type, message=reason, retryable=False),
-        started_ms=start.admitted_ms,
-        updated_ms=now_ms,
-        agent_version=start.agent_version,
     )
     return _failed_step(record, snapshot, (_failed_update(snapshot, record, now_ms),))
 

@@ -150,6 +150,43 @@ class SnapState(NamedTuple):
         )
 
 
+def snapshot_at_start(
+    start: StartRun,
+    *,
+    status: RunStatus,
+    next_seq: int,
+    last_hash: str,
+    now_ms: int,
+    error: ErrorInfo | None = None,
+    stranded_json: str | None = None,
+    held_json: str | None = None,
+    delegation_json: str | None = None,
+) -> SessionSnapshot:
+    """A snapshot of a run that never reached its runtime, taken from its StartRun: what the
+    run is (session, capability, case, admission key, tenant, initiator, input, version) comes
+    from the start alone; the rest is what the caller knows besides (an error, holdings)."""
+    return SessionSnapshot(
+        session_id=start.session_id,
+        capability=start.capability,
+        status=status,
+        era=0,
+        next_seq=next_seq,
+        last_hash=last_hash,
+        case_id=start.case_id,
+        admission_key=start.admission_key,
+        tenant=start.tenant,
+        initiator=start.initiator,
+        input_json=start.input_json,
+        started_ms=start.admitted_ms,
+        updated_ms=now_ms,
+        agent_version=start.agent_version,
+        error=error,
+        stranded_json=stranded_json,
+        held_json=held_json,
+        delegation_json=delegation_json,
+    )
+
+
 @dataclass(frozen=True)
 class Step:
     """The decisions of one engine step, to be committed together (except as

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, seal
-from runplane.core.engine.step import Step
+from runplane.core.engine.step import Step, snapshot_at_start
 from runplane.core.limits import Limits
 from runplane.wire import (
     DeadLetter,
@@ -193,21 +193,12 @@ def strand_unstarted(
     Nothing is journaled — seq 1 is the runtime's to write when the StartRun is served — so
     the run index shows it admitted; ``agents list`` counts it parked."""
     stranded = Stranded(version, RunStatus.ADMITTED, None, unstarted=True)
-    return SessionSnapshot(
-        session_id=start.session_id,
-        capability=start.capability,
+    return snapshot_at_start(
+        start,
         status=RunStatus.PARKED,
-        era=0,
         next_seq=1,
         last_hash=start.admitted_hash,
-        case_id=start.case_id,
-        admission_key=start.admission_key,
-        tenant=start.tenant,
-        initiator=start.initiator,
-        input_json=start.input_json,
-        started_ms=start.admitted_ms,
-        updated_ms=now_ms,
-        agent_version=start.agent_version,
+        now_ms=now_ms,
         stranded_json=stranded.to_json(),
         held_json=_held_json((letter,)),
         delegation_json=start.delegation_json,  # a commissioned child stays bounded meanwhile
