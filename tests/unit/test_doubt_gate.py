@@ -24,8 +24,8 @@ from runplane.core import (
     Recovery,
     Runtime,
     StepCtx,
-    run_admitted,
 )
+from runplane.core.chain import run_start
 from runplane.core.ctx import EffectError
 from runplane.core.engine.runtime import replay_history
 from runplane.core.engine.step import Step
@@ -61,7 +61,7 @@ def _spec(durability: Durability) -> AgentSpec:
 
 
 def _start(sid: str) -> StartRun:
-    admitted = run_admitted(
+    _, start = run_start(
         sid,
         capability="fwd",
         admission_key=sid,
@@ -70,16 +70,7 @@ def _start(sid: str) -> StartRun:
         input_json="{}",
         now_ms=1,
     )
-    return StartRun(
-        session_id=sid,
-        capability="fwd",
-        input_json="{}",
-        admission_key=sid,
-        tenant="t",
-        initiator="i",
-        admitted_hash=admitted.hash,
-        admitted_ms=1,
-    )
+    return start
 
 
 def _announced(durability: Durability, sid: str) -> tuple[Step, dict[tuple[int, int], ResultEntry]]:

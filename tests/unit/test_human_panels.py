@@ -23,8 +23,8 @@ from runplane.core import (
     Runtime,
     StepCtx,
     replay_history,
-    run_admitted,
 )
+from runplane.core.chain import run_start
 from runplane.core.ctx import WaitTimedOut
 from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
@@ -290,7 +290,7 @@ def test_decisions_while_a_restored_era_is_busy_elsewhere_decide_the_carried_pan
 
 
 def _start_run(sid: str) -> tuple[StartRun, Any]:
-    admitted = run_admitted(
+    admitted, start = run_start(
         sid,
         capability="drafted",
         admission_key=sid,
@@ -298,16 +298,6 @@ def _start_run(sid: str) -> tuple[StartRun, Any]:
         initiator="ivan",
         input_json="{}",
         now_ms=1,
-    )
-    start = StartRun(
-        session_id=sid,
-        capability="drafted",
-        input_json="{}",
-        admission_key=sid,
-        tenant="t",
-        initiator="ivan",
-        admitted_hash=admitted.hash,
-        admitted_ms=1,
     )
     return start, admitted
 
