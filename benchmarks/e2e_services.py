@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -92,13 +91,6 @@ def processes(settings: Settings) -> Iterator[None]:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _await_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from runplane.config import Settings
+from runplane.fakes import free_port
 from runplane.stack import StackConfig
 from runplane.stack._kafka import (
     MAIN_CLASS,
@@ -56,12 +57,6 @@ class SecuredBroker:
             kafka_sasl_password=password,
             kafka_ssl_ca_location=str(self.ca_path),
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -163,7 +158,7 @@ def secured_broker(
 ) -> Iterator[SecuredBroker]:
     """Format and start the broker with SCRAM ``users`` (name → password) besides the admin."""
     directory.mkdir(parents=True, exist_ok=True)
-    port, controller = _free_port(), _free_port()
+    port, controller = free_port(), free_port()
     ca, server = write_certificates(directory)
     props = _properties(directory, port, controller, ca, server)
     own = dataclasses.replace(config, state_dir=directory / "state")

@@ -13,7 +13,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from test_processor import read_all, wait_for
 
 from runplane.client import Client
 from runplane.config import Settings, example_tools_config
+from runplane.fakes import free_port
 from runplane.kafka.clients import producer_config
 from runplane.kafka.processor import Processor
 from runplane.wire import (
@@ -255,7 +255,7 @@ def test_two_instances_concurrently_never_make_two_runs(settings: Settings) -> N
     producer.start()
     try:
         wait_for("the first replies", lambda: len(committed_replies(settings)) >= 50, timeout=60)
-        port = _free_port()
+        port = free_port()
         b = serve_admission(settings, "adm-b", port)  # joins mid-burst: a rebalance under load
         # Until b answers it may still be importing, with no SIGTERM handler yet.
         wait_for("b up", lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, 120)
@@ -338,16 +338,10 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
     assert isinstance(claims[-1], AdmissionClaim) and claims[-1].status == RunStatus.AWAITING_HUMAN
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_answers_healthz_metrics_and_the_emit_cli(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     monkeypatch.setenv("RUNPLANE_ADMISSION_PORT", str(port))
     monkeypatch.setenv("RUNPLANE_AGENT_MODULES", "examples.refund")
     monkeypatch.setenv("RUNPLANE_TOOLS_CONFIG", example_tools_config() or "")

@@ -17,15 +17,10 @@ from typer.testing import CliRunner
 
 from runplane.cli import app
 from runplane.config import Settings
+from runplane.fakes import free_port
 from runplane.kafka.topics import COMPACTED, TOPICS, create_topics, describe_topics
 from runplane.stack import LocalStack, StackError, down, kafka_answers, redis_answers, status, up
 from runplane.stack._process import is_alive, port_bindable
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_status_reports_both_components_ready(stack: LocalStack) -> None:
@@ -107,7 +102,7 @@ def test_up_refuses_a_taken_port_with_the_reason(stack: LocalStack, tmp_path: Pa
 def test_a_private_stack_goes_up_and_down_leaving_no_process(
     stack: LocalStack, tmp_path: Path
 ) -> None:
-    broker, controller, redis_port = _free_port(), _free_port(), _free_port()
+    broker, controller, redis_port = free_port(), free_port(), free_port()
     config = dataclasses.replace(
         stack.config,
         state_dir=tmp_path / "state",

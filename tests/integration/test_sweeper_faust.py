@@ -12,7 +12,6 @@ cannot read, and its service face.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import urllib.request
@@ -28,6 +27,7 @@ from prometheus_client import REGISTRY
 from test_cases_support import read_all, redis_db, wait_for
 
 from runplane.config import Settings
+from runplane.fakes import free_port
 from runplane.kafka.clients import producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import (
@@ -196,13 +196,6 @@ def test_an_undecodable_case_record_is_dead_lettered_and_the_stream_goes_on(
     assert letter.offset == 0 and letter.value == bad and letter.key == b"c-bad"
     assert letter.service == "sweeper" and letter.reason
     assert metric("runplane_sweeper_unreadable_records_total") == unreadable_before + 1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def get(url: str) -> tuple[int, str]:

@@ -9,6 +9,7 @@ listens on anything but loopback.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -132,3 +133,11 @@ class LoopbackServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it), for a loopback
+    server a test, demo or benchmark is about to start."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
+
+from runplane.fakes._http import free_port
 
 
 def read_notes(path: Path) -> list[dict[str, Any]]:
@@ -73,12 +74,6 @@ def build_server(state: Path, **settings: Any) -> Any:
     return server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m runplane.fakes.mcp_notes")
     parser.add_argument("--state", type=Path, required=True)
@@ -87,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.port is None:
         build_server(args.state).run("stdio")
         return
-    port = args.port or _free_port()
+    port = args.port or free_port()
     server = build_server(args.state)
     print(f"http://127.0.0.1:{port}/mcp", flush=True)
     server.run("streamable-http", host="127.0.0.1", port=port)
