@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from benchmarks import e2e_agents
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY
 from runplane.providers import TOOLS
+from runplane.stack._platform import healthy
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
@@ -98,9 +98,7 @@ def _await_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 12
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
-        url = f"http://127.0.0.1:{port}/readyz"
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
-            if reply.status == 200:
-                return
+        if healthy(f"http://127.0.0.1:{port}/readyz"):
+            return
         time.sleep(0.2)
     raise TimeoutError(f"{proc.args!r} not ready on port {port} within {timeout_s} s")
