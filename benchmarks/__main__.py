@@ -20,6 +20,9 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.replaytest`` replay testing of a recorded run beside the engine's own rebuild.
 - ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
                            one after another (wall time, ratio, calls seen in flight at once).
+- ``benchmarks.txn``       one transaction shaped like admission's, phase by phase: back to
+                           back with our ``retry.backoff.ms`` and with the old 5 ms, spaced out,
+                           and by partitions written.
 
 Writes ``bench/results.json`` (the raw numbers), ``bench/report.md`` (numbers, ratios to the
 baseline, the machine) and ``bench/plot.png``. A benchmark that fails is reported as such with
@@ -59,6 +62,7 @@ ORDER = (
     "replaytest",
     "retention",
     "fanout",
+    "txn",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

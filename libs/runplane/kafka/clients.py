@@ -106,9 +106,10 @@ def transactional_producer_config(
             # written (a few ms). librdkafka retries after retry.backoff.ms: its default
             # (100 ms) made every back-to-back commit wait ~90 ms in send_offsets (raw
             # two-hop loop at 16 in flight: 63 runs/s, p50 245 ms; with 5 ms: 580 runs/s,
-            # p50 24 ms). The backoff still grows exponentially up to retry.backoff.max.ms
-            # (1 s) for errors that last.
-            "retry.backoff.ms": 5,
+            # p50 24 ms), and 5 ms still doubled one (`python -m benchmarks.txn`: an
+            # admission-shaped transaction back to back 7.0 ms with 5, 3.2-3.5 with 1). The
+            # backoff grows exponentially up to retry.backoff.max.ms (1 s) for errors that last.
+            "retry.backoff.ms": 1,
             # Every record of a transaction goes out by its commit anyway (the commit flushes);
             # lingering only delays the flush the commit waits for (admission at 16 runs in
             # flight: commit p50 7.0 → 4.4 ms). Under load librdkafka still batches: records
