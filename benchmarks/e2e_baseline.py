@@ -13,6 +13,7 @@ watchers do (the executor's consumer: 20 ms).
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
 
+from benchmarks.e2e_cpu import CpuMeter, broker_pid
 from benchmarks.e2e_drive import Watcher, closed_loop
 from runplane.client import ready_batch
 from runplane.config import Settings
@@ -92,17 +94,18 @@ def measure(settings: Settings, levels: Sequence[tuple[int, int]], warm: int) ->
         producer.poll(0)
 
     watcher = Watcher(settings, [settings.topic("sessions")], _judge)
+    broker = broker_pid(settings)
+    # The hops are threads of this process, like the driver.
+    meter = CpuMeter({**({"broker": broker} if broker else {}), "hops and driver": os.getpid()})
+    measured: list[dict[str, Any]] = []
     try:
         with _hops(settings):
             first = closed_loop(send, watcher, in_flight=16, total=warm, tag="raw-warm")
-            measured = [
-                closed_loop(send, watcher, in_flight=n, total=total, tag=f"raw{i}-{n}")
-                for i, (n, total) in enumerate(levels)
-            ]
+            for i, (n, total) in enumerate(levels):
+                meter.start()
+                lv = closed_loop(send, watcher, in_flight=n, total=total, tag=f"raw{i}-{n}")
+                measured.append({**lv.as_dict(), "cpu_ms_per_run": meter.per_run(total)})
     finally:
         watcher.close()
         producer.flush(10)
-    return {
-        "warm_up_runs_per_s": first.runs_per_s,
-        "levels": [lv.as_dict() for lv in measured],
-    }
+    return {"warm_up_runs_per_s": first.runs_per_s, "levels": measured}

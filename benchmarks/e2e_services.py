@@ -21,6 +21,7 @@ from pathlib import Path
 from benchmarks import e2e_agents
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY
+from runplane.fakes import free_port
 from runplane.providers import TOOLS
 from runplane.stack._platform import healthy
 from services.admission.decide import CapabilitySpec
@@ -34,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def threads(settings: Settings) -> Iterator[None]:
+def threads(settings: Settings) -> Iterator[dict[str, int]]:
+    """Yields the processes whose CPU a run costs: here one, the services and the driver."""
     caps = {name: CapabilitySpec({"type": "object"}) for name in e2e_agents.CAPABILITIES}
     # Unsigned requests (dev mode): signing is not what this measures.
     processor = build_admission(
@@ -49,15 +51,16 @@ def threads(settings: Settings) -> Iterator[None]:
         own = ExecutorSettings(base=settings, agent_modules=())
         tools = {"inc": TOOLS["inc"]}
         with executor_thread(own, tools=tools, providers={}, registry=REGISTRY):
-            yield
+            yield {"services and driver": os.getpid()}
     finally:
         stop.set()
         thread.join(60)
 
 
 @contextlib.contextmanager
-def processes(settings: Settings) -> Iterator[None]:
-    """The stock services as child processes, measured once both answer ``/readyz``."""
+def processes(settings: Settings) -> Iterator[dict[str, int]]:
+    """The stock services as child processes, measured once both answer ``/readyz``.
+    Yields the processes whose CPU a run costs: each service, and the driver (this one)."""
     env = {
         **os.environ,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -73,16 +76,20 @@ def processes(settings: Settings) -> Iterator[None]:
     procs = []
     try:
         for name in ("admission", "executor"):
-            instance = {"RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{name}"}
-            procs.append(
-                subprocess.Popen(
-                    [runplane, "serve", name],
-                    cwd=ROOT,
-                    env={**env, **instance},
-                    stdin=subprocess.DEVNULL,
-                )
+            port = free_port()  # its /readyz, so two benchmark runs never share one
+            own = {
+                "RUNPLANE_INSTANCE_ID": f"{settings.instance_id}-{name}",
+                f"RUNPLANE_{name.upper()}_PORT": str(port),
+            }
+            proc = subprocess.Popen(
+                [runplane, "serve", name], cwd=ROOT, env={**env, **own}, stdin=subprocess.DEVNULL
             )
-        yield
+            procs.append(proc)
+            _await_ready(port, proc)
+        yield {
+            **{name: proc.pid for name, proc in zip(("admission", "executor"), procs, strict=True)},
+            "driver": os.getpid(),
+        }
     finally:
         for proc in procs:
             proc.terminate()

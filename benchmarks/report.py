@@ -219,6 +219,37 @@ def _e2e_row(workload: str, lv: Mapping[str, Any], raw: Mapping[str, Any] | None
     return "| " + " | ".join(cells) + " |"
 
 
+def _cpu_lines(result: Mapping[str, Any]) -> list[str]:
+    """CPU per run by process (``cpu_ms_per_run`` of each level), when it was measured."""
+    rows = [
+        (workload, lv)
+        for workload, data in result.items()
+        if isinstance(data, Mapping) and "levels" in data
+        for lv in data["levels"]
+        if lv.get("cpu_ms_per_run")
+    ]
+    if not rows:
+        return []
+    names = list(dict.fromkeys(n for _, lv in rows for n in lv["cpu_ms_per_run"]))
+    out = [
+        "",
+        "CPU per run, ms, by process (user + system time from /proc over the level, divided "
+        "by its runs; the machine has the cores listed above):",
+        "",
+        "| agent | in flight | " + " | ".join(names) + " | all |",
+        "| --- | ---: | " + " | ".join("---:" for _ in names) + " | ---: |",
+    ]
+    for workload, lv in rows:
+        cpu = lv["cpu_ms_per_run"]
+        cells = [_fmt(cpu[n]) if n in cpu else "" for n in names]
+        out.append(
+            f"| {workload} | {lv['in_flight']} | "
+            + " | ".join(cells)
+            + f" | {_fmt(sum(cpu.values()))} |"
+        )
+    return out
+
+
 def e2e_lines(result: Mapping[str, Any]) -> list[str]:
     """The end-to-end table (runplane beside the raw path, level by level) and its hops."""
     raw = {lv["in_flight"]: lv for lv in result.get("raw_kafka", {}).get("levels", [])}
@@ -235,6 +266,19 @@ def e2e_lines(result: Mapping[str, Any]) -> list[str]:
             out += [_e2e_row(workload, lv, raw.get(lv["in_flight"])) for lv in data["levels"]]
         warm.append(f"{workload} {_fmt(data.get('warm_up_runs_per_s', 0))}")
     out += ["", f"First runs (warm-up, 16 in flight), runs/s: {', '.join(warm)}."]
+    runs = result.get("raw_kafka_runs", {})
+    if runs:
+        seen = {
+            when: ", ".join(f"{lv['in_flight']}: {_fmt(lv['runs_per_s'])}" for lv in r["levels"])
+            for when, r in runs.items()
+        }
+        out += [
+            "",
+            "The raw path was measured before runplane and again after it (runs/s by in "
+            f"flight — before: {seen.get('first', '-')}; after: {seen.get('last', '-')}); "
+            "the ratios use the faster of the two at each level.",
+        ]
+    out += _cpu_lines(result)
     hops = result.get("hops_ms_lone_step3", {})
     if hops:
         out += ["", "Where a lone 3-step run's time goes (medians, ms):", ""]
@@ -311,7 +355,7 @@ def plot_series(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]
     throughput: list[tuple[str, float]] = []
     latency: list[tuple[str, float]] = []
     for name, entry in results.get("benchmarks", {}).items():
-        if not entry.get("ok") or name in ("core", "e2e"):
+        if not entry.get("ok") or name in ("core", "e2e", "txn"):
             continue
         for path, value in leaves(entry.get("result", {})):
             if path.startswith("baseline."):
