@@ -203,3 +203,45 @@ def test_the_plot_has_latency_against_throughput(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results["benchmarks"]["e2e"]["ok"] = False
     assert curve_series(results) == {}
+
+
+def test_raw_baseline_is_the_faster_of_before_and_after_per_level() -> None:
+    from benchmarks.e2e import _better
+
+    def level(n: int, rate: float) -> dict[str, Any]:
+        return {"in_flight": n, "runs": 10, "p50_ms": 1.0, "p99_ms": 2.0, "runs_per_s": rate}
+
+    first = {"warm_up_runs_per_s": 1.0, "levels": [level(1, 100.0), level(16, 600.0)]}
+    last = {"warm_up_runs_per_s": 2.0, "levels": [level(1, 90.0), level(16, 900.0)]}
+    best = _better(first, last)
+    assert [lv["runs_per_s"] for lv in best["levels"]] == [100.0, 900.0]
+
+
+def test_cpu_per_run_table_lists_every_process_measured() -> None:
+    from benchmarks.report import e2e_lines
+
+    lv = {"in_flight": 16, "runs": 10, "p50_ms": 1.0, "p99_ms": 2.0, "runs_per_s": 5.0}
+    result = {
+        "step3 · processes": {
+            "warm_up_runs_per_s": 1.0,
+            "levels": [{**lv, "cpu_ms_per_run": {"broker": 1.5, "executor": 2.0}}],
+        },
+        "raw_kafka": {"levels": [{**lv, "cpu_ms_per_run": {"broker": 0.5}}]},
+    }
+    text = "\n".join(e2e_lines(result))
+    assert "| agent | in flight | broker | executor | all |" in text
+    assert "| step3 · processes | 16 | 1.50 | 2.00 | 3.50 |" in text
+    assert "| raw_kafka | 16 | 0.50 |  | 0.50 |" in text
+
+
+def test_cpu_meter_reads_this_process_and_skips_one_that_is_gone() -> None:
+    import os
+
+    from benchmarks.e2e_cpu import CpuMeter, cpu_seconds
+
+    assert cpu_seconds(os.getpid()) is not None
+    meter = CpuMeter({"me": os.getpid(), "gone": 2**22 + 12345})
+    meter.start()
+    sum(i * i for i in range(200_000))  # burn a little CPU
+    per_run = meter.per_run(1)
+    assert set(per_run) == {"me"} and per_run["me"] >= 0
