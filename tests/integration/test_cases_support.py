@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -149,7 +150,7 @@ def sweeper(
     base = replace(
         settings,
         instance_id=f"{settings.instance_id}-{instance}",
-        redis_url=f"redis://127.0.0.1:16379/{redis_db}",
+        redis_url=redis_url(redis_db),
     )
     own = SweeperSettings(base=base, tick_ms=tick_ms, retry_ms=retry_ms, clock_offset_ms=offset_ms)
     sw = Sweeper(own)
@@ -172,5 +173,12 @@ def sweeper(
     assert not errors, errors
 
 
+def redis_url(db: int) -> str:
+    """The session stack's Redis (``RUNPLANE_REDIS_URL``, as the stack fixture reads it) with
+    database ``db``: a test module keeps its index apart, on whatever port the stack uses."""
+    parts = urlsplit(Settings.from_env().redis_url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
 def redis_db(db: int) -> redis.Redis:
-    return redis.Redis.from_url(f"redis://127.0.0.1:16379/{db}")
+    return redis.Redis.from_url(redis_url(db))

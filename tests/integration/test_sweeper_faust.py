@@ -24,7 +24,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 from prometheus_client import REGISTRY
-from test_cases_support import read_all, redis_db, wait_for
+from test_cases_support import read_all, redis_db, redis_url, wait_for
 
 from runplane.config import Settings
 from runplane.fakes import free_port
@@ -117,7 +117,7 @@ def running(sweeper: Sweeper) -> Iterator[Sweeper]:
 
 
 def own_settings(settings: Settings, **kw: int) -> SweeperSettings:
-    base = replace(settings, redis_url=f"redis://127.0.0.1:16379/{REDIS_DB}")
+    base = replace(settings, redis_url=redis_url(REDIS_DB))
     return SweeperSettings(base=base, **kw)
 
 
@@ -214,7 +214,7 @@ def test_serve_answers_healthz_and_metrics_while_sweeping(
     monkeypatch.setenv("RUNPLANE_SWEEPER_TICK_MS", "50")
     base = replace(
         settings,
-        redis_url=f"redis://127.0.0.1:16379/{REDIS_DB}",
+        redis_url=redis_url(REDIS_DB),
         instance_id=f"{settings.instance_id}-{uuid.uuid4().hex[:4]}",
     )
     stop = threading.Event()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from test_cases_support import redis_url
 
 from services.sweeper.decide import Entry
 from services.sweeper.index import DueIndex
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def index(stack: object) -> Iterator[DueIndex]:
-    client = redis.Redis.from_url("redis://127.0.0.1:16379/13")
+    client = redis.Redis.from_url(redis_url(13))
     namespace = f"t{uuid.uuid4().hex[:8]}."
     yield DueIndex(client, namespace)
     leftovers = list(client.scan_iter(f"runplane:sweeper:{namespace}*"))
