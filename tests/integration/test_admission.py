@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -96,9 +97,20 @@ def unvalidated_request(key: str, tenant: str) -> bytes:
     return b"\xc3\x01" + schema_fingerprint(AdmissionRequest) + buf.getvalue()
 
 
-def produce_all(settings: Settings, items: list[tuple[str, bytes]], pause_every: int = 0) -> None:
+def produce_all(
+    settings: Settings,
+    items: list[tuple[str, bytes]],
+    pause_every: int = 0,
+    hold: threading.Event | None = None,
+) -> None:
+    """Produce ``items``, pausing after every ``pause_every``; with ``hold``, the last quarter
+    waits until it is set (so a kill in between lands while the burst is still under way)."""
     producer = Producer(producer_config(settings))
+    held = len(items) - len(items) // 4 if hold is not None else len(items)
     for i, (key, value) in enumerate(items):
+        if i == held and hold is not None:
+            producer.flush(10)
+            assert hold.wait(120), "the held part of the burst was never released"
         producer.produce(settings.topic("admission"), key=key.encode(), value=value)
         if pause_every and i % pause_every == pause_every - 1:
             producer.flush(10)
@@ -106,7 +118,7 @@ def produce_all(settings: Settings, items: list[tuple[str, bytes]], pause_every:
     assert producer.flush(30) == 0
 
 
-def emit_interleaved(settings: Settings, keys: list[str], copies: int, **kw: int) -> None:
+def emit_interleaved(settings: Settings, keys: list[str], copies: int, **kw: Any) -> None:
     """Every key ``copies`` times, from two producers at once, copies interleaved."""
     rounds = [[(k, request(k)) for k in keys] for _ in range(copies)]
     halves = [list(itertools.chain(*rounds[0::2])), list(itertools.chain(*rounds[1::2]))]
@@ -224,14 +236,20 @@ def test_thousand_keys_five_times_from_two_producers(settings: Settings) -> None
 def test_sigkill_during_a_burst_never_makes_two_runs(settings: Settings) -> None:
     keys = [f"burst-{i}" for i in range(600)]
     first = serve_admission(settings, "adm-0")
+    # The last quarter of the burst is held back until the kill: a faster admission must not
+    # finish the whole burst between the first replies and the SIGKILL.
+    rest = threading.Event()
     producer = threading.Thread(
-        target=emit_interleaved, args=(settings, keys, 2), kwargs={"pause_every": 100}
+        target=emit_interleaved,
+        args=(settings, keys, 2),
+        kwargs={"pause_every": 50, "hold": rest},
     )
     producer.start()
     try:
         wait_for("the first replies", lambda: len(committed_replies(settings)) >= 100, timeout=60)
     finally:
         code, err = finish(first, signal.SIGKILL)
+        rest.set()
     assert code == -signal.SIGKILL, err[-2000:]
     producer.join(120)
     assert len(committed_replies(settings)) < 1200  # killed mid-burst, not after it
