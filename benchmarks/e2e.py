@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Message, Producer
 
-from benchmarks import e2e_agents, e2e_baseline, e2e_cpu, e2e_services
+from benchmarks import e2e_agents, e2e_baseline, e2e_services
 from benchmarks.e2e_cpu import CpuMeter
 from benchmarks.e2e_drive import Judge, Watcher, closed_loop
 from benchmarks.executor import scratch_topics
@@ -109,8 +110,7 @@ def _runplane(base: Settings, mode: str) -> dict[str, Any]:
         )
         try:
             with _SERVICES[mode](settings) as pids:
-                broker = e2e_cpu.broker_pid(settings)
-                meter = CpuMeter({**({"broker": broker} if broker else {}), **pids})
+                meter = CpuMeter.with_broker(settings, pids)
                 for workload in WORKLOADS:
 
                     def send(key: str, workload: str = workload) -> None:
@@ -130,12 +130,20 @@ def _runplane(base: Settings, mode: str) -> dict[str, Any]:
                     warm = closed_loop(
                         send, watcher, in_flight=16, total=WARM, tag=f"{workload}-warm"
                     )
-                    levels: list[dict[str, Any]] = []
-                    for in_flight, total in LEVELS:
-                        tag = f"{workload}-{in_flight}"
-                        meter.start()
-                        lv = closed_loop(send, watcher, in_flight=in_flight, total=total, tag=tag)
-                        levels.append({**lv.as_dict(), "cpu_ms_per_run": meter.per_run(total)})
+                    levels = [
+                        meter.level(
+                            total,
+                            partial(
+                                closed_loop,
+                                send,
+                                watcher,
+                                in_flight=in_flight,
+                                total=total,
+                                tag=f"{workload}-{in_flight}",
+                            ),
+                        )
+                        for in_flight, total in LEVELS
+                    ]
                     out[workload + suffix] = {
                         "warm_up_runs_per_s": warm.runs_per_s,
                         "levels": levels,

@@ -18,11 +18,12 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
 
-from benchmarks.e2e_cpu import CpuMeter, broker_pid
+from benchmarks.e2e_cpu import CpuMeter
 from benchmarks.e2e_drive import Watcher, closed_loop
 from runplane.client import ready_batch
 from runplane.config import Settings
@@ -94,17 +95,20 @@ def measure(settings: Settings, levels: Sequence[tuple[int, int]], warm: int) ->
         producer.poll(0)
 
     watcher = Watcher(settings, [settings.topic("sessions")], _judge)
-    broker = broker_pid(settings)
     # The hops are threads of this process, like the driver.
-    meter = CpuMeter({**({"broker": broker} if broker else {}), "hops and driver": os.getpid()})
-    measured: list[dict[str, Any]] = []
+    meter = CpuMeter.with_broker(settings, {"hops and driver": os.getpid()})
     try:
         with _hops(settings):
             first = closed_loop(send, watcher, in_flight=16, total=warm, tag="raw-warm")
-            for i, (n, total) in enumerate(levels):
-                meter.start()
-                lv = closed_loop(send, watcher, in_flight=n, total=total, tag=f"raw{i}-{n}")
-                measured.append({**lv.as_dict(), "cpu_ms_per_run": meter.per_run(total)})
+            measured = [
+                meter.level(
+                    total,
+                    partial(
+                        closed_loop, send, watcher, in_flight=n, total=total, tag=f"raw{i}-{n}"
+                    ),
+                )
+                for i, (n, total) in enumerate(levels)
+            ]
     finally:
         watcher.close()
         producer.flush(10)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from benchmarks.e2e_drive import Level
 from runplane.config import Settings
 from runplane.stack._process import port_owner
 
@@ -47,6 +49,18 @@ class CpuMeter:
     def __init__(self, pids: Mapping[str, int]) -> None:
         self._pids = dict(pids)
         self._start: dict[str, float] = {}
+
+    @classmethod
+    def with_broker(cls, settings: Settings, pids: Mapping[str, int]) -> CpuMeter:
+        """``pids`` and, first, the local broker when this machine runs it."""
+        broker = broker_pid(settings)
+        return cls({**({"broker": broker} if broker else {}), **pids})
+
+    def level(self, total: int, measure: Callable[[], Level]) -> dict[str, Any]:
+        """Run one closed-loop level and return it as a dict with its CPU per run."""
+        self.start()
+        lv = measure()
+        return {**lv.as_dict(), "cpu_ms_per_run": self.per_run(total)}
 
     def start(self) -> None:
         self._start = {}

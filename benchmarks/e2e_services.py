@@ -74,6 +74,7 @@ def processes(settings: Settings) -> Iterator[dict[str, int]]:
     env.pop("RUNPLANE_TOOLS_CONFIG", None)
     runplane = str(Path(sys.executable).with_name("runplane"))
     procs = []
+    pids = {}
     try:
         for name in ("admission", "executor"):
             port = free_port()  # its /readyz, so two benchmark runs never share one
@@ -85,11 +86,9 @@ def processes(settings: Settings) -> Iterator[dict[str, int]]:
                 [runplane, "serve", name], cwd=ROOT, env={**env, **own}, stdin=subprocess.DEVNULL
             )
             procs.append(proc)
+            pids[name] = proc.pid
             _await_ready(port, proc)
-        yield {
-            **{name: proc.pid for name, proc in zip(("admission", "executor"), procs, strict=True)},
-            "driver": os.getpid(),
-        }
+        yield {**pids, "driver": os.getpid()}
     finally:
         for proc in procs:
             proc.terminate()
