@@ -307,6 +307,17 @@ def _problem(
     capabilities: Mapping[str, CapabilitySpec],
     max_input_bytes: int,
 ) -> tuple[Refusal, str] | None:
+    """Why the request cannot start a run, checked in order: the request itself, the
+    capability it names, then its input; None when it can."""
+    spec = capabilities.get(req.capability)
+    return (
+        _request_problem(key, req)
+        or _capability_problem(req, spec)
+        or (None if spec is None else _input_problem(req, spec, max_input_bytes))
+    )
+
+
+def _request_problem(key: str, req: AdmissionRequest) -> tuple[Refusal, str] | None:
     if req.admission_key != key:
         return Refusal.BAD_KEY, "the record key must equal admission_key"
     bad_initiator = initiator_problem(req.initiator)
@@ -318,7 +329,12 @@ def _problem(
             Delegation.read(req.delegation_json)
         except TerminalError as exc:
             return Refusal.BAD_REQUEST, f"delegation: {exc}"
-    spec = capabilities.get(req.capability)
+    return None
+
+
+def _capability_problem(
+    req: AdmissionRequest, spec: CapabilitySpec | None
+) -> tuple[Refusal, str] | None:
     if spec is None:
         return Refusal.UNKNOWN_CAPABILITY, f"unknown capability {req.capability!r}"
     if spec.unavailable is not None:
@@ -333,6 +349,12 @@ def _problem(
     bad_keys = correlation_problem(req.correlation_keys, req.tenant)
     if bad_keys is not None:
         return Refusal.BAD_CORRELATION, bad_keys
+    return None
+
+
+def _input_problem(
+    req: AdmissionRequest, spec: CapabilitySpec, max_input_bytes: int
+) -> tuple[Refusal, str] | None:
     if len(req.input_json.encode("utf-8", "surrogatepass")) > max_input_bytes:
         return Refusal.INVALID_INPUT, f"input is larger than {max_input_bytes} bytes"
     try:

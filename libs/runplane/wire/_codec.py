@@ -9,6 +9,7 @@ registry itself cannot be reached: the message is not at fault, so do not dead-l
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from runplane.wire._base import Record
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from runplane.config import Settings
 
 
-class Serde:
+class Serde(ABC):
     """Encodes and decodes wire records for a topic (logical name or full topic name)."""
 
     @staticmethod
@@ -33,11 +34,11 @@ class Serde:
             )
         return SingleObjectSerde()
 
-    def encode(self, topic: str, record: Record) -> bytes:
-        raise NotImplementedError
+    @abstractmethod
+    def encode(self, topic: str, record: Record) -> bytes: ...
 
-    def decode(self, topic: str, data: bytes) -> Record:
-        raise NotImplementedError
+    @abstractmethod
+    def decode(self, topic: str, data: bytes) -> Record: ...
 
 
 class SingleObjectSerde(Serde):

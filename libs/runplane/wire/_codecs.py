@@ -46,6 +46,8 @@ class _Source:
 
 # Source builders: given the expression of a *simple name* and a _Source, return an expression.
 _Src = Callable[[str, _Source], str]
+# (test, value) source builders: see ``Codec.unplain``.
+_Unplain = Callable[[str, _Source], tuple[str, str]]
 
 
 def _same(v: str, src: _Source) -> str:
@@ -53,7 +55,8 @@ def _same(v: str, src: _Source) -> str:
 
 
 def _no_canon(v: str, src: _Source) -> str:
-    raise NotImplementedError("this codec has no canonical encoder")  # a codec added without one
+    # A codec added without one: a bug of the wire package, found by its tests.
+    raise TypeError("this codec has no canonical encoder")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,7 @@ class Codec:
     fast_value: _Src = _same
     plain: _Src = _same
     canon: _Src = _no_canon
-    unplain: Callable[[str, _Source], tuple[str, str]] | None = None
+    unplain: _Unplain | None = None
 
 
 def _fail(path: str, what: str, value: Any) -> WireError:
@@ -278,14 +281,6 @@ def _array(inner: Codec) -> Codec:
             raise _fail(path, "a list", v)
         return tuple(inner.from_plain(x, f"{path}[{i}]") for i, x in enumerate(v))
 
-    inner_fast = inner.fast
-    fast: _Src | None = None
-    if inner_fast is not None and inner.fast_value is _same:
-        # An exact tuple whose items all pass unchanged is returned as is by check.
-        def fast(v: str, src: _Source) -> str:
-            x = src.fresh()
-            return f"({v}.__class__ is tuple and all([{inner_fast(x, src)} for {x} in {v}]))"
-
     def plain(v: str, src: _Source) -> str:
         x = src.fresh()
         inner_plain = inner.plain(x, src)
@@ -295,13 +290,33 @@ def _array(inner: Codec) -> Codec:
         x = src.fresh()
         return f"('[' + ','.join([{inner.canon(x, src)} for {x} in {v}]) + ']')"
 
-    unplain = None
-    if inner.from_plain is _from_identity:
-        # A list of plain items: from_plain's tuple of the items unchanged.
-        def unplain(v: str, src: _Source) -> tuple[str, str]:
-            return f"{v}.__class__ is list", f"tuple({v})"
+    return Codec(
+        check, to_plain, from_plain, _array_fast(inner), _same, plain, canon, _array_unplain(inner)
+    )
 
-    return Codec(check, to_plain, from_plain, fast, _same, plain, canon, unplain)
+
+def _array_fast(inner: Codec) -> _Src | None:
+    """An exact tuple whose items all pass unchanged is returned as is by check."""
+    inner_fast = inner.fast
+    if inner_fast is None or inner.fast_value is not _same:
+        return None
+
+    def fast(v: str, src: _Source) -> str:
+        x = src.fresh()
+        return f"({v}.__class__ is tuple and all([{inner_fast(x, src)} for {x} in {v}]))"
+
+    return fast
+
+
+def _array_unplain(inner: Codec) -> _Unplain | None:
+    """A list of plain items: from_plain's tuple of the items unchanged."""
+    if inner.from_plain is not _from_identity:
+        return None
+
+    def unplain(v: str, src: _Source) -> tuple[str, str]:
+        return f"{v}.__class__ is list", f"tuple({v})"
+
+    return unplain
 
 
 def _map(inner: Codec) -> Codec:
@@ -324,18 +339,6 @@ def _map(inner: Codec) -> Codec:
             raise _fail(path, "an object", v)
         return {k: inner.from_plain(x, f"{path}[{k!r}]") for k, x in v.items()}
 
-    inner_fast = inner.fast
-    fast: _Src | None = None
-    if inner_fast is not None and inner.fast_value is _same:
-        # An exact dict of ASCII str keys and unchanged values: check's private copy is then
-        # exactly dict(v) (same pairs, same order).
-        def fast(v: str, src: _Source) -> str:
-            k, x = src.fresh(), src.fresh()
-            return (
-                f"({v}.__class__ is dict and all([{k}.__class__ is str and {k}.isascii() and "
-                f"{inner_fast(x, src)} for {k}, {x} in {v}.items()]))"
-            )
-
     def plain(v: str, src: _Source) -> str:
         k, x = src.fresh(), src.fresh()
         inner_plain = inner.plain(x, src)
@@ -352,15 +355,40 @@ def _map(inner: Codec) -> Codec:
         item = inner.canon(f"{v}[{k}]", src)
         return f"('{{' + ','.join([{src.leaves['str']}({k}) + ':' + {item} for {k} in sorted({v})]) + '}}')"
 
-    unplain = None
-    if inner.from_plain is _from_identity:
-        # An exact dict of plain values: from_plain's comprehension is a copy of it.
-        def unplain(v: str, src: _Source) -> tuple[str, str]:
-            return f"{v}.__class__ is dict", f"dict({v})"
+    def fast_value(v: str, src: _Source) -> str:
+        return f"dict({v})"
 
     return Codec(
-        check, to_plain, from_plain, fast, lambda v, src: f"dict({v})", plain, canon, unplain
+        check, to_plain, from_plain, _map_fast(inner), fast_value, plain, canon, _map_unplain(inner)
     )
+
+
+def _map_fast(inner: Codec) -> _Src | None:
+    """An exact dict of ASCII str keys and unchanged values: check's private copy is then
+    exactly dict(v) (same pairs, same order)."""
+    inner_fast = inner.fast
+    if inner_fast is None or inner.fast_value is not _same:
+        return None
+
+    def fast(v: str, src: _Source) -> str:
+        k, x = src.fresh(), src.fresh()
+        return (
+            f"({v}.__class__ is dict and all([{k}.__class__ is str and {k}.isascii() and "
+            f"{inner_fast(x, src)} for {k}, {x} in {v}.items()]))"
+        )
+
+    return fast
+
+
+def _map_unplain(inner: Codec) -> _Unplain | None:
+    """An exact dict of plain values: from_plain's comprehension is a copy of it."""
+    if inner.from_plain is not _from_identity:
+        return None
+
+    def unplain(v: str, src: _Source) -> tuple[str, str]:
+        return f"{v}.__class__ is dict", f"dict({v})"
+
+    return unplain
 
 
 def _enum(cls: type[enum.StrEnum]) -> Codec:

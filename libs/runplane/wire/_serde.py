@@ -280,76 +280,107 @@ def _write_record(
 def _write(
     node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
 ) -> None:
-    zz = src.ref(_zigzag)
-
-    def varint(expr: str) -> list[str]:
-        # Most ints and lengths are small: taken from the table without a call.
-        n = src.fresh()
-        return [
-            f"{ind}{n} = {expr}",
-            f"{ind}if 0 <= {n} < {_TABLE_SIZE}:",
-            f"{ind}    b += {src.ref(_VARINTS)}[{n}]",
-            f"{ind}else:",
-            f"{ind}    b += {src.ref(_zigzag_of)}({n})",
-        ]
-
+    """Append to ``lines`` the source that writes value ``v`` of schema ``node`` into ``b``."""
     if isinstance(node, str):
-        if node in ("int", "long"):
-            lines += varint(v)
-        elif node == "string":
-            e = src.fresh()
-            lines += [f"{ind}{e} = {v}.encode('utf-8')", *varint(f"len({e})"), f"{ind}b += {e}"]
-        elif node == "bytes":
-            lines += [*varint(f"len({v})"), f"{ind}b += {v}"]
-        elif node == "boolean":
-            lines.append(f"{ind}b.append(1 if {v} else 0)")
-        elif node == "double":
-            lines.append(f"{ind}b += {src.ref(_pack_double)}({v})")
-        elif node == "null":
-            pass
-        elif _full(node, ns) in named:
-            full = _full(node, ns)
-            _write(named[full], v, lines, ind, src, named, full.rsplit(".", 1)[0])
-        else:
-            raise _Unsupported(node)  # "float", fixed, unknown names: fastavro's job
-        return
-    if isinstance(node, list):
-        if len(node) != 2 or "null" not in node:
-            raise _Unsupported("only [null, X] unions")
-        null_at = node.index("null")
-        other = node[1 - null_at]
-        lines.append(f"{ind}if {v} is None:")
-        lines.append(f"{ind}    b += {_zigzag(null_at)!r}")
-        lines.append(f"{ind}else:")
-        lines.append(f"{ind}    b += {_zigzag(1 - null_at)!r}")
-        _write(other, v, lines, ind + "    ", src, named, ns)
-        return
-    kind = node["type"]
-    if kind in ("record", "enum"):
-        full = _full(node["name"], node.get("namespace", ns))
-        named[full] = node
-        inner_ns = full.rsplit(".", 1)[0]
-        if kind == "enum":
-            table = {sym: _zigzag(i) for i, sym in enumerate(node["symbols"])}
-            lines.append(f"{ind}b += {src.ref(table)}[{v}._value_]")
-        else:
-            _write_record(node, v, lines, ind, src, named, inner_ns)
-        return
-    if kind in ("array", "map"):
-        x = src.fresh()
-        lines.append(f"{ind}if {v}:")
-        lines.append(f"{ind}    b += {zz}(len({v}))")  # a block count: rare, nothing to save
-        if kind == "array":
-            lines.append(f"{ind}    for {x} in {v}:")
-            _write(node["items"], x, lines, ind + "        ", src, named, ns)
-        else:
-            k = src.fresh()
-            lines.append(f"{ind}    for {k}, {x} in {v}.items():")
-            _write("string", k, lines, ind + "        ", src, named, ns)
-            _write(node["values"], x, lines, ind + "        ", src, named, ns)
-        lines.append(f"{ind}b.append(0)")
-        return
-    if isinstance(kind, str) and "logicalType" not in node:
-        _write(kind, v, lines, ind, src, named, ns)
-        return
-    raise _Unsupported(kind)
+        _write_named(node, v, lines, ind, src, named, ns)
+    elif isinstance(node, list):
+        _write_union(node, v, lines, ind, src, named, ns)
+    elif node["type"] in ("record", "enum"):
+        _write_record_or_enum(node, v, lines, ind, src, named, ns)
+    elif node["type"] in ("array", "map"):
+        _write_container(node, v, lines, ind, src, named, ns)
+    elif isinstance(node["type"], str) and "logicalType" not in node:
+        _write(node["type"], v, lines, ind, src, named, ns)
+    else:
+        raise _Unsupported(node["type"])
+
+
+def _varint(expr: str, ind: str, src: _Source) -> list[str]:
+    # Most ints and lengths are small: taken from the table without a call.
+    n = src.fresh()
+    return [
+        f"{ind}{n} = {expr}",
+        f"{ind}if 0 <= {n} < {_TABLE_SIZE}:",
+        f"{ind}    b += {src.ref(_VARINTS)}[{n}]",
+        f"{ind}else:",
+        f"{ind}    b += {src.ref(_zigzag_of)}({n})",
+    ]
+
+
+def _write_named(
+    node: str, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
+) -> None:
+    """A primitive, or a named type defined earlier in the schema."""
+    if node in ("int", "long"):
+        lines += _varint(v, ind, src)
+    elif node == "string":
+        e = src.fresh()
+        lines += [
+            f"{ind}{e} = {v}.encode('utf-8')",
+            *_varint(f"len({e})", ind, src),
+            f"{ind}b += {e}",
+        ]
+    elif node == "bytes":
+        lines += [*_varint(f"len({v})", ind, src), f"{ind}b += {v}"]
+    elif node == "boolean":
+        lines.append(f"{ind}b.append(1 if {v} else 0)")
+    elif node == "double":
+        lines.append(f"{ind}b += {src.ref(_pack_double)}({v})")
+    elif node == "null":
+        pass
+    elif _full(node, ns) in named:
+        full = _full(node, ns)
+        _write(named[full], v, lines, ind, src, named, full.rsplit(".", 1)[0])
+    else:
+        raise _Unsupported(node)  # "float", fixed, unknown names: fastavro's job
+
+
+def _write_union(
+    node: list[Any],
+    v: str,
+    lines: list[str],
+    ind: str,
+    src: _Source,
+    named: dict[str, Any],
+    ns: str,
+) -> None:
+    if len(node) != 2 or "null" not in node:
+        raise _Unsupported("only [null, X] unions")
+    null_at = node.index("null")
+    other = node[1 - null_at]
+    lines.append(f"{ind}if {v} is None:")
+    lines.append(f"{ind}    b += {_zigzag(null_at)!r}")
+    lines.append(f"{ind}else:")
+    lines.append(f"{ind}    b += {_zigzag(1 - null_at)!r}")
+    _write(other, v, lines, ind + "    ", src, named, ns)
+
+
+def _write_record_or_enum(
+    node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
+) -> None:
+    full = _full(node["name"], node.get("namespace", ns))
+    named[full] = node
+    if node["type"] == "enum":
+        table = {sym: _zigzag(i) for i, sym in enumerate(node["symbols"])}
+        lines.append(f"{ind}b += {src.ref(table)}[{v}._value_]")
+    else:
+        _write_record(node, v, lines, ind, src, named, full.rsplit(".", 1)[0])
+
+
+def _write_container(
+    node: Any, v: str, lines: list[str], ind: str, src: _Source, named: dict[str, Any], ns: str
+) -> None:
+    x = src.fresh()
+    lines.append(f"{ind}if {v}:")
+    lines.append(
+        f"{ind}    b += {src.ref(_zigzag)}(len({v}))"
+    )  # a block count: rare, nothing to save
+    if node["type"] == "array":
+        lines.append(f"{ind}    for {x} in {v}:")
+        _write(node["items"], x, lines, ind + "        ", src, named, ns)
+    else:
+        k = src.fresh()
+        lines.append(f"{ind}    for {k}, {x} in {v}.items():")
+        _write("string", k, lines, ind + "        ", src, named, ns)
+        _write(node["values"], x, lines, ind + "        ", src, named, ns)
+    lines.append(f"{ind}b.append(0)")

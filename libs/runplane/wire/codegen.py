@@ -195,27 +195,32 @@ def _default(node: Json, value: Json, namespace: str, named: Mapping[str, NamedT
             raise SchemaError("record-typed defaults are not supported")
         return f"{target.short}.{value}"
     if isinstance(node, dict):
-        kind = node["type"]
-        if kind == "array":
-            if value:
-                raise SchemaError("non-empty array defaults are not supported")
-            return "()"
-        if kind == "map":
-            if value:
-                raise SchemaError("non-empty map defaults are not supported")
-            return "field(default_factory=dict)"
-        if kind == "enum":
-            return (
-                f"{named[_qualify(node['name'], node.get('namespace', namespace))].short}.{value}"
-            )
-        if kind == "record":
-            raise SchemaError("record-typed defaults are not supported")
-        return _default(kind, value, namespace, named)
+        return _complex_default(node, value, namespace, named)
     if node in ("float", "double"):
         return repr(float(value))
     if node == "bytes":
         return repr(value.encode("latin-1"))
     return repr(value)
+
+
+def _complex_default(
+    node: Json, value: Json, namespace: str, named: Mapping[str, NamedType]
+) -> str:
+    """``_default`` for a schema written as an object (array, map, enum, or an annotated type)."""
+    kind = node["type"]
+    if kind == "array":
+        if value:
+            raise SchemaError("non-empty array defaults are not supported")
+        return "()"
+    if kind == "map":
+        if value:
+            raise SchemaError("non-empty map defaults are not supported")
+        return "field(default_factory=dict)"
+    if kind == "enum":
+        return f"{named[_qualify(node['name'], node.get('namespace', namespace))].short}.{value}"
+    if kind == "record":
+        raise SchemaError("record-typed defaults are not supported")
+    return _default(kind, value, namespace, named)
 
 
 def _comment(text: str, indent: str) -> list[str]:
