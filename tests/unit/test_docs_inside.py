@@ -29,7 +29,7 @@ _MD = r"\.md\b"
 _CITATIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("the founding design file", re.compile(r"\b" + "DESIGN" + _MD)),
     ("the conventions file", re.compile(r"\b" + "CONVENTIONS" + _MD)),
-    ("the Kafka notes file", re.compile("KAFKA" + r"[-_ ]" + "NOTES", re.IGNORECASE)),
+    ("the Kafka notes file", re.compile("KAFKA" + r"[-_]" + "NOTES", re.IGNORECASE)),
     ("a seed document", re.compile(r"\bseed " + r"0\d\d\b|\bseeds" + "/", re.IGNORECASE)),
     ("a path outside the repository", re.compile(r"\.\./" + r"shared\b|/" + "work/")),
 )
@@ -72,7 +72,7 @@ def test_a_planted_citation_is_found() -> None:
             "see " + "DESIGN" + ".md, Executor",
             "# " + "CONVENTIONS" + ".md: keep it small",
             "(" + "KAFKA" + "-NOTES: allow one retry)",
-            "the worked trace of " + "seed 001",
+            "the worked trace of " + "seed " + "001",
             "read ../" + "shared/anything.txt",
             "open /" + "work/" + "main/x",
             "in " + "seeds" + "/001.txt",
