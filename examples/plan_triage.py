@@ -1,4 +1,4 @@
-"""A plan with fan-out: triage a payment by commissioning two agents at once (seed 002 §9).
+"""A plan with fan-out: triage a payment by commissioning two agents at once.
 
     plan.triage ──┬── risk.score  (child run: one slow read-only tool call)
                   ├── fraud.check (child run: one slow read-only tool call)

@@ -1,4 +1,4 @@
-"""The refund agent: seed 001's worked trace, durably.
+"""The refund agent: an invoice, an approval and a charge, durably.
 
     fetch_invoice → approval → now → charge_card
 

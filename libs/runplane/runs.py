@@ -8,7 +8,7 @@ the run's records.
 
 "The end" is what a read_committed reader can see (the last stable offset); librdkafka reports
 it with a PARTITION_EOF event (``enable.partition.eof``), so we stop on EOF and never compare
-positions with the high watermark (KAFKA-NOTES: that spins behind an open transaction).
+positions with the high watermark (that spins behind an open transaction).
 """
 
 from __future__ import annotations

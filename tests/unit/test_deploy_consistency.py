@@ -3,7 +3,7 @@
 docker-compose.yml, the Helm chart (values and rendered manifests), the Dockerfile, the Grafana
 dashboard and docs/metrics.md are checked against the code's own truth:
 
-* services and ports: ``runplane.config.SERVICE_PORTS`` (DESIGN.md's six services);
+* services and ports: ``runplane.config.SERVICE_PORTS`` (the six services of docs/design.md);
 * topics: ``runplane.kafka.topics.CATALOGUE`` (what ``runplane topics create`` creates);
 * environment: every ``RUNPLANE_*`` name a deploy artifact sets is one the code reads, and
   every name ``Settings.from_env`` reads is set by both;

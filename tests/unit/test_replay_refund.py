@@ -1,4 +1,4 @@
-"""Seed 001's refund trace through the engine: block, decide, complete, replay for free."""
+"""The refund trace through the engine: block, decide, complete, replay for free."""
 
 from __future__ import annotations
 

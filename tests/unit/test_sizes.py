@@ -1,5 +1,5 @@
 """Small pieces: no hand-written module in ``libs/`` or ``services/`` over 600 lines, no
-function over 80 (CONVENTIONS.md: aim for ≲ 400 and a few dozen; these are the hard limits).
+function over 80 (aim for ≲ 400 and a few dozen; these are the hard limits).
 
 The generated wire module (``runplane/wire/_records.py``, one dataclass per schema) is exempt:
 its length follows the schemas, and nobody edits it by hand.

@@ -1,4 +1,4 @@
-"""The topic catalogue and the client factories: pure values, checked against DESIGN.md."""
+"""The topic catalogue and the client factories: pure values, checked against docs/design.md."""
 
 from __future__ import annotations
 

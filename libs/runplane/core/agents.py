@@ -46,7 +46,7 @@ AgentFn = Callable[..., Awaitable[Any]]
 
 
 class Durability(enum.StrEnum):
-    """How much of a run survives a stop (DESIGN.md, Executor)."""
+    """How much of a run survives a stop (docs/glossary.md, "durability")."""
 
     CHECKPOINTED = "checkpointed"  # restore from the last checkpoint in a new era
     REPLAYABLE = "replayable"  # additionally, generations are served from the result journal
@@ -384,7 +384,7 @@ def agent(
 def evictable(
     durability: Durability | str, idle_for_s: float, grace_s: float, outstanding: bool
 ) -> bool:
-    """Whether a resident runtime may be evicted (DESIGN.md, Durability levels).
+    """Whether a resident runtime may be evicted (docs/glossary.md, "resident, evicted, rebuilt").
 
     Replayable, silent for at least the idle grace, with nothing outstanding on its behalf →
     evict; it is rebuilt by replay (zero live calls) on its next message. Checkpointed →

@@ -7,7 +7,7 @@ once (a replayed slot, a local observation) or keeps the coroutine suspended unt
 executor brings the outcome (a live call, a task decision, a case reply, a signal).
 
 ``now()``, ``random()`` and ``randint()`` are synchronous: they never wait and journal
-nothing (seed 000, tiers 1 and 2).
+nothing (derived from the journal and the run's seed).
 
 Errors an agent may catch derive from ``EffectError`` (an ``Exception``). Nothing the engine
 uses for control flow is ever thrown into agent code: parking leaves the coroutine suspended,

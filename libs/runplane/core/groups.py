@@ -1,4 +1,4 @@
-"""Effect groups: several tool calls that take together, or not at all (seed 002, section 7).
+"""Effect groups: several tool calls that take together, or not at all.
 
     async with ctx.group("checkout", ["inventory", "notify"]) as g:
         hold = await g.reversible("inventory", "reserve", {"sku": sku},

@@ -7,8 +7,8 @@
 (trusted, public, no provenance) as its identity — so the label of a value built from many
 results does not depend on the order they were combined in, on first run or on replay.
 
-Where a label is applied: at the source, by the effect that produced the value (DESIGN.md,
-"The rest of the surface"). A tool's result names ``tool://<name>``, a generation's
+Where a label is applied: at the source, by the effect that produced the value (docs/design.md,
+"Invariants"). A tool's result names ``tool://<name>``, a generation's
 ``model:<provider>/<model>``; model output and signals come from outside the platform's
 trust boundary, so they start untrusted. The engine journals the label with the result
 (ResultEntry and the chain record), and a label a provider supplies for its own result is

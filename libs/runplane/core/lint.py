@@ -3,7 +3,7 @@
 Replay is only sound if an agent observes the world through its ``StepCtx``. This check
 rejects the common ways of reaching past it — the wall clock, ``random``, ``uuid1/4``, the
 environment, ``secrets`` and direct network clients — naming the line and the alternative.
-It is a lint, not a sandbox (DESIGN.md, "Not promised"): what slips through is caught at
+It is a lint, not a sandbox (docs/design.md, "Not promised"): what slips through is caught at
 replay by the witness check and quarantines the run instead of corrupting it.
 
 Anything inside the arguments of a ``ctx.observe(...)`` call is allowed: observing is the

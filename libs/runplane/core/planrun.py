@@ -1,5 +1,5 @@
 """Running a plan inside one run: ``ctx.run_plan``, ``ctx.fan_out``, ``ctx.parallel`` and
-``ctx.commission`` (seed 002 §9, §11). Built on ``StepCtx`` effects only.
+``ctx.commission``. Built on ``StepCtx`` effects only.
 
     plan = fan_out_plan("triage", ["risk.score", "fraud.check"], "decide")
     decision = await ctx.run_plan(plan, input, contract=Contract(agents={...}))

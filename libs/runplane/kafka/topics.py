@@ -38,7 +38,7 @@ FOREVER = -1
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """One logical topic of DESIGN.md."""
+    """One logical topic of the catalogue (docs/design.md, "Topics")."""
 
     name: str
     key: str

@@ -1,6 +1,6 @@
 """The transactional producer the processor (and any loop needing atomic writes) uses.
 
-Error classification, from librdkafka's transactional API contract (KAFKA-NOTES.md):
+Error classification, from librdkafka's transactional API contract:
 
     KafkaError
     ├── retriable()            → call the same operation again (commit/abort/init are idempotent)

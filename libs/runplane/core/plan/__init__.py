@@ -1,4 +1,4 @@
-"""Plans as frozen authorization graphs (seed 002 §9). Pure: no I/O, no clock.
+"""Plans as frozen authorization graphs. Pure: no I/O, no clock.
 
     from runplane.core.plan import Plan, Node, Bind, Const, Contract, check
 

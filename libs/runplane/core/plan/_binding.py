@@ -6,8 +6,8 @@ source's journaled provenance must name that node's origin (``tool://crm/lookup`
 ``agent/risk.score``, ``model:openai/gpt-4o``). When agent code proposes the arguments itself
 (a model's tool call, a coded step), each proposed value must equal what the binding resolves
 to. Either mismatch is a ``BindingViolation`` — regardless of the value's trust label: a
-trusted value from the wrong node is still the wrong value (seed 002 §9, "strictly stronger
-than labels"). The check reads only journaled values, so it is free at replay.
+trusted value from the wrong node is still the wrong value (binding is strictly stronger
+than labels). The check reads only journaled values, so it is free at replay.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Sourced:
 
 
 def origin(node: Node) -> str:
-    """The provenance source a node's result carries (seed 002 §8's concrete origins)."""
+    """The provenance source a node's result carries (a label's concrete origin)."""
     if node.kind == "tool":
         return f"tool://{node.target}"
     if node.kind == "agent":
