@@ -30,7 +30,7 @@ import redis
 
 from runplane.auth import Principal
 from runplane.config import Settings
-from runplane.kafka.processor import State
+from runplane.kafka.handler import State
 from runplane.wire import DecisionOutcome, ExpiryPolicy, OpenTask, TaskKind, TaskRecord, TaskStatus
 from services.worklist.actions import Filter, HumanCommand, Worklist
 from services.worklist.decide import FINAL, Policy, due_for_expiry, visible_to

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from runplane.core import StepCtx, agent, minutes
-from runplane.core.ctx import WaitTimedOut
+from runplane.core.effect import WaitTimedOut
 from runplane.providers import tool
 
 PAYMENT_SCHEMA: dict[str, Any] = {

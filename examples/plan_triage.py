@@ -29,7 +29,7 @@ import asyncio
 from typing import Any
 
 from runplane.core import StepCtx, agent
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.core.plan import AllSucceeded, Delegation, Scope
 from runplane.providers import TOOLS, tool
 

@@ -29,7 +29,7 @@ admitted just now is bounded by that mark even before the run's first snapshot e
 
 Signed admission: with a ``SigningKey`` (or ``RUNPLANE_EMITTER_KEY`` /
 ``RUNPLANE_EMITTER_KEY_FILE`` in the environment) every request carries an Ed25519 signature
-in its record headers (``runplane.signing``); its tenant must be the one the key's emitter is
+in its record headers (``runplane.signing.admission``); its tenant must be the one the key's emitter is
 registered for. Without one, requests go unsigned, which only a dev-mode admission accepts.
 """
 
@@ -57,7 +57,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.signing import Headers, SigningKey
+from runplane.signing.admission import Headers, SigningKey
 from runplane.tracing import current_headers
 from runplane.wire import (
     AdmissionOutcome,
@@ -155,7 +155,7 @@ class Client:
     """One emitter. Not thread-safe; cheap to create, close it when done."""
 
     def __init__(self, settings: Settings, *, signing_key: SigningKey | None = None) -> None:
-        """``signing_key`` signs every request (``runplane.signing``); None reads
+        """``signing_key`` signs every request (``runplane.signing.admission``); None reads
         ``RUNPLANE_EMITTER_KEY`` / ``RUNPLANE_EMITTER_KEY_FILE``, and with neither set the
         requests go unsigned (admitted only by an admission in dev mode)."""
         self._settings = settings

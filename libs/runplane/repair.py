@@ -27,11 +27,11 @@ from confluent_kafka import Producer
 from runplane.config import Settings
 from runplane.core import repair as core
 from runplane.errors import RetryableError
-from runplane.journal.signing import Signer
 from runplane.kafka.clients import producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import restore_table
 from runplane.runs import read_run, result_key
+from runplane.signing.journal import Signer
 from runplane.wire import Record, Serde, SessionSnapshot
 
 __all__ = ["read_snapshot", "send_order", "write_fork"]

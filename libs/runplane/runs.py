@@ -29,9 +29,9 @@ from confluent_kafka import (
 
 from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
-from runplane.journal.signing import Keyring, header_of, unsigned
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
+from runplane.signing.journal import Keyring, header_of, unsigned
 from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, Serde
 
 __all__ = [
@@ -75,7 +75,7 @@ class RunHistory:
     bodies: dict[BodyKey, ResultEntry | None] = field(default_factory=dict)  # None: erased
     undecodable: int = 0
     # Per record (aligned with ``records``): why it is not signed by a chain writer
-    # (``runplane.journal.signing``); None when read without a keyring (not checked).
+    # (``runplane.signing.journal``); None when read without a keyring (not checked).
     unsigned: tuple[str | None, ...] | None = None
 
 

@@ -2,7 +2,7 @@
 
 The probes themselves (``Health``, ``Probe``) live in ``runplane.health``, which imports
 nothing but the standard library, so a loop in ``runplane.kafka`` can beat one without pulling
-Starlette, uvicorn or redis in; they are re-exported here for the services' shells.
+Starlette, uvicorn or redis in; a shell imports them from there.
 
 A service's ``serve(settings, stop)`` composes these pieces::
 
@@ -61,18 +61,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
-from runplane.health import Health, Probe
-from runplane.shutdown import install_signal_handlers
+from runplane.health import Health
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
     "FORWARDED_ALLOW_IPS_ENV",
-    "Health",
     "HttpServer",
-    "Probe",
     "health_routes",
     "install_backend_errors",
-    "install_signal_handlers",
     "make_app",
     "parse_forwarded_allow_ips",
     "run_http",

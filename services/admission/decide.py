@@ -32,7 +32,7 @@ Identity: ``initiator`` names the worklist principal on whose behalf the run act
 refuses that principal on the run's tasks. An empty or blank initiator is refused
 (``bad_request``): the worklist would refuse the run's first task and the run would wait
 forever on a task that never opened. Which tenant and initiators an emitter may name comes
-from its signature (``identity.py``: the emitters registry, ``runplane.signing``); those
+from its signature (``identity.py``: the emitters registry, ``runplane.signing.admission``); those
 checks come first, and their refusals are also dead-lettered by the adapter.
 
 A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
@@ -56,11 +56,11 @@ from fastavro import schemaless_reader
 
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
+from runplane.core.keys import CASE_KEY, RESERVED_PREFIX, parent_of
 from runplane.core.plan import Delegation
 from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.errors import TerminalError
-from runplane.keys import CASE_KEY, RESERVED_PREFIX, parent_of
-from runplane.signing import Unsigned, Verification, Verified
+from runplane.signing.admission import Unsigned, Verification, Verified
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,
@@ -293,7 +293,7 @@ def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
 
 
 def _claims_a_child(key: str, verification: Verification) -> bool:
-    """A commissioned child's key (``runplane.keys.child_key``) from a tenant's emitter: it
+    """A commissioned child's key (``runplane.core.keys.child_key``) from a tenant's emitter: it
     could pre-empt the child and answer its parent. Only the platform's own emitter (any
     tenant) — or dev mode, unsigned — may name one."""
     if parent_of(key) is None:
@@ -432,7 +432,7 @@ def decide(
     """What admission does with one record of the ``admission`` topic.
 
     ``claim`` is the current claims-table row for ``key`` (None when the key is new).
-    ``verification`` is what the record's signature headers say (``runplane.signing.verify``);
+    ``verification`` is what the record's signature headers say (``runplane.signing.admission.verify``);
     ``allow_unsigned`` is dev mode. The defaults (unsigned, allowed) are the test Driver's.
     """
     if isinstance(record, RunStatusUpdate):

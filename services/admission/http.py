@@ -1,12 +1,12 @@
 """``POST /admit``: admission over HTTP, for emitters that do not speak Kafka.
 
-The same emitters, keys and rules as on Kafka (``runplane.signing``); only the signed bytes
+The same emitters, keys and rules as on Kafka (``runplane.signing.admission``); only the signed bytes
 differ. The emitter signs its JSON body — ``{"admission_key", "capability", "input",
 "correlation_keys", "tenant", "initiator"}`` — with the three headers ``Runplane-Key-Id``,
 ``Runplane-Signed-Ms`` and ``Runplane-Signature`` (base64 here), over
 ``message(key id, signed ms, admission key, body)``::
 
-    sig = key.sign(runplane.signing.message(key_id, now_ms, b"order-17", body))
+    sig = key.sign(runplane.signing.admission.message(key_id, now_ms, b"order-17", body))
 
 The endpoint checks the signature and the emitter's tenant and initiator *before* anything
 reaches Kafka (401 / 403 with the reason: the network cannot fill the admission topic), then
@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from runplane.errors import RetryableError, WireError
-from runplane.signing import (
+from runplane.signing.admission import (
     KEY_ID_HEADER,
     SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,

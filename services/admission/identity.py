@@ -2,7 +2,7 @@
 
 Tenant and initiator are fields of the AdmissionRequest (its wire bytes do not change), but
 they are believed only as far as the signing emitter may speak for them: an emitter is
-registered for one tenant and, optionally, a list of initiators (``runplane.signing``). So:
+registered for one tenant and, optionally, a list of initiators (``runplane.signing.admission``). So:
 
 - a **bad signature** (unknown or revoked key, does not verify, outside the replay window,
   incomplete headers) is refused ``unauthenticated``;
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from runplane.errors import WireError
 from runplane.kafka.handler import Incoming
-from runplane.signing import (
+from runplane.signing.admission import (
     DEFAULT_WINDOW_MS,
     SIGNED_JSON_HEADER,
     BadSignature,

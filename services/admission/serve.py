@@ -20,10 +20,12 @@ from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
-from runplane.kafka.processor import BeforeCommit, Clock, Processor, ProcessorConfig
+from runplane.health import Health
+from runplane.kafka.handler import Clock
+from runplane.kafka.processor import BeforeCommit, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
-from runplane.service import Health, make_app, run_http
-from runplane.signing import watch_emitters
+from runplane.service import make_app, run_http
+from runplane.signing.admission import watch_emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec
 from services.admission.handler import AdmissionHandler
@@ -106,6 +108,7 @@ def build(
         instance_index=instance_index,
         producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
         consumer_overrides={"session.timeout.ms": settings.session_timeout_ms},
+        journal_signer=settings.journal_signer,
     )
     handler = AdmissionHandler(
         caps,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int
 from runplane.errors import ConfigError
-from runplane.signing import DEFAULT_WINDOW_MS
+from runplane.signing.admission import DEFAULT_WINDOW_MS
+from runplane.signing.journal import Signer
 from services.admission.decide import DEFAULT_MAX_INPUT_BYTES
 
 
@@ -24,7 +25,7 @@ class AdmissionSettings:
     back read_committed readers (and a successor's restore) before the broker aborts it;
     ``session_timeout_ms`` how long its group membership holds its partitions.
 
-    Emitters are authenticated by signature (``runplane.signing``, docs/security.md):
+    Emitters are authenticated by signature (``runplane.signing.admission``, docs/security.md):
     ``emitters_file`` is the registry (``RUNPLANE_ADMISSION_EMITTERS_FILE``, a YAML file or a
     mounted Secret directory holding ``emitters.yaml``; re-read when it changes). ``allow_unsigned`` (``RUNPLANE_ADMISSION_ALLOW_UNSIGNED``) is dev mode: unsigned
     requests are admitted with the tenant and initiator they name. It is off unless set —
@@ -42,6 +43,8 @@ class AdmissionSettings:
     emitters_file: Path | None = None
     allow_unsigned: bool = False
     signature_window_ms: int = DEFAULT_WINDOW_MS
+    # Signs each run's seq 0 on ``journal`` (RUNPLANE_JOURNAL_SIGNING_KEY).
+    journal_signer: Signer | None = None
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -87,4 +90,5 @@ class AdmissionSettings:
             signature_window_ms=env_int(
                 e, "RUNPLANE_ADMISSION_SIGNATURE_WINDOW_MS", d.signature_window_ms
             ),
+            journal_signer=Signer.from_env(e),
         )

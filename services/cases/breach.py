@@ -37,7 +37,7 @@ import json
 
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, default_label, run_admitted, seal
-from runplane.keys import CASE_KEY, RESERVED_PREFIX, followup_admission_key
+from runplane.core.keys import CASE_KEY, RESERVED_PREFIX, followup_admission_key
 from runplane.wire import (
     AdmissionRequest,
     BreachDeadline,

@@ -42,7 +42,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from runplane.keys import TENANT_KEY
+from runplane.core.keys import TENANT_KEY
 from runplane.wire import (
     BreachDeadline,
     CancelDeadline,
@@ -210,7 +210,7 @@ def _register(case: CaseRecord, cmd: RegisterDeadline, now_ms: int) -> _Step:
         and existing.due_ms == cmd.due_ms
     ):
         # Everything the sweeper sends for a breach is named from (case, name, due)
-        # (runplane/keys.py): a new cycle at the same due instant would get the spent
+        # (runplane/core/keys.py): a new cycle at the same due instant would get the spent
         # breach request id (answered as a duplicate: the obligation stays open forever) and
         # the same sweep run id (a second chain under one session id: a broken audit). That
         # instant has been breached already; a new cycle needs a new due.

@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 
 from runplane.config import Settings
-from runplane.kafka.processor import Clock, Processor, ProcessorConfig
-from runplane.service import Health, make_app, run_http
+from runplane.health import Health
+from runplane.kafka.handler import Clock
+from runplane.kafka.processor import Processor, ProcessorConfig
+from runplane.service import make_app, run_http
 from services.cases.handler import CasesHandler
 from services.cases.settings import CasesSettings
 from services.cases.topology import INPUT, SERVICE, group_id
@@ -24,6 +26,7 @@ def build(
         batch_ms=settings.batch_ms,
         # Breach follow-ups go to admission signed, so they pass where signatures are required.
         signers={} if settings.emitter_key is None else {"admission": settings.emitter_key.headers},
+        journal_signer=settings.journal_signer,
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from runplane.config import Settings, env_int
 from runplane.errors import ConfigError
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
+from runplane.signing.journal import Signer
 from services.cases.warning import DEFAULT_WARN_ROLE
 
 
@@ -23,6 +24,8 @@ class CasesSettings:
     batch_max: int = 500
     batch_ms: int = 20
     emitter_key: SigningKey | None = None
+    # Signs the sealed sweep runs' journal records (RUNPLANE_JOURNAL_SIGNING_KEY).
+    journal_signer: Signer | None = None
     # Who is told when an obligation without an owner role passes its warn time.
     warn_role: str = DEFAULT_WARN_ROLE
 
@@ -41,5 +44,6 @@ class CasesSettings:
             batch_max=env_int(e, "RUNPLANE_CASES_BATCH_MAX", d.batch_max),
             batch_ms=env_int(e, "RUNPLANE_CASES_BATCH_MS", d.batch_ms),
             emitter_key=SigningKey.from_env(e),
+            journal_signer=Signer.from_env(e),
             warn_role=e.get("RUNPLANE_CASES_WARN_ROLE", d.warn_role) or d.warn_role,
         )

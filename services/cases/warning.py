@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 
 from runplane.core.canonical import canonical_json
-from runplane.keys import obligation_digest
+from runplane.core.keys import obligation_digest
 from runplane.wire import (
     CaseRecord,
     ExpiryPolicy,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from runplane.config import Settings
-from runplane.service import install_signal_handlers, setup_logging
+from runplane.service import setup_logging
+from runplane.shutdown import install_signal_handlers
 from runplane.tracing import configure as configure_tracing
 from services.executor.serve import serve
 from services.executor.topology import SERVICE

@@ -55,12 +55,12 @@ from runplane.core import (
     UnknownCapability,
 )
 from runplane.errors import TerminalError, WireError
+from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.service import Probe
 from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
@@ -144,6 +144,7 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
                 topics=(self._topic[INPUT],),
                 transactional_id=settings.transactional_id,
                 restore_timeout_s=RESTORE_DEADLINE_S,
+                journal_signer=settings.journal_signer,
                 producer_overrides={
                     "transaction.timeout.ms": settings.transaction_timeout_ms,
                 },

@@ -17,7 +17,7 @@ from confluent_kafka import Message
 
 from runplane.errors import TerminalError
 from runplane.kafka.deadletter import dead_letter
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,

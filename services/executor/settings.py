@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from runplane.config import Settings, env_float, env_int, env_str
 from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
+from runplane.signing.journal import Signer
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class ExecutorSettings:
     # The platform's emitter key (RUNPLANE_EMITTER_KEY[_FILE]): signs the AdmissionRequests of
     # commissioned children, for an admission that requires signatures. None: unsigned.
     emitter_key: SigningKey | None = None
+    # Signs every journal record the executor writes (RUNPLANE_JOURNAL_SIGNING_KEY).
+    journal_signer: Signer | None = None
     # Per-run limits (RUNPLANE_MAX_*; runplane.core.limits): what a run may grow to.
     limits: Limits = field(default_factory=Limits)
     # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
@@ -102,6 +105,7 @@ class ExecutorSettings:
                 e, "RUNPLANE_EXECUTOR_RESULTS_RETENTION_S", d.results_retention_s
             ),
             emitter_key=SigningKey.from_env(e),
+            journal_signer=Signer.from_env(e),
             limits=limits_from_env(e),
             policy_path=env_str(e, "RUNPLANE_POLICY"),
         )

@@ -62,7 +62,7 @@ class JournalIn:
     record: JournalRecord
     partition: int
     offset: int
-    # Why the message is not signed by a chain writer (runplane.journal.signing); None when it is, or
+    # Why the message is not signed by a chain writer (runplane.signing.journal); None when it is, or
     # when no keyring is configured.
     unsigned: str | None = None
 

@@ -22,11 +22,12 @@ from typing import Protocol
 from runplane.auth import PrincipalsFile
 from runplane.config import Settings
 from runplane.core.repair import RepairOrder
+from runplane.health import Health
 from runplane.journal.index import RunIndex
-from runplane.journal.signing import Keyring
 from runplane.repair import read_snapshot, send_order, write_fork
 from runplane.runs import RunHistory, read_audit, read_case, read_run
-from runplane.service import Health, health_routes, run_http
+from runplane.service import health_routes, run_http
+from runplane.signing.journal import Keyring
 from runplane.wire import AuditRecord, CaseRecord, SessionSnapshot
 from services.journal.api import build_api
 from services.journal.indexer import Indexer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.errors import ConfigError
-from runplane.journal.signing import Keyring
+from runplane.signing.journal import Keyring
 from runplane.web import public_origin
 
 
@@ -41,7 +41,7 @@ class JournalSettings:
     # The address people reach the runs UI at (RUNPLANE_JOURNAL_PUBLIC_ORIGIN, as the
     # worklist's): its form posts are checked against it behind a TLS-terminating ingress.
     public_origin: str | None = None
-    # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.journal.signing): with
+    # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.signing.journal): with
     # them, a journal record not signed by one of them is a break (bad_signature).
     keyring: Keyring | None = None
 

@@ -10,7 +10,7 @@ The due-time index holds one :class:`Entry` per pending action:
 A tick takes the entries whose time has come and turns them into commands for the cases
 service: ``WarnDeadline`` for a warn entry whose obligation is not yet due (once it is due,
 the breach is the event that matters and the warning is skipped), ``BreachDeadline`` for a
-breach entry. Commands are named by :mod:`runplane.keys`, so repeating a decision —
+breach entry. Commands are named by :mod:`runplane.core.keys`, so repeating a decision —
 another tick, another sweeper, a restart — repeats the same command, which the cases service
 answers as a duplicate. The cases service confirms every decision and, on the first breach,
 seals the sweep run and starts the follow-up run (see :mod:`services.cases.breach`).
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from runplane.core.keys import breach_request_id, sweep_run_id, warn_request_id
 from runplane.errors import WireError
-from runplane.keys import breach_request_id, sweep_run_id, warn_request_id
 from runplane.wire import BreachDeadline, CaseRecord, ObligationStatus, WarnDeadline
 
 __all__ = ["Action", "Entry", "decide_tick", "entries_for"]

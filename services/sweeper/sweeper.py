@@ -8,7 +8,7 @@ the sealed sweep run, the follow-up admission). No Faust tables: the index lives
 
 **Delivery guarantee: at least once, and harmless when repeated.** A decision is sent and its
 delivery awaited before its index entry is postponed by ``retry_ms``; a crash in between sends
-it again. Every command is named from (case, obligation, due) (:mod:`runplane.keys`),
+it again. Every command is named from (case, obligation, due) (:mod:`runplane.core.keys`),
 so a repeat — or the same decision from a second sweeper during a rebalance — is a duplicate
 to the cases service. A case record is applied to Redis before Faust acknowledges it, and the
 index records, with each batch, the next offset it covers; Faust's committed group offsets

@@ -21,8 +21,10 @@ from fastapi import FastAPI
 
 from runplane.auth import PrincipalsFile, PrincipalSource
 from runplane.config import Settings
-from runplane.kafka.processor import Clock, Processor, ProcessorConfig
-from runplane.service import Health, health_routes, run_http
+from runplane.health import Health
+from runplane.kafka.handler import Clock
+from runplane.kafka.processor import Processor, ProcessorConfig
+from runplane.service import health_routes, run_http
 from services.worklist.actions import Worklist
 from services.worklist.api import build_api
 from services.worklist.decide import Policy

@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient
 from runplane.config import Settings, example_tools_config
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, read_counts
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
 from runplane.stack import StackConfig, cluster_size
 from runplane.wire import (
     AdmissionClaim,

@@ -25,8 +25,9 @@ from test_processor import read_all, wait_for
 
 from runplane.client import Client
 from runplane.config import Settings
-from runplane.service import Health, make_app, run_http
-from runplane.signing import (
+from runplane.health import Health
+from runplane.service import make_app, run_http
+from runplane.signing.admission import (
     KEY_ID_HEADER,
     SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,

@@ -18,7 +18,7 @@ from test_cases_support import cases_service, read_all, reply_to, send, wait_for
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
-from runplane.keys import CASE_KEY
+from runplane.core.keys import CASE_KEY
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,

@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
 from runplane.wire import CaseRecord, CaseReply, Record, Serde
 from services.cases.serve import build
 from services.cases.settings import CasesSettings

@@ -17,7 +17,7 @@ from test_core_case_requests import _admit, _ended
 from runplane.cli.cases import close_case
 from runplane.config import Settings
 from runplane.core import AgentRegistry, CaseRefused, StepCtx, verify_chain
-from runplane.keys import warn_request_id
+from runplane.core.keys import warn_request_id
 from runplane.wire import (
     JournalKind,
     JournalRecord,

@@ -25,12 +25,12 @@ from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, seal
 from runplane.journal.index import RunIndex
-from runplane.journal.signing import Keyring, Signer, journal_headers
 from runplane.kafka.clients import transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs import read_audit, read_run, result_key
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
+from runplane.signing.journal import Keyring, Signer, journal_headers
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode
 from services.journal.loop import AuditLoop
 from services.journal.sample import sample_run

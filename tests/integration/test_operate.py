@@ -17,7 +17,7 @@ from executor_process_support import ExecutorProcess
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, EffectDecl, Recovery, StepCtx, verify_chain
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.kafka.topics import create_topics
 from runplane.operate import RunRefused
 from runplane.providers import FunctionTool

@@ -28,7 +28,7 @@ import yaml
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
 from runplane.wire import (
     AdmissionClaim,
     AdmissionRequest,

@@ -27,8 +27,9 @@ from test_processor_support import MiniAdmission, make_processor
 
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
+from runplane.kafka.handler import Emit, State
 from runplane.kafka.partition import partition_for
-from runplane.kafka.processor import Emit, Processor, ProcessorConfig, State
+from runplane.kafka.processor import Processor, ProcessorConfig
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,

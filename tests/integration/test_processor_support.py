@@ -21,15 +21,9 @@ from pathlib import Path
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.kafka.processor import (
-    Emit,
-    Incoming,
-    Processor,
-    ProcessorConfig,
-    ProcessorStopped,
-    State,
-)
-from runplane.service import install_signal_handlers
+from runplane.kafka.handler import Emit, Incoming, State
+from runplane.kafka.processor import Processor, ProcessorConfig, ProcessorStopped
+from runplane.shutdown import install_signal_handlers
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from runplane.keys import CASE_KEY
+from runplane.core.keys import CASE_KEY
 from runplane.wire import AdmissionRequest, BreachDeadline, CaseRecord, Obligation, RegisterDeadline
 from services.admission.decide import (
     Admitted,

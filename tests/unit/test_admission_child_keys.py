@@ -6,9 +6,9 @@ import json
 
 from test_admission_handler import CAPS, NOW, POS, req
 
+from runplane.core.keys import carried_child_key, child_key, parent_of
 from runplane.core.plan import Delegation, Scope
-from runplane.keys import carried_child_key, child_key, parent_of
-from runplane.signing import Emitter, EmitterKey, SigningKey, Unsigned, Verified
+from runplane.signing.admission import Emitter, EmitterKey, SigningKey, Unsigned, Verified
 from runplane.wire import AdmissionOutcome
 from services.admission.decide import Admitted, Refusal, Refused, decide
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from test_cases_decide import CASE, DAY, register, run
 
-from runplane import keys
+from runplane.core import keys
 from runplane.wire import BreachDeadline, ObligationStatus
 from services.cases.decide import evaluate
 

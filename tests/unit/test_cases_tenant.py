@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, days, run_admitted
-from runplane.keys import CASE_KEY, TENANT_KEY
+from runplane.core.keys import CASE_KEY, TENANT_KEY
 from runplane.wire import BreachDeadline, CaseRecord, RegisterDeadline, StartRun
 from services.admission.decide import case_id_for
 from services.cases.breach import followup

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from runplane.auth import Principals
 from runplane.cli import app
-from runplane.signing import Emitters, SigningKey, Verified, verify
+from runplane.signing.admission import Emitters, SigningKey, Verified, verify
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, EffectDecl, replay_history
-from runplane.core.ctx import EffectError, StepCtx
+from runplane.core.ctx import StepCtx
+from runplane.core.effect import EffectError
 from runplane.core.plan import Delegation, DelegationWidened, Scope
 from runplane.testing import Driver
 from runplane.wire import RunStatus

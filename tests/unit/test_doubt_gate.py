@@ -26,7 +26,7 @@ from runplane.core import (
     StepCtx,
 )
 from runplane.core.chain import run_start
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.core.engine.runtime import replay_history
 from runplane.core.engine.step import Step
 from runplane.core.policy import Policy, parse_policy

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, EffectDecl, Outcome, Runtime, replay_history
 from runplane.core.chain import run_start, verify_chain
-from runplane.core.ctx import EffectError, StepCtx
+from runplane.core.ctx import StepCtx
+from runplane.core.effect import EffectError
 from runplane.core.plan import (
     AllSucceeded,
     Bind,
@@ -463,7 +464,7 @@ def test_a_plan_with_a_model_node_binds_to_the_generation_text() -> None:
 
 
 def test_a_cancel_during_a_fan_out_waits_for_the_join_and_starts_no_further_wave() -> None:
-    from runplane.core.ctx import RunCancelled
+    from runplane.core.effect import RunCancelled
     from runplane.core.planrun import commission_effect as child
 
     reg = _agents()

@@ -35,12 +35,12 @@ from runplane.cli.journal import EXIT_BROKEN, verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, body_digest, seal, verify_chain
 from runplane.journal.index import RunFilter
-from runplane.journal.signing import Keyring, Signer
-from runplane.journal.signing import unsigned as _unsigned
 from runplane.journal.summary import RunSummary, apply, summarize
 from runplane.runs import RunHistory
 from runplane.service import run_http
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
+from runplane.signing.journal import Keyring, Signer
+from runplane.signing.journal import unsigned as _unsigned
 from runplane.wire import (
     AuditRecord,
     CaseRecord,
@@ -315,7 +315,7 @@ def test_every_reader_judges_a_forgery_alike(kind: str, http: Any) -> None:
     assert not disagree, f"{kind}: reference {reference}, but {disagree}"
 
 
-# -- writer signatures (runplane.journal.signing): a well-chained extension by a foreign writer ----------
+# -- writer signatures (runplane.signing.journal): a well-chained extension by a foreign writer ----------
 
 SERDE = Serde.from_settings(Settings())
 

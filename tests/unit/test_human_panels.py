@@ -25,7 +25,7 @@ from runplane.core import (
     replay_history,
 )
 from runplane.core.chain import run_start
-from runplane.core.ctx import WaitTimedOut
+from runplane.core.effect import WaitTimedOut
 from runplane.core.panels import PanelState, panel_request, seat_names
 from runplane.core.plan import Approved, Pending, Quorum, Rejected, Split, Vote
 from runplane.errors import TerminalError

@@ -9,14 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from runplane.errors import ConfigError
-from runplane.journal.signing import (
-    HEADER,
-    Keyring,
-    Signer,
-    header_of,
-    journal_headers,
-    unsigned,
-)
+from runplane.signing.journal import HEADER, Keyring, Signer, header_of, journal_headers, unsigned
 
 pytestmark = pytest.mark.unit
 

@@ -403,7 +403,7 @@ def test_yaml_that_is_not_json_is_refused() -> None:
 def test_lint_checks_manifests_at_the_line_of_the_field_and_skips_other_yaml(
     tmp_path: Path,
 ) -> None:
-    from runplane.core.lint import lint_paths
+    from runplane.core.manifest import lint_paths
 
     assert lint_paths([AGENTS]) == []
     text = (

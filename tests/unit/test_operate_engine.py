@@ -20,7 +20,7 @@ from runplane.core import (
     replay_history,
 )
 from runplane.core.chain import run_start
-from runplane.core.ctx import RunCancelled, WaitTimedOut, minutes
+from runplane.core.effect import RunCancelled, WaitTimedOut, minutes
 from runplane.core.engine import Outcome, Runtime
 from runplane.core.waits import timer_request
 from runplane.testing import Driver, FakeClock

@@ -17,7 +17,7 @@ from runplane.core import (
     StepCtx,
     replay_history,
 )
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.core.engine.successor import successor_id
 from runplane.core.limits import HISTORY_GRACE, Limits, limits_from_env
 from runplane.errors import ConfigError

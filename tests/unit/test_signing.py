@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from runplane.errors import ConfigError
 from runplane.kafka.handler import Incoming, State
-from runplane.signing import (
+from runplane.signing.admission import (
     SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,
     BadSignature,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runplane.keys import followup_admission_key, sweep_run_id
+from runplane.core.keys import followup_admission_key, sweep_run_id
 from runplane.wire import (
     BreachDeadline,
     CaseRecord,

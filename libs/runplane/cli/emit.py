@@ -17,7 +17,7 @@ import typer
 from runplane.client import Client
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
-from runplane.signing import EMITTER_KEY_FILE_ENV, SigningKey
+from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
 
 

@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
-from runplane.journal.signing import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.runs import RunHistory, read_run
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
+from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.wire import Verdict, to_dict
 
 journal_app = typer.Typer(

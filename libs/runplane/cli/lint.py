@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from runplane.core.lint import lint_paths
+from runplane.core.manifest import lint_paths
 
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2

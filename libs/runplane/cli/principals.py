@@ -24,7 +24,7 @@ import yaml
 
 from runplane.auth import DEFAULT_TENANT, Principal, token_digest
 from runplane.errors import ConfigError
-from runplane.signing import Emitters, SigningKey
+from runplane.signing.admission import Emitters, SigningKey
 
 principals_app = typer.Typer(
     help="Principals of the worklist and journal APIs: mint tokens.", no_args_is_help=True

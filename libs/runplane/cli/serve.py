@@ -18,7 +18,8 @@ import typer
 
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
-from runplane.service import install_signal_handlers, setup_logging
+from runplane.service import setup_logging
+from runplane.shutdown import install_signal_handlers
 from runplane.tracing import configure as configure_tracing
 
 log = logging.getLogger(__name__)

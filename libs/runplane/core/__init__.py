@@ -61,7 +61,9 @@ from runplane.core.chain import (
     seal,
     verify_chain,
 )
-from runplane.core.ctx import (
+from runplane.core.ctx import StepCtx
+from runplane.core.determinism import derive_randint, derive_random, session_seed
+from runplane.core.effect import (
     ApprovalExpired,
     CaseConflict,
     CaseRefused,
@@ -69,13 +71,11 @@ from runplane.core.ctx import (
     Decision,
     Effect,
     EffectError,
-    StepCtx,
     days,
     hours,
     minutes,
     working_days,
 )
-from runplane.core.determinism import derive_randint, derive_random, session_seed
 from runplane.core.engine import (
     Command,
     Event,
@@ -88,7 +88,8 @@ from runplane.core.engine import (
     Step,
     replay_history,
 )
-from runplane.core.lint import Finding, LintFailed, lint_function, lint_paths, lint_source
+from runplane.core.lint import Finding, LintFailed, lint_function, lint_source
+from runplane.core.manifest import lint_paths
 
 __all__ = [
     "REGISTRY",

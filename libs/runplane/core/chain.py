@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runplane.core.canonical import canonical_bytes, encode_str, format_float, sha256_hex
-from runplane.keys import parent_of
+from runplane.core.keys import parent_of
 from runplane.wire import (
     ZERO_HASH,
     Cost,
@@ -295,7 +295,7 @@ class ChainFault(enum.StrEnum):
     BODY_DIGEST_MISMATCH = "body_digest_mismatch"  # results body does not match the chain
     BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
     AFTER_END = "after_end"  # a record after the run's terminal record (nothing may follow it)
-    BAD_SIGNATURE = "bad_signature"  # not signed by a chain writer's key (runplane.journal.signing)
+    BAD_SIGNATURE = "bad_signature"  # not signed by a chain writer's key (runplane.signing.journal)
 
 
 # The records that end a run. The engine writes nothing after one (an event for an ended run
@@ -462,7 +462,7 @@ def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, 
 
 
 def check_signed(record: JournalRecord, problem: str | None) -> tuple[ChainFault, str] | None:
-    """The record's writer signature, as a reader found it (``runplane.journal.signing``: None = signed
+    """The record's writer signature, as a reader found it (``runplane.signing.journal``: None = signed
     by a key of the keyring). Checked after position, link and hash, so an edited record is
     still ``bad_hash`` and only a well-formed record by a foreign writer is ``bad_signature``."""
     if problem is None:
@@ -480,7 +480,7 @@ def verify_chain(
 
     ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
     purpose); without it, bodies are not checked. ``unsigned`` (aligned with ``records``):
-    why each record is not signed by a chain writer (``runplane.journal.signing.unsigned``); without it,
+    why each record is not signed by a chain writer (``runplane.signing.journal.unsigned``); without it,
     signatures are not checked.
     """
     prev: JournalRecord | None = None

@@ -17,82 +17,29 @@ outside the agent, so ``except Exception:`` cannot swallow a park or a quarantin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runplane.core import planrun
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
-from runplane.core.effect_values import (
-    ApprovalExpired,
-    CaseConflict,
-    CaseRefused,
-    CaseState,
-    Decision,
-    EffectError,
-    RunCancelled,
-    WaitTimedOut,
-    days,
-    hours,
-    minutes,
-    working_days,
+from runplane.core.effect import (
+    Effect,
+    Op,
 )
+from runplane.core.groups import Group
 from runplane.core.jsonpaths import unwrap
 from runplane.core.labels import Wrapper
+from runplane.core.panels import panel_effect
+from runplane.core.releases import release_request
 from runplane.core.waits import Duration, timer_request
 
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec
-    from runplane.core.groups import Group
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
 
-__all__ = [
-    "ApprovalExpired",
-    "CaseConflict",
-    "CaseRefused",
-    "CaseState",
-    "Decision",
-    "Effect",
-    "EffectError",
-    "Op",
-    "RunCancelled",
-    "RunHost",
-    "StepCtx",
-    "WaitTimedOut",
-    "days",
-    "hours",
-    "minutes",
-    "working_days",
-]
-
-
-class Op(StrEnum):
-    """Which engine handler an ``Effect`` goes to (the engine's registry maps each to one).
-    Not on the wire: the family and name are; an op only routes inside the engine."""
-
-    LIVE = "live"  # a generation or a tool: performed by the executor
-    OBSERVE = "observe"
-    CHECKPOINT = "checkpoint"
-    SIGNAL = "signal"
-    APPROVAL = "approval"
-    CASE_GET = "case_get"
-    CASE_PUT = "case_put"
-    DEADLINE = "deadline"
-    DEADLINE_MEET = "deadline_meet"
-    DEADLINE_CANCEL = "deadline_cancel"
-    CASE_CLOSE = "case_close"
-    SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
-    CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
-    BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
-    JOIN = "join"  # waits for every branch of a fan-out
-    RELEASE = "release"  # runplane.core.engine.release
-    PANEL = "panel"  # a panel of people on the worklist (runplane.core.engine.panels)
-
-    # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
-    # and equal to its str value, so the str's hash is the right one (and a C call).
-    __hash__ = str.__hash__
+__all__ = ["RunHost", "StepCtx"]
 
 
 class RunHost(Protocol):
@@ -119,26 +66,6 @@ class RunHost(Protocol):
     def label_of(self, value: Any) -> Any: ...
 
     def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
-
-
-@dataclass(eq=False)
-class Effect:
-    """One journaled call, as the agent issues it.
-
-    ``request`` is the decoded request body (its witness is what replay compares);
-    ``op`` selects the engine's handler; ``options`` carries what the handler needs but is not
-    part of the request identity (recovery, retry policy, the observe callback, …).
-    """
-
-    family: str
-    name: str
-    request: Any
-    op: Op
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def __await__(self) -> Generator[Effect, Any, Any]:
-        # The driver sends back the value the agent sees (or throws the recorded error).
-        return (yield self)
 
 
 class StepCtx:
@@ -253,8 +180,6 @@ class StepCtx:
         """An effect group (``runplane.core.groups``): ``async with ctx.group("checkout",
         ["inventory", "notify"]) as g`` — reversible members act now and register their undo,
         deferred members run at ``g.commit(invariants)``; an abandoned group is reversed."""
-        from runplane.core.groups import Group  # groups builds on this module: import late
-
         return Group(self, name, members)
 
     def release(
@@ -274,8 +199,6 @@ class StepCtx:
         ``Released`` (``runplane.core.releases``); ``ReleaseRefused`` if denied. Policy grants
         it at once or a person with ``role`` decides on the worklist; journaled, never asked
         again on replay. Pass the ``Released`` itself in the destination's arguments."""
-        from runplane.core.releases import release_request  # builds on this module
-
         request = release_request(
             _unwrap(value, "$")[0],
             destination=destination,
@@ -377,8 +300,6 @@ class StepCtx:
 
     def human_panel(self, question: str, answer: Any, **rule: Any) -> Effect:
         """People on the worklist, a task per seat → Approved / Rejected / Split."""
-        from runplane.core.panels import panel_effect  # (seats=, approve_at=, reject_at=)
-
         return panel_effect(question, answer, **rule)
 
     def case_state(self) -> Effect:
@@ -454,21 +375,17 @@ class StepCtx:
             Op.DEADLINE_CANCEL,
         )
 
-    # -- plans, fan-out, commissions (runplane.core.planrun; it builds on this module) -------
+    # -- plans, fan-out, commissions (runplane.core.planrun) ------------------------------------
     def commission(
         self, capability: str, input: Any, *, delegation: Delegation | None = None
     ) -> Coroutine[Any, Any, Any]:
         """Start a child run of ``capability`` through admission (derived admission key: one
         child, ever) and wait, parked, for its output (provenance ``agent/<capability>``);
         ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise."""
-        from runplane.core import planrun
-
         return planrun.commission(capability, input, delegation)
 
     def parallel(self, branches: Mapping[str, Effect]) -> Coroutine[Any, Any, BatchStatus]:
         """Run non-mutating tool calls, generations and commissions together → BatchStatus."""
-        from runplane.core import planrun
-
         return planrun.parallel(branches)
 
     def run_plan(
@@ -480,8 +397,6 @@ class StepCtx:
         propose: Proposer | None = None,
     ) -> Coroutine[Any, Any, Any]:
         """Validate, journal and run a frozen plan, each ready set fanned out (planrun)."""
-        from runplane.core import planrun
-
         return planrun.run_plan(self, plan, input, contract=contract, propose=propose)
 
     def fan_out(
@@ -495,16 +410,12 @@ class StepCtx:
     ) -> Coroutine[Any, Any, Any]:
         """Every branch (agents, or tools with ``kind="tool"``) on ``input`` at once, then the
         aggregator on their outputs by node id → the aggregator's output."""
-        from runplane.core import planrun
-
         return planrun.fan_out(self, branches, aggregator, input, contract=contract, kind=kind)
 
     def panel(
         self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int
     ) -> Coroutine[Any, Any, QuorumOutcome]:
         """Commission every reviewer agent at once → Approved / Rejected / Pending / Split."""
-        from runplane.core import planrun
-
         return planrun.panel(reviewers, input, approve_at=approve_at, reject_at=reject_at)
 
 

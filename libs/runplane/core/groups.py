@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.agents import Recovery
-from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.effect import Effect, EffectError, Op
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx

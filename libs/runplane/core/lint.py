@@ -21,14 +21,14 @@ import ast
 import inspect
 import re
 import textwrap
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runplane.errors import TerminalError
 
-__all__ = ["Finding", "LintFailed", "lint_function", "lint_paths", "lint_source"]
+__all__ = ["Finding", "LintFailed", "lint_function", "lint_source"]
 
 _CLOCK = "use ctx.now() (the logical clock; wall-clock reads differ on replay)"
 _RANDOM = "use ctx.random() or ctx.randint(a, b) (derived per call, identical on replay)"
@@ -205,35 +205,6 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
     checker = _Checker(path, {})
     checker.visit(tree)
     return _allowed(checker.findings, source)
-
-
-def _iter_python_files(paths: Iterable[Path]) -> Iterator[Path]:
-    from runplane.core.manifest import is_manifest_file  # manifest imports this module: late
-
-    for path in paths:
-        if path.is_dir():
-            yield from sorted(
-                p
-                for p in path.rglob("*")
-                if (p.suffix == ".py" and "__pycache__" not in p.parts) or is_manifest_file(p)
-            )
-        else:
-            yield path
-
-
-def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
-    """Check every ``.py`` file and every declarative agent manifest (YAML with ``apiVersion:
-    runplane/…``, validated by ``runplane.core.manifest``) under ``paths``; a YAML file named
-    explicitly is checked as a manifest."""
-    from runplane.core.manifest import lint_manifest
-
-    findings: list[Finding] = []
-    for file in _iter_python_files(Path(p) for p in paths):
-        if file.suffix in (".yaml", ".yml"):
-            findings.extend(lint_manifest(file))
-            continue
-        findings.extend(lint_source(file.read_text(encoding="utf-8"), str(file)))
-    return findings
 
 
 def lint_function(fn: Callable[..., Any]) -> list[Finding]:

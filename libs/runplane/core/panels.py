@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runplane.core.ctx import Effect, Op
+from runplane.core.effect import Effect, Op
 from runplane.core.plan import Pending, Quorum, QuorumOutcome, Vote
 from runplane.core.waits import Duration, timer_request
 from runplane.errors import TerminalError

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from runplane.core.ctx import Effect, EffectError, Op, RunCancelled
+from runplane.core.effect import Effect, EffectError, Op, RunCancelled
 from runplane.core.jsonpaths import unwrap
 from runplane.core.labels import Wrapper
 from runplane.core.plan import (

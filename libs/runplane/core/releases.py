@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.core.jsonpaths import parse
 from runplane.core.labels import Wrapper
 from runplane.wire import Sensitivity

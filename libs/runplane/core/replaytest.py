@@ -30,7 +30,8 @@ from typing import Any, cast
 from runplane.core.agents import AgentRegistry, AgentSpec, UnknownCapability
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
-from runplane.core.ctx import Effect, StepCtx
+from runplane.core.ctx import StepCtx
+from runplane.core.effect import Effect
 from runplane.core.engine.driver import launch
 from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.vocab import Calendars

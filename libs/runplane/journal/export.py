@@ -18,10 +18,10 @@ from confluent_kafka import Consumer
 
 from runplane.config import Settings
 from runplane.core.recording import Recording, RecordingError
-from runplane.journal.signing import Keyring
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.restore import restore_table
 from runplane.runs import read_run
+from runplane.signing.journal import Keyring
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
 
 __all__ = ["FINAL", "in_flight", "read_recording", "read_snapshots", "sample"]

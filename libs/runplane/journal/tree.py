@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from runplane.keys import parent_of
+from runplane.core.keys import parent_of
 from runplane.wire import JournalKind, JournalRecord
 
 __all__ = ["TreeNode", "children_of", "parent_link", "tree"]

@@ -223,7 +223,7 @@ def verify_records(
     """Fold the checker over a whole chain in journal order (records as they are on the topic).
 
     ``bodies`` maps (era, call_seq) → the ResultEntry, ``ERASED`` for a tombstone; absent means
-    no entry. ``unsigned`` (aligned with ``records``, ``runplane.journal.signing.unsigned``): why each
+    no entry. ``unsigned`` (aligned with ``records``, ``runplane.signing.journal.unsigned``): why each
     record is not signed by a chain writer; None when no keyring is configured. An empty chain
     does not verify (there is nothing to trust).
     """

@@ -26,7 +26,6 @@ the stop event was set during a restore or a wait; the owner's ``run`` returns c
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,11 +37,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.health import Probe
-from runplane.journal.signing import Signer, journal_headers
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.restore import Restorer, Stopping, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
+from runplane.signing.journal import Signer, journal_headers
 
 __all__ = ["LoopConfig", "LoopHooks", "TxnLoop", "lag_behind", "usable"]
 
@@ -71,6 +70,10 @@ class LoopConfig:
     restore_timeout_s: float = 120.0
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
     producer_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # A chain writer's key (the executor, admission's seq 0, the cases service's sealed sweep
+    # runs): what the loop's producer writes on ``journal`` is signed with it. The service's
+    # settings read it (RUNPLANE_JOURNAL_SIGNING_KEY); None: journal records go unsigned.
+    journal_signer: Signer | None = None
 
     def __post_init__(self) -> None:
         if not self.service or not self.group_id or not self.transactional_id:
@@ -126,13 +129,11 @@ class TxnLoop:
     def start(self) -> None:
         """Register the transactional id (fencing a predecessor), then join the group."""
         cfg = self.config
-        # A chain writer (the executor, admission's seq 0, the cases service's sealed sweep
-        # runs) signs what it writes on ``journal`` when RUNPLANE_JOURNAL_SIGNING_KEY is set.
         self._producer = TransactionalProducer(
             transactional_producer_config(
                 self.settings, cfg.transactional_id, **dict(cfg.producer_overrides)
             ),
-            headers=journal_headers(Signer.from_env(os.environ), self.settings.topic("journal")),
+            headers=journal_headers(cfg.journal_signer, self.settings.topic("journal")),
         )
         self._producer.init()
         self._consumer = Consumer(

@@ -72,25 +72,16 @@ from runplane.kafka.metrics import (
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
+from runplane.signing.journal import Signer as JournalSigner
 from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import Record, Serde
 
-__all__ = [
-    "Clock",
-    "Emit",
-    "Handler",
-    "Incoming",
-    "Processor",
-    "ProcessorConfig",
-    "ProcessorStopped",
-    "State",
-    "SystemClock",
-]
+__all__ = ["Processor", "ProcessorConfig", "ProcessorStopped"]
 
 log = logging.getLogger(__name__)
 
 # The handler contract (Incoming, Emit, State, Handler, Clock) lives in runplane.kafka.handler,
-# which imports no Kafka client; it is re-exported here for the services that import it so.
+# which imports no Kafka client: import it from there (one import path per name).
 
 
 class ProcessorStopped(TerminalError):
@@ -121,8 +112,10 @@ class ProcessorConfig:
     consumer_overrides: Mapping[str, Any] = field(default_factory=dict)
     producer_overrides: Mapping[str, Any] = field(default_factory=dict)
     # Logical topic -> headers signing a record's exact key and value bytes (the cases
-    # service signs its follow-up AdmissionRequests: runplane.signing, docs/security.md).
+    # service signs its follow-up AdmissionRequests: runplane.signing.admission, docs/security.md).
     signers: Mapping[str, Signer] = field(default_factory=dict)
+    # The journal signer of a chain writer (``LoopConfig.journal_signer``).
+    journal_signer: JournalSigner | None = None
 
     def __post_init__(self) -> None:
         if not self.service or not self.group_id:
@@ -182,6 +175,7 @@ class Processor:
                 restore_timeout_s=config.restore_timeout_s,
                 consumer_overrides=config.consumer_overrides,
                 producer_overrides=config.producer_overrides,
+                journal_signer=config.journal_signer,
             ),
             LoopHooks(restore=self._restore, revoke=self._revoke),
             probe=probe,

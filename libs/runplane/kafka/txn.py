@@ -120,7 +120,7 @@ class TransactionalProducer:
     ) -> None:
         self.transactional_id = str(config["transactional.id"])
         # Headers a record gets from its topic and value (the journal's writer signature,
-        # ``runplane.journal.signing.journal_headers``); None: no headers.
+        # ``runplane.signing.journal.journal_headers``); None: no headers.
         self._headers = headers
         self._config = dict(config)
         self._factory = factory

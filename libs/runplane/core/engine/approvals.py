@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.effect import Effect, EffectError, Op
 from runplane.core.engine import timers
 from runplane.core.engine.asking import ask_person
 from runplane.core.engine.decode import serve

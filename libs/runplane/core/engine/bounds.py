@@ -8,7 +8,7 @@ place instead of consulting a limit that may have changed since.
 
 from __future__ import annotations
 
-from runplane.core.ctx import Op
+from runplane.core.effect import Op
 from runplane.core.engine.decode import serve
 from runplane.core.engine.ends import fail
 from runplane.core.engine.state import Run

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.effect import Effect, EffectError, Op
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run

@@ -43,9 +43,9 @@ from runplane.core.engine.state import Run
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.gate import Reason
+from runplane.core.keys import CHILD_PREFIX, carried_child_key, child_key, child_root, parent_of
 from runplane.core.plan import Delegation
 from runplane.errors import TerminalError
-from runplane.keys import CHILD_PREFIX, carried_child_key, child_key, child_root, parent_of
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal, StartRun
 
 __all__ = [

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from runplane.core.ctx import (
+from runplane.core.effect import (
     ApprovalExpired,
     CaseConflict,
     CaseRefused,

@@ -12,7 +12,8 @@ from collections.abc import Coroutine
 from typing import Any, cast
 
 from runplane.core.chain import request_witness
-from runplane.core.ctx import Effect, EffectError, StepCtx
+from runplane.core.ctx import StepCtx
+from runplane.core.effect import Effect, EffectError
 from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.doubt import in_doubt

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Effect, EffectError, Op
+from runplane.core.effect import Effect, EffectError, Op
 from runplane.core.engine import approvals, timers
 from runplane.core.engine.asking import ask_person
 from runplane.core.engine.decode import serve

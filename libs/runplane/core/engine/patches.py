@@ -24,7 +24,7 @@ cursor instead of yielding an effect, because "not here" must leave the slot to 
 from __future__ import annotations
 
 from runplane.core.chain import request_witness
-from runplane.core.ctx import Effect, Op
+from runplane.core.effect import Effect, Op
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Slot
 from runplane.wire import JournalKind

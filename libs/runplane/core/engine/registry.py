@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runplane.core.ctx import Op
+from runplane.core.effect import Op
 from runplane.core.engine import (
     approvals,
     cases,

@@ -21,7 +21,7 @@ from typing import Final
 
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import run_start
-from runplane.core.ctx import EffectError
+from runplane.core.effect import EffectError
 from runplane.core.engine.ends import finish
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import SUSPEND, Resolution, Slot, Throw

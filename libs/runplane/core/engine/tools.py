@@ -8,7 +8,7 @@ effect may let the announce ride with its outcome (see the package docstring).
 from __future__ import annotations
 
 from runplane.core.agents import EffectDecl, Recovery
-from runplane.core.ctx import Effect
+from runplane.core.effect import Effect
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run

@@ -13,7 +13,7 @@ from typing import Any
 
 from runplane.core.agents import Recovery, RetryPolicy
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Effect
+from runplane.core.effect import Effect
 from runplane.wire import Cost, ErrorInfo, Label, RunStatus
 
 __all__ = [

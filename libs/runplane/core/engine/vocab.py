@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any, Final, NamedTuple, Protocol
 
 from runplane.core.agents import EffectDecl, Recovery
-from runplane.core.ctx import Effect, Op
+from runplane.core.effect import Effect, Op
 from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 

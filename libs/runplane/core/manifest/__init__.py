@@ -58,6 +58,7 @@ from runplane.core.manifest._files import (
     LINT_CODE,
     is_manifest_file,
     lint_manifest,
+    lint_paths,
     load_manifest,
     load_manifests,
     register_manifests,
@@ -72,7 +73,6 @@ from runplane.core.manifest._model import (
     Problem,
     Source,
     ToolStep,
-    parse_path,
 )
 from runplane.core.manifest._parse import manifest_digest, parse_manifest, validate_manifest
 
@@ -90,11 +90,11 @@ __all__ = [
     "compile_manifest",
     "is_manifest_file",
     "lint_manifest",
+    "lint_paths",
     "load_manifest",
     "load_manifests",
     "manifest_digest",
     "parse_manifest",
-    "parse_path",
     "register_manifests",
     "render",
     "resolve",

@@ -9,11 +9,12 @@ from typing import Any
 
 from runplane.core.agents import AgentFn, AgentSpec
 from runplane.core.canonical import canonical_json
-from runplane.core.ctx import Decision, Effect, EffectError, Op, StepCtx
-from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep, parse_path
+from runplane.core.ctx import StepCtx
+from runplane.core.effect import Decision, Effect, EffectError, Op
+from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep
 from runplane.core.manifest._parse import parse_manifest
 from runplane.core.manifest._plan import plan_contract
-from runplane.core.plan._path import MISSING, lookup
+from runplane.core.plan import MISSING, lookup, parse_path
 
 
 def compile_manifest(doc: Any, origin: str = "manifest") -> AgentSpec:

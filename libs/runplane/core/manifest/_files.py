@@ -1,13 +1,17 @@
 """Manifests on disk: load, compile and register a directory of them, and ``runplane lint``
-findings for one YAML file."""
+findings for one YAML file, and ``lint_paths`` over a tree of Python files and manifests
+(here, not in ``runplane.core.lint``: the lint is below the manifests, which compile into
+``@agent``-style specs that ``lint_function`` checks)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
 from runplane.core.agents import AgentRegistry, AgentSpec
+from runplane.core.lint import Finding, lint_source
 from runplane.core.manifest._compile import compile_manifest
 from runplane.core.manifest._model import ManifestError, Problem
 from runplane.core.manifest._parse import validate_manifest
@@ -54,12 +58,10 @@ def is_manifest_file(path: str | Path) -> bool:
     return re.search(r"^apiVersion:\s*['\"]?runplane/", text, re.MULTILINE) is not None
 
 
-def lint_manifest(path: str | Path) -> list[Any]:
+def lint_manifest(path: str | Path) -> list[Finding]:
     """``runplane lint`` findings (``runplane.core.lint.Finding``, code RPL100) for one YAML
     manifest: each validation problem at the line of the field it names."""
     import yaml
-
-    from runplane.core.lint import Finding  # lint is imported by agents, which this imports
 
     file = Path(path)
     alternative = "see docs/contracts.md, 'Effect groups and declarative agents'"
@@ -113,3 +115,28 @@ def _problem_position(root: Any, path: str) -> tuple[int, int]:
         else:
             break
     return (where.line + 1, where.column + 1)
+
+
+def _iter_python_files(paths: Iterable[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(
+                p
+                for p in path.rglob("*")
+                if (p.suffix == ".py" and "__pycache__" not in p.parts) or is_manifest_file(p)
+            )
+        else:
+            yield path
+
+
+def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
+    """Check every ``.py`` file and every declarative agent manifest (YAML with ``apiVersion:
+    runplane/…``, validated here) under ``paths``; a YAML file named
+    explicitly is checked as a manifest."""
+    findings: list[Finding] = []
+    for file in _iter_python_files(Path(p) for p in paths):
+        if file.suffix in (".yaml", ".yml"):
+            findings.extend(lint_manifest(file))
+            continue
+        findings.extend(lint_source(file.read_text(encoding="utf-8"), str(file)))
+    return findings

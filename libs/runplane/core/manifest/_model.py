@@ -10,7 +10,6 @@ from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
 from runplane.core.plan import Plan
-from runplane.core.plan._path import parse_path as parse_path  # one path syntax, shared with plans
 from runplane.errors import ConfigError
 
 API_VERSION: Final = "runplane/v1"

@@ -18,9 +18,9 @@ from runplane.core.manifest._model import (
     Source,
     ToolStep,
     join_path,
-    parse_path,
     type_name,
 )
+from runplane.core.plan import parse_path
 
 
 def check_input_path(

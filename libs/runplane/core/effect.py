@@ -1,12 +1,19 @@
-"""What agent code gets back from ``StepCtx`` besides plain values: the errors it may catch
-(``EffectError`` and its kinds), a human ``Decision``, a ``CaseState``, and the duration
-helpers its waits and deadlines take. Re-exported by ``runplane.core.ctx`` and
-``runplane.core``; kept apart so the door itself (``ctx``) stays about the door.
+"""An effect, the leaf every module of the agent's door and of the engine builds on.
+
+What an agent issues — an ``Effect`` (one journaled call) routed by its ``Op`` — and what it
+gets back besides plain values: the errors it may catch (``EffectError`` and its kinds), a
+human ``Decision``, a ``CaseState``, and the duration helpers its waits and deadlines take.
+
+It imports nothing of ``runplane.core``, so ``StepCtx`` (``ctx``), the effects built beside
+it (groups, panels, plans, releases) and the engine's families all import it at load time
+without a cycle. Re-exported by ``runplane.core``, the front door.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from runplane.errors import RunplaneError
@@ -17,7 +24,9 @@ __all__ = [
     "CaseRefused",
     "CaseState",
     "Decision",
+    "Effect",
     "EffectError",
+    "Op",
     "RunCancelled",
     "WaitTimedOut",
     "days",
@@ -25,6 +34,53 @@ __all__ = [
     "minutes",
     "working_days",
 ]
+
+
+class Op(StrEnum):
+    """Which engine handler an ``Effect`` goes to (the engine's registry maps each to one).
+    Not on the wire: the family and name are; an op only routes inside the engine."""
+
+    LIVE = "live"  # a generation or a tool: performed by the executor
+    OBSERVE = "observe"
+    CHECKPOINT = "checkpoint"
+    SIGNAL = "signal"
+    APPROVAL = "approval"
+    CASE_GET = "case_get"
+    CASE_PUT = "case_put"
+    DEADLINE = "deadline"
+    DEADLINE_MEET = "deadline_meet"
+    DEADLINE_CANCEL = "deadline_cancel"
+    CASE_CLOSE = "case_close"
+    SLEEP = "sleep"  # a durable timer (runplane.core.engine.timers)
+    CONTINUE_AS_NEW = "continue_as_new"  # end, and start a linked successor (engine.successor)
+    BRANCH = "branch"  # one branch of a fan-out: dispatched, not awaited (engine/fanout.py)
+    JOIN = "join"  # waits for every branch of a fan-out
+    RELEASE = "release"  # runplane.core.engine.release
+    PANEL = "panel"  # a panel of people on the worklist (runplane.core.engine.panels)
+
+    # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
+    # and equal to its str value, so the str's hash is the right one (and a C call).
+    __hash__ = str.__hash__
+
+
+@dataclass(eq=False)
+class Effect:
+    """One journaled call, as the agent issues it.
+
+    ``request`` is the decoded request body (its witness is what replay compares);
+    ``op`` selects the engine's handler; ``options`` carries what the handler needs but is not
+    part of the request identity (recovery, retry policy, the observe callback, …).
+    """
+
+    family: str
+    name: str
+    request: Any
+    op: Op
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __await__(self) -> Generator[Effect, Any, Any]:
+        # The driver sends back the value the agent sees (or throws the recorded error).
+        return (yield self)
 
 
 class EffectError(RunplaneError):

@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from runplane.errors import ConfigError
-from runplane.signing import SigningKey
+from runplane.signing.admission import SigningKey
 
 __all__ = [
     "HEADER",
@@ -74,7 +74,7 @@ def _split(text: str, what: str) -> tuple[str, bytes]:
 class Signer:
     """A chain writer's private key; :meth:`header` signs one journal message value.
 
-    The key is an admission-style :class:`runplane.signing.SigningKey` (same text form,
+    The key is an admission-style :class:`runplane.signing.admission.SigningKey` (same text form,
     ``<key-id>:<base64 seed>``, same ``repr`` that never shows it); only what is signed and
     where it travels differ (one header, over the message value)."""
 
