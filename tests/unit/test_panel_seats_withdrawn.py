@@ -38,8 +38,8 @@ async def reviewed(ctx: StepCtx, input: Any) -> Any:
 
 
 async def drafted(ctx: StepCtx, input: Any) -> Any:
-    await ctx.generate("m", "draft")  # re-executed by a restored era before the panel
-    outcome = await ctx.human_panel("Send?", input, seats=["a", "b", "c"], approve_at=2)
+    draft = await ctx.generate("p", "m", "draft")  # performed again by a restored era
+    outcome = await ctx.human_panel("Send?", draft.text, seats=["a", "b", "c"], approve_at=2)
     return type(outcome).__name__
 
 
@@ -120,7 +120,7 @@ def test_a_run_parked_on_a_panel_and_quarantined_closes_every_open_seat() -> Non
 
 def test_a_quarantine_request_on_the_inbox_closes_every_open_seat() -> None:
     rt, before, open_seats = _parked_on_panel("q-2")
-    step = rt.deliver(Wake(session_id="q-2", reason="quarantine: broken chain"), now_ms=4)
+    step = rt.deliver(Wake(session_id="q-2", reason="quarantine: broken chain", sent_ms=4), now_ms=4)
     sink = _apply(step, before)
     assert sink.ended is RunStatus.QUARANTINED
     assert sink.closed() == open_seats
