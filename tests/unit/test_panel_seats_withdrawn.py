@@ -120,7 +120,9 @@ def test_a_run_parked_on_a_panel_and_quarantined_closes_every_open_seat() -> Non
 
 def test_a_quarantine_request_on_the_inbox_closes_every_open_seat() -> None:
     rt, before, open_seats = _parked_on_panel("q-2")
-    step = rt.deliver(Wake(session_id="q-2", reason="quarantine: broken chain", sent_ms=4), now_ms=4)
+    step = rt.deliver(
+        Wake(session_id="q-2", reason="quarantine: broken chain", sent_ms=4), now_ms=4
+    )
     sink = _apply(step, before)
     assert sink.ended is RunStatus.QUARANTINED
     assert sink.closed() == open_seats

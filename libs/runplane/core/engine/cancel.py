@@ -29,9 +29,9 @@ from typing import Final
 from runplane.core.engine.decode import serve
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.state import Run
+from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, WaitKind
-from runplane.core.panels import task_ids
-from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, Signal
+from runplane.wire import ErrorInfo, JournalKind, Signal
 
 __all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
 
@@ -75,14 +75,7 @@ def at_slot(run: Run, slot: Slot) -> Resolution:
     assert request is not None
     run.cancel = request.told(run.era)
     parked = run.parked
-    if parked is not None and parked.kind is ParkKind.TASK:
-        open_ = run.open
-        ref, value = (None, None) if open_ is None else (open_.ref, open_.value)
-        for task_id in task_ids(parked.ref, ref, value):  # a panel: each seat still open
-            run.rec.out.commands.append(
-                CloseTask(task_id=task_id, reason="run cancelled", at_ms=run.now)
-            )
-        run.open = None
+    withdraw_open(run, "run cancelled", carried=False)  # a panel: each seat still open
     run.waiting = None
     if parked is not None:
         run.unpark()  # drops a timer too

@@ -16,11 +16,10 @@ from collections.abc import Mapping
 
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.values import OpenRequest, RequestKind
 from runplane.core.engine.vocab import CROSS_ERA, SUSPEND, Resolution, Slot, Wait, WaitKind
-from runplane.core.panels import task_ids
 from runplane.wire import (
-    CloseTask,
     JournalKind,
     ParkKind,
     ResultEntry,
@@ -35,7 +34,6 @@ __all__ = [
     "note_early",
     "set_open",
     "side_effect_log",
-    "withdraw_carried",
 ]
 
 
@@ -67,13 +65,7 @@ def new_era(run: Run, snapshot: SessionSnapshot) -> None:
     if parked is not None and parked.kind is ParkKind.OPERATOR:
         # Operator tasks are not carried: the new era runs the call's recovery again (a probe
         # may answer now) and asks anew if it must. The old question is withdrawn.
-        rec.out.commands.append(
-            CloseTask(
-                task_id=parked.ref,
-                reason=f"superseded: run restored in era {rec.era}",
-                at_ms=rec.now,
-            )
-        )
+        withdraw_open(run, f"superseded: run restored in era {rec.era}", carried=False)
     # The open request (task or case command) stays in ``run.open``: the new era adopts it
     # when it issues the same request again.
     run.parked = None
@@ -144,22 +136,9 @@ def note_early(run: Run, carried: OpenRequest, entry: ResultEntry) -> None:
 
 def set_open(run: Run, request: OpenRequest) -> None:
     """Remember the request now waited on; a carried task it supersedes is withdrawn."""
-    withdraw_carried(run, f"superseded: era {run.era} asked {request.name}")
+    # Nobody waits for a carried task any more; an unwithdrawn one would sit on the worklist.
+    withdraw_open(run, f"superseded: era {run.era} asked {request.name}", waited=False)
     run.open = request
-
-
-def withdraw_carried(run: Run, reason: str) -> None:
-    carried, run.open = run.open, None
-    if (
-        carried is not None
-        and carried.kind is RequestKind.TASK
-        and (run.parked is None or run.parked.ref != carried.ref)
-    ):
-        # Nobody waits for this task any more; an unwithdrawn one would sit on the worklist.
-        for task_id in task_ids(carried.ref, carried.ref, carried.value):  # a panel's seats
-            run.rec.out.commands.append(
-                CloseTask(task_id=task_id, reason=reason[:200], at_ms=run.now)
-            )
 
 
 def side_effect_log(

@@ -21,9 +21,9 @@ from typing import Any
 from runplane.core.engine.cases import _calendars  # the run's calendars, built once
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
-from runplane.core.panels import task_ids
-from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, RunStatus, Wake
+from runplane.wire import ErrorInfo, JournalKind, ParkKind, RunStatus, Wake
 
 __all__ = ["arm", "instant", "on_wake", "resolve", "sleep", "timed_out"]
 
@@ -81,14 +81,7 @@ def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
 def timed_out(run: Run, slot: Slot, due: int) -> Resolution:
     """A wait's timeout came first: ``WaitTimedOut`` at its slot; an approval's task is
     withdrawn (nobody waits for its decision any more)."""
-    parked, open_ = run.parked, run.open
-    if parked is not None and parked.kind is ParkKind.TASK:
-        ref, value = (None, None) if open_ is None else (open_.ref, open_.value)
-        for task_id in task_ids(parked.ref, ref, value):  # a panel: each seat still open
-            run.rec.out.commands.append(
-                CloseTask(task_id=task_id, reason="the run's wait timed out", at_ms=run.now)
-            )
-        run.open = None
+    withdraw_open(run, "the run's wait timed out", carried=False)  # a panel: each open seat
     _settle(run)
     error = ErrorInfo(type="WaitTimedOut", message=f"no answer by {due}", retryable=False)
     entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error, attrs=_at(due))
