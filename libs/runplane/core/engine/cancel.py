@@ -29,16 +29,15 @@ from typing import Final
 from runplane.core.engine.decode import serve
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import INTERRUPTIBLE
 from runplane.core.engine.tasks import withdraw_open
-from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, WaitKind
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.wire import ErrorInfo, JournalKind, Signal
 
 __all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
 
 # The reserved signal name of a cancel request (names under ``runplane.`` are the platform's).
 CANCEL_SIGNAL: Final = "runplane.cancel"
-# Waits the cancel interrupts at once; any other wait must first reach its disposition.
-_INTERRUPTIBLE: Final = frozenset({WaitKind.SIGNAL, WaitKind.APPROVAL, WaitKind.TIMER})
 
 
 def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
@@ -53,7 +52,9 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
         attrs["signal_id"] = signal.signal_id
     run.rec.seal(JournalKind.CANCEL_REQUESTED, attrs=attrs)
     wait = run.waiting
-    if wait is not None and wait.kind in _INTERRUPTIBLE:
+    # Waits the cancel interrupts at once (each family's row says which of its own); any
+    # other wait must first reach its disposition.
+    if wait is not None and wait.kind in INTERRUPTIBLE:
         return at_slot(run, wait.slot)
     return SUSPEND
 

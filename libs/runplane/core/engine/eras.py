@@ -16,9 +16,10 @@ from collections.abc import Mapping
 
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import CROSS_ERA, LOGGED
 from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.values import OpenRequest, RequestKind
-from runplane.core.engine.vocab import CROSS_ERA, SUSPEND, Resolution, Slot, Wait, WaitKind
+from runplane.core.engine.vocab import SUSPEND, Resolution, Slot, Wait, WaitKind
 from runplane.wire import (
     JournalKind,
     ParkKind,
@@ -42,9 +43,9 @@ def new_era(run: Run, snapshot: SessionSnapshot) -> None:
     rec = run.rec
     old = rec.era
     run.era = rec.era = old + 1
-    # Commissions are logged too, but served by their own family in ready order
-    # (commission.start_child), never by ``from_prior_era``: a branch's outcome is held.
-    logged = side_effect_log(rec.results, rec.era, CROSS_ERA | {"commission"})
+    # Some families are logged but serve their entries themselves (commissions, in ready
+    # order: a branch's outcome is held), never through ``from_prior_era``.
+    logged = side_effect_log(rec.results, rec.era, frozenset(LOGGED))
     run.prior = {key: deque(entries) for key, entries in logged.items()}
     found, run.in_flight = run.in_flight, None
     if found is not None:
@@ -144,7 +145,7 @@ def set_open(run: Run, request: OpenRequest) -> None:
 def side_effect_log(
     results: Mapping[tuple[int, int], ResultEntry],
     before_era: int,
-    families: frozenset[str] = CROSS_ERA,
+    families: frozenset[str] | set[str] = CROSS_ERA,
 ) -> dict[tuple[str, str, str], list[ResultEntry]]:
     """Each distinct recorded call of the eras before ``before_era``, per (family, name,
     witness), in the order the calls were first made.

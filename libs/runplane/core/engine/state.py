@@ -148,6 +148,15 @@ class Run:
 
         return value_label(self, value)
 
+    def calendars_or_wall(self) -> Calendars:
+        """The run's calendars (deadlines, calendar timers): the deployment's, or the
+        built-in wall clock, built once."""
+        if self.calendars is None:
+            from runplane.core.calendars import CalendarRegistry  # built-in wall clock only
+
+            self.calendars = CalendarRegistry()
+        return self.calendars
+
     # -- slots ---------------------------------------------------------------------------------
     def slot_taken(self, call_seq: int) -> bool:
         if (self.era, call_seq) in self.rec.results:
