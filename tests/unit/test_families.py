@@ -164,10 +164,10 @@ def test_two_owners_are_refused_at_import() -> None:
 
 
 def test_the_kernel_table_is_the_rows() -> None:
-    assert table.DECODE == {op: d for f in FAMILIES for op, d in f.decode.items()}
+    assert {op: d for f in FAMILIES for op, d in f.decode.items()} == table.DECODE
     assert table.REWAIT[ParkKind.WAKE] is not None and ParkKind.OPERATOR not in table.REWAIT
-    assert table.CROSS_ERA == {"tool", "approval", "case", "deadline", "signal", "timer", "release"}
-    assert table.LOGGED == table.CROSS_ERA | {"commission"}
+    assert {"tool", "approval", "case", "deadline", "signal", "timer", "release"} == table.CROSS_ERA
+    assert table.CROSS_ERA | {"commission"} == table.LOGGED
     assert {str(w) for w in table.INTERRUPTIBLE} == {"signal", "approval", "timer"}
     with pytest.raises(RuntimeError):
         table.install(decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set())
