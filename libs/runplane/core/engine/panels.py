@@ -12,7 +12,7 @@ A checkpointed restore adopts the panel like any carried task (``eras.adopt``): 
 asked again, and decisions arriving before the new era re-reaches the panel are counted; one
 that decides it is journaled at the panel's own slot and served from the side-effect log.
 
-The family is ``approval`` (it is one, and so it is in ``vocab.CROSS_ERA``); the op is
+The family is ``approval`` (it is one, and so crosses eras with the approvals row); the op is
 ``Op.PANEL``. It claims the TaskDecisions of its seats (``claims``); every other one is the
 approvals family's (the registry routes them).
 """
