@@ -390,14 +390,19 @@ def test_a_branch_in_doubt_is_a_retryable_failure_in_the_join() -> None:
 
 
 def test_child_results_reach_the_commission_family_first() -> None:
-    # The fanout row must stay last in the registry: a child's result is a Signal, and only
-    # commission.on_signal knows it (it hands every other signal to the signal family).
-    from runplane.core.engine import commission
-    from runplane.core.engine.registry import INBOX
+    # A child's result is a Signal, owned by the signal family: the fanout row claims it by
+    # name, and only it (every other signal stays the signal family's).
+    from runplane.core.engine import commission, signals
+    from runplane.core.engine.registry import FAMILIES
     from runplane.wire import Signal
 
-    assert INBOX[Signal] is commission.on_signal
-    assert commission._signal_family() is not commission.on_signal
+    [owner] = [f for f in FAMILIES if Signal in f.events]
+    assert owner.events[Signal] is signals.on_signal
+    [claim] = [f.claims[Signal] for f in FAMILIES if Signal in f.claims]
+    assert claim.handler is commission.on_signal
+    child = Signal(session_id="s", name=commission.CHILD_SIGNAL + "k", payload_json="{}", sent_ms=0)
+    other = Signal(session_id="s", name="go", payload_json="{}", sent_ms=0)
+    assert claim.claims(None, child) and not claim.claims(None, other)  # type: ignore[arg-type]
 
 
 def test_a_gate_refusal_inside_a_fan_out_is_applied_in_ready_order(monkeypatch: Any) -> None:

@@ -76,7 +76,7 @@ The package, one module per responsibility (``registry`` is the table of effect 
 from __future__ import annotations
 
 from runplane.core.engine.apply import StepSink, apply_step
-from runplane.core.engine.approvals import decision_identity_problem
+from runplane.core.engine.asking import decision_identity_problem
 from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable, withdrawal
 from runplane.core.engine.runtime import Runtime, replay_history
 from runplane.core.engine.step import TERMINAL, Command, Event, Quarantine, Step

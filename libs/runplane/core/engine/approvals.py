@@ -3,7 +3,7 @@
 ``ctx.approval`` opens an APPROVAL task on the worklist and parks the run until its
 TaskDecision (four-eyes checked here again, behind the worklist). An ESCALATED decision keeps
 the run waiting on the same task; a decision on a task carried from an earlier era is
-journaled at that task's own slot. Inbox decisions for operator tasks go to ``doubt``.
+journaled at that task's own slot. Inbox decisions for operator tasks go to ``doubt``, a panel seat's to ``panels``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from runplane.core.canonical import canonical_json
-from runplane.core.effect import Effect, EffectError, Op
-from runplane.core.engine import timers
-from runplane.core.engine.asking import ask_person
+from runplane.core.effect import Decision, Effect, EffectError, Op
+from runplane.core.engine import timeouts
+from runplane.core.engine.asking import ask_person, decision_identity_problem, escalated
 from runplane.core.engine.decode import serve
-from runplane.core.engine.doubt import decide_operator
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import OpenRequest, RequestKind
@@ -40,7 +39,7 @@ from runplane.wire import (
     TaskKind,
 )
 
-__all__ = ["approval", "decision_identity_problem", "on_decision"]
+__all__ = ["approval", "decode", "on_decision"]
 
 
 def approval(run: Run, slot: Slot) -> Resolution:
@@ -88,7 +87,7 @@ def approval(run: Run, slot: Slot) -> Resolution:
     )
     run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
     if req.get("timeout") is not None:  # a durable timeout of the run's own (engine.timers)
-        timers.arm(run, slot, timers.instant(run, req["timeout"]), f"task:{task_id}")
+        timeouts.arm(run, slot, timeouts.instant(run, req["timeout"]), f"task:{task_id}")
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 
@@ -98,7 +97,8 @@ def _unattended_ok(req: Mapping[str, Any]) -> bool:
 
 
 def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
-    """A TaskDecision on the inbox: an approval's, an operator's verdict, or an early one."""
+    """A TaskDecision on the inbox: an approval's, or an early one (a panel's seats and an
+    operator's verdicts are claimed by their own families first, see the registry)."""
     wait = run.waiting
     parked = run.parked
     waited = (
@@ -106,7 +106,7 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
         if wait is not None
         and parked is not None
         and parked.ref == decision.task_id
-        and wait.kind in (WaitKind.APPROVAL, WaitKind.OPERATOR)
+        and wait.kind is WaitKind.APPROVAL
         else None
     )
     open_ = run.open
@@ -117,62 +117,18 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     )
     if waited is None and carried is None:
         return Rejected(f"no open task {decision.task_id!r} for this run")
-    required = (
-        int(waited.slot.effect.request["approvals"])
-        if waited is not None and waited.kind is WaitKind.APPROVAL
-        else 1
-    )
+    required = int(waited.slot.effect.request["approvals"]) if waited is not None else 1
     problem = decision_identity_problem(decision, initiator=run.initiator, approvals=required)
     if problem is not None:
         return Rejected(problem)  # the executor dead-letters it with this reason
     attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
     if decision.outcome is DecisionOutcome.ESCALATED:
-        _escalated(run, decision, waited, carried, attrs)
+        escalated(run, decision, waited, carried, attrs)
         return SUSPEND
     if waited is None:
         assert carried is not None
         return _early_decision(run, carried, decision, attrs)
-    if waited.kind is WaitKind.APPROVAL:
-        return _decide_approval(run, waited, decision, attrs)
-    return decide_operator(run, waited, decision, attrs)
-
-
-def _escalated(
-    run: Run,
-    decision: TaskDecision,
-    wait: Wait | None,
-    carried: OpenRequest | None,
-    attrs: dict[str, str],
-) -> None:
-    """The worklist reopened the task for another role; the run keeps waiting on the same
-    task. Journaled (TASK_DECIDED outcome ESCALATED, then RUN_PARKED on that task) so the
-    chain shows why the run still waits and who it waits for now."""
-    declared = (
-        wait.slot.effect.request.get("escalate_to")
-        if wait is not None and isinstance(wait.slot.effect.request, Mapping)
-        else None
-    )
-    # The TaskDecision names no role; without a declared one it is the deployment's default.
-    attrs["escalate_to"] = str(declared) if declared else "deployment-default"
-    if decision.comment:
-        attrs["reason"] = decision.comment[:200]
-    if wait is None:
-        assert carried is not None
-        attrs["carried_from"] = f"{carried.era}/{carried.call_seq}"
-        run.rec.seal(
-            JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs
-        )
-        return
-    run.rec.at(JournalKind.TASK_DECIDED, wait.slot, attrs, witness=False)
-    run.rec.seal(
-        JournalKind.RUN_PARKED,
-        call_seq=wait.slot.call_seq,
-        attrs={
-            "parked_on": f"task:{decision.task_id}",
-            "task_id": decision.task_id,
-            "escalated": "true",
-        },
-    )
+    return _decide_approval(run, waited, decision, attrs)
 
 
 def _early_decision(
@@ -213,26 +169,6 @@ def _decide_approval(
     return serve(run.rec, wait.slot.effect, entry)
 
 
-def decision_identity_problem(
-    decision: TaskDecision, *, initiator: str, approvals: int
-) -> str | None:
-    """Why ``decision`` breaks four-eyes for a run started by ``initiator``, or None.
-
-    Defence in depth behind the worklist (security review C1): the worklist already refuses the
-    initiator and a second approval by the same person, but a TaskDecision is only a record on
-    ``runs.inbox``; one produced around the worklist must not resume the run. The run's
-    initiator may not appear among ``decided_by`` at all, and an APPROVED decision needs at
-    least ``approvals`` distinct, non-blank principals.
-    """
-    if initiator in decision.decided_by:
-        return f"four-eyes: decided_by names the run's initiator {initiator!r}"
-    if decision.outcome is DecisionOutcome.APPROVED:
-        distinct = {p for p in decision.decided_by if p.strip()}
-        if len(distinct) < approvals:
-            return f"four-eyes: {len(distinct)} distinct principal(s) decided, the task needs {approvals}"
-    return None
-
-
 def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[Any, ErrorInfo | None]:
     """What an approval's decision records: (value, None), or (None, the failure)."""
     outcome = decision.outcome
@@ -251,4 +187,11 @@ def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[Any, 
             "decided_by": list(decision.decided_by),
         },
         None,
+    )
+
+
+def decode(_effect: Effect, raw: Any) -> Decision:
+    """An approval's recorded decision, as the agent gets it."""
+    return Decision(
+        str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])
     )

@@ -2,15 +2,27 @@
 
 Approvals, panels of people and operator verdicts on a call in doubt differ in what they ask
 and whom; what identifies the run (session, era, slot), its case, tenant and initiator (the
-worklist refuses the initiator) and when it was opened are filled in here, once.
+worklist refuses the initiator) and when it was opened are filled in here, once. So are what
+every answer from a person is checked for (four-eyes) and what an escalation journals.
 """
 
 from __future__ import annotations
 
-from runplane.core.engine.state import Run
-from runplane.wire import ExpiryPolicy, OpenTask, TaskKind
+from collections.abc import Mapping
 
-__all__ = ["ask_person"]
+from runplane.core.engine.state import Run
+from runplane.core.engine.values import OpenRequest
+from runplane.core.engine.vocab import Wait
+from runplane.wire import (
+    DecisionOutcome,
+    ExpiryPolicy,
+    JournalKind,
+    OpenTask,
+    TaskDecision,
+    TaskKind,
+)
+
+__all__ = ["ask_person", "decision_identity_problem", "escalated"]
 
 
 def ask_person(
@@ -50,4 +62,62 @@ def ask_person(
             opened_ms=run.now,
             tenant=run.tenant,  # the worklist shows it to this tenant's principals only
         )
+    )
+
+
+def decision_identity_problem(
+    decision: TaskDecision, *, initiator: str, approvals: int
+) -> str | None:
+    """Why ``decision`` breaks four-eyes for a run started by ``initiator``, or None.
+
+    Defence in depth behind the worklist (security review C1): the worklist already refuses the
+    initiator and a second approval by the same person, but a TaskDecision is only a record on
+    ``runs.inbox``; one produced around the worklist must not resume the run. The run's
+    initiator may not appear among ``decided_by`` at all, and an APPROVED decision needs at
+    least ``approvals`` distinct, non-blank principals.
+    """
+    if initiator in decision.decided_by:
+        return f"four-eyes: decided_by names the run's initiator {initiator!r}"
+    if decision.outcome is DecisionOutcome.APPROVED:
+        distinct = {p for p in decision.decided_by if p.strip()}
+        if len(distinct) < approvals:
+            return f"four-eyes: {len(distinct)} distinct principal(s) decided, the task needs {approvals}"
+    return None
+
+
+def escalated(
+    run: Run,
+    decision: TaskDecision,
+    wait: Wait | None,
+    carried: OpenRequest | None,
+    attrs: dict[str, str],
+) -> None:
+    """The worklist reopened the task for another role; the run keeps waiting on the same
+    task. Journaled (TASK_DECIDED outcome ESCALATED, then RUN_PARKED on that task) so the
+    chain shows why the run still waits and who it waits for now."""
+    declared = (
+        wait.slot.effect.request.get("escalate_to")
+        if wait is not None and isinstance(wait.slot.effect.request, Mapping)
+        else None
+    )
+    # The TaskDecision names no role; without a declared one it is the deployment's default.
+    attrs["escalate_to"] = str(declared) if declared else "deployment-default"
+    if decision.comment:
+        attrs["reason"] = decision.comment[:200]
+    if wait is None:
+        assert carried is not None
+        attrs["carried_from"] = f"{carried.era}/{carried.call_seq}"
+        run.rec.seal(
+            JournalKind.TASK_DECIDED, family=carried.family, name=carried.name, attrs=attrs
+        )
+        return
+    run.rec.at(JournalKind.TASK_DECIDED, wait.slot, attrs, witness=False)
+    run.rec.seal(
+        JournalKind.RUN_PARKED,
+        call_seq=wait.slot.call_seq,
+        attrs={
+            "parked_on": f"task:{decision.task_id}",
+            "task_id": decision.task_id,
+            "escalated": "true",
+        },
     )

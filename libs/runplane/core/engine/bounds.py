@@ -22,14 +22,13 @@ __all__ = ["history_too_long", "refuse_buffering"]
 _WAY_OUT = frozenset({Op.CONTINUE_AS_NEW})
 
 
-def history_too_long(run: Run, slot: Slot) -> Resolution:
+def history_too_long(run: Run, slot: Slot) -> Resolution | None:
     """A fresh effect of a run whose journal reached ``max_journal_records``: the effect fails
-    with ``HistoryTooLong`` (the agent may continue as new); past the grace, the run fails."""
+    with ``HistoryTooLong`` (the agent may continue as new); past the grace, the run fails.
+    None for the way out (continue-as-new): served by its family as usual."""
     limit = run.limits.max_journal_records
     if slot.effect.op in _WAY_OUT:
-        from runplane.core.engine.registry import HANDLERS  # the registry imports this module
-
-        return HANDLERS[slot.effect.op](run, slot)
+        return None
     error = ErrorInfo(
         type="HistoryTooLong",
         message=f"the run's journal reached {run.rec.next_seq} records (max_journal_records "

@@ -29,16 +29,15 @@ from typing import Final
 from runplane.core.engine.decode import serve
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.state import Run
-from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, WaitKind
-from runplane.core.panels import task_ids
-from runplane.wire import CloseTask, ErrorInfo, JournalKind, ParkKind, Signal
+from runplane.core.engine.table import INTERRUPTIBLE
+from runplane.core.engine.tasks import withdraw_open
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
+from runplane.wire import ErrorInfo, JournalKind, Signal
 
 __all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
 
 # The reserved signal name of a cancel request (names under ``runplane.`` are the platform's).
 CANCEL_SIGNAL: Final = "runplane.cancel"
-# Waits the cancel interrupts at once; any other wait must first reach its disposition.
-_INTERRUPTIBLE: Final = frozenset({WaitKind.SIGNAL, WaitKind.APPROVAL, WaitKind.TIMER})
 
 
 def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
@@ -53,7 +52,9 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
         attrs["signal_id"] = signal.signal_id
     run.rec.seal(JournalKind.CANCEL_REQUESTED, attrs=attrs)
     wait = run.waiting
-    if wait is not None and wait.kind in _INTERRUPTIBLE:
+    # Waits the cancel interrupts at once (each family's row says which of its own); any
+    # other wait must first reach its disposition.
+    if wait is not None and wait.kind in INTERRUPTIBLE:
         return at_slot(run, wait.slot)
     return SUSPEND
 
@@ -75,14 +76,7 @@ def at_slot(run: Run, slot: Slot) -> Resolution:
     assert request is not None
     run.cancel = request.told(run.era)
     parked = run.parked
-    if parked is not None and parked.kind is ParkKind.TASK:
-        open_ = run.open
-        ref, value = (None, None) if open_ is None else (open_.ref, open_.value)
-        for task_id in task_ids(parked.ref, ref, value):  # a panel: each seat still open
-            run.rec.out.commands.append(
-                CloseTask(task_id=task_id, reason="run cancelled", at_ms=run.now)
-            )
-        run.open = None
+    withdraw_open(run, "run cancelled", carried=False)  # a panel: each seat still open
     run.waiting = None
     if parked is not None:
         run.unpark()  # drops a timer too

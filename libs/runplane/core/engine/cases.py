@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from runplane.core.canonical import canonical_json
-from runplane.core.effect import Effect, EffectError, Op
+from runplane.core.effect import CaseConflict, CaseState, Effect, EffectError, Op
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
@@ -21,7 +21,6 @@ from runplane.core.engine.step import Command
 from runplane.core.engine.values import OpenRequest, RequestKind
 from runplane.core.engine.vocab import (
     SUSPEND,
-    Calendars,
     Rejected,
     Resolution,
     Slot,
@@ -45,7 +44,7 @@ from runplane.wire import (
     RunStatus,
 )
 
-__all__ = ["ask_case", "case_command", "deadline", "no_case", "on_case_reply"]
+__all__ = ["DECODE", "ask_case", "case_command", "deadline", "no_case", "on_case_reply"]
 
 _WALL_UNITS_MS: Final = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 # CaseReply.op → the engine op of the command that asked (for replies journaled early).
@@ -147,7 +146,9 @@ def deadline(run: Run, slot: Slot) -> Resolution:
         )
         return ask_case(run, slot, command)
     try:
-        due, digest = _calendars(run).resolve(str(req["calendar"]), req["rule"], run.clock_ms)
+        due, digest = run.calendars_or_wall().resolve(
+            str(req["calendar"]), req["rule"], run.clock_ms
+        )
         warn = None if req["warn_before"] is None else due - _wall_duration_ms(req["warn_before"])
     except CalendarError as exc:
         entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error_info(exc))
@@ -177,14 +178,6 @@ def deadline(run: Run, slot: Slot) -> Resolution:
         owner_role=req.get("owner_role"),
     )
     return ask_case(run, slot, register, value)
-
-
-def _calendars(run: Run) -> Calendars:
-    if run.calendars is None:
-        from runplane.core.calendars import CalendarRegistry  # built-in wall clock only
-
-        run.calendars = CalendarRegistry()
-    return run.calendars
 
 
 def on_case_reply(run: Run, reply: CaseReply) -> Resolution | Rejected:
@@ -274,3 +267,19 @@ def _wall_duration_ms(rule: Mapping[str, Any]) -> int:
             f"warn_before must be {{minutes|hours|days: n >= 0}}, got {dict(rule)!r}"
         )
     return int(n) * _WALL_UNITS_MS[unit]
+
+
+def _decode_case_put(_effect: Effect, raw: Any) -> int:
+    if not raw["accepted"]:
+        raise CaseConflict(int(raw["version"]), str(raw.get("reason") or "the case moved"))
+    return int(raw["version"])
+
+
+# What each case op's recorded value decodes to for the agent (a close: the value as is).
+DECODE: Final = {
+    Op.CASE_GET: lambda _e, raw: CaseState(raw["state"], int(raw["version"])),
+    Op.CASE_PUT: _decode_case_put,
+    Op.DEADLINE: lambda _e, raw: int(raw["due_ms"]),
+    Op.DEADLINE_MEET: lambda _e, raw: None,
+    Op.DEADLINE_CANCEL: lambda _e, raw: None,
+}

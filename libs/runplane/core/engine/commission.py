@@ -30,9 +30,7 @@ branch sends an ``AdmissionRequest`` for the child and its join waits for the ch
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
@@ -53,6 +51,7 @@ __all__ = [
     "CHILD_SIGNAL",
     "child_key",
     "child_reply",
+    "claims",
     "on_signal",
     "parent_of",
     "start_child",
@@ -188,11 +187,15 @@ def take_buffered(run: Run, name: str) -> tuple[Outcome, str] | None:
     return None
 
 
+def claims(_run: Run, signal: Signal) -> bool:
+    """Whether ``signal`` is a child's result (the registry routes it here; every other
+    signal is the signal family's)."""
+    return signal.name.startswith(CHILD_SIGNAL)
+
+
 def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
-    """Signals on the inbox: a child's result goes to its branch (or is buffered until the
-    branch exists again, after a restore); every other signal is the signal family's."""
-    if not signal.name.startswith(CHILD_SIGNAL):
-        return _signal_family()(run, signal)
+    """A child's result on the inbox (``claims``): it goes to its branch, or is buffered
+    until the branch exists again (after a restore)."""
     for call_seq, held in run.branches.items():
         if held.signal == signal.name and held.outcome is None and call_seq == min(run.branches):
             # Next in ready order: applied now. A later branch's result is buffered instead
@@ -204,14 +207,6 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     run.pending.append(signal)
     run.rec.seal(JournalKind.SIGNAL_RECEIVED, attrs={"signal": signal.name, "buffered": "true"})
     return SUSPEND
-
-
-@functools.cache
-def _signal_family() -> Callable[[Run, Signal], Resolution | Rejected]:
-    """The inbox handler of the family that owns signals (whichever registry row it is)."""
-    from runplane.core.engine.registry import FAMILIES  # the registry imports this module
-
-    return next(f.inbox[Signal] for f in FAMILIES if f.name != "fanout" and Signal in f.inbox)
 
 
 def _outcome(signal: Signal) -> tuple[Outcome, str]:

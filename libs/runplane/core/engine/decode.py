@@ -4,28 +4,23 @@ failure as the ``EffectError`` subclass the agent may catch."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any, Final
 
 from runplane.core.effect import (
     ApprovalExpired,
-    CaseConflict,
     CaseRefused,
-    CaseState,
-    Decision,
     Effect,
     EffectError,
-    Op,
     RunCancelled,
     WaitTimedOut,
 )
 from runplane.core.engine.recorder import Recorder
+from runplane.core.engine.table import DECODE
 from runplane.core.engine.vocab import Resolution, Throw, Value
-from runplane.core.panels import outcome_from
-from runplane.core.releases import TYPED_ERRORS, released_from
+from runplane.core.releases import TYPED_ERRORS
 from runplane.wire import ErrorInfo, ResultEntry
 
-__all__ = ["error_from", "error_info", "serve"]
+__all__ = ["error_from", "error_info", "identity", "serve"]
 
 
 def serve(rec: Recorder, effect: Effect, entry: ResultEntry) -> Resolution:
@@ -41,7 +36,7 @@ def serve(rec: Recorder, effect: Effect, entry: ResultEntry) -> Resolution:
     try:
         # tuple.__new__, not Value(...): a NamedTuple's __new__ is a Python function, and
         # every effect served goes through here.
-        return tuple.__new__(Value, (_DECODE.get(effect.op, _identity)(effect, raw),))
+        return tuple.__new__(Value, (DECODE.get(effect.op, identity)(effect, raw),))
     except EffectError as exc:
         return Throw(exc)
 
@@ -72,30 +67,7 @@ _RAISED: Final[dict[str, type[EffectError]]] = {
 }
 
 
-def _identity(effect: Effect, raw: Any) -> Any:
+def identity(effect: Effect, raw: Any) -> Any:
+    """An op's value as recorded, or as its effect's own ``decode`` option reads it."""
     decode = effect.options.get("decode")
     return decode(raw) if decode is not None else raw
-
-
-def _decode_case_put(effect: Effect, raw: Any) -> int:
-    if not raw["accepted"]:
-        raise CaseConflict(int(raw["version"]), str(raw.get("reason") or "the case moved"))
-    return int(raw["version"])
-
-
-# What each op's recorded value decodes to for the agent (observe and signal: the value as is).
-_DECODE: Final[dict[Op, Callable[[Effect, Any], Any]]] = {
-    Op.LIVE: _identity,
-    Op.APPROVAL: lambda _e, raw: Decision(
-        str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])
-    ),
-    Op.CASE_GET: lambda _e, raw: CaseState(raw["state"], int(raw["version"])),
-    Op.CASE_PUT: _decode_case_put,
-    Op.DEADLINE: lambda _e, raw: int(raw["due_ms"]),
-    Op.DEADLINE_MEET: lambda _e, raw: None,
-    Op.DEADLINE_CANCEL: lambda _e, raw: None,
-    Op.CHECKPOINT: lambda _e, raw: None,
-    Op.SLEEP: lambda _e, raw: int(raw),
-    Op.RELEASE: lambda e, raw: released_from(e.request, raw),
-    Op.PANEL: lambda _e, raw: outcome_from(raw),
-}

@@ -16,7 +16,7 @@ from typing import Any
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
-from runplane.core.engine.asking import ask_person
+from runplane.core.engine.asking import ask_person, decision_identity_problem, escalated
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
@@ -34,7 +34,15 @@ from runplane.wire import (
     TaskKind,
 )
 
-__all__ = ["decide_operator", "in_doubt", "open_operator_task", "perform_again", "probe_done"]
+__all__ = [
+    "claims",
+    "decide_operator",
+    "in_doubt",
+    "on_decision",
+    "open_operator_task",
+    "perform_again",
+    "probe_done",
+]
 
 _VERDICTS = (
     DecisionOutcome.APPROVED,
@@ -201,6 +209,33 @@ def open_operator_task(run: Run, slot: Slot, decl: EffectDecl) -> Resolution:
     run.park(ParkKind.OPERATOR, task_id, call_seq, RunStatus.AWAITING_HUMAN)
     run.waiting = Wait(WaitKind.OPERATOR, slot, decl)
     return SUSPEND
+
+
+def claims(run: Run, decision: TaskDecision) -> bool:
+    """Whether ``decision`` answers the operator task the run waits on (routed here)."""
+    wait, parked = run.waiting, run.parked
+    return (
+        wait is not None
+        and wait.kind is WaitKind.OPERATOR
+        and parked is not None
+        and parked.ref == decision.task_id
+    )
+
+
+def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
+    """A TaskDecision on the operator task the run waits on (``claims``): four-eyes checked
+    as for any task; an escalation keeps the run waiting; else the verdict."""
+    wait = run.waiting
+    if not claims(run, decision) or wait is None:
+        return Rejected(f"no open task {decision.task_id!r} for this run")
+    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=1)
+    if problem is not None:
+        return Rejected(problem)  # the executor dead-letters it with this reason
+    attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
+    if decision.outcome is DecisionOutcome.ESCALATED:
+        escalated(run, decision, wait, None, attrs)
+        return SUSPEND
+    return decide_operator(run, wait, decision, attrs)
 
 
 def decide_operator(

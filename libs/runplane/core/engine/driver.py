@@ -22,6 +22,7 @@ from runplane.core.engine.eras import adopt, from_prior_era
 from runplane.core.engine.registry import HANDLERS
 from runplane.core.engine.replay import SlotCase, decide_slot
 from runplane.core.engine.state import Mark, Run
+from runplane.core.engine.table import REWAIT
 from runplane.core.engine.tools import decl_for
 from runplane.core.engine.values import InFlight
 from runplane.core.engine.vocab import (
@@ -34,17 +35,9 @@ from runplane.core.engine.vocab import (
     Wait,
     WaitKind,
 )
-from runplane.wire import ErrorInfo, JournalKind, ParkKind
+from runplane.wire import ErrorInfo, JournalKind
 
 __all__ = ["drive", "launch"]
-
-# A run rebuilt while parked waits again for what it waited for.
-_REWAIT = {
-    ParkKind.SIGNAL: WaitKind.SIGNAL,
-    ParkKind.TASK: WaitKind.APPROVAL,
-    ParkKind.CASE_REPLY: WaitKind.CASE,
-    ParkKind.WAKE: WaitKind.TIMER,
-}
 
 
 def launch(run: Run) -> None:
@@ -168,8 +161,10 @@ def _dispatch(run: Run, effect: Effect) -> Resolution:
         # Nothing recorded here: what the era carries decides first, then the op's handler.
         if run.cancel is not None and run.cancel.pending():
             return cancel.at_slot(run, slot)  # a cancel waiting for the agent's next effect
-        if run.rec.next_seq >= run.limits.max_journal_records:
-            return bounds.history_too_long(run, slot)
+        if run.rec.next_seq >= run.limits.max_journal_records and (
+            (refused := bounds.history_too_long(run, slot)) is not None
+        ):
+            return refused
         if run.prior and (served := from_prior_era(run, slot)) is not None:
             return served
         if run.doubts:
@@ -193,7 +188,7 @@ def _rewait(run: Run, slot: Slot) -> Resolution:
     """Rebuilding a parked run: its command was sent when it parked; just wait again."""
     parked = run.parked
     assert parked is not None
-    kind = _REWAIT.get(parked.kind, WaitKind.SIGNAL)
+    kind = REWAIT.get(parked.kind, WaitKind.SIGNAL)  # each park's row says how it waits
     carried = run.open
     value = carried.value if carried is not None and carried.ref == parked.ref else None
     run.waiting = Wait(kind, slot, value=value)

@@ -15,9 +15,10 @@ from typing import Any
 from runplane.core.agents import Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, request_witness, seal
-from runplane.core.engine.eras import withdraw_carried
 from runplane.core.engine.state import Run
 from runplane.core.engine.step import Command, Step, snapshot_at_start
+from runplane.core.engine.tasks import TASK_PARKS, carried_tasks, waited_tasks, withdraw_open
+from runplane.core.engine.values import OpenRequest
 from runplane.core.limits import too_large
 from runplane.wire import (
     CloseTask,
@@ -25,7 +26,6 @@ from runplane.wire import (
     JournalKind,
     JournalRecord,
     ParkedOn,
-    ParkKind,
     RunStatus,
     RunStatusUpdate,
     SessionSnapshot,
@@ -145,7 +145,8 @@ def _close_coro(run: Run) -> None:
 
 
 def _clear_waits(run: Run) -> None:
-    withdraw_carried(run, f"run {run.status}")
+    # Every task the run has open: the one it waits on (each seat of a panel) and a carried one.
+    withdraw_open(run, f"run {run.status}")
     run.waiting = None
     run.pending_live = None
     run.parked = None
@@ -205,8 +206,11 @@ def fail_from_snapshot(snapshot: SessionSnapshot, reason: str, *, now_ms: int) -
     )
     commands: list[Command] = [_failed_update(failed, record, now_ms)]
     parked = snapshot.parked_on
-    if parked is not None and parked.kind in _TASK_PARKS:
-        commands.append(CloseTask(task_id=parked.ref, reason="run FAILED", at_ms=now_ms))
+    asked = (
+        OpenRequest.from_json(snapshot.open_request_json) if snapshot.open_request_json else None
+    )
+    for task_id in waited_tasks(parked, asked) + carried_tasks(parked, asked):
+        commands.append(CloseTask(task_id=task_id, reason="run FAILED", at_ms=now_ms))
     return _failed_step(record, failed, tuple(commands))
 
 
@@ -217,16 +221,13 @@ def withdrawal(
     person was asked something nobody waits for any more. None when the step decided or
     closed it itself, or the run was not waiting on a task. ``clock`` is read only when
     there is a task to withdraw."""
-    if step.end is None or previous is None or previous.kind not in _TASK_PARKS:
+    if step.end is None or previous is None or previous.kind not in TASK_PARKS:
         return None
     if any(r.kind is JournalKind.TASK_DECIDED for r in step.records):
         return None
     if any(isinstance(c, CloseTask) for c in step.commands):
         return None
     return CloseTask(task_id=previous.ref, reason=f"run {step.end}", at_ms=clock())
-
-
-_TASK_PARKS = (ParkKind.TASK, ParkKind.OPERATOR)
 
 
 def _failed_update(

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import CROSS_ERA, LOGGED
+from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.values import OpenRequest, RequestKind
-from runplane.core.engine.vocab import CROSS_ERA, SUSPEND, Resolution, Slot, Wait, WaitKind
-from runplane.core.panels import task_ids
+from runplane.core.engine.vocab import SUSPEND, Resolution, Slot, Wait, WaitKind
 from runplane.wire import (
-    CloseTask,
     JournalKind,
     ParkKind,
     ResultEntry,
@@ -35,7 +35,6 @@ __all__ = [
     "note_early",
     "set_open",
     "side_effect_log",
-    "withdraw_carried",
 ]
 
 
@@ -44,9 +43,9 @@ def new_era(run: Run, snapshot: SessionSnapshot) -> None:
     rec = run.rec
     old = rec.era
     run.era = rec.era = old + 1
-    # Commissions are logged too, but served by their own family in ready order
-    # (commission.start_child), never by ``from_prior_era``: a branch's outcome is held.
-    logged = side_effect_log(rec.results, rec.era, CROSS_ERA | {"commission"})
+    # Some families are logged but serve their entries themselves (commissions, in ready
+    # order: a branch's outcome is held), never through ``from_prior_era``.
+    logged = side_effect_log(rec.results, rec.era, frozenset(LOGGED))
     run.prior = {key: deque(entries) for key, entries in logged.items()}
     found, run.in_flight = run.in_flight, None
     if found is not None:
@@ -67,13 +66,7 @@ def new_era(run: Run, snapshot: SessionSnapshot) -> None:
     if parked is not None and parked.kind is ParkKind.OPERATOR:
         # Operator tasks are not carried: the new era runs the call's recovery again (a probe
         # may answer now) and asks anew if it must. The old question is withdrawn.
-        rec.out.commands.append(
-            CloseTask(
-                task_id=parked.ref,
-                reason=f"superseded: run restored in era {rec.era}",
-                at_ms=rec.now,
-            )
-        )
+        withdraw_open(run, f"superseded: run restored in era {rec.era}", carried=False)
     # The open request (task or case command) stays in ``run.open``: the new era adopts it
     # when it issues the same request again.
     run.parked = None
@@ -144,28 +137,15 @@ def note_early(run: Run, carried: OpenRequest, entry: ResultEntry) -> None:
 
 def set_open(run: Run, request: OpenRequest) -> None:
     """Remember the request now waited on; a carried task it supersedes is withdrawn."""
-    withdraw_carried(run, f"superseded: era {run.era} asked {request.name}")
+    # Nobody waits for a carried task any more; an unwithdrawn one would sit on the worklist.
+    withdraw_open(run, f"superseded: era {run.era} asked {request.name}", waited=False)
     run.open = request
-
-
-def withdraw_carried(run: Run, reason: str) -> None:
-    carried, run.open = run.open, None
-    if (
-        carried is not None
-        and carried.kind is RequestKind.TASK
-        and (run.parked is None or run.parked.ref != carried.ref)
-    ):
-        # Nobody waits for this task any more; an unwithdrawn one would sit on the worklist.
-        for task_id in task_ids(carried.ref, carried.ref, carried.value):  # a panel's seats
-            run.rec.out.commands.append(
-                CloseTask(task_id=task_id, reason=reason[:200], at_ms=run.now)
-            )
 
 
 def side_effect_log(
     results: Mapping[tuple[int, int], ResultEntry],
     before_era: int,
-    families: frozenset[str] = CROSS_ERA,
+    families: frozenset[str] | set[str] = CROSS_ERA,
 ) -> dict[tuple[str, str, str], list[ResultEntry]]:
     """Each distinct recorded call of the eras before ``before_era``, per (family, name,
     witness), in the order the calls were first made.

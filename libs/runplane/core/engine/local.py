@@ -15,7 +15,7 @@ from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Resolution, Slot
 from runplane.wire import JournalKind
 
-__all__ = ["checkpoint", "observe"]
+__all__ = ["checkpoint", "decode_checkpoint", "observe"]
 
 
 def observe(run: Run, slot: Slot) -> Resolution:
@@ -35,3 +35,8 @@ def checkpoint(run: Run, slot: Slot) -> Resolution:
     if entry.ok:
         run.checkpoint_json = entry.value_json
     return serve(run.rec, slot.effect, entry)
+
+
+def decode_checkpoint(_effect: Any, _raw: Any) -> None:
+    """A checkpoint gives the agent nothing back."""
+    return None

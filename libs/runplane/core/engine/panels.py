@@ -12,27 +12,28 @@ A checkpointed restore adopts the panel like any carried task (``eras.adopt``): 
 asked again, and decisions arriving before the new era re-reaches the panel are counted; one
 that decides it is journaled at the panel's own slot and served from the side-effect log.
 
-The family is ``approval`` (it is one, and so it is in ``vocab.CROSS_ERA``); the op is
-``Op.PANEL``. Its inbox handler takes the TaskDecisions of panel seats and hands every other
-one to ``approvals.on_decision``.
+The family is ``approval`` (it is one, and so crosses eras with the approvals row); the op is
+``Op.PANEL``. It claims the TaskDecisions of its seats (``claims``); every other one is the
+approvals family's (the registry routes them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
-from runplane.core.engine import approvals, timers
-from runplane.core.engine.asking import ask_person
+from runplane.core.engine import timeouts
+from runplane.core.engine.asking import ask_person, decision_identity_problem
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import OpenRequest, RequestKind
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Throw, Wait, WaitKind
-from runplane.core.panels import PanelState
-from runplane.core.plan import Pending
+from runplane.core.panels import PanelState, outcome_from
+from runplane.core.plan import Pending, QuorumOutcome
 from runplane.errors import TerminalError
 from runplane.wire import (
     CloseTask,
@@ -47,7 +48,7 @@ from runplane.wire import (
     Trust,
 )
 
-__all__ = ["on_decision", "panel"]
+__all__ = ["claims", "decode", "on_decision", "panel"]
 
 
 def panel(run: Run, slot: Slot) -> Resolution:
@@ -74,7 +75,7 @@ def panel(run: Run, slot: Slot) -> Resolution:
     set_open(run, request)
     run.park(ParkKind.TASK, panel_id, call_seq, RunStatus.AWAITING_HUMAN)
     if req.get("timeout") is not None:  # WaitTimedOut past it; the open seats are withdrawn
-        timers.arm(run, slot, timers.instant(run, req["timeout"]), f"task:{panel_id}")
+        timeouts.arm(run, slot, timeouts.instant(run, req["timeout"]), f"task:{panel_id}")
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 
@@ -105,12 +106,18 @@ def _panel(run: Run) -> tuple[OpenRequest, PanelState] | None:
     return open_, PanelState.from_json(open_.value)
 
 
+def claims(run: Run, decision: TaskDecision) -> bool:
+    """Whether ``decision`` is a seat's of the run's open panel (the registry routes it here)."""
+    found = _panel(run)
+    return found is not None and found[1].seat_of(decision.task_id) is not None
+
+
 def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
-    """A TaskDecision: a panel seat's here, any other to ``approvals.on_decision``."""
+    """A TaskDecision on a seat of the run's open panel (``claims``)."""
     found = _panel(run)
     seat = None if found is None else found[1].seat_of(decision.task_id)
     if found is None or seat is None:
-        return approvals.on_decision(run, decision)
+        return Rejected(f"no open panel seat {decision.task_id!r} for this run")
     open_, state = found
     outcome = decision.outcome
     if outcome not in (
@@ -119,7 +126,7 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
         DecisionOutcome.ESCALATED,
     ):
         return Rejected(f"{outcome} does not decide a panel seat")
-    problem = approvals.decision_identity_problem(decision, initiator=run.initiator, approvals=1)
+    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=1)
     if problem is not None:
         return Rejected(problem)
     principals = tuple(p for p in decision.decided_by if p.strip())
@@ -252,3 +259,8 @@ def _decided(
         wait.slot, JournalKind.TASK_DECIDED, value=value, label=label, attrs=attrs
     )
     return serve(run.rec, wait.slot.effect, entry)
+
+
+def decode(_effect: Effect, raw: Any) -> QuorumOutcome:
+    """A panel's recorded result: the quorum's outcome, recomputed from the votes."""
+    return outcome_from(raw)

@@ -17,22 +17,26 @@ nobody. What the agent gets back is decoded by ``releases.released_from``.
 
 from __future__ import annotations
 
-from runplane.core.engine.approvals import approval
+from typing import Any
+
+from runplane.core.effect import Effect
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Resolution, Slot
+from runplane.core.releases import Released, released_from
 from runplane.wire import ErrorInfo, JournalKind
 
-__all__ = ["release"]
+__all__ = ["by_policy", "decode"]
 
 
-def release(run: Run, slot: Slot) -> Resolution:
-    """Decide a fresh release: a policy grant, a refusal, or an approval task."""
+def by_policy(run: Run, slot: Slot) -> Resolution | None:
+    """Decide a fresh release by policy: a grant, a refusal, or None when a person decides
+    (the registry's row then opens the approval task)."""
     req = slot.effect.request
     rel = req["release"]
     attrs = {"destination": str(rel["destination"]), "field": str(rel["field"])}
     if run.policy is None:
-        return approval(run, slot)
+        return None
     attrs["policy"] = run.policy.digest
     granted = run.policy.for_agent(run.spec.capability)
     if any(
@@ -58,4 +62,9 @@ def release(run: Run, slot: Slot) -> Resolution:
         )
         entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error, attrs=attrs)
         return serve(run.rec, slot.effect, entry)
-    return approval(run, slot)
+    return None
+
+
+def decode(effect: Effect, raw: Any) -> Released:
+    """A release's recorded decision, as the agent gets it."""
+    return released_from(effect.request, raw)

@@ -42,7 +42,6 @@ from runplane.wire import (
     RunStatusUpdate,
     SessionSnapshot,
     StartRun,
-    Wake,
 )
 
 __all__ = ["Runtime", "replay_history"]
@@ -286,8 +285,7 @@ class Runtime:
             )
         if self.ended:
             return self._flush(Rejected(f"run already ended ({run.status})"))
-        if isinstance(event, Wake):
-            event = inbox_event(event)
+        event = inbox_event(event)  # a quarantine request rides on the inbox as a Wake
         if isinstance(event, Quarantine):
             quarantine(run, event.reason)
             return self._flush()

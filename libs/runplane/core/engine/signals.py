@@ -1,7 +1,7 @@
 """Effect family: signals — ``ctx.wait_signal(name, timeout=…)`` and the Signal inbox event.
 
 ``wait_signal`` takes the next buffered signal of that name or parks until one arrives; with
-a ``timeout`` it arms the run's durable timer (``timers.arm``), and the wake past it records
+a ``timeout`` it arms the run's durable timer (``timeouts``), and the wake past it records
 ``WaitTimedOut`` at the wait's slot instead.
 
 A signal is accepted once per ``signal_id``: the ids of the last ``MAX_SIGNAL_IDS`` accepted
@@ -20,7 +20,7 @@ import json
 from dataclasses import replace
 from typing import Final
 
-from runplane.core.engine import bounds, cancel, timers
+from runplane.core.engine import bounds, cancel, timeouts
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import (
@@ -57,9 +57,9 @@ def wait_signal(run: Run, slot: Slot) -> Resolution:
             return serve(run.rec, slot.effect, _record_signal(run, slot, signal))
     attrs = {"parked_on": f"signal:{name}"}
     timeout = slot.effect.request.get("timeout")
-    due = None if timeout is None else timers.instant(run, timeout)
+    due = None if timeout is None else timeouts.instant(run, timeout)
     if due is not None and due <= run.now:
-        return timers.timed_out(run, slot, due)  # a timeout already past: no park
+        return timeouts.timed_out(run, slot, due)  # a timeout already past: no park
     run.park(ParkKind.SIGNAL, name, slot.call_seq, RunStatus.PARKED)
     if due is not None:
         run.wake_at = due

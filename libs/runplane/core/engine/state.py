@@ -13,6 +13,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, NamedTuple
 
 from runplane.core.agents import AgentSpec, EffectDecl
+from runplane.core.calendars import CalendarRegistry
 from runplane.core.determinism import session_seed
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
@@ -147,6 +148,13 @@ class Run:
         from runplane.core.engine.sinkgate import value_label  # sinkgate builds on this module
 
         return value_label(self, value)
+
+    def calendars_or_wall(self) -> Calendars:
+        """The run's calendars (deadlines, calendar timers): the deployment's, or the
+        built-in wall clock, built once."""
+        if self.calendars is None:
+            self.calendars = CalendarRegistry()
+        return self.calendars
 
     # -- slots ---------------------------------------------------------------------------------
     def slot_taken(self, call_seq: int) -> bool:

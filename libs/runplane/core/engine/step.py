@@ -77,10 +77,12 @@ class Quarantine:
 Event = Signal | TaskDecision | CaseReply | Wake | Quarantine
 
 
-def inbox_event(wake: Wake) -> Wake | Quarantine:
-    """The typed event a Wake stands for: a ``Quarantine`` when its reason says so."""
-    if not wake.reason.startswith(QUARANTINE_PREFIX):
-        return wake
+def inbox_event(event: Event) -> Event:
+    """The typed event an inbox event stands for: a Wake whose reason says so is a
+    ``Quarantine``; every other event is itself."""
+    if not isinstance(event, Wake) or not event.reason.startswith(QUARANTINE_PREFIX):
+        return event
+    wake = event
     reason = wake.reason.removeprefix(QUARANTINE_PREFIX).strip()
     return Quarantine(wake.session_id, reason or "quarantined by request")
 

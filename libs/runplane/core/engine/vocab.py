@@ -14,7 +14,6 @@ from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 
 __all__ = [
-    "CROSS_ERA",
     "GENERATION_DECL",
     "MAX_BUFFERED_SIGNALS",
     "SUSPEND",
@@ -31,8 +30,6 @@ __all__ = [
     "WaitKind",
 ]
 
-# Families reconstructed through the side-effect log across eras (checkpointed restores).
-CROSS_ERA: Final = frozenset({"tool", "approval", "case", "deadline", "signal", "timer", "release"})
 # Signals sent before the run waits for them, kept in its snapshot; more are refused.
 MAX_BUFFERED_SIGNALS: Final = DEFAULT_LIMITS.max_buffered_signals
 GENERATION_DECL: Final = EffectDecl(

@@ -1,0 +1,72 @@
+"""A wait's durable timer: resolved once, journaled, and what a wait that timed out records.
+
+``ctx.sleep`` is the timers family's; the timeouts of other waits (a signal, an approval, a
+panel) are armed by their own families through this module, so that no family needs another.
+A timer is resolved **once**, when its effect is first issued: against the run's logical
+clock (``ctx.now()``) and, for a calendar rule, the deployment's calendars (working days,
+holidays), like a deadline. The instant is journaled (RUN_PARKED ``wake_at``) and kept in the
+snapshot (``wake_at_ms``). A timer is dropped when the run leaves the park another way
+(``Run.unpark``: the signal or decision came first, a cancel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runplane.core.engine.decode import serve
+from runplane.core.engine.state import Run
+from runplane.core.engine.tasks import withdraw_open
+from runplane.core.engine.vocab import Resolution, Slot
+from runplane.wire import ErrorInfo, JournalKind
+
+__all__ = ["arm", "at", "instant", "resolve", "settle", "timed_out"]
+
+
+def resolve(run: Run, timer: Mapping[str, Any]) -> int:
+    """The instant (ms) a timer request (``runplane.core.waits``) names, from the logical
+    clock; a calendar that does not implement the rule raises ``CalendarError``."""
+    if "until" in timer:
+        return int(timer["until"])
+    if "ms" in timer:
+        return run.clock_ms + int(timer["ms"])
+    due, _digest = run.calendars_or_wall().resolve(
+        str(timer["calendar"]), timer["rule"], run.clock_ms
+    )
+    return due
+
+
+def instant(run: Run, timer: Mapping[str, Any]) -> int:
+    """The instant a fresh timed wait waits for: the run's timer if one is still set — a
+    checkpointed restore re-executes from the checkpoint in a new era while the timer of the
+    wait it was parked on stays armed (only leaving a park drops one), so the re-issued wait
+    keeps its journaled instant instead of starting its duration again — else ``resolve``."""
+    return run.wake_at if run.wake_at is not None else resolve(run, timer)
+
+
+def arm(run: Run, slot: Slot, due: int, parked_on: str) -> None:
+    """Set the run's timer to ``due`` and journal the instant with the park."""
+    run.wake_at = due
+    run.rec.at(JournalKind.RUN_PARKED, slot, {"parked_on": parked_on, "wake_at": str(due)})
+
+
+def timed_out(run: Run, slot: Slot, due: int) -> Resolution:
+    """A wait's timeout came first: ``WaitTimedOut`` at its slot; an approval's task is
+    withdrawn (nobody waits for its decision any more)."""
+    withdraw_open(run, "the run's wait timed out", carried=False)  # a panel: each open seat
+    settle(run)
+    error = ErrorInfo(type="WaitTimedOut", message=f"no answer by {due}", retryable=False)
+    entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error, attrs=at(due))
+    return serve(run.rec, slot.effect, entry)
+
+
+def settle(run: Run) -> None:
+    """The run leaves its wait and its timer."""
+    run.waiting = None
+    if run.parked is not None:
+        run.unpark()
+    run.wake_at = None
+
+
+def at(due: int) -> dict[str, str]:
+    return {"wake_at": str(due)}
