@@ -33,8 +33,8 @@ from runplane.runs import read_audit, read_run, result_key
 from runplane.signing import SigningKey
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode
 from services.journal.loop import AuditLoop
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ from runplane.runs import read_audit, read_run, result_key
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
 from services.journal import metrics as m
 from services.journal.loop import AuditLoop
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
 
 
 def produce_run(
