@@ -1,6 +1,6 @@
 """The journal service on the real broker: exactly-once audit, breaks found and quarantined.
 
-Runs are built with the core's chain functions (``services.journal.sample``) and produced the
+Runs are built with the core's chain functions (``tests.helpers.sample``) and produced the
 way the executor commits them: journal records and their result entries in one transaction,
 results on the session's partition.
 """
