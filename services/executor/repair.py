@@ -1,16 +1,16 @@
 """Carrying out repair orders (``runplane.core.repair``): resume, fork, erase.
 
-``Repair`` is a plain collaborator of the executor. An order arrives as a ``Wake`` whose reason starts ``repair:`` on
-the run's own inbox partition, so it is serialized with every other message of the run and
-applied by the run's one chain writer. The decisions are the core's; this module reads what
+An order arrives as a ``Wake`` whose reason starts ``repair:`` on the run's own inbox
+partition, so it is serialized with every other message of the run and applied by the run's
+one chain writer (``Repair.order``, from the executor's inbox path). The decisions are the core's; this module reads what
 they need and queues what they produce in the current group-commit batch (one transaction
 with the order's inbox offset, like any step).
 
 The runs an order names are not resident: an ended run keeps no snapshot or results here
 (``PartitionState.end``) and a fork is written by the operator's tool after the partition was
 restored. So the order re-reads the run's snapshot and result journal from the ``sessions``
-and ``results`` tables of its partition (``RunTable.read_run``) — a read of the whole partition, once per order
-(an operator action, rare; retention keeps ``results`` to the live runs and recent history).
+and ``results`` tables of its partition (``RunTable.read_run``) — a read of the whole
+partition, once per order (an operator action, rare; retention keeps ``results`` to the live runs and recent history).
 A refused order is dead-lettered with the reason (``runplane_executor_deadletters_total``
 kind ``repair_refused``).
 

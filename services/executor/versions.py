@@ -111,7 +111,7 @@ class VersionGate:
         held records served), and False is returned."""
         sid = getattr(record, "session_id", "")
         if isinstance(record, StartRun):
-            known = sid in part.sessions or sid in part.ended  # a duplicate: the start says so
+            known = sid in part.sessions or sid in part.ended  # a duplicate: _start_run refuses it
             why = None if known else not_deployed(self._registry, record)
             if why is not None:
                 self._hold_start(msg, record, why)

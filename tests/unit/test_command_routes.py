@@ -85,8 +85,8 @@ def test_the_driver_hands_every_command_to_the_stand_in_of_its_topic(command: Re
     session = driver.sessions.setdefault("r", _Session())
     reached: list[tuple[str, Record]] = []
     # The stand-ins' own rules (a case's state, a task's approvals) are tested elsewhere.
-    driver._worklist = lambda _s, c: reached.append(("tasks.commands", c))  # type: ignore[method-assign]
-    driver._cases_service = lambda c: reached.append(("cases.commands", c))  # type: ignore[method-assign]
+    driver._worklist = lambda _s, c: reached.append(("tasks.commands", c))
+    driver._cases_service = lambda c: reached.append(("cases.commands", c))
     driver._route(session, command)  # type: ignore[arg-type]
     reached += [("admission", c) for c in driver._admissions]
     reached += [("runs.inbox", c) for c in (*driver._starts, *driver._inbox)]
