@@ -27,8 +27,8 @@ from runplane.stack._platform import healthy
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
-from services.executor.harness import executor_thread
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import executor_thread
 
 MODES = ("threads", "processes")
 ROOT = Path(__file__).resolve().parents[1]

@@ -47,8 +47,8 @@ from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.providers import FunctionTool
 from runplane.wire import RunStatus, RunStatusUpdate, Serde
-from services.executor.harness import admit, executor_thread, plain_producer
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, executor_thread, plain_producer
 
 STEPS = 5
 RUNS = 600

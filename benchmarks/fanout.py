@@ -21,8 +21,8 @@ from benchmarks.executor import CompletionWatch, scratch_topics
 from runplane.config import Settings
 from runplane.core import REGISTRY
 from runplane.providers import TOOLS, FunctionTool
-from services.executor.harness import admit, executor_thread, plain_producer
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, executor_thread, plain_producer
 
 SLOW_S = 0.2
 SIZES = (4, 16)

@@ -39,7 +39,7 @@ from benchmarks.executor import scratch_topics
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config
 from runplane.wire import DecisionOutcome, RunStatus, TaskDecision
-from services.executor.harness import admit, plain_producer, send, sessions
+from tests.helpers.harness import admit, plain_producer, send, sessions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ADMIT_BATCH = 5_000

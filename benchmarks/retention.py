@@ -33,9 +33,10 @@ from runplane.kafka.clients import admin, producer_config
 from runplane.kafka.restore import Restorer
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
-from services.executor.harness import executor_thread, wait_for
 from services.executor.settings import ExecutorSettings
 from services.executor.state import restore_partitions, results_key
+from tests.helpers.harness import executor_thread
+from tests.helpers.waiting import wait_for
 
 ENDED = 10_000
 LIVE = 1_000

@@ -42,6 +42,7 @@ from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
 from runplane.golden import assert_replays
+from runplane.kafka.routes import route
 from runplane.testing_operate import OperateVerbs
 from runplane.testing_plans import AdmissionVerbs
 from runplane.wire import (
@@ -415,42 +416,58 @@ class Driver(OperateVerbs, AdmissionVerbs):
                 return Outcome.failure(type(exc).__name__, str(exc), attempts=attempts)
 
     # ------------------------------------------------------------------ the other services
-    def _route(self, session: _Session, command: Any) -> None:
-        if isinstance(command, OpenTask):
-            session.open_tasks[command.task_id] = command
-            self.tasks_opened.append(command.task_id)
-            verdict = self.approve(command) if callable(self.approve) else self.approve
-            if verdict is not None and command.kind.value == "APPROVAL":
-                # As the worklist would: as many distinct people as the task needs approvals
-                # (the runtime rejects fewer, and the initiator, as four-eyes requires).
-                by = (
-                    "auto-reviewer",
-                    *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)),
-                )
-                if "/panel/" in command.task_id:  # a panel counts one person on one seat
-                    by = (f"auto-reviewer@{command.task_id.rsplit('/panel/', 1)[1]}",)
-                self._inbox.append(self._decision(command, verdict, "", by))
-        elif isinstance(command, CloseTask):
+    def _route(self, session: _Session, command: Command) -> None:
+        """Hand ``command`` to the stand-in of the service that reads the topic the executor
+        writes it to: one command table for both (``runplane.kafka.routes``)."""
+        topic = route(command).topic
+        if topic == "tasks.commands":
+            self._worklist(session, command)
+        elif topic == "cases.commands":
+            self._cases_service(command)
+        elif topic == "admission":  # a child admitted; a status needs no stand-in (snapshots)
+            if isinstance(command, AdmissionRequest):
+                self._admissions.append(command)
+        elif topic == "journal" and isinstance(command, JournalRecord):  # a successor's seq 0
+            self.sessions.setdefault(command.session_id, _Session()).journal.append(command)
+        elif topic == "runs.inbox" and isinstance(command, StartRun):
+            self._starts.append(command)  # started once the current step is committed
+        elif topic == "runs.inbox" and isinstance(command, Signal):
+            self._inbox.append(command)  # a child's result, for its parent
+        else:
+            raise TypeError(f"the Driver has no stand-in for {type(command).__name__} on {topic}")
+
+    def _worklist(self, session: _Session, command: Command) -> None:
+        """The worklist, in small: approval tasks decided by ``approve``, withdrawals noted."""
+        if isinstance(command, CloseTask):
             session.open_tasks.pop(command.task_id, None)
             self.closed_tasks.append(command.task_id)
-        elif isinstance(command, (GetCaseState, PutCaseState)):
+            return
+        if not isinstance(command, OpenTask):
+            raise TypeError(f"the worklist stand-in does not take {type(command).__name__}")
+        session.open_tasks[command.task_id] = command
+        self.tasks_opened.append(command.task_id)
+        verdict = self.approve(command) if callable(self.approve) else self.approve
+        if verdict is not None and command.kind.value == "APPROVAL":
+            # As the worklist would: as many distinct people as the task needs approvals
+            # (the runtime rejects fewer, and the initiator, as four-eyes requires).
+            by = ("auto-reviewer", *(f"auto-reviewer-{i}" for i in range(2, command.approvals + 1)))
+            if "/panel/" in command.task_id:  # a panel counts one person on one seat
+                by = (f"auto-reviewer@{command.task_id.rsplit('/panel/', 1)[1]}",)
+            self._inbox.append(self._decision(command, verdict, "", by))
+
+    def _cases_service(self, command: Command) -> None:
+        """The cases service, in small: state reads and writes, closing, obligations."""
+        if isinstance(command, (GetCaseState, PutCaseState)):
             self._inbox.append(self._case_reply(command))
         elif isinstance(command, CloseCase):
-            self._inbox.append(
-                close_reply(command, self.obligations, self.closed_cases, self.cases)
-            )
+            reply = close_reply(command, self.obligations, self.closed_cases, self.cases)
+            self._inbox.append(reply)
         elif isinstance(command, (RegisterDeadline, MeetDeadline, CancelDeadline)):
             reply = self._deadline_reply(command)
             if command.reply_to is not None:
                 self._inbox.append(reply)
-        elif isinstance(command, JournalRecord):  # a successor's seq 0 (continue-as-new)
-            self.sessions.setdefault(command.session_id, _Session()).journal.append(command)
-        elif isinstance(command, StartRun):
-            self._starts.append(command)  # started once the current step is committed
-        elif isinstance(command, AdmissionRequest):
-            self._admissions.append(command)
-        elif isinstance(command, Signal):  # a child's result, for its parent
-            self._inbox.append(command)
+        else:
+            raise TypeError(f"the cases stand-in does not take {type(command).__name__}")
 
     def _decision(
         self, task: OpenTask, outcome: str, comment: str, by: tuple[str, ...]

@@ -1,7 +1,7 @@
 """Carrying out one live call (a tool or a model) and handing its outcome to the loop.
 
 The loop launches ``Performer.perform`` as an asyncio task per call; the outcome is queued
-as a ``Completion`` for the loop to apply to the run's runtime on its next turn (a stale one
+as a ``Completion`` on ``Performer.completions`` for the loop to apply to the run's runtime on its next turn (a stale one
 — the run moved, was evicted or rebuilt meanwhile — is dropped there: its journal decides).
 """
 
@@ -44,13 +44,13 @@ class Performer:
         providers: Mapping[str, ModelProvider],
         max_inflight: int,
         call_timeout_s: float,
-        completions: deque[Completion],
     ) -> None:
         self._tools = dict(tools)
         self._providers = dict(providers)
         self._runner = LiveCallRunner(max_inflight)
         self._call_timeout_s = call_timeout_s
-        self._completions = completions
+        # Finished calls, in the order they finished: the loop drains them on its thread.
+        self.completions: deque[Completion] = deque()
         self._metrics = executor_metrics()
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
@@ -80,7 +80,7 @@ class Performer:
         calls, seconds = self._live_metrics(call.family, outcome.verdict.value)
         calls.inc()
         seconds.observe(outcome.elapsed_s)
-        self._completions.append(Completion(sid, runtime, call, outcome, trace or None))
+        self.completions.append(Completion(sid, runtime, call, outcome, trace or None))
 
     def _live_metrics(self, family: str, verdict: str) -> tuple[Any, Any]:
         # labels() locks and looks the child up on every call; the label sets are few.

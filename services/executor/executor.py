@@ -27,10 +27,29 @@ Delivery guarantee (exactly once for recorded effects):
 
 The loop is a single asyncio task: Kafka calls are non-blocking polls (or short blocking polls
 when no live call is outstanding), live calls are asyncio tasks bounded by ``LiveCallRunner``.
-Its Kafka skeleton (group, producer, restore-on-assign, rewind, lag, stop) is the shared
-``runplane.kafka.loop.TxnLoop``; beside this module: ``committer`` (the pipelined group
-commit), ``calls`` (performing live calls), ``outputs`` (where records go) and ``ending`` (how
-a run ends: a final step, an unstartable StartRun, a poisoned run).
+
+``Executor`` is the loop and nothing else; what it drives are collaborators it builds and
+hands to each other (constructor injection, no shared ``self``):
+
+* ``TxnLoop`` (``runplane.kafka.loop``): the Kafka skeleton — group, producer,
+  restore-on-assign, rewind, lag, stop;
+* ``RunTable`` (``state``): the owned partitions, the resident runtimes, the queue of runs to
+  rebuild, and every read of the ``sessions`` and ``results`` tables;
+* ``GroupCommit`` (``committer``): the pipelined group commit of the batch;
+* ``Outbox`` (``outbox``): every record into the batch — a step's records through a
+  ``RunSink``, commands by the one command table (``runplane.kafka.routes``), dead letters,
+  signing;
+* ``StepApplier`` (``stepping``): runtimes started and rebuilt, each step applied into the
+  outbox, live calls launched (``calls.Performer``) and their outcomes drained back;
+* ``RunEnds`` (``ending``): failing a run the engine could not serve (a poison pill, an
+  unstartable StartRun);
+* ``Timers`` (``timers``), ``VersionGate`` (``versions``), ``Repair`` (``repair``): due
+  timers, stranded runs, repair orders and results retention.
+
+An admission's StartRun, from arrival to commit: ``Executor._on_message`` (decode, checks) →
+``VersionGate.unservable`` → ``Executor._start_run`` → ``StepApplier.start`` / ``apply`` →
+``RunSink`` / ``Outbox`` (into the batch) → ``GroupCommit.maybe_commit`` (one transaction with
+the inbox offset).
 """
 
 from __future__ import annotations
@@ -40,25 +59,16 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Message
 
-from runplane.core import (
-    AgentRegistry,
-    Event,
-    ModelProvider,
-    Runtime,
-    Tool,
-    UnknownCapability,
-)
+from runplane.core import AgentRegistry, Event, ModelProvider, Tool, UnknownCapability
 from runplane.errors import TerminalError, WireError
 from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
-from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.tracing import current_headers, span_from_headers
@@ -72,19 +82,19 @@ from runplane.wire import (
     TaskDecision,
     Wake,
 )
-from services.executor.batch import Batch
-from services.executor.calls import Completion, Performer
+from services.executor.calls import Performer
 from services.executor.committer import Committer, GroupCommit
-from services.executor.ending import Resident
+from services.executor.ending import RunEnds
 from services.executor.metrics import executor_metrics
+from services.executor.outbox import Outbox
 from services.executor.policy import runtime_options
-from services.executor.repair import RunRepair
+from services.executor.repair import Repair
 from services.executor.settings import ExecutorSettings
-from services.executor.state import ENDED, WAITING, PartitionState
-from services.executor.stepping import LiveSteps
-from services.executor.timers import TimerScan
+from services.executor.state import PartitionState, RunTable
+from services.executor.stepping import StepApplier
+from services.executor.timers import Timers
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
-from services.executor.versions import VersionGate, VersionNotDeployed
+from services.executor.versions import VersionGate
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +104,25 @@ log = logging.getLogger(__name__)
 RESTORE_DEADLINE_S = 120.0
 
 
-class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
+def loop_config(settings: ExecutorSettings) -> LoopConfig:
+    """The executor's Kafka loop: its group, its transactional id, the consumer's timings."""
+    return LoopConfig(
+        service=SERVICE,
+        group_id=group_id(settings.base),
+        topics=(settings.base.topic(INPUT),),
+        transactional_id=settings.transactional_id,
+        restore_timeout_s=RESTORE_DEADLINE_S,
+        journal_signer=settings.journal_signer,
+        producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
+        consumer_overrides={
+            "session.timeout.ms": settings.session_timeout_ms,
+            "heartbeat.interval.ms": max(300, settings.session_timeout_ms // 6),
+            "fetch.wait.max.ms": 20,
+        },
+    )
+
+
+class Executor:
     """One executor instance. ``run(stop)`` blocks (as a coroutine) until ``stop`` is set."""
 
     def __init__(
@@ -111,63 +139,71 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
         self.settings = settings
         base = settings.base
         self._registry = registry
-        self._tools = dict(tools)
-        self._providers = dict(providers)
         self._wall_ms = wall_ms
-        self._emitter_key = settings.emitter_key
-        # What every runtime of this executor is built with (Runtime.start / restore):
-        # calendars, tool declarations, the run limits and the deployment policy.
-        decls = {name: tool.decl for name, tool in tools.items()}
-        self._engine = runtime_options(settings, calendars, decls)
-        self._serde = Serde.from_settings(base)
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
-        self._metrics = executor_metrics()
-        self._parts: dict[int, PartitionState] = {}
-        self._residents: dict[str, Resident] = {}
-        self._completions: deque[Completion] = deque()
-        self._performer = Performer(
+        self._serde = Serde.from_settings(base)
+        metrics = self._metrics = executor_metrics()
+        hooks = LoopHooks(restore=self._restore, revoke=self._revoke)
+        self._loop = TxnLoop(base, loop_config(settings), hooks, probe=probe)
+        self.ready = self._loop.ready
+        self._group = GroupCommit(max_records=settings.batch_max, max_s=settings.batch_ms / 1000)
+        self._table = RunTable(
+            self._loop,
+            self._serde,
+            self._topic,
+            partitions=base.partitions,
+            retention_ms=settings.retention_ms,
+            wall_ms=wall_ms,
+            metrics=metrics,
+        )
+        self._outbox = Outbox(
+            self._group,
+            self._serde,
+            self._topic,
+            metrics=metrics,
+            wall_ms=wall_ms,
+            emitter_key=settings.emitter_key,
+        )
+        self._ends = RunEnds(self._table, self._outbox, metrics=metrics, wall_ms=wall_ms)
+        # What every runtime is built with: calendars, tool declarations, limits, policy.
+        engine = runtime_options(settings, calendars, {n: t.decl for n, t in tools.items()})
+        performer = Performer(
             tools=tools,
             providers=providers,
             max_inflight=settings.max_inflight,
             call_timeout_s=settings.call_timeout_s,
-            completions=self._completions,
         )
-        self._tasks: dict[asyncio.Task[None], str] = {}
-        self._to_rebuild: deque[tuple[str, int]] = deque()
-        self._npart = base.partitions
-        self._loop = TxnLoop(
-            base,
-            LoopConfig(
-                service=SERVICE,
-                group_id=group_id(base),
-                topics=(self._topic[INPUT],),
-                transactional_id=settings.transactional_id,
-                restore_timeout_s=RESTORE_DEADLINE_S,
-                journal_signer=settings.journal_signer,
-                producer_overrides={
-                    "transaction.timeout.ms": settings.transaction_timeout_ms,
-                },
-                consumer_overrides={
-                    "session.timeout.ms": settings.session_timeout_ms,
-                    "heartbeat.interval.ms": max(300, settings.session_timeout_ms // 6),
-                    "fetch.wait.max.ms": 20,
-                },
-            ),
-            LoopHooks(restore=self._restore, revoke=self._revoke),
-            probe=probe,
+        self._steps = StepApplier(
+            self._table,
+            self._outbox,
+            self._ends,
+            registry=registry,
+            engine=engine,
+            performer=performer,
+            tools=dict(tools),
+            group=self._group,
+            metrics=metrics,
+            wall_ms=wall_ms,
         )
-        self._group = GroupCommit(max_records=settings.batch_max, max_s=settings.batch_ms / 1000)
+        self._timers = Timers(
+            self._table, self._steps, self._outbox, self._ends, metrics=metrics, wall_ms=wall_ms
+        )
+        self._versions = VersionGate(
+            registry,
+            self._table,
+            self._outbox,
+            self._ends,
+            serve=self._on_message,  # a released run's held records: the inbox path
+            limits=settings.limits,
+            metrics=metrics,
+            wall_ms=wall_ms,
+        )
+        self._repair = Repair(
+            registry, self._table, self._outbox, self._steps, metrics=metrics, wall_ms=wall_ms
+        )
         self._last_housekeeping = 0.0
-        self.ready = self._loop.ready
-        self._launched = 0
-        self._trace: list[tuple[str, bytes]] | None = None
         self._last_poll = 0.0
-
-    @property
-    def _batch(self) -> Batch:
-        """The group-commit batch being filled (a new one after every seal)."""
-        return self._group.batch
 
     @property
     def stats(self) -> dict[str, int]:
@@ -176,31 +212,32 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
     # ------------------------------------------------------------------ lifecycle
     async def run(self, stop: threading.Event) -> None:
         self._loop.stop = stop
+        steps, table = self._steps, self._table
         try:
             self._start()
             while not stop.is_set():
                 busy = False
-                if time.monotonic() - self._last_poll >= 0.002 or not self._tasks:
+                if time.monotonic() - self._last_poll >= 0.002 or not steps.tasks:
                     # A zero-timeout consume still costs ~0.4 ms; while live calls keep the
                     # loop turning, asking Kafka every 2 ms is plenty.
                     self._last_poll = time.monotonic()
                     busy = self._poll()
-                self._drain_completions()
-                if self._to_rebuild:
+                steps.drain()
+                if table.to_rebuild:
                     self._rebuild_some()
-                self._serve_delivery_reports()
+                self._group.serve_delivery_reports()
                 # Hot: work in hand, or a call launched just now that may finish within one
                 # turn of the event loop (an instant tool does). Not hot: drained.
-                hot = bool(busy or self._completions or self._launched or self._to_rebuild)
+                hot = bool(busy or steps.completions or steps.launched or table.to_rebuild)
                 now = time.monotonic()
                 self._maybe_commit(now, drained=not hot)
                 if now - self._last_housekeeping >= 0.5:
                     self._housekeeping(now)
-                    self._check_versions()  # stranded runs: parked / released (versions.py)
-                    self._fire_timers()
+                    self._versions.check()  # stranded runs: parked / released
+                    self._timers.fire()
                 self._loop.beat()
                 # Yield to the live calls; sleep a little only when there is nothing to do.
-                self._launched = 0
+                steps.launched = 0
                 await asyncio.sleep(0 if hot else 0.0005)
             await self._drain_on_stop()
         except Stopping as exc:
@@ -222,18 +259,18 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
             raise TerminalError(f"cannot read topic {self._topic[INPUT]}: {hint}")
         if meta is None or meta.error is not None or not meta.partitions:
             raise TerminalError(f"topic {self._topic[INPUT]} does not exist")
-        self._npart = len(meta.partitions)
+        self._table.partitions = len(meta.partitions)
         self._loop.subscribe()
 
     async def _drain_on_stop(self, grace_s: float = 5.0) -> None:
         """Let outstanding live calls finish (briefly), commit what they produced, leave."""
         deadline = time.monotonic() + grace_s
-        while self._tasks and time.monotonic() < deadline:
+        while self._steps.tasks and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-            self._drain_completions()
+            self._steps.drain()
             self._maybe_commit(time.monotonic(), drained=True)
         self._group.settle()
-        if not self._batch.empty:
+        if not self._group.batch.empty:
             self._commit()
 
     def _close(self) -> None:
@@ -241,11 +278,8 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
         with contextlib.suppress(TxnAbortable):
             self._group.settle()
         self._group.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for res in self._residents.values():
-            res.runtime.close()
-        self._residents.clear()
+        self._steps.close()
+        self._table.close()
         self._loop.close()
 
     # ------------------------------------------------------------------ rebalancing (hooks)
@@ -263,7 +297,7 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
             return
         try:
             self._group.settle()
-            if not self._batch.empty:
+            if not self._group.batch.empty:
                 self._group.commit_now()
         except TxnAbortable as exc:
             # Void: what the revoked partitions did since the last commit is redone by their
@@ -272,51 +306,37 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
             self._group.discard()
 
     def _drop(self, numbers: set[int]) -> None:
-        for sid, res in list(self._residents.items()):
-            if res.partition in numbers:
-                res.runtime.close()
-                del self._residents[sid]
-        for task, sid in list(self._tasks.items()):
-            if partition_for(sid, self._npart) in numbers:
-                task.cancel()
-                del self._tasks[task]
-        for p in numbers:
-            self._parts.pop(p, None)
+        self._table.drop(numbers)
+        self._steps.cancel(numbers)
 
     def _restore(self, numbers: list[int], deadline: float) -> None:
-        self._parts.update(self._restore_tables(numbers, deadline))  # repair.py: + retention
-        # RUNNING runs are rebuilt by the loop after this returns, a few per turn — not here:
-        # a rebalance callback that replays every run of its partitions counts against
-        # max.poll.interval.ms. A message for one of them meanwhile rebuilds it on demand.
-        for p in numbers:
-            for sid, snap in self._parts[p].sessions.items():
-                if snap.status is RunStatus.RUNNING:
-                    self._to_rebuild.append((sid, p))
+        self._table.restore(numbers, deadline)  # its RUNNING runs queued for _rebuild_some
 
     def _rebuild_some(self, limit: int = 16) -> None:
-        """Rebuild up to ``limit`` RUNNING runs restored by an assignment (see ``_restore``)."""
+        """Rebuild up to ``limit`` RUNNING runs restored by an assignment (``RunTable.restore``)."""
+        table = self._table
         done = 0
-        while self._to_rebuild and done < limit:
-            sid, p = self._to_rebuild.popleft()
-            part = self._parts.get(p)
+        while table.to_rebuild and done < limit:
+            sid, p = table.to_rebuild.popleft()
+            part = table.parts.get(p)
             snap = part.sessions.get(sid) if part is not None else None
-            if snap is None or snap.status is not RunStatus.RUNNING or sid in self._residents:
+            if snap is None or snap.status is not RunStatus.RUNNING or sid in table.residents:
                 continue  # revoked, ended or already rebuilt by a message meanwhile
             done += 1
-            mark = self._batch.mark()
+            mark = self._outbox.mark()
             try:
-                self._rebuild(sid, p, snap)
+                self._steps.rebuild(sid, p, snap)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
-                self._poisoned(sid, p, snap, mark, exc, "rebuild")
+                self._ends.poisoned(sid, p, snap, mark, exc, "rebuild")
 
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
         idle = (
-            not self._tasks
-            and self._batch.empty
-            and not self._completions
+            not self._steps.tasks
+            and self._group.batch.empty
+            and not self._steps.completions
             and not self._group.in_flight
         )
         consumer = self._loop.consumer
@@ -334,25 +354,26 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
         for i, msg in enumerate(msgs, 1):
             self._on_message(msg)
             if i % 64 == 0:  # a long batch of work must not starve the commit in flight
-                self._serve_delivery_reports()
+                self._group.serve_delivery_reports()
         return bool(msgs)
 
     def _on_message(self, msg: Message) -> None:
         if not usable(msg):  # an event, not a record (raises on a fatal error or missing ACL)
             return
-        self._batch.consumed(time.monotonic())
+        self._group.batch.consumed(time.monotonic())
         p = msg.partition() or 0
-        part = self._parts.get(p)
+        part = self._table.parts.get(p)
         if part is None:  # not restored (revoked meanwhile): the owner serves it
             return
+        outbox = self._outbox
         raw = msg.value()
         try:
             record = self._serde.decode(INPUT, raw if isinstance(raw, bytes) else b"")
         except WireError as exc:
-            self._dead_letter(msg, f"undecodable: {exc}", "undecodable")
+            outbox.dead_letter(msg, f"undecodable: {exc}", "undecodable")
             return
         if not isinstance(record, StartRun | Signal | TaskDecision | CaseReply | Wake):
-            self._dead_letter(
+            outbox.dead_letter(
                 msg, f"{type(record).__name__} does not belong in the inbox", "wrong_type"
             )
             return
@@ -360,15 +381,17 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
         key = msg.key()
         key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
         if key_text != sid:
-            self._dead_letter(msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key")
+            outbox.dead_letter(
+                msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key"
+            )
             return
-        if self._unservable(msg, part, record):  # parked, not failed (executor/versions.py)
+        if self._versions.unservable(msg, part, record):  # held for a stranded run, not failed
             return
         before = part.sessions.get(sid)
-        mark = self._batch.mark()
+        mark = outbox.mark()
         name = f"executor {type(record).__name__}"
         with span_from_headers(name, msg.headers(), {"runplane.run_id": sid}) as span:
-            self._trace = current_headers() if span is not None else None
+            outbox.trace = current_headers() if span is not None else None
             try:
                 if isinstance(record, StartRun):
                     self._start_run(msg, part, p, record)
@@ -378,85 +401,67 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
                 raise
             except Exception as exc:
                 start = record if isinstance(record, StartRun) and before is None else None
-                self._poisoned(sid, p, before, mark, exc, "message", start=start)
+                self._ends.poisoned(sid, p, before, mark, exc, "message", start=start)
                 reason = f"run {sid}: serving it raised {type(exc).__name__}"
-                self._dead_letter(msg, reason, "poisoned")
+                outbox.dead_letter(msg, reason, "poisoned")
             finally:
-                self._trace = None
+                outbox.trace = None
 
     def _start_run(self, msg: Message, part: PartitionState, p: int, start: StartRun) -> None:
         if start.session_id in part.sessions or start.session_id in part.ended:
-            self._dead_letter(msg, f"run {start.session_id} already started", "duplicate_start")
+            self._outbox.dead_letter(
+                msg, f"run {start.session_id} already started", "duplicate_start"
+            )
             return
         now_ms = self._wall_ms()
         try:
             spec = self._registry.spec_for(start.capability, start.agent_version)
         except UnknownCapability as exc:
-            self._fail_unstartable(start, str(exc), now_ms, p)
+            self._ends.fail_unstartable(start, str(exc), now_ms, p)
             return
-        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
-        self._metrics.runs_started.inc()
-        self._residents[start.session_id] = Resident(runtime, p, time.monotonic())
-        self._apply(start.session_id, p, runtime, step, previous=None)
+        self._steps.start(spec, start, p, now_ms)
 
     def _deliver(self, msg: Message, part: PartitionState, p: int, event: Event) -> None:
         sid = event.session_id
-        if isinstance(event, Wake) and self._repair(msg, part, p, event):
+        if isinstance(event, Wake) and self._repair.order(msg, part, p, event):
             return  # an operator's repair order (services/executor/repair.py)
         snap = part.sessions.get(sid)
         if snap is None:
-            ended = part.ended.get(sid)
-            if ended is not None:
-                self._dead_letter(msg, f"run {sid} already ended ({ended})", "run_ended")
-            else:
-                self._dead_letter(msg, f"unknown session {sid}", "unknown_session")
+            self._refuse_unknown(msg, part, sid)
             return
-        res = self._residents.get(sid) or self._rebuild(sid, p, snap)
+        res = self._table.residents.get(sid) or self._steps.rebuild(sid, p, snap)
         if res is None:
-            if sid in part.ended:
-                # The rebuild itself ended the run (e.g. its replay quarantined it).
-                self._dead_letter(
-                    msg, f"run {sid} ended during its rebuild ({part.ended[sid]})", "run_ended"
-                )
-            else:
-                self._dead_letter(
-                    msg, f"run {sid}: unknown capability {snap.capability!r}", "unknown_capability"
-                )
+            self._refuse_unrebuilt(msg, part, sid, snap)
             return
         previous = part.sessions.get(sid)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
-            self._dead_letter(msg, f"run {sid}: {step.rejected}", step.rejected_kind or "rejected")
+            self._outbox.dead_letter(
+                msg, f"run {sid}: {step.rejected}", step.rejected_kind or "rejected"
+            )
             return
         res.last_active = time.monotonic()
-        self._apply(sid, p, res.runtime, step, previous=previous)
+        self._steps.apply(sid, p, res.runtime, step, previous=previous)
 
-    def _rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
-        """Bring a non-resident run back by replaying its result journal."""
-        try:
-            spec = self._registry.spec_for(snap.capability, snap.agent_version)
-        except (UnknownCapability, VersionNotDeployed) as exc:
-            log.error("cannot rebuild run %s (%s): %s", sid, snap.capability, exc)
-            return None
-        results = self._parts[p].results_of(sid)
-        runtime, step = Runtime.restore(
-            spec,
-            snap,
-            results,
-            now_ms=self._wall_ms(),
-            **self._engine,
-        )
-        self._metrics.replays.inc()
-        self._metrics.replay_length.observe(step.replayed)
-        res = Resident(runtime, p, time.monotonic())
-        self._residents[sid] = res
-        self._apply(sid, p, runtime, step, previous=snap)
-        return res if not runtime.ended else None
+    def _refuse_unknown(self, msg: Message, part: PartitionState, sid: str) -> None:
+        ended = part.ended.get(sid)
+        if ended is not None:
+            self._outbox.dead_letter(msg, f"run {sid} already ended ({ended})", "run_ended")
+        else:
+            self._outbox.dead_letter(msg, f"unknown session {sid}", "unknown_session")
+
+    def _refuse_unrebuilt(
+        self, msg: Message, part: PartitionState, sid: str, snap: SessionSnapshot
+    ) -> None:
+        if sid in part.ended:
+            # The rebuild itself ended the run (e.g. its replay quarantined it).
+            reason = f"run {sid} ended during its rebuild ({part.ended[sid]})"
+            self._outbox.dead_letter(msg, reason, "run_ended")
+        else:
+            reason = f"run {sid}: unknown capability {snap.capability!r}"
+            self._outbox.dead_letter(msg, reason, "unknown_capability")
 
     # ------------------------------------------------------------------ commit
-    def _serve_delivery_reports(self) -> None:
-        self._group.serve_delivery_reports()
-
     def _maybe_commit(self, now: float, *, drained: bool = False) -> None:
         """Adaptive group commit (``GroupCommit``); an abort rebuilds what we own."""
         try:
@@ -475,43 +480,27 @@ class Executor(LiveSteps, RunRepair, TimerScan, VersionGate):
 
     def _after_abort(self) -> None:
         """Everything since the last commit is void: start over from what is durable."""
-        self._drop(set(self._parts))
-        self._completions.clear()
+        self._drop(set(self._table.parts))
+        self._steps.completions.clear()
         self._group.discard()  # built on the aborted state: void too
         self._loop.restart_from_committed()
 
     # ------------------------------------------------------------------ housekeeping
     def _housekeeping(self, now: float) -> None:
         self._last_housekeeping = now
-        grace = self.settings.idle_grace_s
-        for sid, res in list(self._residents.items()):
-            if res.runtime.evictable(now - res.last_active, grace):
-                res.runtime.close()
-                del self._residents[sid]
-                self._metrics.evictions.inc()
-        parked = evicted = 0
-        for part in self._parts.values():
-            for sid, snap in part.sessions.items():
-                if snap.status in ENDED or sid in self._residents:
-                    continue
-                if snap.status in WAITING:
-                    parked += 1
-                else:
-                    evicted += 1
-        self._metrics.runtimes.labels("resident").set(len(self._residents))
+        self._metrics.evictions.inc(self._table.evict_idle(now, self.settings.idle_grace_s))
+        resident, parked, evicted = self._table.census()
+        self._metrics.runtimes.labels("resident").set(resident)
         self._metrics.runtimes.labels("parked").set(parked)
         self._metrics.runtimes.labels("evicted").set(evicted)
-        self._expire(self._wall_ms())
-        self._update_lag()
-
-    def _update_lag(self) -> None:
+        self._repair.expire(self._wall_ms())
         self._metrics.consumer_lag.set(self._loop.lag())
 
     # ------------------------------------------------------------------ introspection
     @property
     def resident_sessions(self) -> frozenset[str]:
-        return frozenset(self._residents)
+        return frozenset(self._table.residents)
 
     @property
     def owned_partitions(self) -> frozenset[int]:
-        return frozenset(self._parts)
+        return frozenset(self._table.parts)

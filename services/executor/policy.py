@@ -11,20 +11,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypedDict
 
 from prometheus_client import Counter
 
 from runplane.core.agents import EffectDecl
+from runplane.core.limits import Limits
 from runplane.core.policy import Policy, parse_policy
 from runplane.errors import ConfigError
 from runplane.wire import JournalRecord
 from services.executor.settings import ExecutorSettings
 
-if TYPE_CHECKING:
-    from services.executor.ending import EngineOptions
+__all__ = ["EngineOptions", "count_refusal", "load_policy", "runtime_options"]
 
-__all__ = ["count_refusal", "load_policy", "runtime_options"]
+
+class EngineOptions(TypedDict):
+    """What every runtime of one executor is built with (``Runtime.start`` / ``restore``)."""
+
+    calendars: Any
+    tools: Mapping[str, EffectDecl]
+    limits: Limits
+    policy: Policy | None  # the deployment policy (this module)
 
 
 def runtime_options(

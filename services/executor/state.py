@@ -1,6 +1,10 @@
-"""What the executor knows about the runs of the partitions it owns, and how it gets it back.
+"""The run table: what the executor knows about the runs of the partitions it owns, and how
+it gets it back.
 
-On assignment the executor reads the compacted ``sessions`` and ``results`` topics for its
+``RunTable`` holds the owned partitions (``PartitionState``: snapshots, result journals, ended
+runs), the runtimes kept in memory (``Resident``), the queue of RUNNING runs an assignment
+found and the loop rebuilds a few per turn, and every read of the two tables. On assignment
+the executor reads the compacted ``sessions`` and ``results`` topics for its
 partitions to the end (the last stable offset under read_committed) before it serves a single
 inbox message: the snapshot says where each run is, the result journal is what replay serves.
 Runs that already ended keep only their id and final status (``PartitionState.ended``): no
@@ -11,14 +15,18 @@ history. (Their result journal stays on ``results``: it holds the bodies auditor
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runplane.core.repair import RETENTION, erase, erased
+from runplane.core import Runtime
+from runplane.core.repair import RETENTION, RepairRefused, erase, erased
 from runplane.errors import WireError
+from runplane.kafka.loop import TxnLoop
+from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
+from services.executor.metrics import ExecutorMetrics
 
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 WAITING = frozenset({RunStatus.AWAITING_HUMAN, RunStatus.PARKED})
@@ -30,6 +38,15 @@ SlotKey = tuple[int, int]  # (era, call_seq)
 def results_key(session_id: str, era: int, call_seq: int) -> str:
     """The ``results`` record key (the topic is partitioned by session, not by this key)."""
     return f"{session_id}/{era}/{call_seq}"
+
+
+@dataclass
+class Resident:
+    """A run's runtime kept in memory between messages."""
+
+    runtime: Runtime
+    partition: int
+    last_active: float
 
 
 @dataclass(frozen=True)
@@ -160,3 +177,149 @@ def _as(cls: type[T], record: object) -> T:
     if not isinstance(record, cls):
         raise WireError(f"expected {cls.__name__}, got {type(record).__name__}")
     return record
+
+
+class RunTable:
+    """The runs of the partitions this executor owns, their resident runtimes, and the reads
+    of the ``sessions`` and ``results`` tables that bring them back.
+
+    ``parts``, ``residents`` and ``to_rebuild`` are read directly by the loop and its
+    collaborators (the hot path reads them once per message); what changes several of them
+    together is a method here."""
+
+    def __init__(
+        self,
+        loop: TxnLoop,
+        serde: Serde,
+        topics: Mapping[str, str],
+        *,
+        partitions: int,
+        retention_ms: int | None,
+        wall_ms: Callable[[], int],
+        metrics: ExecutorMetrics,
+    ) -> None:
+        self._loop = loop  # for its restorer, which exists once the loop started
+        self._serde = serde
+        self._sessions_topic = topics["sessions"]
+        self._results_topic = topics["results"]
+        self._retention_ms = retention_ms
+        self._wall_ms = wall_ms
+        self._metrics = metrics
+        self.parts: dict[int, PartitionState] = {}
+        self.residents: dict[str, Resident] = {}
+        # RUNNING runs an assignment found, rebuilt by the loop a few per turn (``restore``).
+        self.to_rebuild: deque[tuple[str, int]] = deque()
+        # The input topic's partition count (read from its metadata at start): what
+        # ``partition_for`` needs to place a run.
+        self.partitions = partitions
+
+    def partition_of(self, session_id: str) -> int:
+        return partition_for(session_id, self.partitions)
+
+    # ------------------------------------------------------------------ assignment
+    def restore(self, numbers: list[int], deadline: float) -> None:
+        """Read both tables of the assigned partitions to the end (with the ended runs the
+        retention will expire) and queue their RUNNING runs for rebuilding.
+
+        Rebuilt by the loop after this returns, a few per turn — not here: a rebalance
+        callback that replays every run of its partitions counts against
+        max.poll.interval.ms. A message for one of them meanwhile rebuilds it on demand."""
+        self.parts.update(
+            restore_partitions(
+                self._loop.restorer,
+                self._serde,
+                self._sessions_topic,
+                self._results_topic,
+                numbers,
+                deadline=deadline,
+                retention_ms=self._retention_ms,
+            )
+        )
+        for p in numbers:
+            for sid, snap in self.parts[p].sessions.items():
+                if snap.status is RunStatus.RUNNING:
+                    self.to_rebuild.append((sid, p))
+
+    def drop(self, numbers: set[int]) -> None:
+        """Forget the partitions ``numbers`` (revoked, or void after an abort)."""
+        for sid, res in list(self.residents.items()):
+            if res.partition in numbers:
+                res.runtime.close()
+                del self.residents[sid]
+        for p in numbers:
+            self.parts.pop(p, None)
+
+    def close(self) -> None:
+        for res in self.residents.values():
+            res.runtime.close()
+        self.residents.clear()
+
+    # ------------------------------------------------------------------ residents
+    def evict(self, session_id: str) -> None:
+        """Close the run's runtime, if resident; its snapshot stays (it is rebuilt on demand)."""
+        res = self.residents.pop(session_id, None)
+        if res is not None:
+            res.runtime.close()
+
+    def evict_idle(self, now: float, grace_s: float) -> int:
+        """Evict the residents the engine says may leave memory after ``grace_s`` idle."""
+        evicted = 0
+        for sid, res in list(self.residents.items()):
+            if res.runtime.evictable(now - res.last_active, grace_s):
+                res.runtime.close()
+                del self.residents[sid]
+                evicted += 1
+        return evicted
+
+    def census(self) -> tuple[int, int, int]:
+        """(resident, parked, evicted) live runs: in memory, waiting on the outside world,
+        and neither (rebuilt when a message comes)."""
+        parked = evicted = 0
+        for part in self.parts.values():
+            for sid, snap in part.sessions.items():
+                if snap.status in ENDED or sid in self.residents:
+                    continue
+                if snap.status in WAITING:
+                    parked += 1
+                else:
+                    evicted += 1
+        return len(self.residents), parked, evicted
+
+    # ------------------------------------------------------------------ ends and reads
+    def end(self, session_id: str, status: RunStatus) -> None:
+        """The run ended (its final snapshot was just put): keep its id and status only; with
+        results retention, its bodies are tombstoned after ``retention_ms``."""
+        self._metrics.runs_ended.labels(str(status).lower()).inc()
+        self.evict(session_id)
+        part = self.parts.get(self.partition_of(session_id))
+        if part is not None:
+            ms = self._retention_ms
+            until = None if ms is None else self._wall_ms() + ms
+            final = part.sessions.get(session_id)
+            part.end(session_id, status, snapshot=final, retain_until_ms=until)
+
+    def read_run(
+        self, session_id: str, p: int
+    ) -> tuple[SessionSnapshot | None, dict[SlotKey, ResultEntry]]:
+        """The run's latest snapshot and its result journal, read from the tables (a whole
+        partition read: for a repair order, rare). ``RepairRefused`` when one of its bodies
+        is unreadable: never replay without it, the call would be made again."""
+        restorer = self._loop.restorer
+        snaps = restorer.restore(
+            self._sessions_topic, [p], lambda data: self._serde.decode("sessions", data)
+        ).partitions.get(p, {})
+        snap = snaps.get(session_id)
+        prefix = f"{session_id}/"
+        # Kept as bytes: only this run's rows are decoded, not the whole partition's.
+        rows = restorer.restore(self._results_topic, [p], bytes).partitions
+        results: dict[SlotKey, ResultEntry] = {}
+        for key, data in rows.get(p, {}).items():
+            if not key.startswith(prefix):
+                continue
+            try:
+                entry = self._serde.decode("results", data)
+            except WireError as exc:
+                raise RepairRefused(f"its body at {key} is unreadable: {exc}") from exc
+            if isinstance(entry, ResultEntry):
+                results[(entry.era, entry.call_seq)] = entry
+        return (snap if isinstance(snap, SessionSnapshot) else None), results

@@ -1,10 +1,12 @@
-"""Applying a run's steps and serving its live calls (a mixin of ``Executor``).
+"""A run's steps: the engine's runtime started or rebuilt, every step applied into the outbox,
+the live calls it asks for launched, and their outcomes drained back into the runtime.
 
-A step leaves the engine through ``apply_step`` into the group-commit batch; the live calls
-it asks for are launched at once, or after the batch commits when their announce must be
-durable first (announce-before-act). A call's outcome comes back as a ``Completion`` on the
-executor's queue and is drained on the loop thread, where the engine turns it into the next
-step. The ``Executor`` owns the state and the methods declared here.
+A step leaves the engine through ``apply_step`` into a ``RunSink`` (the outbox and the run
+table); the live calls it asks for are launched at once, or after the batch commits when their
+announce must be durable first (announce-before-act). A call's outcome comes back as a
+``Completion`` on the ``Performer``'s queue and is drained on the loop thread, where the
+engine turns it into the next step. What raises while a run is served fails that run
+(``RunEnds.poisoned``), never the executor.
 """
 
 from __future__ import annotations
@@ -13,99 +15,148 @@ import asyncio
 import functools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
 
-from runplane.core import LiveCall, Runtime, Step
+from runplane.core import AgentRegistry, AgentSpec, LiveCall, Runtime, Step, UnknownCapability
 from runplane.core.engine import apply_step
+from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.tracing import current_context
-from runplane.wire import SessionSnapshot
-from services.executor.batch import Batch
+from runplane.wire import SessionSnapshot, StartRun
 from services.executor.calls import Completion, Performer, to_outcome
-from services.executor.ending import Resident, RunEnding, RunOut
+from services.executor.committer import GroupCommit
+from services.executor.ending import RunEnds
 from services.executor.live import Verdict
+from services.executor.metrics import ExecutorMetrics
+from services.executor.outbox import Outbox, RunSink
+from services.executor.policy import EngineOptions
+from services.executor.state import Resident, RunTable
 
-__all__ = ["LiveSteps"]
+__all__ = ["StepApplier"]
 
 log = logging.getLogger("services.executor.executor")
 
 
-class LiveSteps(RunEnding):
-    """Steps into the batch, live calls out and their outcomes back (a mixin)."""
+class StepApplier:
+    """Runtimes in, steps out: into the outbox, live calls out and their outcomes back."""
 
-    _wall_ms: Callable[[], int]
-    _performer: Performer
-    _completions: deque[Completion]
-    _tasks: dict[asyncio.Task[None], str]
-    _launched: int
-    _tools: Mapping[str, Any]
-    _trace: list[tuple[str, bytes]] | None
+    def __init__(
+        self,
+        table: RunTable,
+        outbox: Outbox,
+        ends: RunEnds,
+        *,
+        registry: AgentRegistry,
+        engine: EngineOptions,
+        performer: Performer,
+        tools: Mapping[str, Any],
+        group: GroupCommit,
+        metrics: ExecutorMetrics,
+        wall_ms: Callable[[], int],
+    ) -> None:
+        self._table = table
+        self._outbox = outbox
+        self._ends = ends
+        self._registry = registry
+        self._engine = engine
+        self._performer = performer
+        self._tools = tools
+        self._group = group
+        self._metrics = metrics
+        self._wall_ms = wall_ms
+        # Outcomes of live calls, filled by the performer's tasks, drained here on the loop.
+        self.completions = performer.completions
+        self.tasks: dict[asyncio.Task[None], str] = {}  # live calls in flight, by run
+        self.launched = 0  # calls launched this loop turn (the loop resets it)
 
-    @property
-    def _batch(self) -> Batch:
-        raise NotImplementedError  # the executor's current group-commit batch
+    # ------------------------------------------------------------------ runtimes
+    def start(self, spec: AgentSpec, start: StartRun, p: int, now_ms: int) -> None:
+        """Start a new run: its first step applied, its runtime resident."""
+        runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
+        self._metrics.runs_started.inc()
+        self._table.residents[start.session_id] = Resident(runtime, p, time.monotonic())
+        self.apply(start.session_id, p, runtime, step, previous=None)
 
-    def _serve_delivery_reports(self) -> None:
-        raise NotImplementedError
+    def rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
+        """Bring a non-resident run back by replaying its result journal (None: no deployed
+        agent serves it, or the rebuild itself ended it)."""
+        try:
+            spec = self._registry.spec_for(snap.capability, snap.agent_version)
+        except (UnknownCapability, VersionNotDeployed) as exc:
+            log.error("cannot rebuild run %s (%s): %s", sid, snap.capability, exc)
+            return None
+        results = self._table.parts[p].results_of(sid)
+        runtime, step = Runtime.restore(spec, snap, results, now_ms=self._wall_ms(), **self._engine)
+        self._metrics.replays.inc()
+        self._metrics.replay_length.observe(step.replayed)
+        res = Resident(runtime, p, time.monotonic())
+        self._table.residents[sid] = res
+        self.apply(sid, p, runtime, step, previous=snap)
+        return res if not runtime.ended else None
 
-    def _apply(
+    # ------------------------------------------------------------------ steps
+    def apply(
         self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
     ) -> None:
-        out = RunOut(self, sid, p)
+        """Apply ``step`` of ``runtime`` (its run was at ``previous``) and start its calls."""
+        sink = RunSink(self._outbox, self._table, sid, p)
         parked = previous.parked_on if previous is not None else None
-        if apply_step(step, out, parked_before=parked, clock=self._wall_ms):
+        if apply_step(step, sink, parked_before=parked, clock=self._wall_ms):
             return
         # The step's trace context, for the spans of the calls it requested (None: untraced).
-        parent = current_context() if self._trace else None
+        parent = current_context() if self._outbox.trace else None
         for call in step.live_calls:
             if call.announce_first:
-                self._batch.after_commit(
+                self._outbox.after_commit(
                     functools.partial(self._launch, sid, runtime, call, parent), time.monotonic()
                 )
             else:
                 self._launch(sid, runtime, call, parent)
 
+    # ------------------------------------------------------------------ live calls
     def _launch(
         self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
     ) -> None:
-        res = self._residents.get(sid)
+        res = self._table.residents.get(sid)
         if res is None or res.runtime is not runtime:
             return  # revoked, evicted or rebuilt meanwhile: the new owner decides
         task = asyncio.get_running_loop().create_task(
             self._performer.perform(sid, runtime, call, parent)
         )
-        self._launched += 1
-        self._tasks[task] = sid
-        task.add_done_callback(lambda t: self._tasks.pop(t, None))
+        self.launched += 1
+        self.tasks[task] = sid
+        task.add_done_callback(lambda t: self.tasks.pop(t, None))
 
-    def _drain_completions(self) -> None:
+    def drain(self) -> None:
+        """Hand every finished live call's outcome to its runtime and apply the step."""
         served = 0
-        while self._completions:
+        while self.completions:
             served += 1
-            if served % 64 == 0:  # as in _poll: keep the commit in flight moving
-                self._serve_delivery_reports()
-            done = self._completions.popleft()
-            res = self._residents.get(done.session_id)
+            if served % 64 == 0:  # as for inbox messages: keep the commit in flight moving
+                self._group.serve_delivery_reports()
+            done = self.completions.popleft()
+            res = self._table.residents.get(done.session_id)
             if res is None or res.runtime is not done.runtime:
                 continue  # stale: the run moved or was rebuilt; its journal decides
             res.last_active = time.monotonic()
             # The last snapshot applied is the runtime's current state (every step that
             # changes it carries records); it names the call in flight.
-            previous = self._parts[res.partition].sessions[done.session_id]
-            mark = self._batch.mark()
-            self._trace = done.trace  # the outcome's records carry the effect's span
+            previous = self._table.parts[res.partition].sessions[done.session_id]
+            mark = self._outbox.mark()
+            self._outbox.trace = done.trace  # the outcome's records carry the effect's span
             try:
                 self._complete(done, res, previous)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
-                self._poisoned(done.session_id, res.partition, previous, mark, exc, "completion")
+                self._ends.poisoned(
+                    done.session_id, res.partition, previous, mark, exc, "completion"
+                )
             finally:
-                self._trace = None
+                self._outbox.trace = None
 
     def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
         if done.outcome.verdict is Verdict.IN_DOUBT:
@@ -123,4 +174,16 @@ class LiveSteps(RunEnding):
         if step.rejected is not None:
             log.warning("live call outcome not applied: %s", step.rejected)
             return
-        self._apply(done.session_id, res.partition, res.runtime, step, previous=previous)
+        self.apply(done.session_id, res.partition, res.runtime, step, previous=previous)
+
+    def cancel(self, numbers: set[int]) -> None:
+        """Cancel the live calls of runs on the partitions ``numbers`` (their outcomes would
+        be stale: the partition's next owner decides from the journal)."""
+        for task, sid in list(self.tasks.items()):
+            if self._table.partition_of(sid) in numbers:
+                task.cancel()
+                del self.tasks[task]
+
+    def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()

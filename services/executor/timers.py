@@ -2,30 +2,28 @@
 
 A run's timer (``ctx.sleep``, a wait's timeout) is its snapshot's ``wake_at_ms``, resolved
 once by the engine and journaled. The executor owning the run's partition scans its restored
-snapshots (``TimerScan._fire_timers``, from the housekeeping turn) and delivers a Wake to every
+snapshots (``Timers.fire``, from the housekeeping turn) and delivers a Wake to every
 run whose instant has passed; the engine records the wake and the run goes on. Nothing is
 kept besides the snapshots, so a crash, a restart or a rebalance loses no timer: the next
 owner restores the snapshots and fires what is due (late by at most the restore and one
 housekeeping interval). A wake is delivered in-process, not through the inbox; its step
 commits with the next group commit like a live call's outcome, and a wake lost to a crash
 before that commit is simply due again on restore.
-
-A mixin of ``Executor`` (like ``ending.RunEnding``), which owns the state and the methods
-declared here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from runplane.core import Runtime, Step
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.wire import SessionSnapshot, Wake
-from services.executor.batch import Batch
-from services.executor.ending import Resident, RunEnding
-from services.executor.state import PartitionState
+from runplane.wire import Wake
+from services.executor.ending import RunEnds
+from services.executor.metrics import ExecutorMetrics
+from services.executor.outbox import Outbox
+from services.executor.state import PartitionState, RunTable
+from services.executor.stepping import StepApplier
 
-__all__ = ["TimerScan", "due_timers"]
+__all__ = ["Timers", "due_timers"]
 
 
 def due_timers(parts: Mapping[int, PartitionState], now_ms: int) -> Iterator[tuple[str, int]]:
@@ -36,40 +34,45 @@ def due_timers(parts: Mapping[int, PartitionState], now_ms: int) -> Iterator[tup
                 yield sid, p
 
 
-class TimerScan(RunEnding):
-    """Firing due timers (a mixin of ``Executor``, which defines what is declared here)."""
+class Timers:
+    """Firing the due timers of the runs in the run table (from the housekeeping turn)."""
 
-    _wall_ms: Callable[[], int]
-
-    @property
-    def _batch(self) -> Batch:
-        raise NotImplementedError
-
-    def _rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
-        raise NotImplementedError
-
-    def _apply(
-        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
+    def __init__(
+        self,
+        table: RunTable,
+        steps: StepApplier,
+        outbox: Outbox,
+        ends: RunEnds,
+        *,
+        metrics: ExecutorMetrics,
+        wall_ms: Callable[[], int],
     ) -> None:
-        raise NotImplementedError
+        self._table = table
+        self._steps = steps
+        self._outbox = outbox
+        self._ends = ends
+        self._metrics = metrics
+        self._wall_ms = wall_ms
 
-    def _fire_timers(self) -> None:
+    def fire(self) -> None:
+        """Deliver a Wake to every run whose timer is due; what raises fails that run."""
         now_ms = self._wall_ms()
-        for sid, p in list(due_timers(self._parts, now_ms)):
-            snap = self._parts[p].sessions[sid]
-            mark = self._batch.mark()
+        parts = self._table.parts
+        for sid, p in list(due_timers(parts, now_ms)):
+            snap = parts[p].sessions[sid]
+            mark = self._outbox.mark()
             try:
-                res = self._residents.get(sid) or self._rebuild(sid, p, snap)
+                res = self._table.residents.get(sid) or self._steps.rebuild(sid, p, snap)
                 if res is None or res.runtime.ended:
                     continue  # the rebuild ended it (or cannot serve it): nothing to wake
-                previous = self._parts[p].sessions.get(sid)
+                previous = parts[p].sessions.get(sid)
                 wake = Wake(session_id=sid, reason="timer", sent_ms=now_ms)
                 step = res.runtime.deliver(wake, now_ms=now_ms)
                 if step.records and snap.wake_at_ms is not None:
                     self._metrics.timer_lateness.observe(max(0, now_ms - snap.wake_at_ms) / 1000)
                 if step.rejected is None:
-                    self._apply(sid, p, res.runtime, step, previous=previous)
+                    self._steps.apply(sid, p, res.runtime, step, previous=previous)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
-                self._poisoned(sid, p, snap, mark, exc, "timer")
+                self._ends.poisoned(sid, p, snap, mark, exc, "timer")

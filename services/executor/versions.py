@@ -5,7 +5,7 @@ A run recorded on a version whose line this executor does not host is *parked*, 
 ``runplane runs show``, the runs UI and ``agents list`` show), the snapshot goes PARKED, and
 inbox records that arrive for it are *held* in the snapshot — in the transaction that commits
 their offsets, so none is lost and none is applied. The executor parks its stranded runs as
-soon as it has restored a partition (``_check_versions``, from the housekeeping turn), not
+soon as it has restored a partition (``VersionGate.check``, from the housekeeping turn), not
 only when a record arrives, so an operator sees them right after a deploy.
 
 When an executor hosting the line owns the partition, the run is *released* — by that same
@@ -24,7 +24,7 @@ and the run starts on the newest version of its line.
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections.abc import Callable
 
 from confluent_kafka import Message
 
@@ -39,12 +39,15 @@ from runplane.core.engine import (
     stranded_of,
 )
 from runplane.core.engine.stranded import can_hold
+from runplane.core.limits import Limits
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.wire import DeadLetter, Record, RunStatus, SessionSnapshot, StartRun
-from services.executor.ending import RunEnding, RunOut
-from services.executor.state import ENDED, PartitionState
+from services.executor.ending import RunEnds
+from services.executor.metrics import ExecutorMetrics
+from services.executor.outbox import Outbox, RunSink
+from services.executor.state import ENDED, PartitionState, RunTable
 from services.executor.topology import SERVICE
 
 __all__ = ["VersionGate", "VersionNotDeployed", "not_deployed"]
@@ -75,29 +78,46 @@ def as_message(letter: DeadLetter) -> Message:
     )
 
 
-class VersionGate(RunEnding):
-    """Parking, holding and releasing stranded runs (a mixin of ``Executor``, which owns the
-    state and defines ``_on_message``)."""
+class VersionGate:
+    """Parking, holding and releasing stranded runs.
 
-    _registry: AgentRegistry
-    _to_rebuild: deque[tuple[str, int]]  # RUNNING runs the loop rebuilds, a few per turn
+    ``serve`` is the executor's inbox path (``Executor.on_message``): a released run's held
+    records go through it in arrival order, exactly as if they arrived now."""
 
-    def _on_message(self, msg: Message) -> None:
-        raise NotImplementedError  # the executor's inbox path
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        table: RunTable,
+        outbox: Outbox,
+        ends: RunEnds,
+        *,
+        serve: Callable[[Message], None],
+        limits: Limits,
+        metrics: ExecutorMetrics,
+        wall_ms: Callable[[], int],
+    ) -> None:
+        self._registry = registry
+        self._table = table
+        self._outbox = outbox
+        self._ends = ends
+        self._serve = serve
+        self._limits = limits
+        self._metrics = metrics
+        self._wall_ms = wall_ms
 
-    def _unservable(self, msg: Message, part: PartitionState, record: Record) -> bool:
+    def unservable(self, msg: Message, part: PartitionState, record: Record) -> bool:
         """True when ``record`` was held here for a stranded run (a pinned StartRun of a line
         not deployed too). A stranded run whose line is served again is released first (its
         held records served), and False is returned."""
         sid = getattr(record, "session_id", "")
         if isinstance(record, StartRun):
-            known = sid in part.sessions or sid in part.ended  # a duplicate: _start_run says so
+            known = sid in part.sessions or sid in part.ended  # a duplicate: _start_run refuses it
             why = None if known else not_deployed(self._registry, record)
             if why is not None:
                 self._hold_start(msg, record, why)
             return why is not None
         snap = part.sessions.get(sid)
-        if snap is None or sid in self._residents:
+        if snap is None or sid in self._table.residents:
             return False
         why = not_deployed(self._registry, snap)
         if why is None:
@@ -105,25 +125,27 @@ class VersionGate(RunEnding):
                 self._guarded(snap, msg.partition() or 0, None)
             return False
         raw = len(msg.value() or b"") + len(msg.key() or b"")
-        if snap.stranded_json is not None and not can_hold(snap, raw, self.settings.limits):
+        if snap.stranded_json is not None and not can_hold(snap, raw, self._limits):
             # Held records ride in the run's snapshot, one Kafka message: past the run's
             # buffered-signal limits a record is dead-lettered with the reason instead, so a
             # flood for a stranded run cannot grow its snapshot past what Kafka carries.
-            self._dead_letter(msg, f"held records full for a stranded run: {why}", "held_full")
+            self._outbox.dead_letter(
+                msg, f"held records full for a stranded run: {why}", "held_full"
+            )
             return True
         letter = dead_letter(msg, f"held: {why}", SERVICE, at_ms=self._wall_ms())
         self._strand(snap, msg.partition() or 0, why, letter)
         return True
 
-    def _check_versions(self) -> None:
+    def check(self) -> None:
         """Once per restored partition: park its stranded runs, release those this executor
         can serve again (the registry of a process never changes, so once is enough)."""
-        for p, part in self._parts.items():
+        for p, part in self._table.parts.items():
             if part.versions_checked:
                 continue
             part.versions_checked = True
             for sid, snap in list(part.sessions.items()):
-                if snap.status in ENDED or sid in self._residents:
+                if snap.status in ENDED or sid in self._table.residents:
                     continue
                 why = not_deployed(self._registry, snap)
                 if why is not None and snap.stranded_json is None:
@@ -134,7 +156,7 @@ class VersionGate(RunEnding):
     def _guarded(self, snap: SessionSnapshot, p: int, why: str | None) -> None:
         """Park (``why``) or release (None) one run; what raises fails that run, as a timer's
         does, not the executor."""
-        mark = self._batch.mark()
+        mark = self._outbox.mark()
         try:
             if why is None:
                 self._release(snap, p)
@@ -143,10 +165,10 @@ class VersionGate(RunEnding):
         except (TxnAbortable, TxnFatal):
             raise
         except Exception as exc:
-            self._poisoned(snap.session_id, p, snap, mark, exc, "versions")
+            self._ends.poisoned(snap.session_id, p, snap, mark, exc, "versions")
 
     def _strand(self, snap: SessionSnapshot, p: int, why: str, letter: DeadLetter | None) -> None:
-        out = RunOut(self, snap.session_id, p)
+        out = RunSink(self._outbox, self._table, snap.session_id, p)
         if snap.stranded_json is not None:
             assert letter is not None
             out.put_snapshot(hold(snap, letter))
@@ -167,7 +189,9 @@ class VersionGate(RunEnding):
         now_ms = self._wall_ms()
         letter = dead_letter(msg, f"held: {why}", SERVICE, at_ms=now_ms)
         stub = strand_unstarted(start, start.agent_version or "none", letter, now_ms=now_ms)
-        RunOut(self, start.session_id, msg.partition() or 0).put_snapshot(stub)
+        RunSink(self._outbox, self._table, start.session_id, msg.partition() or 0).put_snapshot(
+            stub
+        )
         self._metrics.stranded.labels("parked").inc()
         self._metrics.stranded.labels("held").inc()
 
@@ -179,16 +203,16 @@ class VersionGate(RunEnding):
         if stranded is not None and stranded.unstarted:
             # Nothing of it was journaled: its held StartRun, served next, starts it (and
             # its snapshot replaces this one in the same commit).
-            self._parts[p].sessions.pop(snap.session_id, None)
+            self._table.parts[p].sessions.pop(snap.session_id, None)
         else:
             step = release_stranded(snap, served_by or "none", now_ms=self._wall_ms())
-            out = RunOut(self, snap.session_id, p)
+            out = RunSink(self._outbox, self._table, snap.session_id, p)
             apply_step(step, out, parked_before=None, clock=self._wall_ms)
         for letter in held_of(snap):
-            self._on_message(as_message(letter))
-        after = self._parts[p].sessions.get(snap.session_id)
+            self._serve(as_message(letter))
+        after = self._table.parts[p].sessions.get(snap.session_id)
         if after is not None and after.status is RunStatus.RUNNING:
             # It was running (a call in flight when its line went): rebuild it, as a restore
             # does for RUNNING runs, so its in-doubt call is resolved without waiting for a
             # record.
-            self._to_rebuild.append((snap.session_id, p))
+            self._table.to_rebuild.append((snap.session_id, p))

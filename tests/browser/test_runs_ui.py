@@ -20,11 +20,11 @@ from runplane.config import Settings
 from runplane.journal.index import RunIndex
 from runplane.service import run_http
 from runplane.wire import CaseRecord, Obligation, ObligationStatus
-from services.executor.harness import plain_producer, send
 from services.journal.api import build_api
 from services.journal.indexer import Indexer
-from services.journal.sample import sample_run
 from services.journal.serve import KafkaRunReader
+from tests.helpers.harness import plain_producer, send
+from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,6 @@ from test_worklist_support import (
     decisions,
     open_task,
     send,
-    wait_for,
     worklist_service,
     write_principals,
 )
@@ -22,8 +21,9 @@ from test_worklist_support import (
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
 from runplane.wire import ExpiryPolicy, RunStatus, TaskKind
-from services.executor.harness import admit, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, executor_thread, plain_producer, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -62,9 +62,9 @@ def test_sign_in_approve_and_the_run_resumes(
             initiator="ivan",
         )
         wait_for(
-            "the task in the API",
             lambda: wl.client.get("/api/tasks", headers=auth("ada")).json()["tasks"],
-            60,
+            what="the task in the API",
+            timeout_s=60,
         )
         page = chromium.new_page(viewport={"width": 1200, "height": 900})
         page.goto(wl.url + "/")
@@ -95,9 +95,9 @@ def test_sign_in_approve_and_the_run_resumes(
 
         # The decision reached the run: it resumes and completes.
         wait_for(
-            "the run to complete",
             lambda: status_of(settings, run.run_id) is RunStatus.COMPLETED,
-            60,
+            what="the run to complete",
+            timeout_s=60,
         )
         page.reload()
         page.screenshot(path=str(output_dir / "worklist-task-decided.png"), full_page=True)
@@ -116,7 +116,8 @@ def test_the_initiator_sees_why_they_cannot_act(
     with worklist_service(stack_settings, write_principals(tmp_path)) as wl:
         send(stack_settings, task)
         wait_for(
-            "the task", lambda: wl.client.get("/api/tasks", headers=auth("ivan")).json()["tasks"]
+            lambda: wl.client.get("/api/tasks", headers=auth("ivan")).json()["tasks"],
+            what="the task",
         )
         page = chromium.new_page()
         page.goto(wl.url + "/")
@@ -146,7 +147,8 @@ def test_an_operator_answers_a_call_in_doubt_with_its_observed_result(
     with worklist_service(stack_settings, write_principals(tmp_path)) as wl:
         send(stack_settings, task)
         wait_for(
-            "the task", lambda: wl.client.get("/api/tasks", headers=auth("sue")).json()["tasks"]
+            lambda: wl.client.get("/api/tasks", headers=auth("sue")).json()["tasks"],
+            what="the task",
         )
         page = chromium.new_page(viewport={"width": 1200, "height": 1000})
         page.goto(wl.url + "/")
@@ -161,6 +163,6 @@ def test_an_operator_answers_a_call_in_doubt_with_its_observed_result(
         page.click("button:has-text('It happened')")
         page.wait_for_selector("text=Decided: happened")
         page.close()
-        (decision,) = wait_for("the verdict", lambda: decisions(stack_settings, "run-opb"))
+        (decision,) = wait_for(lambda: decisions(stack_settings, "run-opb"), what="the verdict")
     assert str(decision.outcome) == "APPROVED" and decision.decided_by == ("sue",)
     assert json.loads(decision.comment) == {"charge_id": "ch_seen"}

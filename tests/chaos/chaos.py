@@ -62,7 +62,7 @@ from runplane.wire import (
     TaskKind,
     Verdict,
 )
-from services.executor.harness import plain_producer, read_topic, sessions
+from tests.helpers.harness import plain_producer, read_topic, sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNPLANE = Path(sys.executable).parent / "runplane"

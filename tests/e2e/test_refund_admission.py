@@ -28,15 +28,9 @@ from runplane.stack import StackError, ensure_up
 from runplane.wire import AdmissionOutcome, DecisionOutcome, RunStatus, TaskDecision
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
-from services.executor.harness import (
-    chain_of,
-    executor_thread,
-    plain_producer,
-    send,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import chain_of, executor_thread, plain_producer, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 from fastavro import schemaless_writer
-from test_processor import read_all, wait_for
+from test_processor import read_all
 
 from runplane.client import Client
 from runplane.config import Settings, example_tools_config
@@ -51,6 +51,7 @@ from runplane.wire import (
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build, serve
 from services.admission.settings import AdmissionSettings
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -226,7 +227,9 @@ def test_thousand_keys_five_times_from_two_producers(settings: Settings) -> None
     with running(
         build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=CAPS)
     ) as proc:
-        wait_for("5000 replies", lambda: len(committed_replies(settings)) >= 5000, timeout=90)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 5000, what="5000 replies", timeout_s=90
+        )
         assert proc.state.size("claims") == 1000
     check_one_run_per_key(settings, keys, requests_per_key=5)
     dup = [r for r in committed_replies(settings) if r.outcome == AdmissionOutcome.DUPLICATE]
@@ -246,7 +249,9 @@ def test_sigkill_during_a_burst_never_makes_two_runs(settings: Settings) -> None
     )
     producer.start()
     try:
-        wait_for("the first replies", lambda: len(committed_replies(settings)) >= 100, timeout=60)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 100, what="the first replies", timeout_s=60
+        )
     finally:
         code, err = finish(first, signal.SIGKILL)
         rest.set()
@@ -256,7 +261,9 @@ def test_sigkill_during_a_burst_never_makes_two_runs(settings: Settings) -> None
 
     second = serve_admission(settings, "adm-0")  # same transactional.id: fences the dead one
     try:
-        wait_for("1200 replies", lambda: len(committed_replies(settings)) >= 1200, timeout=90)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 1200, what="1200 replies", timeout_s=90
+        )
     finally:
         code, err = finish(second)
     assert code == 0, err[-2000:]
@@ -272,13 +279,19 @@ def test_two_instances_concurrently_never_make_two_runs(settings: Settings) -> N
     )
     producer.start()
     try:
-        wait_for("the first replies", lambda: len(committed_replies(settings)) >= 50, timeout=60)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 50, what="the first replies", timeout_s=60
+        )
         port = free_port()
         b = serve_admission(settings, "adm-b", port)  # joins mid-burst: a rebalance under load
         # Until b answers it may still be importing, with no SIGTERM handler yet.
-        wait_for("b up", lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, 120)
+        wait_for(
+            lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, what="b up", timeout_s=120
+        )
         producer.join(120)
-        wait_for("1200 replies", lambda: len(committed_replies(settings)) >= 1200, timeout=90)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 1200, what="1200 replies", timeout_s=90
+        )
     finally:
         results = [finish(p) for p in (a, b) if p is not None]
     for code, err in results:
@@ -303,8 +316,8 @@ def test_each_refusal_reason_claims_nothing(settings: Settings) -> None:
         invalid = client.admit(
             "refund", "r-invalid", {"amount": 3}, tenant="acme", initiator="alice"
         )
-        wait_for("the raw refusals", lambda: len(committed_replies(settings)) >= 4)
-        wait_for("the dead letter", lambda: len(read_all(settings, "deadletter")) >= 1)
+        wait_for(lambda: len(committed_replies(settings)) >= 4, what="the raw refusals")
+        wait_for(lambda: len(read_all(settings, "deadletter")) >= 1, what="the dead letter")
     assert unknown.outcome == AdmissionOutcome.REFUSED and "unknown capability 'nope'" in (
         unknown.reason or ""
     )
@@ -406,7 +419,7 @@ def test_serve_answers_healthz_metrics_and_the_emit_cli(
     admitted = "runplane_admission_admitted_total"
     refused = 'runplane_admission_refused_total{reason="unknown_capability"}'
     try:
-        wait_for("/healthz 200", lambda: _status(f"{base}/healthz") == 200, timeout=60)
+        wait_for(lambda: _status(f"{base}/healthz") == 200, what="/healthz 200", timeout_s=60)
         # Counters are per process and other tests in it count too: compare deltas.
         before = _samples(httpx.get(f"{base}/metrics").text)
         ok = emit(

@@ -20,8 +20,7 @@ import yaml
 from test_admission import CAPS, committed_replies, running
 from test_case_tenancy import acme_deadline_breached
 from test_cases_support import cases_service, reply_to, send
-from test_cases_support import wait_for as wait_for_value
-from test_processor import read_all, wait_for
+from test_processor import read_all
 
 from runplane.client import Client
 from runplane.config import Settings
@@ -47,6 +46,7 @@ from services.admission.http import HttpAdmission
 from services.admission.serve import authentication, build
 from services.admission.settings import AdmissionSettings
 from services.cases.breach import SWEEP_INITIATOR
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +104,7 @@ def test_signed_admitted_and_unsigned_wrong_or_forged_refused(
                 letters[v.key.decode()] = v
         return set(refused) <= set(letters)
 
-    wait_for("three dead letters", dead_lettered)
+    wait_for(dead_lettered, what="three dead letters")
     assert letters["order-unsigned"].reason.startswith("unauthenticated: unsigned request")
     assert letters["order-wrong"].reason.startswith("unauthenticated: bad signature")
     assert letters["order-forged"].reason.startswith("forged_tenant: ")
@@ -154,7 +154,7 @@ def test_the_cases_service_signs_its_breach_follow_ups(settings: Settings, tmp_p
             replies = [r for _, r in read_all(settings, "admission.replies")]
             return next((r for r in replies if isinstance(r, AdmissionReply)), None)
 
-        reply = wait_for_value("the follow-up answered", answered)
+        reply = wait_for(answered, what="the follow-up answered")
     assert reply.outcome is AdmissionOutcome.ADMITTED, reply.reason
     assert reply.case_id == case
 

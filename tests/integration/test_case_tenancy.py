@@ -13,7 +13,7 @@ import time
 
 import pytest
 from test_admission import running
-from test_cases_support import cases_service, read_all, reply_to, send, wait_for
+from test_cases_support import cases_service, read_all, reply_to, send
 
 from runplane.client import Client
 from runplane.config import Settings
@@ -30,6 +30,7 @@ from runplane.wire import (
 from services.admission.decide import CapabilitySpec, case_id_for
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def test_the_breach_follow_up_runs_for_the_case_tenant_and_another_tenant_is_ref
                 None,
             )
 
-        reply = wait_for("the follow-up admitted", admitted_follow_up)
+        reply = wait_for(admitted_follow_up, what="the follow-up admitted")
         assert reply.case_id == case
 
         foreign = client.admit(

@@ -6,7 +6,7 @@ import json
 import threading
 
 import pytest
-from test_cases_support import cases_service, latest_case, read_all, reply_to, send, wait_for
+from test_cases_support import cases_service, latest_case, read_all, reply_to, send
 from typer.testing import CliRunner
 
 from runplane.cli import app
@@ -21,6 +21,7 @@ from runplane.wire import (
     PutCaseState,
     RegisterDeadline,
 )
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -158,7 +159,7 @@ def test_state_survives_a_restart_of_the_service(settings: Settings) -> None:
             ]
             return got if len(got) == 2 else None
 
-        resent = wait_for("the re-sent command's answer", both_answers)
+        resent = wait_for(both_answers, what="the re-sent command's answer")
     # Remembered, not re-applied: still accepted at version 1, though the case is at 1 too.
     assert all(r.accepted and r.version == 1 for r in resent)
     record = latest_case(settings, case)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
@@ -27,6 +27,7 @@ from services.cases.serve import build
 from services.cases.settings import CasesSettings
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.sweeper import Sweeper
+from tests.helpers.waiting import wait_for
 
 SERDE = Serde.from_settings(Settings())
 T = TypeVar("T")
@@ -80,16 +81,6 @@ def read_all(settings: Settings, logical: str) -> list[tuple[str, Record | None]
         consumer.close()
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 45.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def replies(settings: Settings, session: str) -> dict[str, CaseReply]:
     """CaseReplies in ``session``'s inbox, by request id."""
     return {
@@ -100,7 +91,9 @@ def replies(settings: Settings, session: str) -> dict[str, CaseReply]:
 
 
 def reply_to(settings: Settings, session: str, request_id: str) -> CaseReply:
-    return wait_for(f"reply to {request_id}", lambda: replies(settings, session).get(request_id))
+    return wait_for(
+        lambda: replies(settings, session).get(request_id), what=f"reply to {request_id}"
+    )
 
 
 def latest_case(settings: Settings, case_id: str) -> CaseRecord | None:

@@ -28,8 +28,9 @@ from runplane.wire import (
     RunStatus,
     WarnDeadline,
 )
-from services.executor.harness import chain_of, executor_thread, sessions, wait_for
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import chain_of, executor_thread, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -33,15 +33,9 @@ from runplane.wire import (
     Serde,
     StartRun,
 )
-from services.executor.harness import (
-    chain_of,
-    executor_thread,
-    plain_producer,
-    read_topic,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import chain_of, executor_thread, plain_producer, read_topic, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

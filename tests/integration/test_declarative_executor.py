@@ -16,7 +16,8 @@ from runplane.core import AgentRegistry, verify_chain
 from runplane.core.manifest import register_manifests
 from runplane.fakes import FakeBillingServer, FakeOpenAIServer, invoice_amount_cents, read_counts
 from runplane.wire import DecisionOutcome, JournalKind, OpenTask, RunStatus, TaskDecision
-from services.executor.harness import (
+from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import (
     admit,
     chain_of,
     executor_thread,
@@ -24,9 +25,8 @@ from services.executor.harness import (
     read_topic,
     send,
     sessions,
-    wait_for,
 )
-from services.executor.settings import ExecutorSettings
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

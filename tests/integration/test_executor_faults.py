@@ -29,15 +29,8 @@ from runplane.wire import (
     TaskDecision,
     TaskKind,
 )
-from services.executor.harness import (
-    admit,
-    chain_of,
-    plain_producer,
-    read_topic,
-    send,
-    sessions,
-    wait_for,
-)
+from tests.helpers.harness import admit, chain_of, plain_producer, read_topic, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

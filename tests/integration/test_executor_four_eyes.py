@@ -16,16 +16,9 @@ import pytest
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
 from runplane.wire import DeadLetter, DecisionOutcome, OpenTask, RunStatus, TaskDecision
-from services.executor.harness import (
-    admit,
-    executor_thread,
-    plain_producer,
-    read_topic,
-    send,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, executor_thread, plain_producer, read_topic, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,16 +14,9 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.fakes import FakeOpenAIServer
 from runplane.wire import JournalKind, RunStatus, Signal
-from services.executor.harness import (
-    admit,
-    chain_of,
-    executor_thread,
-    plain_producer,
-    send,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,8 @@ from runplane.wire import (
     Signal,
     TaskDecision,
 )
-from services.executor.harness import (
+from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import (
     admit,
     chain_of,
     executor_thread,
@@ -32,9 +33,8 @@ from services.executor.harness import (
     read_topic,
     send,
     sessions,
-    wait_for,
 )
-from services.executor.settings import ExecutorSettings
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,17 +14,17 @@ import pytest
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer, read_counts
 from runplane.wire import DecisionOutcome, OpenTask, RunStatus, TaskDecision
-from services.executor.harness import (
+from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import (
     admit,
     executor_thread,
     plain_producer,
     read_topic,
     send,
     sessions,
-    wait_for,
     with_instance,
 )
-from services.executor.settings import ExecutorSettings
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

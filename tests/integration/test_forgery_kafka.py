@@ -33,8 +33,8 @@ from runplane.signing.admission import SigningKey
 from runplane.signing.journal import Keyring, Signer, journal_headers
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode
 from services.journal.loop import AuditLoop
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.integration
 

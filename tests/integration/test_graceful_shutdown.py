@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 from test_admission import check_one_run_per_key, committed_replies, emit_interleaved
-from test_processor import wait_for
 
 from runplane.config import Settings
+from tests.helpers.waiting import wait_for
 
 RUNPLANE = Path(sys.executable).with_name("runplane")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -92,17 +92,19 @@ def test_admission_stopped_repeatedly_mid_rebalance_during_bursts(settings: Sett
     producer.start()
     rng = random.Random(18)
     try:
-        wait_for("the first replies", lambda: len(committed_replies(settings)) >= 20, timeout=60)
+        wait_for(
+            lambda: len(committed_replies(settings)) >= 20, what="the first replies", timeout_s=60
+        )
         for cycle in range(CYCLES):
             joiner = Served(settings, "admission", "adm-b")
             subscribed = functools.partial(joiner.said, "processor started")
             # "processor started" is logged right after subscribe: the join is under way.
-            wait_for("the joiner to subscribe", subscribed, 60)
+            wait_for(subscribed, what="the joiner to subscribe", timeout_s=60)
             time.sleep(rng.uniform(0.0, 1.0) if cycle else 0.0)
             code, _, err = joiner.stop()
             assert code == 0, f"cycle {cycle}: exit {code}\n{err}"
         producer.join(120)
-        wait_for("600 replies", lambda: len(committed_replies(settings)) >= 600, timeout=90)
+        wait_for(lambda: len(committed_replies(settings)) >= 600, what="600 replies", timeout_s=90)
     finally:
         code, _, err = steady.stop()
     assert code == 0, err
@@ -113,9 +115,11 @@ def test_admission_stopped_repeatedly_mid_rebalance_during_bursts(settings: Sett
 def test_loop_stopped_mid_rebalance_exits_cleanly(settings: Settings, service: str) -> None:
     steady = Served(settings, service, f"{service}-a")
     try:
-        wait_for("the first assignment", lambda: steady.said("partitions assigned"), 60)
+        wait_for(
+            lambda: steady.said("partitions assigned"), what="the first assignment", timeout_s=60
+        )
         joiner = Served(settings, service, f"{service}-b")
-        wait_for("the joiner to start", lambda: joiner.said("http listening"), 60)
+        wait_for(lambda: joiner.said("http listening"), what="the joiner to start", timeout_s=60)
         code, _, err = joiner.stop()
         assert code == 0, err
     finally:

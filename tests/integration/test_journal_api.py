@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ from runplane.wire import RunStatus
 from services.journal.api import build_api
 from services.journal.indexer import Indexer
 from services.journal.serve import KafkaRunReader
+from tests.helpers.waiting import wait_for
 
 AUDITOR_TOKEN = "tok-auditor-" + uuid.uuid4().hex
 CLERK_TOKEN = "tok-clerk-" + uuid.uuid4().hex
@@ -63,7 +63,7 @@ def api(settings: Settings, index: RunIndex) -> Iterator[httpx.Client]:
             headers={"Authorization": f"Bearer {CLERK_TOKEN}"},
         ) as c,
     ):
-        wait_for(lambda: _up(c))
+        wait_for(lambda: _up(c), timeout_s=30.0)
         yield c
         stop.set()
 
@@ -74,15 +74,6 @@ def _up(c: httpx.Client) -> bool:
         return True
     except httpx.TransportError:
         return False
-
-
-def wait_for(pred, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError("condition not met in time")
 
 
 def test_queries_cost_bodies_and_rebuild(
@@ -102,9 +93,10 @@ def test_queries_cost_bodies_and_rebuild(
         lambda: (
             api.get(f"/runs/{b}").status_code == 200
             and api.get(f"/runs/{b}").json()["records"] == 3
-        )
+        ),
+        timeout_s=30.0,
     )
-    wait_for(lambda: api.get(f"/runs/{a}").json().get("records") == len(recs_a))
+    wait_for(lambda: api.get(f"/runs/{a}").json().get("records") == len(recs_a), timeout_s=30.0)
 
     run_a = api.get(f"/runs/{a}").json()
     assert (
@@ -177,7 +169,7 @@ def test_queries_cost_bodies_and_rebuild(
     before = index.get(a)
     index.clear()
     assert index.get(a) is None
-    wait_for(lambda: index.get(a) == before and index.get(b) is not None)
+    wait_for(lambda: index.get(a) == before and index.get(b) is not None, timeout_s=30.0)
     assert index.cost("case", "c-1").tokens_in == 130  # rebuilt, not doubled
 
 

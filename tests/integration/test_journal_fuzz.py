@@ -32,13 +32,14 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from fuzz_support import budget_s, run_schemathesis
 from test_journal_service import produce_run
-from test_worklist_support import Running, auth, token, wait_for, write_principals
+from test_worklist_support import Running, auth, token, write_principals
 
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.stack import LocalStack
 from services.journal import serve as journal_serve
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +92,7 @@ def running(
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RUNPLANE_JOURNAL_PORT", "0")
             thread.start()
-            wait_for("the journal to listen", lambda: listening.ports or errors, 60)
+            wait_for(lambda: listening.ports or errors, what="the journal to listen", timeout_s=60)
         assert not errors, errors
         url = f"http://127.0.0.1:{listening.ports[0]}"
         now = time.time_ns() // 1_000_000
@@ -102,7 +103,7 @@ def running(
         produce_run(s, recs[:3], res)  # no RunCompleted: still running
         with httpx.Client(base_url=url, timeout=30, headers=auth("bob")) as client:
             for run_id in (done, still):
-                wait_for(run_id, functools.partial(_indexed, client, run_id), 90)
+                wait_for(functools.partial(_indexed, client, run_id), what=run_id, timeout_s=90)
             yield Running(url, client), [done, still]
     finally:
         stop.set()

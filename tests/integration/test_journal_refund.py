@@ -30,7 +30,8 @@ from runplane.wire import (
     Verdict,
     encode,
 )
-from services.executor.harness import (
+from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import (
     admit,
     chain_of,
     executor_thread,
@@ -38,9 +39,8 @@ from services.executor.harness import (
     read_topic,
     send,
     sessions,
-    wait_for,
 )
-from services.executor.settings import ExecutorSettings
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture

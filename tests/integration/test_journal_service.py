@@ -1,6 +1,6 @@
 """The journal service on the real broker: exactly-once audit, breaks found and quarantined.
 
-Runs are built with the core's chain functions (``services.journal.sample``) and produced the
+Runs are built with the core's chain functions (``tests.helpers.sample``) and produced the
 way the executor commits them: journal records and their result entries in one transaction,
 results on the session's partition.
 """
@@ -31,8 +31,8 @@ from runplane.runs import read_audit, read_run, result_key
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
 from services.journal import metrics as m
 from services.journal.loop import AuditLoop
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
 
 
 def produce_run(

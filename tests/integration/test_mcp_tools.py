@@ -26,14 +26,8 @@ from runplane.fakes.mcp_notes import read_notes
 from runplane.providers import ToolRegistry, build_tools, parse_tools_config
 from runplane.providers._mcp import open_mcp_sessions
 from runplane.wire import JournalKind, ResultEntry, RunStatus
-from services.executor.harness import (
-    admit,
-    chain_of,
-    plain_producer,
-    read_topic,
-    sessions,
-    wait_for,
-)
+from tests.helpers.harness import admit, chain_of, plain_producer, read_topic, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 

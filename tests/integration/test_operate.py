@@ -22,15 +22,9 @@ from runplane.kafka.topics import create_topics
 from runplane.operate import RunRefused
 from runplane.providers import FunctionTool
 from runplane.wire import JournalKind, RunStatus, SessionSnapshot, Signal
-from services.executor.harness import (
-    admit,
-    chain_of,
-    executor_thread,
-    plain_producer,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,8 @@ from runplane.fakes._http import LoopbackServer, Request, Response
 from runplane.wire import AdmissionOutcome, ResultEntry, RunStatus, Sensitivity
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
-from services.executor.harness import admit, plain_producer, read_topic, sessions, wait_for
+from tests.helpers.harness import admit, plain_producer, read_topic, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_worklist_support import auth, wait_for, worklist_service, write_principals
+from test_worklist_support import auth, worklist_service, write_principals
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.wire import JournalKind, RunStatus
-from services.executor.harness import admit, chain_of, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ def test_a_panel_of_people_decides_by_quorum_with_four_eyes_across_seats(
                 initiator="ivan",
             )
             rid = run.run_id
-            wait_for("three seats", lambda: len(_open_seats(c, "ada", rid)) == 3, 60)
+            wait_for(lambda: len(_open_seats(c, "ada", rid)) == 3, what="three seats", timeout_s=60)
             open_ = _open_seats(c, "ada", rid)
             fin1, fin2, audit = (f"{rid}/0/0/panel/{s}" for s in ("fin-1", "fin-2", "audit"))
             assert set(open_) == {fin1, fin2, audit}
@@ -85,25 +86,29 @@ def test_a_panel_of_people_decides_by_quorum_with_four_eyes_across_seats(
             refused = _decide(c, "ivan", fin1)  # the initiator sits on no seat
             assert refused.status_code == 403 and "four-eyes" in refused.json()["detail"]
             assert _decide(c, "ada", fin1).status_code == 200
-            wait_for("ada's vote counted", lambda: _counted(settings, rid) == 1, 60)
+            wait_for(lambda: _counted(settings, rid) == 1, what="ada's vote counted", timeout_s=60)
         # The executor is gone; the next one restores the run mid-panel from its snapshot and
         # journal: nobody is asked again, ada's vote still counts.
         with executor_thread(ex, registry=panel_agents()):
             # The worklist cannot tell the seats are one panel: it lets ada decide another.
             assert _decide(c, "ada", fin2).status_code == 200
             again = f"{fin2}/1"
-            wait_for("fin-2 asked again", lambda: again in _open_seats(c, "bob", rid), 60)
+            wait_for(
+                lambda: again in _open_seats(c, "bob", rid), what="fin-2 asked again", timeout_s=60
+            )
             assert sessions(settings)[rid].status is RunStatus.AWAITING_HUMAN
             assert _decide(c, "bob", again).status_code == 200
 
             wait_for(
-                "completion", lambda: sessions(settings)[rid].status is RunStatus.COMPLETED, 60
+                lambda: sessions(settings)[rid].status is RunStatus.COMPLETED,
+                what="completion",
+                timeout_s=60,
             )
             closed = f"/api/tasks/{audit}"
             wait_for(
-                "the auditor seat withdrawn",
                 lambda: c.get(closed, headers=auth("ada")).json()["status"] == "CLOSED",
-                60,
+                what="the auditor seat withdrawn",
+                timeout_s=60,
             )
 
     opened = [r for r in chain_of(settings, rid)[0] if r.kind is JournalKind.TASK_OPENED]

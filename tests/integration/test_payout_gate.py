@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from test_journal_service import running, wait_audit
-from test_worklist_support import auth, wait_for, worklist_service, write_principals
+from test_worklist_support import auth, worklist_service, write_principals
 
 from runplane.client import Client
 from runplane.config import Settings
@@ -32,8 +32,9 @@ from runplane.fakes import FakeOpenAIServer
 from runplane.wire import AdmissionOutcome, JournalKind, RunStatus
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
-from services.executor.harness import chain_of, executor_thread, sessions
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import chain_of, executor_thread, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -108,7 +109,7 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
             mine = [t for t in tasks if t["session_id"] in runs.values()]
             return mine if len(mine) == 2 else []
 
-        for task in wait_for("both release tasks", release_tasks, 90):
+        for task in wait_for(release_tasks, what="both release tasks", timeout_s=90):
             assert task["role"] == "finance" and task["answer"]["field"] == "$.amount_eur"
             url = f"/api/tasks/{task['task_id']}/decide"
             refused = c.post(url, headers=auth("ivan"), json={"decision": "approve"})
@@ -116,7 +117,11 @@ def test_the_injected_payout_is_refused_and_the_released_one_is_paid(
             ok = c.post(url, headers=auth("ada"), json={"decision": "approve"})
             assert ok.status_code == 200, ok.text
         for run_id in runs.values():
-            wait_for(f"{run_id} to end", lambda run_id=run_id: _ended(settings, run_id), 90)
+            wait_for(
+                lambda run_id=run_id: _ended(settings, run_id),
+                what=f"{run_id} to end",
+                timeout_s=90,
+            )
 
         outputs = {
             name: json.loads(sessions(settings)[rid].output_json or "null")

@@ -37,7 +37,8 @@ from runplane.wire import (
     RunStatus,
     SessionSnapshot,
 )
-from services.executor.harness import chain_of, plain_producer, read_topic, send, sessions, wait_for
+from tests.helpers.harness import chain_of, plain_producer, read_topic, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

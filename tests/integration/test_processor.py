@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from runplane.wire import (
     Record,
     Serde,
 )
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -102,15 +103,6 @@ def replies(settings: Settings) -> list[AdmissionReply]:
     return [r for _, r in read_all(settings, "admission.replies") if isinstance(r, AdmissionReply)]
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @contextmanager
 def running(processor: Processor) -> Iterator[Processor]:
     stop = threading.Event()
@@ -165,7 +157,7 @@ def test_outputs_tables_and_restore_after_restart(settings: Settings) -> None:
     keys = [f"k{i}" for i in range(20)]
     produce_requests(settings, keys)
     with running(make_processor(settings, "a")) as proc:
-        wait_for("20 replies", lambda: len(replies(settings)) >= 20)
+        wait_for(lambda: len(replies(settings)) >= 20, what="20 replies")
         assert proc.state.size("claims") == 20
     first = {r.admission_key: r for r in replies(settings)}
     assert {r.outcome for r in first.values()} == {AdmissionOutcome.ADMITTED}
@@ -174,7 +166,7 @@ def test_outputs_tables_and_restore_after_restart(settings: Settings) -> None:
     # A fresh instance knows nothing but what it restores from admission.claims.
     produce_requests(settings, keys)
     with running(make_processor(settings, "b")) as proc:
-        wait_for("40 replies", lambda: len(replies(settings)) >= 40)
+        wait_for(lambda: len(replies(settings)) >= 40, what="40 replies")
         assert proc.state.size("claims") == 20
     second = [r for r in replies(settings) if r.outcome == AdmissionOutcome.DUPLICATE]
     assert len(second) == 20
@@ -192,8 +184,8 @@ def test_bad_input_is_dead_lettered_and_the_partition_moves_on(settings: Setting
         ],
     )
     with running(make_processor(settings, "a")):
-        wait_for("a reply after the bad record", lambda: len(replies(settings)) >= 1)
-        wait_for("2 dead letters", lambda: len(read_all(settings, "deadletter")) >= 2)
+        wait_for(lambda: len(replies(settings)) >= 1, what="a reply after the bad record")
+        wait_for(lambda: len(read_all(settings, "deadletter")) >= 2, what="2 dead letters")
     letters = [v for _, v in read_all(settings, "deadletter") if isinstance(v, DeadLetter)]
     reasons = sorted(dl.reason.split(":")[0] for dl in letters)
     assert reasons == ["invalid", "undecodable"]
@@ -212,7 +204,7 @@ def test_sigkill_between_produce_and_commit_leaves_nothing_and_restart_is_exactl
     marker = tmp_path / "marker"
     proc = spawn(settings, "crashy", hook="stall", marker=marker)
     try:
-        wait_for("the stalled transaction", marker.exists, timeout=60)
+        wait_for(marker.exists, what="the stalled transaction", timeout_s=60)
         # The batch's outputs are on the broker, uncommitted ...
         # (how many requests the stalled batch holds depends on how fast they arrived;
         # a batch closes when its first record has waited batch_ms)
@@ -228,7 +220,7 @@ def test_sigkill_between_produce_and_commit_leaves_nothing_and_restart_is_exactl
     # Same transactional.id: init_transactions aborts the dead instance's transaction.
     restarted = spawn(settings, "crashy")
     try:
-        wait_for("30 committed replies", lambda: len(replies(settings)) >= 30, timeout=60)
+        wait_for(lambda: len(replies(settings)) >= 30, what="30 committed replies", timeout_s=60)
         time.sleep(1.0)  # anything extra would show up by now
         got = replies(settings)
     finally:
@@ -250,14 +242,16 @@ def test_zombie_late_commit_is_fenced(settings: Settings, tmp_path: Path) -> Non
     zombie = spawn(settings, "zombie", hook="stall", marker=marker)
     taker = None
     try:
-        wait_for("the zombie's stalled transaction", marker.exists, timeout=60)
+        wait_for(marker.exists, what="the zombie's stalled transaction", timeout_s=60)
         taker = spawn(settings, "taker")
         # The zombie misses max.poll.interval.ms, loses its partitions; the taker restores
         # (waiting for the zombie's open transaction to end) and serves every key.
         wait_for(
-            "the zombie to wake and try its commit", lambda: marker.read_text() == "resumed", 60
+            lambda: marker.read_text() == "resumed",
+            what="the zombie to wake and try its commit",
+            timeout_s=60,
         )
-        wait_for("25 committed replies", lambda: len(replies(settings)) >= 25, timeout=60)
+        wait_for(lambda: len(replies(settings)) >= 25, what="25 committed replies", timeout_s=60)
         time.sleep(2.0)  # give a wrongly-committed late transaction time to show
         got = replies(settings)
     finally:
@@ -336,7 +330,7 @@ def test_tick_emits_are_committed_with_the_injected_clock(settings: Settings) ->
         service="ticker", group_id=settings.topic("ticker"), inputs=("admission",), tick_ms=1000
     )
     with running(Processor(settings, config, handler, clock=SteppingClock())):
-        wait_for("3 tick replies", lambda: len(replies(settings)) >= 3)
+        wait_for(lambda: len(replies(settings)) >= 3, what="3 tick replies")
     got = replies(settings)
     assert all(r.reason == "tick" for r in got)
     # Replies land on several partitions, so read order says nothing; the key numbers the tick.

@@ -22,18 +22,11 @@ from runplane.repair import read_snapshot, send_order, write_fork
 from runplane.runs import read_run
 from runplane.service import run_http
 from runplane.wire import JournalKind, RunStatus, Signal
-from services.executor.harness import (
-    admit,
-    chain_of,
-    executor_thread,
-    plain_producer,
-    read_topic,
-    send,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
 from services.journal.api import build_api
 from services.journal.serve import KafkaRepairer, KafkaRunReader
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, read_topic, send
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -194,13 +187,15 @@ def test_results_of_ended_runs_expire_after_the_retention(settings: Settings) ->
     # run and keeps the parked one's bodies
     with executor_thread(own, registry=FIXED) as executor:
         [part] = [
-            executor._parts[p]
-            for p in executor._parts
-            if parked.run_id in executor._parts[p].sessions
+            executor._table.parts[p]
+            for p in executor._table.parts
+            if parked.run_id in executor._table.parts[p].sessions
         ]
         assert part.results_of(parked.run_id)
         assert all(
-            e.erased.session_id != done.run_id for p in executor._parts.values() for e in p.expiring
+            e.erased.session_id != done.run_id
+            for p in executor._table.parts.values()
+            for e in p.expiring
         )
 
 

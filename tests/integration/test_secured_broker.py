@@ -33,8 +33,8 @@ from runplane.wire import AdmissionOutcome, RunStatus
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings
-from services.executor.harness import executor_thread
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import executor_thread
 from tests.integration.secured_broker import ADMIN, SecuredBroker, secured_broker
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,6 @@ from test_cases_support import (
     reply_to,
     send,
     sweeper,
-    wait_for,
 )
 
 from runplane.config import Settings
@@ -40,6 +39,7 @@ from runplane.wire import (
     RegisterDeadline,
 )
 from services.sweeper.decide import decide_tick, entries_for
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -126,14 +126,17 @@ def test_days_1_deadline_is_warned_once_and_breached_once_across_two_sweepers_an
             sweeper(settings, offset_ms=in_warn_window, redis_db=REDIS_DB, instance="a"),
             sweeper(settings, offset_ms=in_warn_window, redis_db=REDIS_DB, instance="b"),
         ):
-            wait_for("WARNED", lambda: status_is(settings, case, name, ObligationStatus.WARNED))
+            wait_for(
+                lambda: status_is(settings, case, name, ObligationStatus.WARNED), what="WARNED"
+            )
             time.sleep(1.5)  # several ticks and retries of both instances
         warned = latest_case(settings, case)
         # Restart both, now past due; restart one of them again while they race.
         with sweeper(settings, offset_ms=past_due, redis_db=REDIS_DB, instance="a"):
             with sweeper(settings, offset_ms=past_due, redis_db=REDIS_DB, instance="b"):
                 wait_for(
-                    "BREACHED", lambda: status_is(settings, case, name, ObligationStatus.BREACHED)
+                    lambda: status_is(settings, case, name, ObligationStatus.BREACHED),
+                    what="BREACHED",
                 )
             with sweeper(settings, offset_ms=past_due, redis_db=REDIS_DB, instance="b"):
                 time.sleep(1.5)
@@ -198,13 +201,13 @@ def test_flushing_redis_and_restarting_rebuilds_the_index_without_losing_or_doub
 
         with sweeper(settings, offset_ms=past_early, redis_db=REDIS_DB, instance="a") as sw:
             wait_for(
-                "early BREACHED",
                 lambda: status_is(settings, "c-early", "first", ObligationStatus.BREACHED),
+                what="early BREACHED",
             )
-            wait_for("late indexed", lambda: sw.index_size() >= 1)
+            wait_for(lambda: sw.index_size() >= 1, what="late indexed")
             wait_for(
-                "late WARNED",
                 lambda: status_is(settings, "c-late", "second", ObligationStatus.WARNED),
+                what="late WARNED",
             )
 
         r.flushdb()  # the whole index and its read positions are gone
@@ -212,8 +215,8 @@ def test_flushing_redis_and_restarting_rebuilds_the_index_without_losing_or_doub
 
         with sweeper(settings, offset_ms=past_both, redis_db=REDIS_DB, instance="a") as sw:
             wait_for(
-                "late BREACHED",
                 lambda: status_is(settings, "c-late", "second", ObligationStatus.BREACHED),
+                what="late BREACHED",
             )
             time.sleep(1.0)
             assert r.dbsize() > 0  # rebuilt

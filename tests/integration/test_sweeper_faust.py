@@ -24,7 +24,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 from prometheus_client import REGISTRY
-from test_cases_support import read_all, redis_db, redis_url, wait_for
+from test_cases_support import read_all, redis_db, redis_url
 
 from runplane.config import Settings
 from runplane.fakes import free_port
@@ -41,6 +41,7 @@ from runplane.wire import (
 from services.sweeper.serve import serve
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.sweeper import Sweeper
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +148,7 @@ def test_a_ghost_obligation_from_an_aborted_transaction_is_dropped_a_committed_o
     with running(Sweeper(own)) as sw:
         # A rebuild reads committed records only, so the ghost is written once the index is
         # built and the stream is what delivers it.
-        wait_for("every partition indexed", lambda: indexed(settings) == settings.partitions)
+        wait_for(lambda: indexed(settings) == settings.partitions, what="every partition indexed")
         assert sw.index_size() == 1
         produce_cases(
             settings,
@@ -155,11 +156,11 @@ def test_a_ghost_obligation_from_an_aborted_transaction_is_dropped_a_committed_o
             abort=True,
         )
         # Faust read the aborted record: the ghost is decided like a real obligation...
-        wait_for("both decided", lambda: set(breaches(settings)) == {"c-real", "c-ghost"})
+        wait_for(lambda: set(breaches(settings)) == {"c-real", "c-ghost"}, what="both decided")
         # ...until the committed view says it never existed.
         wait_for(
-            "ghost dropped",
             lambda: metric("runplane_sweeper_revalidations_total", result="ghost") > ghosts_before,
+            what="ghost dropped",
         )
         after_drop = breaches(settings)["c-ghost"]
         time.sleep(1.5)  # many ticks and retries later
@@ -181,14 +182,14 @@ def test_an_undecodable_case_record_is_dead_lettered_and_the_stream_goes_on(
 
     with running(Sweeper(own_settings(settings, tick_ms=50))) as sw:
         # Written once the index is built, so the stream (not a rebuild) reads them.
-        wait_for("every partition indexed", lambda: indexed(settings) == settings.partitions)
+        wait_for(lambda: indexed(settings) == settings.partitions, what="every partition indexed")
         produce_cases(settings, [("c-bad", bad)], abort=False)
         good = SERDE.encode("cases", case_record("c-bad", "b", due))
         produce_cases(settings, [("c-bad", good)], abort=False)
-        wait_for("the good record indexed", lambda: sw.index_size() == 1)
+        wait_for(lambda: sw.index_size() == 1, what="the good record indexed")
         letters = wait_for(
-            "the dead letter",
             lambda: [r for _, r in read_all(settings, "deadletter") if isinstance(r, DeadLetter)],
+            what="the dead letter",
         )
     (letter,) = letters
     assert letter.source_topic == settings.topic("cases")
@@ -234,7 +235,7 @@ def test_serve_answers_healthz_and_metrics_while_sweeping(
             answer = get(f"http://127.0.0.1:{port}/healthz")
             return answer if answer[0] == 200 else None
 
-        status, body = wait_for("healthy", healthy)
+        status, body = wait_for(healthy, what="healthy")
         assert status == 200 and body, body
         status, text = get(f"http://127.0.0.1:{port}/metrics")
         assert status == 200

@@ -34,7 +34,7 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from test_worklist_support import auth, wait_for, worklist_service, write_principals
+    from test_worklist_support import auth, worklist_service, write_principals
 
     from runplane.client import Client
     from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
@@ -44,8 +44,9 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
     from services.admission.decide import CapabilitySpec
     from services.admission.serve import build as build_admission
     from services.admission.settings import AdmissionSettings
-    from services.executor.harness import executor_thread
     from services.executor.settings import ExecutorSettings
+    from tests.helpers.harness import executor_thread
+    from tests.helpers.waiting import wait_for
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -107,10 +108,10 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
             assert reply.run_id is not None
             client.wait(reply.run_id, timeout=120, until=frozenset({RunStatus.AWAITING_HUMAN}))
             task = wait_for(
-                "the task",
                 lambda: (
                     wl.client.get("/api/tasks", headers=auth("ada")).json()["tasks"] or [None]
                 )[0],
+                what="the task",
             )
             decided = wl.client.post(
                 f"/api/tasks/{task['task_id']}/decide",

@@ -38,15 +38,9 @@ from runplane.wire import (
     TaskDecision,
 )
 from services.admission.decide import Admitted, CapabilitySpec, Position, decide
-from services.executor.harness import (
-    executor_thread,
-    plain_producer,
-    read_topic,
-    send,
-    sessions,
-    wait_for,
-)
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import executor_thread, plain_producer, read_topic, send, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,6 @@ from test_worklist_support import (
     open_task,
     send,
     token,
-    wait_for,
     worklist_service,
     write_principals,
 )
@@ -45,6 +44,7 @@ from test_worklist_support import (
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.stack import LocalStack
 from runplane.wire import TaskKind
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def running(
                 ),
             )
             for task_id, who in zip(TASKS, ("bob", "bob", "sue"), strict=True):
-                wait_for(task_id, functools.partial(_visible, wl, task_id, who))
+                wait_for(functools.partial(_visible, wl, task_id, who), what=task_id)
             yield wl
     finally:
         delete_topics(s, admin_client)

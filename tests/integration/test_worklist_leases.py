@@ -13,7 +13,6 @@ from test_worklist_support import (
     open_task,
     read_all,
     send,
-    wait_for,
     worklist_service,
     write_principals,
 )
@@ -21,6 +20,7 @@ from test_worklist_support import (
 from runplane.config import Settings
 from runplane.wire import TaskRecord, TaskStatus
 from services.worklist.topology import redis_namespace
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,8 +37,8 @@ def test_a_lapsed_claim_returns_to_open_and_the_record_says_so(
         c = wl.client
         send(settings, task)
         wait_for(
-            "the task",
             lambda: c.get(f"/api/tasks/{task.task_id}", headers=auth("ada")).status_code == 200,
+            what="the task",
         )
         held = c.post(f"/api/tasks/{task.task_id}/claim", headers=auth("ada"))
         assert held.status_code == 200 and held.json()["claimed_by"] == "ada"
@@ -48,7 +48,7 @@ def test_a_lapsed_claim_returns_to_open_and_the_record_says_so(
             t = c.get(f"/api/tasks/{task.task_id}", headers=auth("bob")).json()
             return t if t.get("status") == "OPEN" and t.get("claim_note") else None
 
-        shown = wait_for("the lease to lapse", lapsed, 30)
+        shown = wait_for(lapsed, what="the lease to lapse", timeout_s=30)
         assert shown["claimed_by"] is None and "ada" in shown["claim_note"]
         # Someone else can take it now.
         assert (
@@ -73,7 +73,7 @@ def test_a_supervisor_releases_a_claim_and_decided_tasks_leave_the_active_index(
         c = wl.client
         send(settings, task)
         url = f"/api/tasks/{task.task_id}"
-        wait_for("the task", lambda: c.get(url, headers=auth("ada")).status_code == 200)
+        wait_for(lambda: c.get(url, headers=auth("ada")).status_code == 200, what="the task")
         assert c.post(f"{url}/claim", headers=auth("ada")).status_code == 200
         assert c.post(f"{url}/release", headers=auth("bob")).status_code == 409
         r = c.post(f"{url}/release", headers=auth("sue"))  # sue: supervisor

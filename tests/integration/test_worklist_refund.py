@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_worklist_support import auth, token, wait_for, worklist_service, write_principals
+from test_worklist_support import auth, token, worklist_service, write_principals
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.fakes import FakeBillingServer, read_counts
 from runplane.wire import JournalKind, RunStatus
-from services.executor.harness import admit, chain_of, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,9 +61,9 @@ def test_refund_parks_initiator_refused_another_approves_run_completes(
             initiator="ivan",
         )
         tasks = wait_for(
-            "the refund's task in the API",
             lambda: c.get("/api/tasks", headers=auth("ada")).json()["tasks"],
-            60,
+            what="the refund's task in the API",
+            timeout_s=60,
         )
         (task,) = [t for t in tasks if t["session_id"] == run.run_id]
         assert task["initiator"] == "ivan" and task["role"] == "finance"
@@ -80,7 +81,11 @@ def test_refund_parks_initiator_refused_another_approves_run_completes(
         ok = c.post(url, headers=auth("ada"), json={"decision": "approve", "comment": "ok"})
         assert ok.status_code == 200 and ok.json()["outcome"] == "APPROVED"
 
-        wait_for("completion", lambda: status_of(settings, run.run_id) is RunStatus.COMPLETED, 60)
+        wait_for(
+            lambda: status_of(settings, run.run_id) is RunStatus.COMPLETED,
+            what="completion",
+            timeout_s=60,
+        )
 
     output = json.loads(sessions(settings)[run.run_id].output_json or "null")
     assert output["status"] == "refunded" and output["approved_by"] == ["ada"]
@@ -132,7 +137,7 @@ def test_expiry_proceeds_only_with_both_opt_ins_and_the_journal_says_so(
         [both] = admit(producer, settings, "remind_unattended", [{"to": "a"}], initiator="ivan")
         [one] = admit(producer, settings, "remind_attended", [{"to": "b"}], initiator="ivan")
         for run_id in (both.run_id, one.run_id):
-            wait_for(f"{run_id} to end", ended_probe(settings, run_id), 60)
+            wait_for(ended_probe(settings, run_id), what=f"{run_id} to end", timeout_s=60)
 
     assert status_of(settings, both.run_id) is RunStatus.COMPLETED
     out = json.loads(sessions(settings)[both.run_id].output_json or "null")

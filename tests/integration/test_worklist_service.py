@@ -16,7 +16,6 @@ from test_worklist_support import (
     open_task,
     read_all,
     send,
-    wait_for,
     worklist_service,
     write_principals,
 )
@@ -32,6 +31,7 @@ from runplane.wire import (
     TaskRecord,
     TaskStatus,
 )
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def visible(client, task_id: str, who: str = "ada") -> dict | None:  # type: ign
 
 
 def decided(settings: Settings, session: str) -> list[TaskDecision]:
-    return wait_for(f"{session} decided", lambda: decisions(settings, session))
+    return wait_for(lambda: decisions(settings, session), what=f"{session} decided")
 
 
 def test_opened_task_is_listed_initiator_refused_another_approves(
@@ -52,7 +52,7 @@ def test_opened_task_is_listed_initiator_refused_another_approves(
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         c = wl.client
         send(settings, task, task)  # the executor may send OpenTask twice (replay): idempotent
-        wait_for("the task in the API", lambda: visible(c, task.task_id))
+        wait_for(lambda: visible(c, task.task_id), what="the task in the API")
         listed = c.get(
             "/api/tasks", headers=auth("ada"), params={"status": "OPEN", "actionable": True}
         )
@@ -101,7 +101,7 @@ def test_two_approvals_need_two_distinct_principals(settings: Settings, tmp_path
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         c = wl.client
         send(settings, task)
-        wait_for("the task", lambda: visible(c, task.task_id))
+        wait_for(lambda: visible(c, task.task_id), what="the task")
         url = f"/api/tasks/{task.task_id}/decide"
         first = c.post(url, headers=auth("ada"), json={"decision": "approve", "comment": "one"})
         assert first.status_code == 200 and first.json()["status"] == "OPEN"
@@ -122,7 +122,7 @@ def test_the_writer_refuses_what_the_api_would_refuse(settings: Settings, tmp_pa
     forged = DecideTask(task_id=task.task_id, principal="ivan", at_ms=1, approve=True)
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         send(settings, task, forged)
-        (dl,) = wait_for("the dead letter", lambda: dead_letters(settings, task.task_id))
+        (dl,) = wait_for(lambda: dead_letters(settings, task.task_id), what="the dead letter")
         assert "four-eyes" in dl.reason
         assert visible(wl.client, task.task_id)["status"] == "OPEN"  # type: ignore[index]
     assert decisions(settings, task.session_id) == []
@@ -136,7 +136,9 @@ def test_expiry_proceeds_only_with_both_opt_ins(settings: Settings, tmp_path: Pa
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         send(settings, both, one, up)
         got = {t.session_id: decided(settings, t.session_id) for t in (both, one, up)}
-        escalated = wait_for("the escalated task", lambda: visible(wl.client, up.task_id, "sue"))
+        escalated = wait_for(
+            lambda: visible(wl.client, up.task_id, "sue"), what="the escalated task"
+        )
         assert escalated["status"] == "OPEN" and escalated["role"] == "supervisor"
         assert escalated["you_may_act"] is True
         metrics = wl.client.get("/metrics").text
@@ -152,10 +154,10 @@ def test_losing_redis_loses_nothing(settings: Settings, tmp_path: Path) -> None:
     task = open_task()
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         send(settings, task)
-        wait_for("the task", lambda: visible(wl.client, task.task_id))
+        wait_for(lambda: visible(wl.client, task.task_id), what="the task")
         assert forget_read_model(settings) >= 2
         # The indexer notices the read model is gone and rebuilds it from the tasks topic.
-        again = wait_for("the rebuilt task", lambda: visible(wl.client, task.task_id))
+        again = wait_for(lambda: visible(wl.client, task.task_id), what="the rebuilt task")
         assert again["question"] == task.question
         r = wl.client.post(
             f"/api/tasks/{task.task_id}/decide", headers=auth("bob"), json={"decision": "reject"}
@@ -164,7 +166,7 @@ def test_losing_redis_loses_nothing(settings: Settings, tmp_path: Path) -> None:
     # A restarted worklist with an empty Redis rebuilds too.
     forget_read_model(settings)
     with worklist_service(settings, write_principals(tmp_path)) as wl:
-        shown = wait_for("the task after restart", lambda: visible(wl.client, task.task_id))
+        shown = wait_for(lambda: visible(wl.client, task.task_id), what="the task after restart")
         assert shown["status"] == "DECIDED" and shown["claimed_by"] == "bob"
 
 
@@ -173,7 +175,7 @@ def test_cli_lists_and_decides_through_the_api(settings: Settings, tmp_path: Pat
     runner = CliRunner()
     with worklist_service(settings, write_principals(tmp_path)) as wl:
         send(settings, task)
-        wait_for("the task", lambda: visible(wl.client, task.task_id))
+        wait_for(lambda: visible(wl.client, task.task_id), what="the task")
         base = ["--url", wl.url]
         listed = runner.invoke(
             app, ["tasks", "list", "--token", "ada-token", "--mine", "--json", *base]

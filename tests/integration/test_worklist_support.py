@@ -11,7 +11,7 @@ import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from runplane.wire import (
 from services.worklist.serve import serve
 from services.worklist.settings import WorklistSettings
 from services.worklist.topology import redis_namespace
+from tests.helpers.waiting import wait_for
 
 SERDE = Serde.from_settings(Settings())
 T = TypeVar("T")
@@ -159,16 +160,6 @@ def dead_letters(settings: Settings, key: str) -> list[DeadLetter]:
     ]
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 45.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def forget_read_model(settings: Settings) -> int:
     """Delete this test's read-model keys (the Redis is shared: never FLUSHALL it)."""
     client = redis.Redis.from_url(settings.redis_url)
@@ -201,11 +192,13 @@ def worklist_service(settings: Settings, principals: Path, **overrides: Any) -> 
     thread = threading.Thread(target=run, name="worklist", daemon=True)
     thread.start()
     try:
-        wait_for("the worklist to listen", lambda: ports or errors, 30)
+        wait_for(lambda: ports or errors, what="the worklist to listen", timeout_s=30)
         assert not errors, errors
         url = f"http://127.0.0.1:{ports[0]}"
         with httpx.Client(base_url=url, timeout=30) as client:
-            wait_for("the worklist to be healthy", lambda: _healthy(client) or errors, 90)
+            wait_for(
+                lambda: _healthy(client) or errors, what="the worklist to be healthy", timeout_s=90
+            )
             assert not errors, errors
             yield Running(url, client)
     finally:

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_worklist_support import auth, wait_for, worklist_service, write_principals
+from test_worklist_support import auth, worklist_service, write_principals
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, EffectDecl, EffectError, StepCtx, verify_chain
 from runplane.providers import PeerCallError, Reach
 from runplane.wire import JournalKind, RunStatus
-from services.executor.harness import admit, chain_of, executor_thread, plain_producer, sessions
 from services.executor.settings import ExecutorSettings
+from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +107,7 @@ def test_each_operator_verdict_reaches_the_run(
             mine = [t for t in tasks if t["session_id"] == run.run_id and t["kind"] == "OPERATOR"]
             return mine[0] if mine else None
 
-        task = wait_for("the operator task in the API", operator_task, 60)
+        task = wait_for(operator_task, what="the operator task in the API", timeout_s=60)
         assert task["choices"] == ["retry", "happened", "abandon"]
         assert task["call"] == {
             "name": "tool://charge",
@@ -124,7 +125,11 @@ def test_each_operator_verdict_reaches_the_run(
 
         decided = c.post(url, headers=auth("sue"), json=body)
         assert decided.status_code == 200, decided.text
-        wait_for("the run to end", lambda: _status(settings, run.run_id) is RunStatus.COMPLETED, 60)
+        wait_for(
+            lambda: _status(settings, run.run_id) is RunStatus.COMPLETED,
+            what="the run to end",
+            timeout_s=60,
+        )
 
     assert json.loads(sessions(settings)[run.run_id].output_json or "null") == output
     assert tool.calls == ["inv-7"] * calls  # retried once at most, always under the same key

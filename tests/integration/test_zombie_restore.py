@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from test_journal_service import inbox_wakes, produce_run, wait_audit
-from test_processor import produce_requests, read_all, replies, running, wait_for
+from test_processor import produce_requests, read_all, replies, running
 from test_processor_support import GROUP, MiniAdmission
 
 from runplane.config import Settings
@@ -53,8 +53,9 @@ from services.executor.topology import group_id as executor_group
 from services.journal import topology as journal_topo
 from services.journal.decide import AuditOut, JournalIn, PartitionState, on_journal
 from services.journal.loop import AuditLoop
-from services.journal.sample import sample_run
 from services.journal.settings import JournalSettings
+from tests.helpers.sample import sample_run
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -151,13 +152,13 @@ def test_restore_waits_for_a_zombie_transaction_that_already_sent_its_offsets(
     committer.start()
     processor = Processor(settings, mini_config(settings), MiniAdmission("a"), probe=probe)
     with running(processor):
-        wait_for("A restored", processor.ready.is_set, timeout=60)
+        wait_for(processor.ready.is_set, what="A restored", timeout_s=60)
         committer.join(60)
         assert outcome == ["committed"]
         # The zombie's claim is committed, and its request offset with it.
         assert [k for k, _ in read_all(settings, "admission.claims")] == [key]
         produce_requests(settings, [key])  # the emitter retries: must be a duplicate
-        wait_for("A's reply", lambda: len(replies(settings)) >= 1)
+        wait_for(lambda: len(replies(settings)) >= 1, what="A's reply")
         time.sleep(1.0)
         got = replies(settings)
     assert [(r.outcome, r.run_id) for r in got] == [(AdmissionOutcome.DUPLICATE, "r-zombie-0")]
@@ -360,7 +361,7 @@ def test_executor_waits_for_a_zombie_transaction_before_restoring_its_runs(
                 return True
             return sum(1 for k, _ in read_all(settings, "journal") if k == sid) > written
 
-        wait_for("the second signal answered", answered, timeout=45)
+        wait_for(answered, what="the second signal answered", timeout_s=45)
         time.sleep(1.0)
     finally:
         stop.set()

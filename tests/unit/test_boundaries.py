@@ -183,7 +183,6 @@ KNOWN: set[str] = {
     "runplane.wire._base:73 imports runplane.wire._serde inside a function",
     "runplane.wire._codec:29 imports runplane.wire._confluent inside a function",
     "runplane.wire._serde:91 imports runplane.wire._records inside a function",
-    "services.executor.executor:87 imports VersionNotDeployed from services.executor.versions, which re-exports it from runplane.core.versions",
     "services.executor.versions re-exports VersionNotDeployed of runplane.core.versions",
     "services.executor.versions:41 reaches past runplane.core.engine to runplane.core.engine.stranded",
     "services.journal.api:207 imports services.journal.ui inside a function",

@@ -37,7 +37,7 @@ from runplane.wire import (
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
 from services.executor.state import PartitionState
-from services.journal.sample import sample_entry
+from tests.helpers.sample import sample_entry
 
 BASE = Settings(partitions=1)
 SERDE = Serde.from_settings(BASE)
@@ -154,13 +154,13 @@ def _parked_run(ex: Executor) -> SessionSnapshot:
         admitted_ms=1,
     )
     _, step = Runtime.start(ex._registry.spec("waits"), start, now_ms=2)
-    ex._parts[0] = PartitionState(sessions={"r-p": step.snapshot})
+    ex._table.parts[0] = PartitionState(sessions={"r-p": step.snapshot})
     return step.snapshot
 
 
 def _batch(ex: Executor) -> list[Any]:
     out = []
-    for o in ex._batch.records:
+    for o in ex._group.batch.records:
         value = o.lazy() if o.lazy is not None else o.value
         out.append(SERDE.decode(o.topic.removeprefix(BASE.topic_prefix), value))
     return out
@@ -193,7 +193,10 @@ def test_a_message_whose_handling_raises_fails_the_run_and_is_dead_lettered(
     assert [r.status for r in out if isinstance(r, RunStatusUpdate)] == [RunStatus.FAILED]
     (letter,) = [r for r in out if isinstance(r, DeadLetter)]
     assert "ValueError" in letter.reason and letter.offset == 7
-    assert ex._parts[0].ended["r-p"] is RunStatus.FAILED and "r-p" not in ex._parts[0].sessions
+    assert (
+        ex._table.parts[0].ended["r-p"] is RunStatus.FAILED
+        and "r-p" not in ex._table.parts[0].sessions
+    )
     assert "r-p" not in ex.resident_sessions
 
 
@@ -285,7 +288,7 @@ def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_th
         {"r-run": running, "r-done": done}, {f"r-done/0/{i}": e for i, e in enumerate(results)}
     )
     ex._loop._on_assign(StubConsumer(Log()), [TopicPartition(BASE.topic("runs.inbox"), 0)])  # type: ignore[arg-type]
-    part = ex._parts[0]
+    part = ex._table.parts[0]
     assert part.ended == {"r-done": RunStatus.QUARANTINED} and "r-done" not in part.sessions
     assert part.results == {}  # nothing kept for an ended run
     assert ex.resident_sessions == frozenset()  # not rebuilt inside the rebalance callback
@@ -293,7 +296,7 @@ def test_ended_runs_keep_only_their_status_and_running_runs_are_rebuilt_after_th
     async def loop_turn() -> frozenset[str]:
         ex._rebuild_some()
         resident = ex.resident_sessions
-        for task in list(ex._tasks):
+        for task in list(ex._steps.tasks):
             task.cancel()
         return resident
 

@@ -61,7 +61,7 @@ from services.journal.decide import (
     on_journal,
     on_result,
 )
-from services.journal.sample import sample_run
+from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from runplane.runs import RunHistory
 from runplane.service import run_http
 from runplane.wire import CaseRecord, RunStatus
 from services.journal.api import SCAN_MARGIN_MS, build_api
-from services.journal.sample import sample_run
+from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from runplane.core.chain import seal, verify_chain
 from runplane.journal.verify import ERASED, Tip, check, verify_records
 from runplane.wire import JournalRecord, ResultEntry, Verdict
-from services.journal.sample import sample_run
+from tests.helpers.sample import sample_run
 
 SID = "r-chain-1"
 

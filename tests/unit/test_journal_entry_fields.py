@@ -26,7 +26,7 @@ from services.journal.decide import (
     on_journal,
     on_result,
 )
-from services.journal.sample import sample_run
+from tests.helpers.sample import sample_run
 
 SID = "r-entry-fields-1"
 

@@ -20,7 +20,7 @@ from services.journal.decide import (
     restore,
     tick,
 )
-from services.journal.sample import sample_run
+from tests.helpers.sample import sample_run
 
 SID = "r-handler-1"
 

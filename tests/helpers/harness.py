@@ -1,7 +1,7 @@
 """A harness for executor tests and benchmarks: admit runs like admission does, run an
 executor in a thread, read tables and topics back.
 
-Not used by the service itself. It writes what admission would write for a new run (seq 0 of
+Test code, not the service's (it lived in ``services/executor`` once). It writes what admission would write for a new run (seq 0 of
 the chain on ``journal``, StartRun on ``runs.inbox``) in one transaction, so the executor under
 test sees exactly the platform's input.
 """
@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,6 +36,7 @@ from runplane.wire import (
 )
 from services.executor.serve import build
 from services.executor.settings import ExecutorSettings
+from tests.helpers.waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -105,20 +106,6 @@ def sessions(settings: Settings) -> dict[str, SessionSnapshot]:
         timeout_s=60,
     )
     return {k: v for k, v in rows.items() if isinstance(v, SessionSnapshot)}
-
-
-def wait_for(
-    predicate: Callable[[], bool],
-    *,
-    timeout_s: float,
-    every_s: float = 0.25,
-    what: str = "condition",
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(every_s)
 
 
 def read_topic(

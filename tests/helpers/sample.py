@@ -1,4 +1,4 @@
-"""A sealed sample run, built with the core's chain functions: for tests, demos and drills.
+"""A sealed sample run, built with the core's chain functions: for tests and benchmarks.
 
 ``sample_run`` returns the journal records and result entries a completed run with ``calls``
 generation calls would leave (admitted, announce + record per call, completed), sealed by
