@@ -18,7 +18,7 @@ from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime,
 from runplane.errors import TerminalError
 from runplane.tracing import current_headers, effect_span
 from runplane.wire import Cost, Label
-from services.executor.live import CallPolicy, LiveCallRunner, LiveOutcome, Verdict
+from services.executor.live import CallPolicy, CallStatus, LiveCallRunner, LiveOutcome
 from services.executor.metrics import executor_metrics
 
 
@@ -77,7 +77,7 @@ class Performer:
             mutating=call.mutating and call.recovery.value != "retry",
         )
         outcome = await self._runner.run(lambda: self._call_once(call), policy)
-        calls, seconds = self._live_metrics(call.family, outcome.verdict.value)
+        calls, seconds = self._live_metrics(call.family, outcome.status.value)
         calls.inc()
         seconds.observe(outcome.elapsed_s)
         self.completions.append(Completion(sid, runtime, call, outcome, trace or None))
@@ -118,7 +118,7 @@ class Performer:
 
 def to_outcome(out: LiveOutcome, label: Label | None = None) -> Outcome:
     """The core's Outcome for a live call's collapsed result (a model's cost kept apart)."""
-    if out.verdict is Verdict.OK:
+    if out.status is CallStatus.OK:
         value = out.value
         cost = None
         if isinstance(value, Generation):

@@ -61,7 +61,9 @@ class CallPolicy:
         )
 
 
-class Verdict(StrEnum):
+class CallStatus(StrEnum):
+    """How all attempts of one live call ended (its outcome metric's label)."""
+
     OK = "ok"
     FAILED = "failed"
     IN_DOUBT = "in_doubt"
@@ -71,7 +73,7 @@ class Verdict(StrEnum):
 class LiveOutcome:
     """The collapsed result of all attempts of one call."""
 
-    verdict: Verdict
+    status: CallStatus
     attempts: int
     elapsed_s: float
     value: Any = None
@@ -88,7 +90,7 @@ class Retry:
 
 @dataclass(frozen=True)
 class Stop:
-    verdict: Verdict
+    status: CallStatus
     retryable: bool
     reach: Reach | None
 
@@ -115,13 +117,13 @@ def decide_after_failure(exc: BaseException, policy: CallPolicy, attempt: int) -
     """Pure: what to do after attempt ``attempt`` (from 1) failed with ``exc``."""
     reach, may_retry, retry_after = classify(exc, policy.mutating)
     if policy.mutating and reach is Reach.IN_DOUBT:
-        return Stop(Verdict.IN_DOUBT, retryable=False, reach=reach)
+        return Stop(CallStatus.IN_DOUBT, retryable=False, reach=reach)
     if may_retry and attempt < policy.max_attempts:
         delay = policy.backoff(attempt)
         if retry_after is not None:
             delay = max(delay, min(retry_after, policy.max_backoff_s))
         return Retry(delay)
-    return Stop(Verdict.FAILED, retryable=may_retry, reach=reach)
+    return Stop(CallStatus.FAILED, retryable=may_retry, reach=reach)
 
 
 class LiveCallRunner:
@@ -155,7 +157,7 @@ class LiveCallRunner:
                     await self._sleep(step.delay_s)
                     continue
                 return LiveOutcome(
-                    verdict=step.verdict,
+                    status=step.status,
                     attempts=attempt,
                     elapsed_s=self._clock() - started,
                     error_type=type(exc).__name__,
@@ -164,7 +166,10 @@ class LiveCallRunner:
                     reach=step.reach,
                 )
             return LiveOutcome(
-                verdict=Verdict.OK, attempts=attempt, elapsed_s=self._clock() - started, value=value
+                status=CallStatus.OK,
+                attempts=attempt,
+                elapsed_s=self._clock() - started,
+                value=value,
             )
 
     async def _attempt(self, call: Callable[[], Awaitable[Any]], timeout_s: float) -> Any:

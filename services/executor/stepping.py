@@ -29,7 +29,7 @@ from runplane.wire import SessionSnapshot, StartRun
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import GroupCommit
 from services.executor.ending import RunEnds
-from services.executor.live import Verdict
+from services.executor.live import CallStatus
 from services.executor.metrics import ExecutorMetrics
 from services.executor.outbox import Outbox, RunSink
 from services.executor.policy import EngineOptions
@@ -159,7 +159,7 @@ class StepApplier:
                 self._outbox.trace = None
 
     def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
-        if done.outcome.verdict is Verdict.IN_DOUBT:
+        if done.outcome.status is CallStatus.IN_DOUBT:
             # The outcome is unknown (timeout after send, 5xx): the core runs the declared
             # recovery (retry, probe, operator task) at the same era and slot — no rebuild, so
             # a checkpointed run does not restart an era and re-pay what followed its checkpoint.

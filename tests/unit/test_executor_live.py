@@ -12,10 +12,10 @@ from runplane.errors import ConfigError, RetryableError, TerminalError
 from runplane.providers import PeerCallError, Reach
 from services.executor.live import (
     CallPolicy,
+    CallStatus,
     LiveCallRunner,
     Retry,
     Stop,
-    Verdict,
     decide_after_failure,
 )
 
@@ -55,35 +55,35 @@ def _in_doubt() -> PeerCallError:
 async def test_connection_refused_is_retried_even_when_mutating() -> None:
     call, calls = _script(_refused(), _refused(), {"charge_id": "c1"})
     out = await _runner().run(call, CallPolicy(mutating=True, max_attempts=5))
-    assert (out.verdict, out.value, out.attempts) == (Verdict.OK, {"charge_id": "c1"}, 3)
+    assert (out.status, out.value, out.attempts) == (CallStatus.OK, {"charge_id": "c1"}, 3)
     assert calls[0] == 3
 
 
 async def test_in_doubt_mutation_is_not_retried() -> None:
     call, calls = _script(_in_doubt(), "never")
     out = await _runner().run(call, CallPolicy(mutating=True, max_attempts=5))
-    assert (out.verdict, out.attempts, out.reach) == (Verdict.IN_DOUBT, 1, Reach.IN_DOUBT)
+    assert (out.status, out.attempts, out.reach) == (CallStatus.IN_DOUBT, 1, Reach.IN_DOUBT)
     assert calls[0] == 1
 
 
 async def test_in_doubt_safe_call_is_retried() -> None:
     call, calls = _script(_in_doubt(), 42)
     out = await _runner().run(call, CallPolicy(mutating=False))
-    assert (out.verdict, out.value, out.attempts) == (Verdict.OK, 42, 2)
+    assert (out.status, out.value, out.attempts) == (CallStatus.OK, 42, 2)
     assert calls[0] == 2
 
 
 async def test_timeout_of_mutation_is_in_doubt() -> None:
     call, _ = _script("hang")
     out = await _runner().run(call, CallPolicy(mutating=True, timeout_s=0.05))
-    assert out.verdict is Verdict.IN_DOUBT
+    assert out.status is CallStatus.IN_DOUBT
     assert out.error_type == "CallTimeout"
 
 
 async def test_retries_exhausted_become_one_failed_outcome() -> None:
     call, calls = _script(_refused())
     out = await _runner().run(call, CallPolicy(max_attempts=3))
-    assert (out.verdict, out.attempts, out.retryable) == (Verdict.FAILED, 3, True)
+    assert (out.status, out.attempts, out.retryable) == (CallStatus.FAILED, 3, True)
     assert calls[0] == 3
     assert out.error_type == "PeerCallError"
 
@@ -91,14 +91,14 @@ async def test_retries_exhausted_become_one_failed_outcome() -> None:
 async def test_terminal_error_fails_at_once() -> None:
     call, calls = _script(TerminalError("card declined"), 1)
     out = await _runner().run(call, CallPolicy(max_attempts=5))
-    assert (out.verdict, out.attempts, out.error_message) == (Verdict.FAILED, 1, "card declined")
+    assert (out.status, out.attempts, out.error_message) == (CallStatus.FAILED, 1, "card declined")
     assert calls[0] == 1
 
 
 async def test_plain_exception_of_mutation_is_trusted_as_failure() -> None:
     call, calls = _script(ValueError("bad amount"), 1)
     out = await _runner().run(call, CallPolicy(mutating=True, max_attempts=5))
-    assert (out.verdict, out.error_type, calls[0]) == (Verdict.FAILED, "ValueError", 1)
+    assert (out.status, out.error_type, calls[0]) == (CallStatus.FAILED, "ValueError", 1)
 
 
 def test_backoff_grows_and_honours_retry_after() -> None:
@@ -109,7 +109,7 @@ def test_backoff_grows_and_honours_retry_after() -> None:
     assert decide_after_failure(RetryableError("x", retry_after=9), policy, 1) == Retry(0.3)
     rejected = PeerCallError("400", reach=Reach.REJECTED, retryable=False)
     assert decide_after_failure(rejected, policy, 1) == Stop(
-        Verdict.FAILED, retryable=False, reach=Reach.REJECTED
+        CallStatus.FAILED, retryable=False, reach=Reach.REJECTED
     )
 
 
@@ -123,7 +123,7 @@ async def test_inflight_is_bounded() -> None:
         return 1
 
     outs = await asyncio.gather(*(runner.run(call, CallPolicy()) for _ in range(10)))
-    assert all(o.verdict is Verdict.OK for o in outs)
+    assert all(o.status is CallStatus.OK for o in outs)
     assert peak[0] == 2
     assert runner.inflight == 0
 

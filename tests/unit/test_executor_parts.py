@@ -10,7 +10,7 @@ from runplane.core import Generation
 from runplane.errors import ConfigError
 from services.executor.batch import Batch, Out
 from services.executor.calls import to_outcome as _to_outcome
-from services.executor.live import LiveOutcome, Verdict
+from services.executor.live import CallStatus, LiveOutcome
 from services.executor.settings import ExecutorSettings
 from services.executor.state import results_key
 from services.executor.topology import group_id
@@ -96,13 +96,13 @@ def test_after_commit_callbacks_are_kept_in_order() -> None:
 
 
 def test_outcomes_translate_with_attempts_and_cost() -> None:
-    gen = LiveOutcome(Verdict.OK, attempts=2, elapsed_s=0.1, value=Generation("hi", 3, 4, 0.5))
+    gen = LiveOutcome(CallStatus.OK, attempts=2, elapsed_s=0.1, value=Generation("hi", 3, 4, 0.5))
     ok = _to_outcome(gen)
     assert ok.ok and ok.value == {"text": "hi", "tokens_in": 3, "tokens_out": 4, "cost_units": 0.5}
     assert ok.attempts == 2 and ok.cost is not None and ok.cost.tokens_out == 4
     failed = _to_outcome(
         LiveOutcome(
-            Verdict.FAILED,
+            CallStatus.FAILED,
             attempts=3,
             elapsed_s=1,
             error_type="PeerCallError",
