@@ -55,17 +55,17 @@ class Performer:
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     async def perform(
-        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
+        self, run_id: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
     ) -> None:
         """Perform ``call`` (in a span under ``parent``, the step that requested it, when the
         step is traced) and queue its completion."""
-        attributes = {"runplane.run_id": sid, "runplane.family": call.family}
+        attributes = {"runplane.run_id": run_id, "runplane.family": call.family}
         with effect_span(f"{call.family} {call.target}", parent, attributes):
             trace = current_headers() if parent is not None else None
-            await self._perform(sid, runtime, call, trace)
+            await self._perform(run_id, runtime, call, trace)
 
     async def _perform(
-        self, sid: str, runtime: Runtime, call: LiveCall, trace: list[tuple[str, bytes]] | None
+        self, run_id: str, runtime: Runtime, call: LiveCall, trace: list[tuple[str, bytes]] | None
     ) -> None:
         policy = CallPolicy(
             timeout_s=min(call.timeout_s, self._call_timeout_s),
@@ -80,7 +80,7 @@ class Performer:
         calls, seconds = self._live_metrics(call.family, outcome.status.value)
         calls.inc()
         seconds.observe(outcome.elapsed_s)
-        self.completions.append(Completion(sid, runtime, call, outcome, trace or None))
+        self.completions.append(Completion(run_id, runtime, call, outcome, trace or None))
 
     def _live_metrics(self, family: str, verdict: str) -> tuple[Any, Any]:
         # labels() locks and looks the child up on every call; the label sets are few.

@@ -56,7 +56,7 @@ class RunEnds:
 
     def poisoned(
         self,
-        sid: str,
+        run_id: str,
         p: int,
         before: SessionSnapshot | None,
         mark: Mark,
@@ -65,25 +65,25 @@ class RunEnds:
         *,
         start: StartRun | None = None,
     ) -> None:
-        """Serving run ``sid`` raised: undo the half-applied work and fail the run, so that the
+        """Serving run ``run_id`` raised: undo the half-applied work and fail the run, so that the
         same input cannot crash every instance in turn (a poison pill). The run's chain goes
         on from ``before`` — the last snapshot applied before this work began."""
-        log.exception("serving run %s raised (%s); failing the run", sid, where, exc_info=exc)
+        log.exception("serving run %s raised (%s); failing the run", run_id, where, exc_info=exc)
         self._metrics.poisoned.labels(where).inc()
         self._outbox.rollback(mark)
-        self._table.evict(sid)
+        self._table.evict(run_id)
         part = self._table.parts.get(p)
         if part is None:
             return
         reason = f"executor error while serving the run ({where}): {type(exc).__name__}: {exc}"
         if before is None:
-            part.sessions.pop(sid, None)
-            part.forget_results(sid)
+            part.sessions.pop(run_id, None)
+            part.forget_results(run_id)
             if start is not None:
                 self.fail_unstartable(start, reason, self._wall_ms(), p, error_type="ExecutorError")
             return
-        part.ended.pop(sid, None)
-        part.sessions[sid] = before
+        part.ended.pop(run_id, None)
+        part.sessions[run_id] = before
         if before.status not in ENDED:
             self.fail_from(before, p, reason)
 
@@ -93,9 +93,9 @@ class RunEnds:
         step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
         self._apply(snap.session_id, p, step, previous=snap)
 
-    def _apply(self, sid: str, p: int, step: Step, previous: SessionSnapshot | None) -> None:
+    def _apply(self, run_id: str, p: int, step: Step, previous: SessionSnapshot | None) -> None:
         """Apply a step that ends a run the engine could not serve (records and commands, no
         results, no live calls): the same ``apply_step`` as every step."""
         parked = previous.parked_on if previous is not None else None
-        sink = RunSink(self._outbox, self._table, sid, p)
+        sink = RunSink(self._outbox, self._table, run_id, p)
         apply_step(step, sink, parked_before=parked, clock=self._wall_ms)

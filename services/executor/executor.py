@@ -317,19 +317,19 @@ class Executor:
         table = self._table
         done = 0
         while table.to_rebuild and done < limit:
-            sid, p = table.to_rebuild.popleft()
+            run_id, p = table.to_rebuild.popleft()
             part = table.parts.get(p)
-            snap = part.sessions.get(sid) if part is not None else None
-            if snap is None or snap.status is not RunStatus.RUNNING or sid in table.residents:
+            snap = part.sessions.get(run_id) if part is not None else None
+            if snap is None or snap.status is not RunStatus.RUNNING or run_id in table.residents:
                 continue  # revoked, ended or already rebuilt by a message meanwhile
             done += 1
             mark = self._outbox.mark()
             try:
-                self._steps.rebuild(sid, p, snap)
+                self._steps.rebuild(run_id, p, snap)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
-                self._ends.poisoned(sid, p, snap, mark, exc, "rebuild")
+                self._ends.poisoned(run_id, p, snap, mark, exc, "rebuild")
 
     # ------------------------------------------------------------------ inbox
     def _poll(self) -> bool:
@@ -377,20 +377,20 @@ class Executor:
                 msg, f"{type(record).__name__} does not belong in the inbox", "wrong_type"
             )
             return
-        sid = record.session_id
+        run_id = record.session_id
         key = msg.key()
         key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-        if key_text != sid:
+        if key_text != run_id:
             outbox.dead_letter(
-                msg, f"key {key_text!r} does not match session_id {sid!r}", "bad_key"
+                msg, f"key {key_text!r} does not match session_id {run_id!r}", "bad_key"
             )
             return
         if self._versions.unservable(msg, part, record):  # held for a stranded run, not failed
             return
-        before = part.sessions.get(sid)
+        before = part.sessions.get(run_id)
         mark = outbox.mark()
         name = f"executor {type(record).__name__}"
-        with span_from_headers(name, msg.headers(), {"runplane.run_id": sid}) as span:
+        with span_from_headers(name, msg.headers(), {"runplane.run_id": run_id}) as span:
             outbox.trace = current_headers() if span is not None else None
             try:
                 if isinstance(record, StartRun):
@@ -401,8 +401,8 @@ class Executor:
                 raise
             except Exception as exc:
                 start = record if isinstance(record, StartRun) and before is None else None
-                self._ends.poisoned(sid, p, before, mark, exc, "message", start=start)
-                reason = f"run {sid}: serving it raised {type(exc).__name__}"
+                self._ends.poisoned(run_id, p, before, mark, exc, "message", start=start)
+                reason = f"run {run_id}: serving it raised {type(exc).__name__}"
                 outbox.dead_letter(msg, reason, "poisoned")
             finally:
                 outbox.trace = None
@@ -422,43 +422,43 @@ class Executor:
         self._steps.start(spec, start, p, now_ms)
 
     def _deliver(self, msg: Message, part: PartitionState, p: int, event: Event) -> None:
-        sid = event.session_id
+        run_id = event.session_id
         if isinstance(event, Wake) and self._repair.order(msg, part, p, event):
             return  # an operator's repair order (services/executor/repair.py)
-        snap = part.sessions.get(sid)
+        snap = part.sessions.get(run_id)
         if snap is None:
-            self._refuse_unknown(msg, part, sid)
+            self._refuse_unknown(msg, part, run_id)
             return
-        res = self._table.residents.get(sid) or self._steps.rebuild(sid, p, snap)
+        res = self._table.residents.get(run_id) or self._steps.rebuild(run_id, p, snap)
         if res is None:
-            self._refuse_unrebuilt(msg, part, sid, snap)
+            self._refuse_unrebuilt(msg, part, run_id, snap)
             return
-        previous = part.sessions.get(sid)
+        previous = part.sessions.get(run_id)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
             self._outbox.dead_letter(
-                msg, f"run {sid}: {step.rejected}", step.rejected_kind or "rejected"
+                msg, f"run {run_id}: {step.rejected}", step.rejected_kind or "rejected"
             )
             return
         res.last_active = time.monotonic()
-        self._steps.apply(sid, p, res.runtime, step, previous=previous)
+        self._steps.apply(run_id, p, res.runtime, step, previous=previous)
 
-    def _refuse_unknown(self, msg: Message, part: PartitionState, sid: str) -> None:
-        ended = part.ended.get(sid)
+    def _refuse_unknown(self, msg: Message, part: PartitionState, run_id: str) -> None:
+        ended = part.ended.get(run_id)
         if ended is not None:
-            self._outbox.dead_letter(msg, f"run {sid} already ended ({ended})", "run_ended")
+            self._outbox.dead_letter(msg, f"run {run_id} already ended ({ended})", "run_ended")
         else:
-            self._outbox.dead_letter(msg, f"unknown session {sid}", "unknown_session")
+            self._outbox.dead_letter(msg, f"unknown session {run_id}", "unknown_session")
 
     def _refuse_unrebuilt(
-        self, msg: Message, part: PartitionState, sid: str, snap: SessionSnapshot
+        self, msg: Message, part: PartitionState, run_id: str, snap: SessionSnapshot
     ) -> None:
-        if sid in part.ended:
+        if run_id in part.ended:
             # The rebuild itself ended the run (e.g. its replay quarantined it).
-            reason = f"run {sid} ended during its rebuild ({part.ended[sid]})"
+            reason = f"run {run_id} ended during its rebuild ({part.ended[run_id]})"
             self._outbox.dead_letter(msg, reason, "run_ended")
         else:
-            reason = f"run {sid}: unknown capability {snap.capability!r}"
+            reason = f"run {run_id}: unknown capability {snap.capability!r}"
             self._outbox.dead_letter(msg, reason, "unknown_capability")
 
     # ------------------------------------------------------------------ commit

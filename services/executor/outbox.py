@@ -148,10 +148,10 @@ class RunSink:
 
     __slots__ = ("_now", "_outbox", "_p", "_sid", "_table")
 
-    def __init__(self, outbox: Outbox, table: RunTable, sid: str, p: int) -> None:
+    def __init__(self, outbox: Outbox, table: RunTable, run_id: str, p: int) -> None:
         self._outbox = outbox
         self._table = table
-        self._sid = sid
+        self._sid = run_id
         self._p = p
         self._now = time.monotonic()
 
@@ -159,10 +159,10 @@ class RunSink:
         self._outbox.journal(self._sid, records, self._now)
 
     def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
-        outbox, sid, p, now = self._outbox, self._sid, self._p, self._now
-        results = self._table.parts[p].results_of(sid)
+        outbox, run_id, p, now = self._outbox, self._sid, self._p, self._now
+        results = self._table.parts[p].results_of(run_id)
         for entry in entries:
-            key = results_key(sid, entry.era, entry.call_seq)
+            key = results_key(run_id, entry.era, entry.call_seq)
             outbox.record("results", key, entry, now, partition=p)
             results[(entry.era, entry.call_seq)] = entry
 

@@ -69,43 +69,43 @@ class Repair:
             return True
         if order is None:
             return False
-        sid = wake.session_id
-        live = part.sessions.get(sid)
+        run_id = wake.session_id
+        live = part.sessions.get(run_id)
         if live is not None and order.kind is core.RepairKind.FORK:
             return True  # a restore of the partition found the fork first and runs it
         if live is not None:
             # A live run: nothing to resume or erase.
-            self._refuse(msg, order, sid, f"it is live ({live.status})")
+            self._refuse(msg, order, run_id, f"it is live ({live.status})")
             return True
         try:
-            snap, results = self._table.read_run(sid, p)
+            snap, results = self._table.read_run(run_id, p)
         except core.RepairRefused as exc:
-            self._refuse(msg, order, sid, str(exc))
+            self._refuse(msg, order, run_id, str(exc))
             return True
         why = None if snap is not None else "unknown run"
         if snap is not None and order.kind is not core.RepairKind.FORK:
             why = core.refusal(order.kind, snap)
         if why is not None:
-            self._refuse(msg, order, sid, why)
+            self._refuse(msg, order, run_id, why)
             return True
         assert snap is not None
         if order.kind is core.RepairKind.ERASE:
-            self._erase(sid, p, core.erase(snap, order, self._wall_ms()), tuple(results))
-            part.keep(sid)  # nothing left to expire
+            self._erase(run_id, p, core.erase(snap, order, self._wall_ms()), tuple(results))
+            part.keep(run_id)  # nothing left to expire
             return True
         try:
             self._registry.spec(snap.capability)
         except UnknownCapability as exc:
-            self._refuse(msg, order, sid, str(exc))
+            self._refuse(msg, order, run_id, str(exc))
             return True
         if order.kind is core.RepairKind.RESUME:
-            snap = self._resume(sid, snap, order)
-            part.keep(sid)  # live again: its bodies must not expire
-        log.info("repair", extra={"run": sid, "repair": str(order.kind), "by": order.by})
-        part.ended.pop(sid, None)
-        part.sessions[sid] = snap
-        part.results[sid] = results
-        self._steps.rebuild(sid, p, snap)
+            snap = self._resume(run_id, snap, order)
+            part.keep(run_id)  # live again: its bodies must not expire
+        log.info("repair", extra={"run": run_id, "repair": str(order.kind), "by": order.by})
+        part.ended.pop(run_id, None)
+        part.sessions[run_id] = snap
+        part.results[run_id] = results
+        self._steps.rebuild(run_id, p, snap)
         return True
 
     def expire(self, now_ms: int, limit: int = 256) -> None:
@@ -113,31 +113,33 @@ class Repair:
         erase by ``retention``), a bounded number per housekeeping turn."""
         for p, part in self._table.parts.items():
             for item in part.due(now_ms, limit):
-                sid = item.erased.session_id
-                if sid in part.sessions:
+                run_id = item.erased.session_id
+                if run_id in part.sessions:
                     continue  # resumed meanwhile (``keep`` drops it; this is the backstop)
-                self._erase(sid, p, replace(item.erased, updated_ms=now_ms), item.slots)
+                self._erase(run_id, p, replace(item.erased, updated_ms=now_ms), item.slots)
                 self._metrics.expired.inc()
 
-    def _refuse(self, msg: Message, order: core.RepairOrder, sid: str, why: str) -> None:
-        self._outbox.dead_letter(msg, f"cannot {order.kind} run {sid}: {why}", REFUSED)
+    def _refuse(self, msg: Message, order: core.RepairOrder, run_id: str, why: str) -> None:
+        self._outbox.dead_letter(msg, f"cannot {order.kind} run {run_id}: {why}", REFUSED)
 
-    def _resume(self, sid: str, snap: SessionSnapshot, order: core.RepairOrder) -> SessionSnapshot:
+    def _resume(
+        self, run_id: str, snap: SessionSnapshot, order: core.RepairOrder
+    ) -> SessionSnapshot:
         record, running, update = core.resume(snap, order, self._wall_ms())
         now = time.monotonic()
-        self._outbox.record("journal", sid, record, now)
+        self._outbox.record("journal", run_id, record, now)
         self._outbox.record("admission", update.admission_key, update, now)
-        self._outbox.record("sessions", sid, running, now)
+        self._outbox.record("sessions", run_id, running, now)
         return running
 
-    def _erase(self, sid: str, p: int, erased: SessionSnapshot, slots: Iterable[SlotKey]) -> int:
+    def _erase(self, run_id: str, p: int, erased: SessionSnapshot, slots: Iterable[SlotKey]) -> int:
         """Tombstone the run's ``slots`` in ``results`` and put its ``erased`` snapshot."""
         now = time.monotonic()
         n = 0
         for era, call_seq in sorted(slots):
             n += 1
-            self._outbox.tombstone("results", results_key(sid, era, call_seq), p, now)
-        self._outbox.record("sessions", sid, erased, now)
+            self._outbox.tombstone("results", results_key(run_id, era, call_seq), p, now)
+        self._outbox.record("sessions", run_id, erased, now)
         by = erased.error.message if erased.error is not None else ""
-        log.info("erased bodies", extra={"run": sid, "bodies": n, "erased": by})
+        log.info("erased bodies", extra={"run": run_id, "bodies": n, "erased": by})
         return n

@@ -142,11 +142,11 @@ def restore_partitions(
     out: dict[int, PartitionState] = {}
     for p in wanted:
         state = PartitionState()
-        for sid, snap in snaps.partitions.get(p, {}).items():
+        for run_id, snap in snaps.partitions.get(p, {}).items():
             if snap.status in ENDED:
-                state.ended[sid] = snap.status
+                state.ended[run_id] = snap.status
             else:
-                state.sessions[sid] = snap
+                state.sessions[run_id] = snap
         old: dict[str, list[SlotKey]] = {}
         for entry in entries.partitions.get(p, {}).values():
             if entry.session_id in state.sessions:
@@ -166,9 +166,9 @@ def _expiring(
     if retention_ms is None:
         return deque()
     found = [
-        Expiring.of(snap.updated_ms + retention_ms, snap, slots[sid])
-        for sid, snap in snaps.items()
-        if sid in slots and snap.status in ENDED and not erased(snap)
+        Expiring.of(snap.updated_ms + retention_ms, snap, slots[run_id])
+        for run_id, snap in snaps.items()
+        if run_id in slots and snap.status in ENDED and not erased(snap)
     ]
     return deque(sorted(found, key=lambda e: e.due_ms))
 
@@ -236,16 +236,16 @@ class RunTable:
             )
         )
         for p in numbers:
-            for sid, snap in self.parts[p].sessions.items():
+            for run_id, snap in self.parts[p].sessions.items():
                 if snap.status is RunStatus.RUNNING:
-                    self.to_rebuild.append((sid, p))
+                    self.to_rebuild.append((run_id, p))
 
     def drop(self, numbers: set[int]) -> None:
         """Forget the partitions ``numbers`` (revoked, or void after an abort)."""
-        for sid, res in list(self.residents.items()):
+        for run_id, res in list(self.residents.items()):
             if res.partition in numbers:
                 res.runtime.close()
-                del self.residents[sid]
+                del self.residents[run_id]
         for p in numbers:
             self.parts.pop(p, None)
 
@@ -264,10 +264,10 @@ class RunTable:
     def evict_idle(self, now: float, grace_s: float) -> int:
         """Evict the residents the engine says may leave memory after ``grace_s`` idle."""
         evicted = 0
-        for sid, res in list(self.residents.items()):
+        for run_id, res in list(self.residents.items()):
             if res.runtime.evictable(now - res.last_active, grace_s):
                 res.runtime.close()
-                del self.residents[sid]
+                del self.residents[run_id]
                 evicted += 1
         return evicted
 
@@ -276,8 +276,8 @@ class RunTable:
         and neither (rebuilt when a message comes)."""
         parked = evicted = 0
         for part in self.parts.values():
-            for sid, snap in part.sessions.items():
-                if snap.status in ENDED or sid in self.residents:
+            for run_id, snap in part.sessions.items():
+                if snap.status in ENDED or run_id in self.residents:
                     continue
                 if snap.status in WAITING:
                     parked += 1

@@ -80,29 +80,29 @@ class StepApplier:
         self._table.residents[start.session_id] = Resident(runtime, p, time.monotonic())
         self.apply(start.session_id, p, runtime, step, previous=None)
 
-    def rebuild(self, sid: str, p: int, snap: SessionSnapshot) -> Resident | None:
+    def rebuild(self, run_id: str, p: int, snap: SessionSnapshot) -> Resident | None:
         """Bring a non-resident run back by replaying its result journal (None: no deployed
         agent serves it, or the rebuild itself ended it)."""
         try:
             spec = self._registry.spec_for(snap.capability, snap.agent_version)
         except (UnknownCapability, VersionNotDeployed) as exc:
-            log.error("cannot rebuild run %s (%s): %s", sid, snap.capability, exc)
+            log.error("cannot rebuild run %s (%s): %s", run_id, snap.capability, exc)
             return None
-        results = self._table.parts[p].results_of(sid)
+        results = self._table.parts[p].results_of(run_id)
         runtime, step = Runtime.restore(spec, snap, results, now_ms=self._wall_ms(), **self._engine)
         self._metrics.replays.inc()
         self._metrics.replay_length.observe(step.replayed)
         res = Resident(runtime, p, time.monotonic())
-        self._table.residents[sid] = res
-        self.apply(sid, p, runtime, step, previous=snap)
+        self._table.residents[run_id] = res
+        self.apply(run_id, p, runtime, step, previous=snap)
         return res if not runtime.ended else None
 
     # ------------------------------------------------------------------ steps
     def apply(
-        self, sid: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
+        self, run_id: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
     ) -> None:
         """Apply ``step`` of ``runtime`` (its run was at ``previous``) and start its calls."""
-        sink = RunSink(self._outbox, self._table, sid, p)
+        sink = RunSink(self._outbox, self._table, run_id, p)
         parked = previous.parked_on if previous is not None else None
         if apply_step(step, sink, parked_before=parked, clock=self._wall_ms):
             return
@@ -111,23 +111,23 @@ class StepApplier:
         for call in step.live_calls:
             if call.announce_first:
                 self._outbox.after_commit(
-                    functools.partial(self._launch, sid, runtime, call, parent), time.monotonic()
+                    functools.partial(self._launch, run_id, runtime, call, parent), time.monotonic()
                 )
             else:
-                self._launch(sid, runtime, call, parent)
+                self._launch(run_id, runtime, call, parent)
 
     # ------------------------------------------------------------------ live calls
     def _launch(
-        self, sid: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
+        self, run_id: str, runtime: Runtime, call: LiveCall, parent: Context | None = None
     ) -> None:
-        res = self._table.residents.get(sid)
+        res = self._table.residents.get(run_id)
         if res is None or res.runtime is not runtime:
             return  # revoked, evicted or rebuilt meanwhile: the new owner decides
         task = asyncio.get_running_loop().create_task(
-            self._performer.perform(sid, runtime, call, parent)
+            self._performer.perform(run_id, runtime, call, parent)
         )
         self.launched += 1
-        self.tasks[task] = sid
+        self.tasks[task] = run_id
         task.add_done_callback(lambda t: self.tasks.pop(t, None))
 
     def drain(self) -> None:
@@ -179,8 +179,8 @@ class StepApplier:
     def cancel(self, numbers: set[int]) -> None:
         """Cancel the live calls of runs on the partitions ``numbers`` (their outcomes would
         be stale: the partition's next owner decides from the journal)."""
-        for task, sid in list(self.tasks.items()):
-            if self._table.partition_of(sid) in numbers:
+        for task, run_id in list(self.tasks.items()):
+            if self._table.partition_of(run_id) in numbers:
                 task.cancel()
                 del self.tasks[task]
 

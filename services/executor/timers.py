@@ -29,9 +29,9 @@ __all__ = ["Timers", "due_timers"]
 def due_timers(parts: Mapping[int, PartitionState], now_ms: int) -> Iterator[tuple[str, int]]:
     """(session, partition) of every live run whose timer is due at ``now_ms``. Pure."""
     for p, part in parts.items():
-        for sid, snap in part.sessions.items():
+        for run_id, snap in part.sessions.items():
             if snap.wake_at_ms is not None and snap.wake_at_ms <= now_ms:
-                yield sid, p
+                yield run_id, p
 
 
 class Timers:
@@ -58,21 +58,21 @@ class Timers:
         """Deliver a Wake to every run whose timer is due; what raises fails that run."""
         now_ms = self._wall_ms()
         parts = self._table.parts
-        for sid, p in list(due_timers(parts, now_ms)):
-            snap = parts[p].sessions[sid]
+        for run_id, p in list(due_timers(parts, now_ms)):
+            snap = parts[p].sessions[run_id]
             mark = self._outbox.mark()
             try:
-                res = self._table.residents.get(sid) or self._steps.rebuild(sid, p, snap)
+                res = self._table.residents.get(run_id) or self._steps.rebuild(run_id, p, snap)
                 if res is None or res.runtime.ended:
                     continue  # the rebuild ended it (or cannot serve it): nothing to wake
-                previous = parts[p].sessions.get(sid)
-                wake = Wake(session_id=sid, reason="timer", sent_ms=now_ms)
+                previous = parts[p].sessions.get(run_id)
+                wake = Wake(session_id=run_id, reason="timer", sent_ms=now_ms)
                 step = res.runtime.deliver(wake, now_ms=now_ms)
                 if step.records and snap.wake_at_ms is not None:
                     self._metrics.timer_lateness.observe(max(0, now_ms - snap.wake_at_ms) / 1000)
                 if step.rejected is None:
-                    self._steps.apply(sid, p, res.runtime, step, previous=previous)
+                    self._steps.apply(run_id, p, res.runtime, step, previous=previous)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
-                self._ends.poisoned(sid, p, snap, mark, exc, "timer")
+                self._ends.poisoned(run_id, p, snap, mark, exc, "timer")

@@ -109,15 +109,17 @@ class VersionGate:
         """True when ``record`` was held here for a stranded run (a pinned StartRun of a line
         not deployed too). A stranded run whose line is served again is released first (its
         held records served), and False is returned."""
-        sid = getattr(record, "session_id", "")
+        run_id = getattr(record, "session_id", "")
         if isinstance(record, StartRun):
-            known = sid in part.sessions or sid in part.ended  # a duplicate: _start_run refuses it
+            known = (
+                run_id in part.sessions or run_id in part.ended
+            )  # a duplicate: _start_run refuses it
             why = None if known else not_deployed(self._registry, record)
             if why is not None:
                 self._hold_start(msg, record, why)
             return why is not None
-        snap = part.sessions.get(sid)
-        if snap is None or sid in self._table.residents:
+        snap = part.sessions.get(run_id)
+        if snap is None or run_id in self._table.residents:
             return False
         why = not_deployed(self._registry, snap)
         if why is None:
@@ -144,8 +146,8 @@ class VersionGate:
             if part.versions_checked:
                 continue
             part.versions_checked = True
-            for sid, snap in list(part.sessions.items()):
-                if snap.status in ENDED or sid in self._table.residents:
+            for run_id, snap in list(part.sessions.items()):
+                if snap.status in ENDED or run_id in self._table.residents:
                     continue
                 why = not_deployed(self._registry, snap)
                 if why is not None and snap.stranded_json is None:
