@@ -41,10 +41,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
+from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import RunSummary
-from runplane.journal.verify import bodies_of, verify_records
 from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
 from runplane.wire import CaseRecord, RunStatus, to_dict

@@ -31,10 +31,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
+from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
-from runplane.journal.verify import bodies_of, verify_records
 from runplane.web import (
     SecurityHeaders,
     Session,

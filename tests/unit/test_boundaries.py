@@ -9,14 +9,14 @@ dependency on that layer's contract just as much as a call is):
                      principals, health probes, tracing, shutdown — what every layer uses.
  2. ``core values``  pure values and rules below the agent's door: canonical JSON, the
                      effect leaf (``Effect``, ``Op``, ``EffectError``), waits, calendars,
-                     labels, policy, limits, versions, the chain and recordings.
+                     labels, policy, limits, versions, the chain, its verifier and recordings.
  3. ``core API``     the agent author's door: ``StepCtx``, ``@agent`` and the lint, plans,
                      manifests, groups, panels, releases.
  4. ``engine``       the replay engine (``runplane.core.engine``, behind its front door),
                      the recording replayer, and ``runplane.core``'s front door (which
                      re-exports the engine's names).
  5. ``signing``      who wrote a record: admission and journal signatures, keyrings.
- 6. ``journal``      reading a journal back: the chain verifier, summaries, the run index.
+ 6. ``journal``      reading a journal back: summaries, the run index, exports.
  7. ``kafka``        the shared loop and its plumbing (consumers, transactions, restore).
  8. ``runs``         a run's records read from, and orders written to, Kafka.
  9. ``edge``         the emitter client, providers, the test Driver, the service shell,
@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.policy",
             "runplane.core.keys",
             "runplane.core.chain",
+            "runplane.core.verify",
             "runplane.core.recording",
             "runplane.core.repair",
         ),
@@ -145,10 +146,10 @@ LAZY: dict[tuple[str, str], str] = {}
 KNOWN: set[str] = {
     "runplane.cli.agents:30 imports runplane.journal.export inside a function",
     "runplane.cli.cases:35 imports runplane.runs inside a function",
-    "runplane.cli.journal:125 imports runplane.journal.verify inside a function",
+    "runplane.cli.journal:125 imports runplane.core.verify inside a function",
     "runplane.cli.journal:175 imports runplane.core.repair inside a function",
     "runplane.cli.journal:176 imports runplane.repair inside a function",
-    "runplane.cli.journal:60 imports runplane.journal.verify inside a function",
+    "runplane.cli.journal:60 imports runplane.core.verify inside a function",
     "runplane.cli.replay:111 imports runplane.journal.export inside a function",
     "runplane.cli.replay:119 imports runplane.journal.export inside a function",
     "runplane.cli.replay:54 imports runplane.journal.export inside a function",

@@ -57,7 +57,7 @@ def journal_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
-    from runplane.journal.verify import bodies_of, verify_records
+    from runplane.core.verify import bodies_of, verify_records
 
     history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     if not history.records:
@@ -122,7 +122,7 @@ def journal_show(
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
-    from runplane.journal.verify import bodies_of, verify_records
+    from runplane.core.verify import bodies_of, verify_records
 
     report = verify_records(
         history.run_id, history.records, bodies_of(history.bodies), history.unsigned
