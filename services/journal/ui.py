@@ -47,8 +47,8 @@ from runplane.web import (
     when,
 )
 from runplane.wire import CaseRecord, JournalRecord, RunStatus
-from services.journal.api import Runs
 from services.journal.auth import AUDITOR
+from services.journal.runs import Runs
 from services.journal.ui_case import case_section, related_section
 
 __all__ = ["install_ui", "run_href"]

@@ -11,6 +11,7 @@ import json
 
 import typer
 
+from runplane.cli.runs import runs_app
 from runplane.config import Settings
 from runplane.journal.tree import parent_link, tree
 from runplane.runs import read_run
@@ -37,6 +38,5 @@ def runs_tree(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
 
 def register(app: typer.Typer) -> None:
     """Attach ``tree`` to the ``runs`` group (which ``cli/runs.py`` owns)."""
-    from runplane.cli.runs import runs_app
 
     runs_app.command("tree")(runs_tree)
