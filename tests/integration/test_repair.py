@@ -121,7 +121,7 @@ def test_quarantined_run_resumed_after_fix_and_forked(settings: Settings) -> Non
         # the copied body, waits for its own signal and completes on its own chain.
         [first] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED][:1]
         fork_order = RepairOrder(RepairKind.FORK, "ops-ada", "rerun from the wait")
-        fork_id = write_fork(settings, run.run_id, first.seq + 1, fork_order)
+        fork_id = write_fork(settings, run.run_id, first.seq + 1, fork_order, signer=None)
         _await(settings, fork_id, RunStatus.PARKED)
         _signal(settings, fork_id, "again")
         _await(settings, fork_id, RunStatus.COMPLETED)
