@@ -46,7 +46,7 @@ from runplane.demo._setup import (
 )
 from runplane.errors import RunplaneError
 from runplane.runs import read_run
-from runplane.stack._process import is_alive
+from runplane.stack.process import is_alive
 
 
 def default_emitter(settings: Settings) -> Emitter:

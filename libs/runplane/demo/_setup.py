@@ -37,9 +37,9 @@ from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics
 from runplane.runs import RunHistory
 from runplane.stack import StackConfig, StackError, up
-from runplane.stack._platform import PlatformProcess, healthy, log_file, owned, start
-from runplane.stack._platform import stop as stop_platform
-from runplane.stack._process import describe_port_owner, is_alive, port_bindable, port_open, tail
+from runplane.stack.platform import PlatformProcess, healthy, log_file, owned, start
+from runplane.stack.platform import stop as stop_platform
+from runplane.stack.process import describe_port_owner, is_alive, port_bindable, port_open, tail
 
 
 class DemoError(RunplaneError):
