@@ -21,7 +21,7 @@ from fastapi import HTTPException
 from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
 from runplane.journal.index import RunIndex
 from runplane.journal.summary import RunSummary
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.wire import CaseRecord
 
 # A run's records carry the producing host's clock; the index's start time is the admitting
@@ -32,7 +32,7 @@ DEFAULT_MAX_SCANS = 4
 
 
 class RunReader(Protocol):
-    """Reads one run straight from Kafka (``runplane.runs``; a fake in tests of the API alone).
+    """Reads one run straight from Kafka (``runplane.runs.read``; a fake in tests of the API alone).
 
     ``since_ms``: read the run's partitions from the first record at or after this instant
     (None: from the beginning)."""
@@ -40,7 +40,7 @@ class RunReader(Protocol):
     def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory: ...
 
     def case(self, case_id: str) -> CaseRecord | None:
-        """The case's latest record (``runplane.runs.read_case``), None when there is none."""
+        """The case's latest record (``runplane.runs.read.read_case``), None when there is none."""
         ...
 
 

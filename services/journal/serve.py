@@ -24,8 +24,8 @@ from runplane.config import Settings
 from runplane.core.repair import RepairOrder
 from runplane.health import Health
 from runplane.journal.index import RunIndex
-from runplane.repair import read_snapshot, send_order, write_fork
-from runplane.runs import RunHistory, read_audit, read_case, read_run
+from runplane.runs.read import RunHistory, read_audit, read_case, read_run
+from runplane.runs.repair import read_snapshot, send_order, write_fork
 from runplane.service import health_routes, run_http
 from runplane.signing.journal import Keyring, Signer
 from runplane.wire import AuditRecord, CaseRecord, SessionSnapshot
@@ -43,7 +43,7 @@ class _Runs(Protocol):
 
 @dataclass(frozen=True)
 class KafkaRunReader:
-    """Reads a run straight from the topics (``runplane.runs``)."""
+    """Reads a run straight from the topics (``runplane.runs.read``)."""
 
     settings: Settings
     keyring: Keyring | None = None  # checks each record's writer signature when set
@@ -62,7 +62,7 @@ class KafkaRunReader:
 
 @dataclass(frozen=True)
 class KafkaRepairer:
-    """Repair orders onto the topics (``runplane.repair``), for the repair routes."""
+    """Repair orders onto the topics (``runplane.runs.repair``), for the repair routes."""
 
     settings: Settings
     signer: Signer | None = None  # signs a fork's journal records (JournalSettings)

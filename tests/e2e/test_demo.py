@@ -33,7 +33,7 @@ from runplane.demo import (
 from runplane.fakes import read_counts
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import delete_topics
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.stack import LocalStack, StackError, down, ensure_up, status
 from runplane.stack.platform import owned
 from runplane.stack.process import is_alive, port_bindable

@@ -18,8 +18,8 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.core.repair import ERASED, RepairKind, RepairOrder
 from runplane.journal.summary import RunSummary
-from runplane.repair import read_snapshot, send_order, write_fork
-from runplane.runs import read_run
+from runplane.runs.read import read_run
+from runplane.runs.repair import read_snapshot, send_order, write_fork
 from runplane.service import run_http
 from runplane.wire import JournalKind, RunStatus, Signal
 from services.executor.harness import (

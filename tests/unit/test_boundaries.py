@@ -18,9 +18,11 @@ dependency on that layer's contract just as much as a call is):
  5. ``signing``      who wrote a record: admission and journal signatures, keyrings.
  6. ``journal``      reading a journal back: summaries, the run index, exports.
  7. ``kafka``        the shared loop and its plumbing (consumers, transactions, restore).
- 8. ``runs``         a run's records read from, and orders written to, Kafka.
- 9. ``edge``         the emitter client, providers, the test Driver, the service shell,
-                     the local stack, fakes and the web assets.
+ 8. ``runs``         a run's records read from, and orders written to, Kafka (``runplane.runs``:
+                     read, repair, operate), and journal exports.
+ 9. ``edge``         the emitter client, providers, ``runplane.testing`` (the Driver, its
+                     verbs, golden journals), the service shell, the local stack, fakes and
+                     the web assets.
 10. ``tools``        the CLI and the demo.
 11. ``services``     every ``services.*`` package (they do not import each other).
 
@@ -114,17 +116,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("signing", ("runplane.signing",)),
     ("journal", ("runplane.journal",)),
     ("kafka", ("runplane.kafka",)),
-    ("runs", ("runplane.runs", "runplane.journal.export", "runplane.repair", "runplane.operate")),
+    ("runs", ("runplane.runs", "runplane.journal.export")),
     (
         "edge",
         (
             "runplane.client",
             "runplane.providers",
             "runplane.testing",
-            "runplane.testing_plans",
-            "runplane.testing_operate",
-            "runplane._closing",
-            "runplane.golden",
             "runplane.service",
             "runplane.stack",
             "runplane.fakes",
@@ -158,8 +156,6 @@ KNOWN: set[str] = {
     "runplane.core.replaytest:35 reaches past runplane.core.engine to runplane.core.engine.driver",
     "runplane.core.replaytest:36 reaches past runplane.core.engine to runplane.core.engine.state",
     "runplane.core.replaytest:37 reaches past runplane.core.engine to runplane.core.engine.vocab",
-    "runplane.testing re-exports assert_replays of runplane.golden",
-    "runplane.testing_plans:86 imports runplane.testing inside a function",
     "runplane.wire._base:120 imports runplane.wire._records inside a function",
     "runplane.wire._base:171 imports runplane.wire._validate inside a function",
     "runplane.wire._base:66 imports runplane.wire._records inside a function",

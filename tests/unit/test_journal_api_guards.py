@@ -17,7 +17,7 @@ import pytest
 from runplane.auth import Principals, token_digest
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.service import run_http
 from runplane.wire import CaseRecord, RunStatus
 from services.journal.api import build_api

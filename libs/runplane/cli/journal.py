@@ -24,8 +24,8 @@ from rich.table import Table
 from runplane.config import Settings
 from runplane.core.repair import erased
 from runplane.core.verify import bodies_of, verify_records
-from runplane.repair import read_snapshot
-from runplane.runs import RunHistory, read_run
+from runplane.runs.read import RunHistory, read_run
+from runplane.runs.repair import read_snapshot
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.wire import Verdict, to_dict

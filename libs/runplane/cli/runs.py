@@ -25,7 +25,7 @@ from runplane.cli.journal import _print_json, _ts, _verdict_cell, journal_app
 from runplane.config import Settings
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import summarize
-from runplane.runs import read_audit
+from runplane.runs.read import read_audit
 from runplane.wire import RunStatus
 
 DEFAULT_JOURNAL_URL = "http://127.0.0.1:8306"

@@ -1,6 +1,6 @@
 """CLI: ``runplane runs tree RUN_ID`` — a run, the runs it commissioned, and its parent.
 
-Reads each run's journal straight from Kafka (``runplane.runs.read_run``, no bodies) and folds
+Reads each run's journal straight from Kafka (``runplane.runs.read.read_run``, no bodies) and folds
 the links (``runplane.journal.tree``): a commission's records name its child, a child's
 RUN_ADMITTED names its parent.
 """
@@ -14,7 +14,7 @@ import typer
 from runplane.cli.runs import runs_app
 from runplane.config import Settings
 from runplane.journal.tree import parent_link, tree
-from runplane.runs import read_run
+from runplane.runs.read import read_run
 from runplane.wire import JournalRecord
 
 

@@ -45,7 +45,7 @@ from runplane.demo._setup import (
     start_services,
 )
 from runplane.errors import RunplaneError
-from runplane.runs import read_run
+from runplane.runs.read import read_run
 from runplane.stack.process import is_alive
 
 

@@ -35,7 +35,7 @@ from runplane.demo._plan import (
 from runplane.errors import ConfigError, RunplaneError
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.stack import StackConfig, StackError, up
 from runplane.stack.platform import PlatformProcess, healthy, log_file, owned, start
 from runplane.stack.platform import stop as stop_platform

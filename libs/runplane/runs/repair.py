@@ -29,7 +29,7 @@ from runplane.errors import RetryableError
 from runplane.kafka.clients import producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import restore_table
-from runplane.runs import read_run, result_key
+from runplane.runs.read import read_run, result_key
 from runplane.signing.journal import Signer
 from runplane.wire import Record, Serde, SessionSnapshot
 
