@@ -255,7 +255,7 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
         "from dataclasses import dataclass, field",
         "from typing import ClassVar",
         "",
-        "from runplane.wire._base import Record",
+        "from runplane.wire._base import Record, register",
         "",
         "__all__ = [",
         *[f'    "{named[n].short}",' for n in sorted(named, key=lambda n: named[n].short)],
@@ -309,6 +309,8 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
         "ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (",
         *[f"    {named[n].short}," for n in enums],
         ")",
+        "",
+        "register(SCHEMAS, RECORD_TYPES, ENUM_TYPES)",
         "",
     ]
     return "\n".join(out)
