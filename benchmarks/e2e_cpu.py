@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmarks.e2e_drive import Level
 from runplane.config import Settings
-from runplane.stack._process import port_owner
+from runplane.stack.process import port_owner
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 

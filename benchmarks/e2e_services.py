@@ -23,7 +23,7 @@ from runplane.config import Settings
 from runplane.core.agents import REGISTRY
 from runplane.fakes import free_port
 from runplane.providers import TOOLS
-from runplane.stack._platform import healthy
+from runplane.stack.platform import healthy
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings

@@ -32,8 +32,9 @@ from runplane.auth import Principal
 from runplane.config import Settings
 from runplane.kafka.handler import State
 from runplane.wire import DecisionOutcome, ExpiryPolicy, OpenTask, TaskKind, TaskRecord, TaskStatus
+from services.worklist.access import FINAL, Policy, visible_to
 from services.worklist.actions import Filter, HumanCommand, Worklist
-from services.worklist.decide import FINAL, Policy, due_for_expiry, visible_to
+from services.worklist.decide import due_for_expiry
 from services.worklist.gateway import Sent
 from services.worklist.handler import WorklistHandler
 from services.worklist.readmodel import Change, TaskStore

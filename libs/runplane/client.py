@@ -52,11 +52,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from runplane import operate
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
+from runplane.runs import operate
 from runplane.signing.admission import Headers, SigningKey
 from runplane.tracing import current_headers
 from runplane.wire import (
@@ -361,7 +361,7 @@ class Client:
             hi, size = lo, size * 2
         return None
 
-    # --- operating a run (runplane.operate) -------------------------------------------------
+    # --- operating a run (runplane.runs.operate) -------------------------------------------------
 
     def latest(self, topic: str, key: str, *, timeout: float = 30.0) -> Any | None:
         """The last record keyed ``key`` on the compacted logical ``topic`` (``sessions``,
@@ -398,7 +398,7 @@ class Client:
     ) -> operate.Sent:
         """Send signal ``name`` to a live run (by run id or admission key); ``RunRefused``
         for an unknown (or other tenant's) or ended run. Idempotent on ``signal_id``.
-        ``sent_by`` defaults to ``RUNPLANE_INITIATOR`` (see ``runplane.operate``)."""
+        ``sent_by`` defaults to ``RUNPLANE_INITIATOR`` (see ``runplane.runs.operate``)."""
         return operate.signal(
             self, run, name, payload, sent_by=self._who(sent_by), signal_id=signal_id, tenant=tenant
         )

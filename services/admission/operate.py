@@ -12,7 +12,7 @@ Answers: 202 ``{"run_id", "name", "signal_id"}`` (sent; the run accepts one per 
 retry with the same id is safe), 400 bad body, 401 no/unknown token, 403 cancel without the
 ``operator`` role, 404 unknown run or another tenant's, 409 run already ended (with its
 status), 503 Kafka did not take it in time (retry with the same id). The checks and the send
-are ``runplane.operate``'s, the same as the client's and the CLI's.
+are ``runplane.runs.operate``'s, the same as the client's and the CLI's.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from runplane import operate
 from runplane.auth import PrincipalSource, require_principal
 from runplane.errors import RetryableError
+from runplane.runs import operate
 
 __all__ = ["CANCEL_ROLE", "HttpOperate"]
 

@@ -30,50 +30,28 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
+from runplane.auth import Principal, PrincipalSource
+from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import RunSummary
-from runplane.journal.verify import bodies_of, verify_records
-from runplane.runs import RunHistory
 from runplane.service import install_backend_errors
-from runplane.wire import CaseRecord, RunStatus, to_dict
+from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
 from services.journal.repair import Repairer, install_repair_routes
+from services.journal.runs import DEFAULT_MAX_SCANS, RunReader, Runs, ScanLimit
+from services.journal.ui import install_ui
 
 log = logging.getLogger(__name__)
 
 RunId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
-
-
-# A run's records carry the producing host's clock; the index's start time is the admitting
-# host's. Scanning from a little before it tolerates skew between the two (and LogAppendTime
-# topics) at the price of a few minutes of extra records.
-SCAN_MARGIN_MS = 10 * 60 * 1000
-DEFAULT_MAX_SCANS = 4
-
-
-class RunReader(Protocol):
-    """Reads one run straight from Kafka (``runplane.runs``; a fake in tests of the API alone).
-
-    ``since_ms``: read the run's partitions from the first record at or after this instant
-    (None: from the beginning)."""
-
-    def history(self, run_id: str, *, bodies: bool, since_ms: int | None = None) -> RunHistory: ...
-
-    def case(self, case_id: str) -> CaseRecord | None:
-        """The case's latest record (``runplane.runs.read_case``), None when there is none."""
-        ...
 
 
 class CostOut(BaseModel):
@@ -135,35 +113,6 @@ def _run_out(s: RunSummary) -> RunOut:
     return RunOut.model_validate(s.to_json())
 
 
-def scan_since(summary: RunSummary) -> int | None:
-    """Where a scan for ``summary``'s records may start (None: the partition's beginning)."""
-    if summary.started_ms is None:
-        return None
-    return max(0, summary.started_ms - SCAN_MARGIN_MS)
-
-
-class ScanLimit:
-    """At most ``n`` partition scans at once; one more is refused (503), not queued."""
-
-    def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError("at least one concurrent scan is required")
-        self._slots = threading.BoundedSemaphore(n)
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        if not self._slots.acquire(blocking=False):
-            raise HTTPException(
-                503,
-                "too many journal reads in progress; try again shortly",
-                headers={"Retry-After": "1"},
-            )
-        try:
-            yield
-        finally:
-            self._slots.release()
-
-
 def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
     """Whoever the bearer token names (any role); 401 without a known token."""
     readers: PrincipalSource = request.app.state.readers
@@ -204,8 +153,6 @@ def build_api(
     _install_journal_routes(app, runs)
     install_repair_routes(app, runs, readers, repairer)  # POST resume/fork/erase (operators)
     if ui:
-        from services.journal.ui import install_ui  # it builds on Runs, defined below
-
         install_ui(app, runs, readers, public_origin=public_origin)
     return app
 
@@ -218,53 +165,6 @@ _SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {},
     503: {"description": "too many reads at once"},
 }
-
-
-@dataclass(frozen=True)
-class Runs:
-    """What the routes share: the index, the Kafka reader, the principals, the scan limit."""
-
-    index: Callable[[], RunIndex | None]
-    reader: RunReader
-    readers: PrincipalSource
-    scans: ScanLimit
-
-    def run_index(self) -> RunIndex:
-        idx = self.index()
-        if idx is None:
-            raise HTTPException(503, "the run index is disabled on this instance")
-        return idx
-
-    def known(self, run_id: str, who: Principal) -> RunSummary:
-        """The indexed run, if ``who``'s tenant owns it; else 404 (as for an unknown id).
-
-        Only runs the index knows are read from Kafka: an unknown id costs one Redis GET,
-        never a partition scan. A run admitted a moment ago may not be indexed yet (404 until
-        the audit stream reaches the index, typically well under a second).
-        """
-        summary = self.run_index().get(run_id)
-        if summary is None or (summary.tenant or DEFAULT_TENANT) != who.tenant:
-            raise HTTPException(404, f"no run {run_id!r} (not in the run index)")
-        return summary
-
-    def history(
-        self, run_id: str, who: Principal, *, bodies: bool
-    ) -> tuple[RunSummary, RunHistory]:
-        """The run's summary and its records (and bodies) from Kafka, within the scan limit."""
-        summary = self.known(run_id, who)
-        with self.scans.slot():
-            history = self.reader.history(run_id, bodies=bodies, since_ms=scan_since(summary))
-        if not history.records:
-            raise HTTPException(404, f"no journal records for run {run_id!r}")
-        return summary, history
-
-    def case(self, summary: RunSummary) -> CaseRecord | None:
-        """The case of a run the caller was shown (``known`` checked the tenant), read from
-        ``cases`` within the scan limit; None when the run has no case or it is not there."""
-        if summary.case_id is None:
-            return None
-        with self.scans.slot():
-            return self.reader.case(summary.case_id)
 
 
 def _install_index_routes(app: FastAPI, runs: Runs) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from runplane.core.chain import RESUMABLE_KINDS, TERMINAL_KINDS
-from runplane.journal.verify import (
+from runplane.core.verify import (
     ERASED,
     Body,
     Erased,

@@ -48,7 +48,7 @@ from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, lag_behind
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.runs import key_text, parse_result_key
+from runplane.runs.read import key_text, parse_result_key
 from runplane.signing.journal import header_of
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
 from services.journal import metrics as m

@@ -35,7 +35,7 @@ __all__ = ["OPERATOR", "Repairer", "install_repair_routes"]
 
 
 class Repairer(Protocol):
-    """The Kafka side (``runplane.repair``; a fake in tests of the API alone)."""
+    """The Kafka side (``runplane.runs.repair``; a fake in tests of the API alone)."""
 
     def snapshot(self, run_id: str) -> SessionSnapshot | None: ...
     def order(self, run_id: str, order: core.RepairOrder) -> None: ...

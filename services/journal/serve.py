@@ -24,10 +24,10 @@ from runplane.config import Settings
 from runplane.core.repair import RepairOrder
 from runplane.health import Health
 from runplane.journal.index import RunIndex
-from runplane.repair import read_snapshot, send_order, write_fork
-from runplane.runs import RunHistory, read_audit, read_case, read_run
+from runplane.runs.read import RunHistory, read_audit, read_case, read_run
+from runplane.runs.repair import read_snapshot, send_order, write_fork
 from runplane.service import health_routes, run_http
-from runplane.signing.journal import Keyring
+from runplane.signing.journal import Keyring, Signer
 from runplane.wire import AuditRecord, CaseRecord, SessionSnapshot
 from services.journal.api import build_api
 from services.journal.indexer import Indexer
@@ -43,7 +43,7 @@ class _Runs(Protocol):
 
 @dataclass(frozen=True)
 class KafkaRunReader:
-    """Reads a run straight from the topics (``runplane.runs``)."""
+    """Reads a run straight from the topics (``runplane.runs.read``)."""
 
     settings: Settings
     keyring: Keyring | None = None  # checks each record's writer signature when set
@@ -62,9 +62,10 @@ class KafkaRunReader:
 
 @dataclass(frozen=True)
 class KafkaRepairer:
-    """Repair orders onto the topics (``runplane.repair``), for the repair routes."""
+    """Repair orders onto the topics (``runplane.runs.repair``), for the repair routes."""
 
     settings: Settings
+    signer: Signer | None = None  # signs a fork's journal records (JournalSettings)
 
     def snapshot(self, run_id: str) -> SessionSnapshot | None:
         return read_snapshot(self.settings, run_id)
@@ -73,7 +74,7 @@ class KafkaRepairer:
         send_order(self.settings, run_id, order)
 
     def fork(self, run_id: str, from_seq: int, order: RepairOrder) -> str:
-        return write_fork(self.settings, run_id, from_seq, order)
+        return write_fork(self.settings, run_id, from_seq, order, signer=self.signer)
 
 
 def serve(
@@ -89,7 +90,7 @@ def serve(
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
         public_origin=js.public_origin,
-        repairer=KafkaRepairer(settings),
+        repairer=KafkaRepairer(settings, js.journal_signer),
     )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.errors import ConfigError
-from runplane.signing.journal import Keyring
+from runplane.signing.journal import Keyring, Signer
 from runplane.web import public_origin
 
 
@@ -44,6 +44,9 @@ class JournalSettings:
     # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.signing.journal): with
     # them, a journal record not signed by one of them is a break (bad_signature).
     keyring: Keyring | None = None
+    # The key an operator's fork signs its journal records with (RUNPLANE_JOURNAL_SIGNING_KEY):
+    # the journal service writes a fork's chain, so it is a chain writer for those records.
+    journal_signer: Signer | None = None
 
     def __post_init__(self) -> None:
         if self.max_scans < 1:
@@ -87,6 +90,7 @@ class JournalSettings:
             index=env_bool(e, "RUNPLANE_JOURNAL_INDEX", True),
             max_scans=env_int(e, "RUNPLANE_JOURNAL_MAX_SCANS", 4),
             keyring=Keyring.from_env(e),
+            journal_signer=Signer.from_env(e),
             public_origin=public_origin(
                 e.get("RUNPLANE_JOURNAL_PUBLIC_ORIGIN"), "RUNPLANE_JOURNAL_PUBLIC_ORIGIN"
             ),

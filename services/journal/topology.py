@@ -4,7 +4,7 @@ In: ``journal`` and ``results`` (read_committed, one group, range assignment so 
 of both lands on the same instance — they are co-partitioned by session).
 Out: ``audit`` (one AuditRecord per journal record, on the record's partition), ``runs.inbox``
 (a Wake ``quarantine:…`` for a run whose chain broke; an operator's repair order), ``deadletter``,
-and for an operator's fork (``runplane.repair.write_fork``) the new run's ``journal`` prefix,
+and for an operator's fork (``runplane.runs.repair.write_fork``) the new run's ``journal`` prefix,
 its copied ``results`` and its first ``sessions`` snapshot.
 The run index reads ``audit`` back (every partition, no group) into Redis.
 """

@@ -31,10 +31,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from runplane.auth import Principal, PrincipalSource
+from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
-from runplane.journal.verify import bodies_of, verify_records
 from runplane.web import (
     SecurityHeaders,
     Session,
@@ -47,8 +47,8 @@ from runplane.web import (
     when,
 )
 from runplane.wire import CaseRecord, JournalRecord, RunStatus
-from services.journal.api import Runs
 from services.journal.auth import AUDITOR
+from services.journal.runs import Runs
 from services.journal.ui_case import case_section, related_section
 
 __all__ = ["install_ui", "run_href"]

@@ -40,14 +40,8 @@ from runplane.wire import (
     TaskStatus,
 )
 from services.worklist import metrics
-from services.worklist.decide import (
-    Policy,
-    Refusal,
-    Verdict,
-    decide,
-    refuse_reason,
-    visible_to,
-)
+from services.worklist.access import Policy, Refusal, Verdict, refuse_reason, visible_to
+from services.worklist.decide import decide
 from services.worklist.gateway import Sent
 from services.worklist.index import Cursor, dimensions, index_key, member, merged, segments, task_of
 

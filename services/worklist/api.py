@@ -50,13 +50,8 @@ from services.worklist.actions import (
     choices_for,
     result_comment,
 )
-from services.worklist.decide import (
-    MAX_JSON_DEPTH,
-    answer_value,
-    claim_lapses_ms,
-    json_too_deep,
-    operator_call,
-)
+from services.worklist.answers import MAX_JSON_DEPTH, answer_value, json_too_deep, operator_call
+from services.worklist.decide import claim_lapses_ms
 
 __all__ = ["TaskOut", "build_api", "task_out"]
 

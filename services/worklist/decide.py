@@ -71,50 +71,26 @@ from runplane.wire import (
 )
 from services.worklist.access import (
     ACTIVE,
-    DEFAULT_CLAIM_TTL_MS,
     FINAL,
     Policy,
     Refusal,
     Verdict,
     actor_problem,
     refuse,
-    refuse_reason,
-    task_tenant,
-    visible_to,
 )
 from services.worklist.answers import (
-    MAX_JSON_DEPTH,
-    OperatorCall,
-    answer_value,
-    json_too_deep,
-    operator_call,
     parse_json,
 )
 
 __all__ = [
-    "ACTIVE",
-    "DEFAULT_CLAIM_TTL_MS",
-    "FINAL",
-    "MAX_JSON_DEPTH",
     "OPERATOR_VERDICTS",
     "Command",
-    "OperatorCall",
-    "Policy",
-    "Refusal",
-    "Verdict",
-    "answer_value",
     "claim_lapses_ms",
     "decide",
     "due_for_expiry",
-    "json_too_deep",
     "lapse_claim",
     "next_due_ms",
     "op_of",
-    "operator_call",
-    "parse_json",
-    "refuse_reason",
-    "task_tenant",
-    "visible_to",
 ]
 
 Command = OpenTask | ClaimTask | ReleaseTask | DecideTask | ExpireTask | CloseTask

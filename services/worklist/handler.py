@@ -40,11 +40,9 @@ from runplane.wire import (
     TaskRecord,
 )
 from services.worklist import metrics
+from services.worklist.access import ACTIVE, Policy, Verdict
 from services.worklist.decide import (
-    ACTIVE,
     Command,
-    Policy,
-    Verdict,
     decide,
     due_for_expiry,
     lapse_claim,

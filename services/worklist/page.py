@@ -40,7 +40,6 @@ from starlette.concurrency import run_in_threadpool
 from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
 from runplane.web import (
-    PAGE_CSP,
     SecurityHeaders,
     Session,
     Templates,
@@ -52,18 +51,12 @@ from runplane.web import (
     when,
 )
 from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
+from services.worklist.access import ACTIVE, visible_to
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
+from services.worklist.answers import OperatorCall, answer_value, operator_call, parse_json
 from services.worklist.api import pretty
-from services.worklist.decide import (
-    ACTIVE,
-    OperatorCall,
-    answer_value,
-    operator_call,
-    parse_json,
-    visible_to,
-)
 
-__all__ = ["PAGE_CSP", "SecurityHeaders", "install_page", "task_href"]
+__all__ = ["install_page", "task_href"]
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "runplane_worklist_token"

@@ -25,9 +25,9 @@ from runplane.health import Health
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import Processor, ProcessorConfig
 from runplane.service import health_routes, run_http
+from services.worklist.access import Policy
 from services.worklist.actions import Worklist
 from services.worklist.api import build_api
-from services.worklist.decide import Policy
 from services.worklist.gateway import Gateway
 from services.worklist.handler import WorklistHandler
 from services.worklist.page import install_page

@@ -33,10 +33,10 @@ from runplane.demo import (
 from runplane.fakes import read_counts
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import delete_topics
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.stack import LocalStack, StackError, down, ensure_up, status
-from runplane.stack._platform import owned
-from runplane.stack._process import is_alive, port_bindable
+from runplane.stack.platform import owned
+from runplane.stack.process import is_alive, port_bindable
 
 pytestmark = pytest.mark.timeout(240)
 

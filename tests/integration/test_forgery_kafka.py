@@ -28,7 +28,7 @@ from runplane.journal.index import RunIndex
 from runplane.kafka.clients import transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
-from runplane.runs import read_audit, read_run, result_key
+from runplane.runs.read import read_audit, read_run, result_key
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import Keyring, Signer, journal_headers
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode

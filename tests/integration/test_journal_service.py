@@ -23,11 +23,11 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
-from runplane.journal.verify import bodies_of, verify_records
+from runplane.core.verify import bodies_of, verify_records
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
-from runplane.runs import read_audit, read_run, result_key
+from runplane.runs.read import read_audit, read_run, result_key
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
 from services.journal import metrics as m
 from services.journal.loop import AuditLoop

@@ -19,8 +19,8 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, EffectDecl, Recovery, StepCtx, verify_chain
 from runplane.core.effect import EffectError
 from runplane.kafka.topics import create_topics
-from runplane.operate import RunRefused
 from runplane.providers import FunctionTool
+from runplane.runs.operate import RunRefused
 from runplane.wire import JournalKind, RunStatus, SessionSnapshot, Signal
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions

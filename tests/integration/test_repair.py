@@ -18,8 +18,8 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.core.repair import ERASED, RepairKind, RepairOrder
 from runplane.journal.summary import RunSummary
-from runplane.repair import read_snapshot, send_order, write_fork
-from runplane.runs import read_run
+from runplane.runs.read import read_run
+from runplane.runs.repair import read_snapshot, send_order, write_fork
 from runplane.service import run_http
 from runplane.wire import JournalKind, RunStatus, Signal
 from services.executor.settings import ExecutorSettings
@@ -114,7 +114,7 @@ def test_quarantined_run_resumed_after_fix_and_forked(settings: Settings) -> Non
         # the copied body, waits for its own signal and completes on its own chain.
         [first] = [r for r in records if r.kind is JournalKind.EFFECT_RECORDED][:1]
         fork_order = RepairOrder(RepairKind.FORK, "ops-ada", "rerun from the wait")
-        fork_id = write_fork(settings, run.run_id, first.seq + 1, fork_order)
+        fork_id = write_fork(settings, run.run_id, first.seq + 1, fork_order, signer=None)
         _await(settings, fork_id, RunStatus.PARKED)
         _signal(settings, fork_id, "again")
         _await(settings, fork_id, RunStatus.COMPLETED)

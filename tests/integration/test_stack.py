@@ -20,7 +20,7 @@ from runplane.config import Settings
 from runplane.fakes import free_port
 from runplane.kafka.topics import COMPACTED, TOPICS, create_topics, describe_topics
 from runplane.stack import LocalStack, StackError, down, kafka_answers, redis_answers, status, up
-from runplane.stack._process import is_alive, port_bindable
+from runplane.stack.process import is_alive, port_bindable
 
 
 def test_status_reports_both_components_ready(stack: LocalStack) -> None:

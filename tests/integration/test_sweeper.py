@@ -26,8 +26,8 @@ from test_cases_support import (
 
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
-from runplane.core.chain import verify_chain
 from runplane.core.keys import followup_admission_key, sweep_run_id
+from runplane.core.verify import verify_chain
 from runplane.wire import (
     AdmissionRequest,
     CaseRecord,

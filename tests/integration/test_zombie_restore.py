@@ -33,7 +33,7 @@ from runplane.kafka.clients import consumer_config, producer_config, transaction
 from runplane.kafka.partition import partition_for
 from runplane.kafka.processor import Processor, ProcessorConfig
 from runplane.kafka.txn import TransactionalProducer
-from runplane.runs import read_audit
+from runplane.runs.read import read_audit
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

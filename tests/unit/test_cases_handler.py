@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runplane.core.chain import verify_chain
 from runplane.core.keys import breach_request_id, followup_admission_key, sweep_run_id
+from runplane.core.verify import verify_chain
 from runplane.errors import WireError
 from runplane.kafka.handler import Incoming, State
 from runplane.wire import (

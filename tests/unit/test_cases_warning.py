@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from test_cases_handler import CASE, DUE, registered
 
-from runplane.core.chain import verify_chain
 from runplane.core.keys import warn_request_id
+from runplane.core.verify import verify_chain
 from runplane.wire import CaseRecord, JournalKind, JournalRecord, OpenTask, WarnDeadline
 from services.cases.handler import emits_for
 from services.cases.warning import DEFAULT_WARN_ROLE, warning_run_id

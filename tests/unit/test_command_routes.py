@@ -15,7 +15,8 @@ from runplane.core import AgentRegistry
 from runplane.core.engine import Command
 from runplane.errors import TerminalError
 from runplane.kafka import routes
-from runplane.testing import Driver, _Session
+from runplane.testing import Driver
+from runplane.testing.session import _Session
 from runplane.wire import TOPIC_RECORDS, OpenTask, Record, RunStatusUpdate, Serde, Wake
 from runplane.wire.strategies import records
 from services.executor.committer import GroupCommit

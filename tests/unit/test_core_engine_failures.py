@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from runplane.core.chain import Draft, run_start, seal, verify_chain
+from runplane.core.chain import Draft, run_start, seal
 from runplane.core.engine import apply_step, fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.verify import verify_chain
 from runplane.wire import (
     CloseTask,
     ErrorInfo,

@@ -23,7 +23,8 @@ from runplane.core import (
     StepCtx,
     run_admitted,
 )
-from runplane.core.chain import Draft, seal, verify_chain
+from runplane.core.chain import Draft, seal
+from runplane.core.verify import verify_chain
 from runplane.wire import JournalRecord, RunStatus, Signal, StartRun, to_dict
 
 _SEEN: list[Any] = []

@@ -25,8 +25,9 @@ from runplane.core import (
     Runtime,
     StepCtx,
 )
-from runplane.core.chain import run_admitted, verify_chain
+from runplane.core.chain import run_admitted
 from runplane.core.engine import MAX_BUFFERED_SIGNALS
+from runplane.core.verify import verify_chain
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, RunStatus, Signal, StartRun
 

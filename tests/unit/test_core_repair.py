@@ -178,7 +178,7 @@ def test_other_wakes_are_not_orders_and_a_broken_order_is_refused() -> None:
 
 
 def test_the_journal_services_fold_agrees_a_resume_reopens_only_a_failed_chain() -> None:
-    from runplane.journal.verify import bodies_of, verify_records
+    from runplane.core.verify import bodies_of, verify_records
 
     failed = _run(fail=True)
     record, _, _ = core.resume(failed.snapshot, OPS, now_ms=1)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, EffectDecl, Outcome, Runtime, replay_history
-from runplane.core.chain import run_start, verify_chain
+from runplane.core.chain import run_start
 from runplane.core.ctx import StepCtx
 from runplane.core.effect import EffectError
 from runplane.core.plan import (
@@ -24,6 +24,7 @@ from runplane.core.plan import (
     Plan,
     Scope,
 )
+from runplane.core.verify import verify_chain
 from runplane.testing import Driver
 from runplane.wire import JournalKind, RunStatus
 

@@ -17,10 +17,11 @@ import pytest
 from runplane.auth import Principals, token_digest
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.service import run_http
 from runplane.wire import CaseRecord, RunStatus
-from services.journal.api import SCAN_MARGIN_MS, build_api
+from services.journal.api import build_api
+from services.journal.runs import SCAN_MARGIN_MS
 from tests.helpers.sample import sample_run
 
 pytestmark = pytest.mark.unit

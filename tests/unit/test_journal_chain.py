@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runplane.core.chain import seal, verify_chain
-from runplane.journal.verify import ERASED, Tip, check, verify_records
+from runplane.core.chain import seal
+from runplane.core.verify import ERASED, Tip, check, verify_chain, verify_records
 from runplane.wire import JournalRecord, ResultEntry, Verdict
 from tests.helpers.sample import sample_run
 
@@ -31,7 +31,7 @@ def test_capability_comes_from_admission() -> None:
     records, _ = build(1)
     tip = Tip(SID)
     f = check(tip, records[0], None)
-    from runplane.journal.verify import advance
+    from runplane.core.verify import advance
 
     assert advance(tip, records[0], f).capability == "refund"
 

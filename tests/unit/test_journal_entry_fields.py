@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from runplane.core.chain import ChainFault, default_label, verify_chain
-from runplane.journal.verify import verify_records
+from runplane.core.chain import ChainFault, default_label
+from runplane.core.verify import verify_chain, verify_records
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
 from services.journal.decide import (
     AuditOut,

@@ -49,7 +49,7 @@ def _snap(run_id: str, status: RunStatus) -> SessionSnapshot:
 
 
 class Inbox:
-    """The two tables and the inbox, in memory (``runplane.operate.Target``)."""
+    """The two tables and the inbox, in memory (``runplane.runs.operate.Target``)."""
 
     def __init__(self) -> None:
         self.tables: dict[tuple[str, str], Any] = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.core.chain import run_start, verify_chain
+from runplane.core.chain import run_start
+from runplane.core.verify import verify_chain
 from runplane.wire import JournalKind
 
 

@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx
-from runplane.core.chain import verify_chain
 from runplane.core.engine import (
     held_of,
     hold,
@@ -22,6 +21,7 @@ from runplane.core.engine import (
     strand_unstarted,
     stranded_of,
 )
+from runplane.core.verify import verify_chain
 from runplane.core.versions import inventory
 from runplane.journal.summary import summarize
 from runplane.testing import Driver

@@ -36,6 +36,7 @@ from runplane.wire import (
     encode,
     from_dict,
     logical_topic,
+    parsed_schema,
     record_types,
     register_writer_schema,
     schema_fingerprint,
@@ -273,8 +274,8 @@ def test_records_are_frozen() -> None:
 
 def test_each_class_knows_its_name_and_parsed_schema() -> None:
     assert JournalRecord.avro_name == "runplane.v1.JournalRecord"
-    assert JournalRecord.avro_schema()["name"] == "runplane.v1.JournalRecord"
-    assert JournalRecord.avro_schema() is JournalRecord.avro_schema()  # parsed once
+    assert parsed_schema(JournalRecord)["name"] == "runplane.v1.JournalRecord"
+    assert parsed_schema(JournalRecord) is parsed_schema(JournalRecord)  # parsed once
 
 
 @pytest.mark.parametrize("provenance", [("b", "a"), ("a", "a")])

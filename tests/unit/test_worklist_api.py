@@ -31,8 +31,9 @@ from runplane.wire import (
     TaskKind,
     TaskRecord,
 )
+from services.worklist.access import Policy
 from services.worklist.actions import ActionError, Choice, Worklist
-from services.worklist.decide import Policy, decide
+from services.worklist.decide import decide
 from services.worklist.gateway import Sent
 from services.worklist.index import MemoryTasks
 from services.worklist.serve import build_app

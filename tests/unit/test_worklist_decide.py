@@ -24,15 +24,8 @@ from runplane.wire import (
     encode,
     register_writer_schema,
 )
-from services.worklist.decide import (
-    Command,
-    Policy,
-    Refusal,
-    Verdict,
-    decide,
-    due_for_expiry,
-    visible_to,
-)
+from services.worklist.access import Policy, Refusal, Verdict, visible_to
+from services.worklist.decide import Command, decide, due_for_expiry
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from runplane.wire import (
     TaskRecord,
     TaskStatus,
 )
-from services.worklist.decide import Policy
+from services.worklist.access import Policy
 from services.worklist.handler import WorklistHandler
 
 pytestmark = pytest.mark.unit

@@ -28,18 +28,10 @@ from runplane.wire import (
     TaskRecord,
     TaskStatus,
 )
+from services.worklist.access import Policy, Refusal, visible_to
 from services.worklist.actions import Filter, Worklist
-from services.worklist.decide import (
-    MAX_JSON_DEPTH,
-    Policy,
-    Refusal,
-    decide,
-    json_too_deep,
-    lapse_claim,
-    next_due_ms,
-    parse_json,
-    visible_to,
-)
+from services.worklist.answers import MAX_JSON_DEPTH, json_too_deep, parse_json
+from services.worklist.decide import decide, lapse_claim, next_due_ms
 from services.worklist.handler import WorklistHandler
 from services.worklist.index import Cursor, MemoryTasks, dimensions, memberships, merged
 from services.worklist.settings import WorklistSettings, public_origin

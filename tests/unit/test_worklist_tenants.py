@@ -18,7 +18,8 @@ from test_worklist_api import NOW, MemoryWriter, serve
 
 from runplane.auth import Principal, Principals
 from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskStatus
-from services.worklist.decide import Policy, Refusal, decide, visible_to
+from services.worklist.access import Policy, Refusal, visible_to
+from services.worklist.decide import decide
 from services.worklist.gateway import Sent
 from services.worklist.page import task_href
 from services.worklist.serve import policy_of

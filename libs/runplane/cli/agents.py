@@ -20,6 +20,7 @@ from rich.table import Table
 from runplane.config import Settings
 from runplane.core.agents import import_agent_modules
 from runplane.core.versions import VersionRow, inventory
+from runplane.journal.export import in_flight, read_snapshots
 
 agents_app = typer.Typer(help="Agents: versions, digests, runs in flight.", no_args_is_help=True)
 
@@ -27,7 +28,6 @@ agents_app = typer.Typer(help="Agents: versions, digests, runs in flight.", no_a
 @agents_app.command("list")
 def agents_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Each capability's versions (deployed here or in flight), digests and runs in flight."""
-    from runplane.journal.export import in_flight, read_snapshots
 
     settings = Settings.from_env()
     registry = import_agent_modules(settings.agent_modules)

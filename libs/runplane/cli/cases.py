@@ -22,6 +22,7 @@ from rich.table import Table
 from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import producer_config
+from runplane.runs.read import read_case as read_committed_case
 from runplane.wire import CaseRecord, CloseCase, Serde, to_dict
 
 cases_app = typer.Typer(
@@ -30,12 +31,10 @@ cases_app = typer.Typer(
 
 
 def read_case(settings: Settings, case_id: str, *, timeout_s: float = 30.0) -> CaseRecord | None:
-    """The latest committed CaseRecord of ``case_id`` (``runplane.runs.read_case``), or None if
+    """The latest committed CaseRecord of ``case_id`` (``runplane.runs.read.read_case``), or None if
     the case does not exist; exit 1 with the reason when it cannot be read."""
-    from runplane.runs import read_case as read
-
     try:
-        return read(settings, case_id, timeout_s=timeout_s)
+        return read_committed_case(settings, case_id, timeout_s=timeout_s)
     except (RetryableError, WireError) as exc:
         raise typer.Exit(_fail(str(exc))) from exc
 

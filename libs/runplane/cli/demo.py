@@ -32,7 +32,7 @@ from runplane.demo import (
     demo_instance_id,
     run_demo,
 )
-from runplane.runs import RunHistory
+from runplane.runs.read import RunHistory
 from runplane.stack import StackConfig
 
 _STATUS_STYLE = {

@@ -22,7 +22,10 @@ from rich.console import Console
 from rich.table import Table
 
 from runplane.config import Settings
-from runplane.runs import RunHistory, read_run
+from runplane.core.repair import erased
+from runplane.core.verify import bodies_of, verify_records
+from runplane.runs.read import RunHistory, read_run
+from runplane.runs.repair import read_snapshot
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.wire import Verdict, to_dict
@@ -57,7 +60,6 @@ def journal_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
-    from runplane.journal.verify import bodies_of, verify_records
 
     history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
     if not history.records:
@@ -122,7 +124,6 @@ def journal_show(
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
     """(exit status, report) for ``journal verify``; shared with tests."""
-    from runplane.journal.verify import bodies_of, verify_records
 
     report = verify_records(
         history.run_id, history.records, bodies_of(history.bodies), history.unsigned
@@ -172,8 +173,6 @@ def _erased_since(settings: Settings, run_id: str, data: dict[str, Any]) -> int:
     """Bodies absent from ``results`` because the run was erased (by an operator or the
     retention) and the log cleaner has since removed the tombstones too: the run's snapshot
     still says so. Then the chain verifies with its bodies erased (exit 0)."""
-    from runplane.core.repair import erased
-    from runplane.repair import read_snapshot
 
     snap = read_snapshot(settings, run_id)
     if snap is None or not erased(snap) or snap.error is None:

@@ -3,7 +3,7 @@
 
 RUN is a run id or the admission key it was admitted under. Both check the run first (an
 unknown or ended run is refused, exit 2, nothing sent) and produce to the run's inbox through
-``runplane.Client`` (``runplane.operate``). ``--id`` makes a retry idempotent: the run accepts
+``runplane.Client`` (``runplane.runs.operate``). ``--id`` makes a retry idempotent: the run accepts
 one signal (or cancel) per id. The sender is ``--as`` or ``RUNPLANE_INITIATOR``, journaled
 with the request; on Kafka the topic's ACLs authenticate it (over HTTP the bearer token does).
 """
@@ -17,7 +17,7 @@ from rich.console import Console
 
 from runplane.client import Client
 from runplane.config import Settings
-from runplane.operate import RunRefused, Sent
+from runplane.runs.operate import RunRefused, Sent
 
 __all__ = ["register"]
 

@@ -25,6 +25,7 @@ from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modul
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
 from runplane.core.replaytest import ReplayVerdict, RunReplay, attach_requests, replay_with
 from runplane.core.versions import VersionNotDeployed
+from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -51,7 +52,6 @@ def journal_export(
     ),
 ) -> None:
     """Write the runs' journals (chain + bodies + input) to a file `runplane replay` reads."""
-    from runplane.journal.export import read_recording, read_snapshots
 
     settings = Settings.from_env()
     snapshots = read_snapshots(settings)
@@ -108,15 +108,13 @@ def _from_file(file: Path) -> list[Recording]:
 
 
 def _sampled(recordings: list[Recording], n: int | None) -> list[Recording]:
-    from runplane.journal.export import sample as pick
 
     by_id = {r.session_id: r for r in recordings}
-    return [by_id[i] for i in pick(by_id, n)]
+    return [by_id[i] for i in sample(by_id, n)]
 
 
 def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> list[RunReplay]:
     """Replay the (sampled) runs in flight; a run that cannot be read whole is BROKEN."""
-    from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
 
     running = {s.session_id: s for s in in_flight(read_snapshots(settings), capability)}
     reports = []

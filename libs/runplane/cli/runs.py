@@ -23,7 +23,9 @@ from rich.table import Table
 
 from runplane.cli.journal import _print_json, _ts, _verdict_cell, journal_app
 from runplane.config import Settings
-from runplane.runs import read_audit
+from runplane.journal.index import RunFilter, RunIndex
+from runplane.journal.summary import summarize
+from runplane.runs.read import read_audit
 from runplane.wire import RunStatus
 
 DEFAULT_JOURNAL_URL = "http://127.0.0.1:8306"
@@ -115,7 +117,6 @@ def runs_list(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """List runs, newest first, from the journal service's run index."""
-    from runplane.journal.index import RunFilter, RunIndex
 
     settings = Settings.from_env()
     index = RunIndex.from_url(settings.redis_url, settings.topic_prefix)
@@ -157,9 +158,6 @@ def runs_list(
 @runs_app.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
-    from runplane.journal.index import RunIndex
-    from runplane.journal.summary import summarize
-
     settings = Settings.from_env()
     summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
     if summary is None:

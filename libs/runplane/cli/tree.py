@@ -1,6 +1,6 @@
 """CLI: ``runplane runs tree RUN_ID`` — a run, the runs it commissioned, and its parent.
 
-Reads each run's journal straight from Kafka (``runplane.runs.read_run``, no bodies) and folds
+Reads each run's journal straight from Kafka (``runplane.runs.read.read_run``, no bodies) and folds
 the links (``runplane.journal.tree``): a commission's records name its child, a child's
 RUN_ADMITTED names its parent.
 """
@@ -11,9 +11,10 @@ import json
 
 import typer
 
+from runplane.cli.runs import runs_app
 from runplane.config import Settings
 from runplane.journal.tree import parent_link, tree
-from runplane.runs import read_run
+from runplane.runs.read import read_run
 from runplane.wire import JournalRecord
 
 
@@ -37,6 +38,5 @@ def runs_tree(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
 
 def register(app: typer.Typer) -> None:
     """Attach ``tree`` to the ``runs`` group (which ``cli/runs.py`` owns)."""
-    from runplane.cli.runs import runs_app
 
     runs_app.command("tree")(runs_tree)

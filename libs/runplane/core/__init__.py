@@ -11,8 +11,9 @@
 - ``engine`` (a package, one module per responsibility; see its docstring): ``Runtime`` (one
   run; ``start`` / ``restore`` / ``deliver`` / ``complete`` return a ``Step``), ``LiveCall``,
   ``Outcome``, ``replay_history``, and the failure steps for runs it cannot serve.
-- ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``verify_chain`` → ``Verdict``,
-  ``check_next``, ``record_hash``, ``request_witness``, ``body_digest``.
+- ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``record_hash``, ``request_witness``,
+  ``body_digest``; ``verify``: the one chain verifier, ``verify_chain`` → ``Verdict`` (and
+  the per-record fold ``verify_records`` the journal service and the CLI read).
 - ``canonical``: the canonical JSON that every hash is computed over.
 - ``determinism``: ``session_seed``, ``derive_random``, ``derive_randint``.
 - ``labels``: the label join (``join``, ``join_all``, ``BOTTOM``) and ``at_source``, the label
@@ -52,14 +53,12 @@ from runplane.core.chain import (
     Draft,
     Verdict,
     body_digest,
-    check_next,
     default_label,
     entry_body_digest,
     record_hash,
     request_witness,
     run_admitted,
     seal,
-    verify_chain,
 )
 from runplane.core.ctx import StepCtx
 from runplane.core.determinism import derive_randint, derive_random, session_seed
@@ -90,6 +89,7 @@ from runplane.core.engine import (
 )
 from runplane.core.lint import Finding, LintFailed, lint_function, lint_source
 from runplane.core.manifest import lint_paths
+from runplane.core.verify import verify_chain
 
 __all__ = [
     "REGISTRY",
@@ -130,7 +130,6 @@ __all__ = [
     "body_digest",
     "canonical_bytes",
     "canonical_json",
-    "check_next",
     "days",
     "default_label",
     "derive_randint",

@@ -1,4 +1,4 @@
-"""The journal chain: sealing records, witnesses, body digests, and the verifier.
+"""The journal chain: sealing records, witnesses, body digests, and the checks of one record.
 
 Every function here is pure and is *the* implementation of its rule: admission (seq 0), the
 executor, the sweeper (sealed sweep runs) and the journal service (verification) all call
@@ -16,7 +16,8 @@ these, so the bytes hashed are the same everywhere. The encoding is ``canonical.
 Which record carries a body digest: exactly the one that *records* a call's result (kinds
 EFFECT_RECORDED, SIGNAL_RECEIVED, TASK_DECIDED, CASE_WRITTEN, DEADLINE_REGISTERED,
 CHECKPOINT_REPORTED with a ``call_seq``); its ResultEntry is keyed (era, call_seq). The
-verifier checks those against the result journal when one is given. A ResultEntry that was
+chain verifier (``runplane.core.verify``, built on ``check_link`` and ``check_entry`` here)
+checks those against the result journal when one is given. A ResultEntry that was
 erased on purpose (a tombstone: the value ``None`` in the mapping) is not a break — erasing a
 body must not break the chain.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,6 @@ __all__ = [
     "body_digest",
     "check_entry",
     "check_link",
-    "check_next",
     "check_signed",
     "entry_body_digest",
     "fault_seq",
@@ -64,7 +64,6 @@ __all__ = [
     "run_admitted",
     "run_start",
     "seal",
-    "verify_chain",
 ]
 
 _HASH_PLACEHOLDER = ZERO_HASH
@@ -339,27 +338,6 @@ class Verdict:
         return f"broken at seq {self.bad_seq}: {self.fault} — {self.detail}"
 
 
-def check_next(prev: JournalRecord | None, record: JournalRecord) -> tuple[ChainFault, str] | None:
-    """Check one record against its predecessor (None for the first record of a chain).
-
-    The incremental form of ``verify_chain`` for consumers that see one record at a time.
-    """
-    if prev is not None and record.session_id != prev.session_id:
-        return (
-            ChainFault.WRONG_SESSION,
-            f"session {record.session_id!r} in chain of {prev.session_id!r}",
-        )
-    if prev is None:
-        return check_link(record, 0, ZERO_HASH)
-    return check_link(
-        record,
-        prev.seq + 1,
-        prev.hash,
-        ended=prev.kind in TERMINAL_KINDS,
-        resumable=prev.kind in RESUMABLE_KINDS,
-    )
-
-
 def check_link(
     record: JournalRecord,
     expected_seq: int,
@@ -411,23 +389,6 @@ def fault_seq(fault: ChainFault, expected_seq: int, record: JournalRecord) -> in
 _POSITIONAL = frozenset({ChainFault.GAP, ChainFault.REORDER, ChainFault.AFTER_END})
 
 
-def _check_body(
-    record: JournalRecord, results: Mapping[tuple[int, int], ResultEntry | None]
-) -> tuple[ChainFault, str] | None:
-    if record.body_digest is None or record.call_seq is None:
-        return None
-    key = (record.era, record.call_seq)
-    if key not in results:
-        return (
-            ChainFault.BODY_MISSING,
-            f"no result entry for era {record.era} call_seq {record.call_seq}",
-        )
-    entry = results[key]
-    if entry is None:  # erased on purpose (tombstone): the chain still stands
-        return None
-    return check_entry(record, entry)
-
-
 def check_entry(record: JournalRecord, entry: ResultEntry) -> tuple[ChainFault, str] | None:
     """A present ResultEntry against the chain record that recorded it (one with a
     ``body_digest``): its body, and every other field replay trusts. Whether an absent or
@@ -468,36 +429,3 @@ def check_signed(record: JournalRecord, problem: str | None) -> tuple[ChainFault
     if problem is None:
         return None
     return ChainFault.BAD_SIGNATURE, f"seq {record.seq}: {problem}"
-
-
-def verify_chain(
-    records: Iterable[JournalRecord],
-    results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
-    *,
-    unsigned: Sequence[str | None] | None = None,
-) -> Verdict:
-    """Verify a whole chain from seq 0 in the order given; name the first bad record.
-
-    ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
-    purpose); without it, bodies are not checked. ``unsigned`` (aligned with ``records``):
-    why each record is not signed by a chain writer (``runplane.signing.journal.unsigned``); without it,
-    signatures are not checked.
-    """
-    prev: JournalRecord | None = None
-    count = 0
-    for i, record in enumerate(records):
-        fault = check_next(prev, record)
-        if fault is None and unsigned is not None:
-            fault = check_signed(record, unsigned[i])
-        if fault is None and results is not None:
-            fault = _check_body(record, results)
-        if fault is not None:
-            position = fault_seq(fault[0], 0 if prev is None else prev.seq + 1, record)
-            return Verdict(
-                ok=False, checked=count, bad_seq=position, fault=fault[0], detail=fault[1]
-            )
-        prev = record
-        count += 1
-    if count == 0:
-        return Verdict(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
-    return Verdict(ok=True, checked=count)

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runplane.core.chain import request_witness, verify_chain
+from runplane.core.chain import request_witness
+from runplane.core.verify import verify_chain
 from runplane.errors import RunplaneError
 from runplane.wire import (
     JournalKind,

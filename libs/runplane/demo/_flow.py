@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from runplane.cli.journal import verify_exit_code
+from runplane.client import Client
 from runplane.config import Settings
 from runplane.demo._plan import (
     APPROVER,
@@ -43,17 +45,11 @@ from runplane.demo._setup import (
     start_services,
 )
 from runplane.errors import RunplaneError
-from runplane.runs import read_run
-from runplane.stack._process import is_alive
+from runplane.runs.read import read_run
+from runplane.stack.process import is_alive
 
 
 def default_emitter(settings: Settings) -> Emitter:
-    try:
-        from runplane.client import Client
-    except ImportError as exc:
-        raise DemoError(
-            "emit", f"the emitter client (runplane.client) is not available: {exc}"
-        ) from None
     client: Emitter = Client(settings)
     return client
 
@@ -201,8 +197,6 @@ def verify_runs(
     statuses: Mapping[str, str | None],
     reporter: Reporter,
 ) -> DemoOutcome:
-    from runplane.cli.journal import verify_exit_code
-
     final = []
     for r in results:
         if r.run_id is None:

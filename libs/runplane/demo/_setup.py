@@ -33,11 +33,13 @@ from runplane.demo._plan import (
     published_principals,
 )
 from runplane.errors import ConfigError, RunplaneError
-from runplane.runs import RunHistory
+from runplane.kafka.clients import admin
+from runplane.kafka.topics import create_topics
+from runplane.runs.read import RunHistory
 from runplane.stack import StackConfig, StackError, up
-from runplane.stack._platform import PlatformProcess, healthy, log_file, owned, start
-from runplane.stack._platform import stop as stop_platform
-from runplane.stack._process import describe_port_owner, is_alive, port_bindable, port_open, tail
+from runplane.stack.platform import PlatformProcess, healthy, log_file, owned, start
+from runplane.stack.platform import stop as stop_platform
+from runplane.stack.process import describe_port_owner, is_alive, port_bindable, port_open, tail
 
 
 class DemoError(RunplaneError):
@@ -159,9 +161,6 @@ def default_principals_file() -> Path | None:
 
 
 def bring_up_stack(config: DemoConfig, reporter: Reporter) -> None:
-    from runplane.kafka.clients import admin
-    from runplane.kafka.topics import create_topics
-
     with reporter.progress(
         "starting Kafka and Redis (first time: resolving the Kafka jars)"
     ) as update:

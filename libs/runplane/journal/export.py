@@ -2,7 +2,7 @@
 --from-kafka``).
 
 A run's chain and bodies come from its session's partition of ``journal`` and ``results``
-(``runplane.runs.read_run``); its input from its latest ``sessions`` snapshot — the chain holds
+(``runplane.runs.read.read_run``); its input from its latest ``sessions`` snapshot — the chain holds
 only the input's witness, and ``Recording.problems`` checks the two agree. The runs in flight
 are the ``sessions`` table's snapshots whose status is not final: a compacted topic, read to its
 end (last write wins), so its cost is one record per run, not the runs' history.
@@ -20,7 +20,7 @@ from runplane.config import Settings
 from runplane.core.recording import Recording, RecordingError
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.restore import restore_table
-from runplane.runs import read_run
+from runplane.runs.read import read_run
 from runplane.signing.journal import Keyring
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
 

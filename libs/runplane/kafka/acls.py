@@ -87,7 +87,7 @@ _RESTORE = "runplane-restore-"
 # docs/security.md "Topics: who reads (R) and who writes (W)" and "Groups and transactional ids".
 ACCESS: dict[str, Access] = {
     "admission": Access(
-        # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.operate).
+        # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.runs.operate).
         reads=("admission", "admission.claims", "admission.replies", "sessions"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
                 "deadletter"),
@@ -126,8 +126,8 @@ ACCESS: dict[str, Access] = {
     ),
     "journal": Access(
         reads=("journal", "results", "audit", "sessions", "cases"),
-        # journal/results/sessions: an operator's fork (runplane.repair.write_fork);
-        # cases: a run's case on the runs UI's run page (runplane.runs.read_case)
+        # journal/results/sessions: an operator's fork (runplane.runs.repair.write_fork);
+        # cases: a run's case on the runs UI's run page (runplane.runs.read.read_case)
         writes=("audit", "runs.inbox", "deadletter", "journal", "results", "sessions"),
         groups=("runplane-journal",),
         shared_groups=(_RESTORE, "runplane-indexer-", "runplane-reader-"),

@@ -12,6 +12,11 @@
 Kafka runs from the jars Maven resolves into ``tools/kafka/target/libs`` (``resolve_jars``),
 formatted once with ``StorageTool format --standalone``; Redis runs with no persistence. Both
 keep their pid files, configs, data and logs under ``Settings.state_dir`` (``.runplane/``).
+
+Two modules are public beside this front door, for what starts processes of its own next to
+the stack (``runplane demo``, the end-to-end tests): ``runplane.stack.platform`` (the platform
+processes ``runplane down`` stops and ``status`` shows) and ``runplane.stack.process`` (pids,
+ports and log tails).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError, StackStartTimeout
-from runplane.stack._process import log_size, port_open, tail
+from runplane.stack.process import log_size, port_open, tail
 
 Progress = Callable[[str], None]
 

@@ -11,7 +11,7 @@ import redis
 
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError
-from runplane.stack._process import tail
+from runplane.stack.process import tail
 
 Progress = Callable[[str], None]
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from runplane.stack import _cluster, _kafka, _platform, _redis
+from runplane.stack import _cluster, _kafka, _redis, platform
 from runplane.stack._config import StackConfig
 from runplane.stack._errors import StackError, StackStartTimeout
-from runplane.stack._process import (
+from runplane.stack._warm import after_start
+from runplane.stack.process import (
     describe_port_owner,
     is_alive,
     log_size,
@@ -31,7 +32,6 @@ from runplane.stack._process import (
     spawn,
     terminate,
 )
-from runplane.stack._warm import after_start
 
 Progress = Callable[[str], None]
 State = Literal["running", "external", "unhealthy", "blocked", "stopped"]
@@ -150,7 +150,7 @@ def _observe(config: StackConfig, name: str, action: str = "") -> ComponentStatu
 def _platform_status(config: StackConfig) -> tuple[ComponentStatus, ...]:
     return tuple(
         ComponentStatus(o.name, o.state, o.address, o.pid, o.detail, required=False)
-        for o in _platform.observe(config)
+        for o in platform.observe(config)
     )
 
 
@@ -329,11 +329,11 @@ def _stop(config: StackConfig, name: str, progress: Progress | None) -> Componen
 
 def _stop_platform(config: StackConfig, progress: Progress | None) -> tuple[ComponentStatus, ...]:
     out: list[ComponentStatus] = []
-    for name in _platform.recorded_names(config):
+    for name in platform.recorded_names(config):
         began = time.monotonic()
-        if progress and _platform.owned(config, name) is not None:
+        if progress and platform.owned(config, name) is not None:
             progress(f"stopping {name}")
-        address, pid, killed = _platform.stop(config, name)
+        address, pid, killed = platform.stop(config, name)
         if pid is None:
             continue  # recorded but already gone: nothing to report
         how = "killed after SIGTERM timed out" if killed else "stopped"

@@ -44,6 +44,7 @@ from runplane.wire._codecs import (
     _same,
     _Source,
 )
+from runplane.wire._validate import VALIDATORS
 
 R = TypeVar("R", bound="Record")
 
@@ -62,17 +63,32 @@ class Record:
 
     @classmethod
     def avro_schema_json(cls) -> str:
-        """This record's self-contained Avro schema (JSON text)."""
-        from runplane.wire._records import SCHEMAS
+        """This record's self-contained Avro schema (JSON text); parsed by fastavro, it is
+        ``runplane.wire.parsed_schema(cls)``."""
+        return _SCHEMAS[cls.avro_name]
 
-        return SCHEMAS[cls.avro_name]
 
-    @classmethod
-    def avro_schema(cls) -> Any:
-        """This record's schema as parsed by fastavro (parsed once, on first use)."""
-        from runplane.wire._serde import parsed_schema
+# The generated types, handed over by ``_records`` when it is imported (it subclasses Record,
+# so this module cannot import it): each record's schema and class by Avro name, the enums.
+_SCHEMAS: dict[str, str] = {}
+_RECORD_TYPES: dict[str, type[Record]] = {}
+_ENUM_TYPES: list[type[enum.StrEnum]] = []
 
-        return parsed_schema(cls)
+
+def register(
+    schemas: Mapping[str, str],
+    records: tuple[type[Record], ...],
+    enums: tuple[type[enum.StrEnum], ...],
+) -> None:
+    """Called once, by the generated ``_records`` module, with every type it defines."""
+    _SCHEMAS.update(schemas)
+    _RECORD_TYPES.update({c.avro_name: c for c in records})
+    _ENUM_TYPES.extend(enums)
+
+
+def generated_records() -> Mapping[str, type[Record]]:
+    """Every generated record class by Avro full name."""
+    return _RECORD_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +133,12 @@ def _record(cls: type[Record]) -> Codec:
 
 
 def _types_by_name() -> dict[str, type[Any]]:
-    from runplane.wire._records import ENUM_TYPES, RECORD_TYPES
-
-    out: dict[str, type[Any]] = {c.avro_name: c for c in RECORD_TYPES}
-    for e in ENUM_TYPES:
+    out: dict[str, type[Any]] = dict(_RECORD_TYPES)
+    namespace = next(iter(_RECORD_TYPES)).rsplit(".", 1)[0]
+    for e in _ENUM_TYPES:
         # Enum classes carry no Avro name; every named type shares the one namespace, which
         # the codegen guarantees by refusing duplicate short names.
-        out[f"{RECORD_TYPES[0].avro_name.rsplit('.', 1)[0]}.{e.__name__}"] = e
+        out[f"{namespace}.{e.__name__}"] = e
     return out
 
 
@@ -168,8 +183,6 @@ def _compile_check(cls: type[Record]) -> Callable[[Record], None]:
     inline test proves valid skip the call. Frozen: normalising (list -> tuple, symbol ->
     enum, the private copy of a map) must bypass ``__setattr__``.
     """
-    from runplane.wire._validate import VALIDATORS
-
     src = _Source()
     setattr_ = src.ref(object.__setattr__)
     lines = ["def check(self):"]

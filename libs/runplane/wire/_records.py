@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from runplane.wire._base import Record
+from runplane.wire._base import Record, register
 
 __all__ = [
     "AdmissionClaim",
@@ -926,3 +926,5 @@ ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (
     Trust,
     Verdict,
 )
+
+register(SCHEMAS, RECORD_TYPES, ENUM_TYPES)

@@ -33,7 +33,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from runplane.errors import SchemaError, WireError
-from runplane.wire._base import Record, from_dict, to_dict
+from runplane.wire._base import Record, from_dict, generated_records, to_dict
 from runplane.wire._codecs import _compile, _Source
 
 MAGIC = b"\xc3\x01"
@@ -60,7 +60,6 @@ class _Compiled:
 _COMPILED: dict[type[Record], _Compiled] = {}
 _BODY_WRITERS: dict[type[Record], Callable[[Record], bytes]] = {}
 _WRITERS: dict[bytes, _Writer] = {}
-_by_name: dict[str, type[Record]] = {}
 
 
 def parsed_schema(cls: type[Record]) -> Any:
@@ -87,11 +86,7 @@ def _compiled(cls: type[Record]) -> _Compiled:
 
 def record_types() -> Mapping[str, type[Record]]:
     """Every generated record class by Avro full name."""
-    if not _by_name:
-        from runplane.wire._records import RECORD_TYPES
-
-        _by_name.update({c.avro_name: c for c in RECORD_TYPES})
-    return _by_name
+    return generated_records()
 
 
 def _writers() -> dict[bytes, _Writer]:

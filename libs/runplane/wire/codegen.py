@@ -232,6 +232,35 @@ def _docstring(text: str | None, fallback: str) -> str:
     return f'    """{body}"""'
 
 
+def _tables(records: list[str], enums: list[str], named: dict[str, NamedType]) -> list[str]:
+    """The module's tail: every schema, record and enum type, handed to ``_base`` at import
+    (it cannot import the module that subclasses its ``Record``)."""
+    out = [
+        "",
+        "# Each named record's schema with every referenced type inlined (what is fingerprinted",
+        "# and registered); each parses on its own.",
+        "SCHEMAS: dict[str, str] = {",
+    ]
+    for name in records:
+        text = json.dumps(self_contained(name, named), separators=(",", ":"), ensure_ascii=False)
+        out.append(f"    {name!r}: {text!r},")
+    out += [
+        "}",
+        "",
+        "RECORD_TYPES: tuple[type[Record], ...] = (",
+        *[f"    {named[n].short}," for n in records],
+        ")",
+        "",
+        "ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (",
+        *[f"    {named[n].short}," for n in enums],
+        ")",
+        "",
+        "register(SCHEMAS, RECORD_TYPES, ENUM_TYPES)",
+        "",
+    ]
+    return out
+
+
 def render(schema_dir: Path = SCHEMA_DIR) -> str:
     files = load_files(schema_dir)
     order = parse_in_dependency_order(files)
@@ -255,7 +284,7 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
         "from dataclasses import dataclass, field",
         "from typing import ClassVar",
         "",
-        "from runplane.wire._base import Record",
+        "from runplane.wire._base import Record, register",
         "",
         "__all__ = [",
         *[f'    "{named[n].short}",' for n in sorted(named, key=lambda n: named[n].short)],
@@ -290,27 +319,7 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
                 line += f" = {_default(f['type'], f['default'], ns, named)}"
             out.append(line)
         out.append("")
-    out += [
-        "",
-        "# Each named record's schema with every referenced type inlined (what is fingerprinted",
-        "# and registered); each parses on its own.",
-        "SCHEMAS: dict[str, str] = {",
-    ]
-    for name in records:
-        text = json.dumps(self_contained(name, named), separators=(",", ":"), ensure_ascii=False)
-        out.append(f"    {name!r}: {text!r},")
-    out += [
-        "}",
-        "",
-        "RECORD_TYPES: tuple[type[Record], ...] = (",
-        *[f"    {named[n].short}," for n in records],
-        ")",
-        "",
-        "ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (",
-        *[f"    {named[n].short}," for n in enums],
-        ")",
-        "",
-    ]
+    out += _tables(records, enums, named)
     return "\n".join(out)
 
 

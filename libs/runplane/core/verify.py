@@ -1,18 +1,19 @@
-"""The incremental chain checker: a fold over one session's journal records.
+"""The chain verifier: one fold over one session's journal records, and its strict reading.
 
-Pure: no I/O, no clock. The service, ``runplane journal verify`` and ``GET /runs/{id}/verify``
-all run this same fold, so they cannot disagree about a chain.
+Pure: no I/O, no clock. The journal service (one record at a time), ``runplane journal
+verify``, ``GET /runs/{id}/verify``, a recording's check and the test Driver all run this same
+fold, so no two readers can disagree about a chain.
 
 State per session is a :class:`Tip` — the next expected seq, the hash the next record must
 link to, and the first break if there was one. Each record is checked in three steps, the
-first two by the core's ``check_link`` and the third by its ``check_entry`` (the very checks
-``runplane.core.verify_chain`` makes, so this fold cannot hold a chain to less):
+first two by ``runplane.core.chain``'s ``check_link`` and the third by its ``check_entry``:
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
    older record, a higher one is a gap: records are missing), and the chain must not have
    ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED is ``after_end``.
 2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
-   core's recomputation (``runplane.core``: SHA-256 over prev_hash ‖ canonical record).
+   core's recomputation (SHA-256 over prev_hash ‖ canonical record); then the writer's
+   signature when a keyring was configured.
 3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
    from the ResultEntry's body (never its stored ``body_digest`` field, which a tamperer would
    rewrite with the value) must equal the chain's digest, and the entry's family, name,
@@ -22,16 +23,16 @@ first two by the core's ``check_link`` and the third by its ``check_entry`` (the
 
 The first break wins: once a chain is broken at seq N, every later record of the session is
 reported BROKEN with ``broken_at_seq = N`` (nothing after a break can be trusted), and the run
-is quarantined once.
+is quarantined once. ``broken_at_seq`` names the first position that does not verify: for a
+gap or a reorder it is the seq that was expected there, otherwise the offending record's seq
+(``fault_seq``). Reasons start with the ``ChainFault`` name (``gap``, ``reorder``,
+``bad_link``, ``bad_hash``, ``body_digest_mismatch``, …).
 
-``broken_at_seq`` names the first position that does not verify, exactly as
-``runplane.core.verify_chain`` does: for a gap or a reorder it is the seq that was expected
-there, otherwise the offending record's seq. Reasons start with the core's ``ChainFault``
-name (``gap``, ``reorder``, ``bad_link``, ``bad_hash``, ``body_digest_mismatch``, …).
-
-One deliberate difference from ``verify_chain``: a body with no entry in ``results`` is a
-BODY_MISSING verdict here, not a break (the chain itself is intact; the auditor sees which
-body is absent, and an erased body reads the same way).
+Two readings of the one fold: ``verify_records`` reports every record (the auditor's view:
+an absent body is a BODY_MISSING verdict and the chain still verifies); ``verify_chain`` is
+the strict step on top for a holder of the whole run (a recording, a test, the Driver): it
+stops at the first fault, and a body the chain names with no entry at all is that fault
+(BODY_MISSING), since such a holder has every body it did not erase.
 """
 
 from __future__ import annotations
@@ -43,18 +44,20 @@ from runplane.core.chain import (
     RESUMABLE_KINDS,
     TERMINAL_KINDS,
     ChainFault,
+    Verdict,
     check_entry,
     check_link,
     check_signed,
     fault_seq,
     reopens,
 )
-from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict
+from runplane.wire import JournalKind, JournalRecord, ResultEntry
+from runplane.wire import Verdict as RecordVerdict
 
 GENESIS_HASH = "0" * 64
 
 # Every break reason is ``<fault>: <detail>`` with the core's fault names (ChainFault), so
-# the audit stream, the CLI and ``runplane.core.verify_chain`` speak of a break alike; records
+# the audit stream, the CLI and ``verify_chain`` speak of a break alike; records
 # after a break say ``earlier_break``.
 EARLIER_BREAK = "earlier_break"
 
@@ -76,16 +79,20 @@ Body = ResultEntry | Erased | None  # None: no entry was found
 class Finding:
     """The verdict on one record."""
 
-    verdict: Verdict
+    verdict: RecordVerdict
     broken_at_seq: int | None = None
     reason: str | None = None
+    # The chain's own fault at this record (None when verified, missing a body, or broken
+    # only because an earlier record was): what the strict reading reports.
+    fault: ChainFault | None = None
+    detail: str = ""
 
     @property
     def breaks(self) -> bool:
-        return self.verdict is Verdict.BROKEN
+        return self.verdict is RecordVerdict.BROKEN
 
 
-VERIFIED = Finding(Verdict.VERIFIED)
+VERIFIED = Finding(RecordVerdict.VERIFIED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +127,8 @@ def body_key(rec: JournalRecord) -> tuple[str, int, int]:
 
 
 def _broken(seq: int, kind: str, detail: str) -> Finding:
-    return Finding(Verdict.BROKEN, seq, f"{kind}: {detail}")
+    fault = kind if isinstance(kind, ChainFault) else None
+    return Finding(RecordVerdict.BROKEN, seq, f"{kind}: {detail}", fault, detail)
 
 
 def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Finding:
@@ -128,7 +136,7 @@ def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Fi
     ``check_link``, positioned by the core's ``fault_seq``.
 
     The session is checked first, also for a session's first record (the tip knows whose
-    chain it is; the core's ``check_next`` only knows a predecessor's).
+    chain it is).
     """
     if tip.broken_at is not None:
         return _broken(
@@ -156,7 +164,10 @@ def check_body(rec: JournalRecord, body: Body) -> Finding:
     if body is None or isinstance(body, Erased):
         why = "erased" if isinstance(body, Erased) else "no entry in results"
         return Finding(
-            Verdict.BODY_MISSING, None, f"body_missing: call {rec.era}/{rec.call_seq} {why}"
+            RecordVerdict.BODY_MISSING,
+            None,
+            f"body_missing: call {rec.era}/{rec.call_seq} {why}",
+            detail=f"call {rec.era}/{rec.call_seq} {why}",
         )
     fault = check_entry(rec, body)
     if fault is None:
@@ -164,10 +175,13 @@ def check_body(rec: JournalRecord, body: Body) -> Finding:
     return _broken(rec.seq, *fault)
 
 
-def check(tip: Tip, rec: JournalRecord, body: Body, unsigned: str | None = None) -> Finding:
-    """The verdict on ``rec``: links and signature first (then the body is irrelevant)."""
+def check(
+    tip: Tip, rec: JournalRecord, body: Body, unsigned: str | None = None, *, bodies: bool = True
+) -> Finding:
+    """The verdict on ``rec``: links and signature first (then the body is irrelevant);
+    ``bodies=False`` checks no body (a reader that was given none)."""
     finding = check_links(tip, rec, unsigned)
-    if finding.breaks:
+    if finding.breaks or not bodies:
         return finding
     return check_body(rec, body)
 
@@ -217,13 +231,13 @@ class ChainReport:
 def verify_records(
     session_id: str,
     records: Iterable[JournalRecord],
-    bodies: Mapping[tuple[int, int], Body],
+    bodies: Mapping[tuple[int, int], Body] | None,
     unsigned: Sequence[str | None] | None = None,
 ) -> ChainReport:
     """Fold the checker over a whole chain in journal order (records as they are on the topic).
 
     ``bodies`` maps (era, call_seq) → the ResultEntry, ``ERASED`` for a tombstone; absent means
-    no entry. ``unsigned`` (aligned with ``records``, ``runplane.signing.journal.unsigned``): why each
+    no entry; ``None``: bodies are not checked. ``unsigned`` (aligned with ``records``, ``runplane.signing.journal.unsigned``): why each
     record is not signed by a chain writer; None when no keyring is configured. An empty chain
     does not verify (there is nothing to trust).
     """
@@ -232,13 +246,14 @@ def verify_records(
     for i, rec in enumerate(records):
         body = (
             bodies.get((rec.era, rec.call_seq))
-            if needs_body(rec) and rec.call_seq is not None
+            if bodies is not None and needs_body(rec) and rec.call_seq is not None
             else None
         )
-        finding = check(tip, rec, body, None if unsigned is None else unsigned[i])
+        signed = None if unsigned is None else unsigned[i]
+        finding = check(tip, rec, body, signed, bodies=bodies is not None)
         findings.append((rec.seq, finding))
         tip = advance(tip, rec, finding)
-    missing = tuple(seq for seq, f in findings if f.verdict is Verdict.BODY_MISSING)
+    missing = tuple(seq for seq, f in findings if f.verdict is RecordVerdict.BODY_MISSING)
     if not findings:
         return ChainReport(session_id, 0, False, 0, "gap: no records", (), ())
     return ChainReport(
@@ -255,3 +270,41 @@ def verify_records(
 def bodies_of(results: Mapping[tuple[int, int], ResultEntry | None]) -> dict[tuple[int, int], Body]:
     """A read of ``results`` (None = tombstone) as the checker's bodies (``ERASED``)."""
     return {k: ERASED if v is None else v for k, v in results.items()}
+
+
+def verify_chain(
+    records: Iterable[JournalRecord],
+    results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
+    *,
+    unsigned: Sequence[str | None] | None = None,
+) -> Verdict:
+    """The strict reading of ``verify_records`` for a holder of the whole run: the first fault
+    from seq 0 in the order given, and ``Verdict.checked`` the records before it.
+
+    ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
+    purpose, allowed); without it, bodies are not checked — with it, a body the chain names
+    that has no entry is a BODY_MISSING fault. ``unsigned`` (aligned with ``records``): why
+    each record is not signed by a chain writer (``runplane.signing.journal.unsigned``);
+    without it, signatures are not checked. The session is the first record's.
+    """
+    chain = list(records)
+    if not chain:
+        return Verdict(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
+    bodies = None if results is None else bodies_of(results)
+    report = verify_records(chain[0].session_id, chain, bodies, unsigned)
+    for checked, (rec, (_, finding)) in enumerate(zip(chain, report.findings, strict=True)):
+        if finding.fault is not None:
+            bad = finding.broken_at_seq
+            return Verdict(
+                ok=False, checked=checked, bad_seq=bad, fault=finding.fault, detail=finding.detail
+            )
+        absent = bodies is not None and needs_body(rec) and (rec.era, rec.call_seq) not in bodies
+        if absent:
+            return Verdict(
+                ok=False,
+                checked=checked,
+                bad_seq=rec.seq,
+                fault=ChainFault.BODY_MISSING,
+                detail=f"no result entry for era {rec.era} call_seq {rec.call_seq}",
+            )
+    return Verdict(ok=True, checked=len(chain))

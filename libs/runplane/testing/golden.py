@@ -1,5 +1,5 @@
-"""Golden journals in a project's own tests: ``assert_replays`` (re-exported by
-``runplane.testing``) replays recorded runs against the agent code importable now.
+"""Golden journals in a project's own tests: ``assert_replays`` (also at the package's front
+door, ``runplane.testing``) replays recorded runs against the agent code importable now.
 
     from runplane.testing import assert_replays
 

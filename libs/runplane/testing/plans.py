@@ -1,6 +1,6 @@
 """The test driver's admission: a run the test starts, and the children runs commission.
 
-A mixin of ``runplane.testing.Driver`` (which owns the state declared here). ``_start`` is what
+A mixin of ``runplane.testing.driver.Driver`` (which owns the state declared here). ``_start`` is what
 admission does for a new run — seq 0 and the StartRun, the runtime started on the version
 that serves it; ``_admit`` admits a commission's ``AdmissionRequest`` as admission would: one
 run per admission key, ever (a replayed parent asks again and gets nothing new). A child's
@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from runplane.core.chain import run_start
 from runplane.core.engine import Event
+from runplane.testing.session import _Session
 from runplane.wire import AdmissionRequest, StartRun
 
 if TYPE_CHECKING:
     from runplane.core import AgentRegistry
     from runplane.core.limits import Limits
     from runplane.core.policy import Policy
-    from runplane.testing import FakeClock, _Session
+    from runplane.testing.driver import FakeClock
 
 __all__ = ["AdmissionVerbs"]
 
@@ -83,7 +84,5 @@ class AdmissionVerbs:
             agent_version=agent_version,
             delegation_json=delegation_json,
         )
-        from runplane.testing import _Session  # the driver's module imports this one
-
         self.sessions.setdefault(sid, _Session()).journal.append(admitted)
         self._boot(sid, start)

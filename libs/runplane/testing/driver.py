@@ -1,4 +1,4 @@
-"""What a test of an agent needs: a fake clock, a scripted model, an in-memory driver.
+"""The in-memory Driver, with a fake clock and a scripted model (``runplane.testing``'s door).
 
     driver = Driver(REGISTRY, tools={"fetch_invoice": fetch, "charge_card": charge})
     run = driver.run("refund", {"invoice_id": "inv-7"})
@@ -21,10 +21,9 @@ import inspect
 import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from runplane._closing import close_reply
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
@@ -41,10 +40,11 @@ from runplane.core.engine import Command, Event, apply_step
 from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
-from runplane.golden import assert_replays
 from runplane.kafka.routes import route
-from runplane.testing_operate import OperateVerbs
-from runplane.testing_plans import AdmissionVerbs
+from runplane.testing.closing import close_reply
+from runplane.testing.operate import OperateVerbs
+from runplane.testing.plans import AdmissionVerbs
+from runplane.testing.session import _Session
 from runplane.wire import (
     AdmissionRequest,
     CancelDeadline,
@@ -67,7 +67,7 @@ from runplane.wire import (
     Wake,
 )
 
-__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider", "assert_replays"]
+__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider"]
 
 
 class FakeClock:
@@ -119,15 +119,6 @@ class ScriptedProvider:
 
 class Crash(Exception):
     """Raised by a crash hook to simulate the process dying at that point."""
-
-
-@dataclass
-class _Session:
-    journal: list[JournalRecord] = field(default_factory=list)
-    results: dict[tuple[int, int], ResultEntry] = field(default_factory=dict)
-    snapshot: SessionSnapshot | None = None
-    runtime: Runtime | None = None
-    open_tasks: dict[str, OpenTask] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

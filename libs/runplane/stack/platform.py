@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from runplane.errors import ConfigError
 from runplane.stack._config import StackConfig
-from runplane.stack._process import cmdline, is_alive, read_pid, spawn, terminate
+from runplane.stack.process import cmdline, is_alive, read_pid, spawn, terminate
 
 STATE_DIR_ENV = "RUNPLANE_STATE_DIR"
 # Stop order: services first (they hold transactions open on the broker), then the fakes.

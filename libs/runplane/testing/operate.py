@@ -1,6 +1,6 @@
 """The test driver's verbs for operating a run: signal, cancel, and time passing.
 
-A mixin of ``runplane.testing.Driver`` (which owns the state declared here): what a person or
+A mixin of ``runplane.testing.driver.Driver`` (which owns the state declared here): what a person or
 a system does to a live run — send it a signal, cancel it — and what the executor's timer scan
 does when time passes (``advance``).
 """
@@ -15,7 +15,8 @@ from runplane.core.engine import Event
 from runplane.wire import Signal, Wake
 
 if TYPE_CHECKING:
-    from runplane.testing import FakeClock, RunView, _Session
+    from runplane.testing.driver import FakeClock, RunView
+    from runplane.testing.session import _Session
 
 __all__ = ["OperateVerbs"]
 

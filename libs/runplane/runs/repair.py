@@ -18,7 +18,6 @@ like admission and the executor): set it on the journal service when chains are 
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
@@ -30,7 +29,7 @@ from runplane.errors import RetryableError
 from runplane.kafka.clients import producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import restore_table
-from runplane.runs import read_run, result_key
+from runplane.runs.read import read_run, result_key
 from runplane.signing.journal import Signer
 from runplane.wire import Record, Serde, SessionSnapshot
 
@@ -69,10 +68,13 @@ def write_fork(
     from_seq: int,
     order: core.RepairOrder,
     *,
+    signer: Signer | None,
     now_ms: int | None = None,
 ) -> str:
     """Fork ``run_id`` at ``from_seq``: write the new run and order it on; its id.
 
+    ``signer``: the chain writer's key the fork's journal records are signed with (the
+    caller's configuration, ``RUNPLANE_JOURNAL_SIGNING_KEY``); None writes them unsigned.
     ``RepairRefused`` when the old run cannot be forked there (see ``core.repair.fork``)."""
     old = read_snapshot(settings, run_id)
     if old is None:
@@ -89,7 +91,6 @@ def write_fork(
         order=order,
         now_ms=now,
     )
-    signer = Signer.from_env(os.environ)
     producer = Producer(producer_config(settings))
     partition = partition_for(session, settings.partitions)
     serde = Serde.from_settings(settings)
