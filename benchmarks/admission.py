@@ -34,7 +34,7 @@ from runplane.kafka.clients import (
 )
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
-from runplane.wire import AdmissionRequest, Serde
+from runplane.wire import AdmissionRequest, serde_for
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
@@ -44,7 +44,7 @@ PACED_RATE = 200  # requests/s for the latency phase: well below capacity
 PACED_S = 5.0
 BATCH_MAX = 500
 CAPS = {"bench": CapabilitySpec({"type": "object"})}
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 
 
 @contextmanager

@@ -46,7 +46,7 @@ from benchmarks.e2e_drive import Judge, Watcher, closed_loop
 from benchmarks.executor import scratch_topics
 from runplane.config import Settings
 from runplane.kafka.clients import producer_config
-from runplane.wire import AdmissionRequest, RunStatus, Serde, SessionSnapshot, StartRun
+from runplane.wire import AdmissionRequest, RunStatus, SessionSnapshot, StartRun, serde_for
 
 # (in flight, completions measured): each level runs a few seconds on this machine.
 LEVELS = ((1, 100), (16, 800), (200, 2000))
@@ -59,7 +59,7 @@ _SERVICES = {"threads": e2e_services.threads, "processes": e2e_services.processe
 
 def _judge(settings: Settings) -> Judge:
     """Watcher judge: the admission key a COMPLETED snapshot completes, plus hop stamps."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     logical = {settings.topic(n): n for n in ("sessions", "runs.inbox")}
 
     def judge(msg: Message) -> tuple[str | None, dict[str, float]]:
@@ -102,7 +102,7 @@ def _runplane(base: Settings, mode: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     suffix = "" if mode == "threads" else f" · {mode}"
     with scratch_topics(base) as settings:
-        serde = Serde.from_settings(settings)
+        serde = serde_for(settings)
         producer = Producer(producer_config(settings, linger_ms=0))
         topic = settings.topic("admission")
         watcher = Watcher(

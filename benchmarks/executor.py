@@ -46,7 +46,7 @@ from runplane.kafka.clients import admin, consumer_config, transactional_produce
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.providers import FunctionTool
-from runplane.wire import RunStatus, RunStatusUpdate, Serde
+from runplane.wire import RunStatus, RunStatusUpdate, serde_for
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import admit, executor_thread, plain_producer
 
@@ -77,7 +77,7 @@ class CompletionWatch:
     """Reads ``admission`` and stamps each run's COMPLETED update as it becomes visible."""
 
     def __init__(self, settings: Settings) -> None:
-        self._serde = Serde.from_settings(settings)
+        self._serde = serde_for(settings)
         self._consumer = Consumer(
             consumer_config(settings, f"bench-watch-{uuid.uuid4().hex[:8]}", fetch_wait_max_ms=5)
         )

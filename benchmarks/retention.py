@@ -32,7 +32,7 @@ from runplane.core.chain import body_digest, default_label, request_witness
 from runplane.kafka.clients import admin, producer_config
 from runplane.kafka.restore import Restorer
 from runplane.kafka.topics import create_topics, delete_topics
-from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
+from runplane.wire import ResultEntry, RunStatus, SessionSnapshot, serde_for
 from services.executor.settings import ExecutorSettings
 from services.executor.state import restore_partitions, results_key
 from tests.helpers.harness import executor_thread
@@ -63,7 +63,7 @@ def _one_partition(settings: Settings) -> Iterator[Settings]:
 
 def _fill(settings: Settings) -> None:
     """ENDED completed and LIVE parked runs, CALLS bodies of ~200 bytes each."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     producer = Producer(producer_config(settings, linger_ms=20))
     now = int(time.time() * 1000)
     label = default_label(["agent/bench"])
@@ -114,7 +114,7 @@ def _fill(settings: Settings) -> None:
 
 def _restore(settings: Settings) -> tuple[float, int, int]:
     """(seconds, records read, live runs with bodies) of the executor's restore."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     restorer = Restorer(settings)
     try:
         started = time.perf_counter()

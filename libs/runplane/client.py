@@ -64,9 +64,9 @@ from runplane.wire import (
     AdmissionReply,
     AdmissionRequest,
     RunStatus,
-    Serde,
     SessionSnapshot,
     Signal,
+    serde_for,
 )
 
 __all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
@@ -160,7 +160,7 @@ class Client:
         requests go unsigned (admitted only by an admission in dev mode)."""
         self._settings = settings
         self._signing_key = signing_key if signing_key is not None else SigningKey.from_env()
-        self._serde = Serde.from_settings(settings)
+        self._serde = serde_for(settings)
         self._producer = Producer(producer_config(settings))
         self._consumer = Consumer(
             consumer_config(

@@ -75,12 +75,12 @@ from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,
-    Serde,
     SessionSnapshot,
     Signal,
     StartRun,
     TaskDecision,
     Wake,
+    serde_for,
 )
 from services.executor.calls import Performer
 from services.executor.committer import Committer, GroupCommit
@@ -142,7 +142,7 @@ class Executor:
         self._wall_ms = wall_ms
         # The topology's list, so what the executor writes is what its ACLs are derived from.
         self._topic = {name: base.topic(name) for name in (INPUT, *OUTPUTS)}
-        self._serde = Serde.from_settings(base)
+        self._serde = serde_for(base)
         metrics = self._metrics = executor_metrics()
         hooks = LoopHooks(restore=self._restore, revoke=self._revoke)
         self._loop = TxnLoop(base, loop_config(settings), hooks, probe=probe)

@@ -31,6 +31,7 @@ from confluent_kafka import Message
 from runplane.core import AgentRegistry, UnknownCapability
 from runplane.core.engine import (
     apply_step,
+    can_hold,
     held_of,
     hold,
     park_stranded,
@@ -38,7 +39,6 @@ from runplane.core.engine import (
     strand_unstarted,
     stranded_of,
 )
-from runplane.core.engine.stranded import can_hold
 from runplane.core.limits import Limits
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.deadletter import dead_letter
@@ -50,7 +50,7 @@ from services.executor.outbox import Outbox, RunSink
 from services.executor.state import ENDED, PartitionState, RunTable
 from services.executor.topology import SERVICE
 
-__all__ = ["VersionGate", "VersionNotDeployed", "not_deployed"]
+__all__ = ["VersionGate", "not_deployed"]
 
 log = logging.getLogger("services.executor.executor")
 

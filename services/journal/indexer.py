@@ -23,7 +23,7 @@ from runplane.errors import WireError
 from runplane.health import Probe
 from runplane.journal.index import RunIndex
 from runplane.kafka.feed import TopicFeed
-from runplane.wire import AuditRecord, Serde
+from runplane.wire import AuditRecord, serde_for
 from services.journal import metrics as m
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Indexer(TopicFeed):
             fetch_wait_ms=100,
         )
         self._index = index
-        self._serde = Serde.from_settings(settings)
+        self._serde = serde_for(settings)
 
     def stored_offsets(self) -> dict[int, int] | None:
         return self._index.offsets()

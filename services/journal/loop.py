@@ -50,7 +50,7 @@ from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.runs.read import key_text, parse_result_key
 from runplane.signing.journal import header_of
-from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Serde, Wake
+from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Wake, serde_for
 from services.journal import metrics as m
 from services.journal import topology as topo
 from services.journal.decide import (
@@ -105,7 +105,7 @@ class AuditLoop:
         self._base = settings.base
         self._probe = probe
         self._now = now_ms
-        self._serde = Serde.from_settings(self._base)
+        self._serde = serde_for(self._base)
         self._journal = self._base.topic("journal")
         self._results = self._base.topic("results")
         self._states: dict[int, PartitionState] = {}

@@ -24,7 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import consumer_config
-from runplane.wire import CaseRecord, Serde
+from runplane.wire import CaseRecord, Serde, serde_for
 from services.sweeper.topology import INPUT
 
 __all__ = ["CommittedView", "read_committed"]
@@ -53,7 +53,7 @@ def read_committed(
     ``timeout_s``.
     """
     topic = settings.topic(INPUT)
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     consumer = Consumer(
         consumer_config(
             settings,

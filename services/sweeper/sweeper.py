@@ -65,7 +65,7 @@ from faust.types import TP, EventT, Message, StreamT
 from runplane.errors import WireError
 from runplane.health import Probe
 from runplane.kafka.deadletter import dead_letter
-from runplane.wire import CaseRecord, Serde
+from runplane.wire import CaseRecord, serde_for
 from services.sweeper import metrics
 from services.sweeper.committed import CommittedView, read_committed
 from services.sweeper.decide import Entry, decide_tick, entries_for
@@ -103,7 +103,7 @@ class Sweeper:
         )
         self._redis = redis_client or redis.Redis.from_url(base.redis_url)
         self._index = DueIndex(self._redis, base.topic_prefix)
-        self._serde = Serde.from_settings(base)
+        self._serde = serde_for(base)
         self._probe = probe
         self._assigned: set[int] = set()
         self._lock: asyncio.Lock | None = None

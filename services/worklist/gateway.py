@@ -33,7 +33,7 @@ from runplane.config import Settings
 from runplane.errors import RetryableError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
-from runplane.wire import ClaimTask, DecideTask, ReleaseTask, Serde
+from runplane.wire import ClaimTask, DecideTask, ReleaseTask, serde_for
 from services.worklist.readmodel import Indexer
 from services.worklist.topology import INPUT, TABLE, group_id
 
@@ -59,7 +59,7 @@ class Gateway:
         self._settings = settings
         self._indexer = indexer
         self._wait_s = wait_ms / 1000
-        self._serde = Serde.from_settings(settings)
+        self._serde = serde_for(settings)
         self._input = settings.topic(INPUT)
         self._table = settings.topic(TABLE)
         self._producer = Producer(producer_config(settings, linger_ms=0))

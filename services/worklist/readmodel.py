@@ -40,7 +40,7 @@ from runplane.config import Settings
 from runplane.errors import WireError
 from runplane.health import Probe
 from runplane.kafka.feed import TopicFeed
-from runplane.wire import Serde, TaskRecord, decode, encode
+from runplane.wire import TaskRecord, decode, encode, serde_for
 from services.worklist.index import memberships
 from services.worklist.topology import TABLE, redis_namespace
 
@@ -207,7 +207,7 @@ class Indexer(TopicFeed):
             retry_on=(redis.RedisError,),
         )
         self._store = store
-        self._serde = Serde.from_settings(settings)
+        self._serde = serde_for(settings)
         self._positions: dict[int, int] = {}
         self.changed = threading.Condition()
 

@@ -57,10 +57,10 @@ from runplane.wire import (
     ParkKind,
     ResultEntry,
     RunStatus,
-    Serde,
     TaskDecision,
     TaskKind,
     Verdict,
+    serde_for,
 )
 from tests.helpers.harness import plain_producer, read_topic, sessions
 
@@ -283,7 +283,7 @@ def deliver(
 ) -> None:
     """Produce until the broker acknowledged it (acks=all): an emitter retries with the same
     key, so a broker fault in the middle costs a duplicate request, never a lost one."""
-    value = Serde.from_settings(settings).encode(topic, record)
+    value = serde_for(settings).encode(topic, record)
     errors: list[object] = []
     for _ in range(20):
         errors.clear()
@@ -489,7 +489,7 @@ def _claims(settings: Settings) -> dict[str, AdmissionClaim]:
 def _table(settings: Settings, topic: str) -> dict[str, Any]:
     from runplane.kafka.restore import restore_table
 
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     return restore_table(
         settings,
         settings.topic(topic),

@@ -31,8 +31,8 @@ from runplane.wire import (
     JournalRecord,
     Record,
     ResultEntry,
-    Serde,
     SessionSnapshot,
+    serde_for,
 )
 from services.executor.serve import build
 from services.executor.settings import ExecutorSettings
@@ -56,7 +56,7 @@ def admit(
     initiator: str = "emitter",
 ) -> list[Admitted]:
     """Write RunAdmitted + StartRun for each input (as admission would); flushes."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     out: list[Admitted] = []
     for value in inputs:
         run_id = "r-" + uuid.uuid4().hex[:16]
@@ -87,7 +87,7 @@ def admit(
 
 
 def send(producer: Producer, settings: Settings, topic: str, key: str, record: Record) -> None:
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     producer.produce(settings.topic(topic), key=key.encode(), value=serde.encode(topic, record))
     producer.flush(30)
 
@@ -97,7 +97,7 @@ def plain_producer(settings: Settings) -> Producer:
 
 
 def sessions(settings: Settings) -> dict[str, SessionSnapshot]:
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     rows = restore_table(
         settings,
         settings.topic("sessions"),
@@ -112,7 +112,7 @@ def read_topic(
     settings: Settings, topic: str, *, timeout_s: float = 30.0
 ) -> list[tuple[str, Record]]:
     """Every decodable record of a logical topic, read_committed, in partition/offset order."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     full = settings.topic(topic)
     consumer = Consumer(
         consumer_config(settings, f"harness-{uuid.uuid4().hex[:8]}", enable_partition_eof=True)

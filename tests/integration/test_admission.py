@@ -43,10 +43,10 @@ from runplane.wire import (
     JournalRecord,
     RunStatus,
     RunStatusUpdate,
-    Serde,
     StartRun,
     parsed_schema,
     schema_fingerprint,
+    serde_for,
 )
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build, serve
@@ -55,7 +55,7 @@ from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 RUNPLANE = Path(sys.executable).with_name("runplane")
 REFUND_INPUT = '{"invoice_id": "inv-1"}'
 CAPS = {

@@ -22,14 +22,14 @@ from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.signing.admission import SigningKey
-from runplane.wire import CaseRecord, CaseReply, Record, Serde
+from runplane.wire import CaseRecord, CaseReply, Record, serde_for
 from services.cases.serve import build
 from services.cases.settings import CasesSettings
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.sweeper import Sweeper
 from tests.helpers.waiting import wait_for
 
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 T = TypeVar("T")
 
 

@@ -20,7 +20,7 @@ from runplane.config import Settings
 from runplane.kafka.clients import producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
-from runplane.wire import RunStatus, Serde, SessionSnapshot
+from runplane.wire import RunStatus, SessionSnapshot, serde_for
 
 HISTORY = 10_000
 # Reading back from the end starts with a 256-record window; a run changed within it costs
@@ -60,7 +60,7 @@ class _Partition:
     """Writes snapshots to the one ``sessions`` partition the test's runs share."""
 
     def __init__(self, settings: Settings, client: Client) -> None:
-        self.serde = Serde.from_settings(settings)
+        self.serde = serde_for(settings)
         self.topic = settings.topic("sessions")
         self.count = len(client.mark().ends)
         self.index = 0

@@ -30,8 +30,8 @@ from runplane.wire import (
     JournalKind,
     ObligationStatus,
     RunStatus,
-    Serde,
     StartRun,
+    serde_for,
 )
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import chain_of, executor_thread, plain_producer, read_topic, sessions
@@ -56,7 +56,7 @@ def _registry() -> AgentRegistry:
 
 def _admit(settings: Settings, capability: str, value: Any, case_id: str) -> str:
     """What admission writes for a new run on ``case_id``: seq 0 and the StartRun."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     run_id = "r-" + uuid.uuid4().hex[:16]
     now_ms = int(time.time() * 1000)
     input_json = json.dumps(value, sort_keys=True)

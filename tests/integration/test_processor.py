@@ -36,14 +36,14 @@ from runplane.wire import (
     AdmissionRequest,
     DeadLetter,
     Record,
-    Serde,
+    serde_for,
 )
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 SUPPORT = Path(__file__).with_name("test_processor_support.py")
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 
 
 def request(key: str, capability: str = "refund") -> AdmissionRequest:

@@ -36,7 +36,7 @@ from runplane.wire import (
     DeadLetter,
     Obligation,
     ObligationStatus,
-    Serde,
+    serde_for,
 )
 from services.sweeper.serve import serve
 from services.sweeper.settings import SweeperSettings
@@ -46,7 +46,7 @@ from tests.helpers.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 REDIS_DB = 13
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 
 
 def now_ms() -> int:

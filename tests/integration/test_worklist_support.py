@@ -29,16 +29,16 @@ from runplane.wire import (
     ExpiryPolicy,
     OpenTask,
     Record,
-    Serde,
     TaskDecision,
     TaskKind,
+    serde_for,
 )
 from services.worklist.serve import serve
 from services.worklist.settings import WorklistSettings
 from services.worklist.topology import redis_namespace
 from tests.helpers.waiting import wait_for
 
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 T = TypeVar("T")
 
 # name -> roles; every token is "<name>-token"

@@ -41,11 +41,11 @@ from runplane.wire import (
     DeadLetter,
     JournalRecord,
     RunStatus,
-    Serde,
     Signal,
     StartRun,
     Verdict,
     encode,
+    serde_for,
 )
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
@@ -59,7 +59,7 @@ from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 
 
 def mini_config(settings: Settings) -> ProcessorConfig:

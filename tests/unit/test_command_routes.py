@@ -17,7 +17,7 @@ from runplane.errors import TerminalError
 from runplane.kafka import routes
 from runplane.testing import Driver
 from runplane.testing.session import _Session
-from runplane.wire import TOPIC_RECORDS, OpenTask, Record, RunStatusUpdate, Serde, Wake
+from runplane.wire import TOPIC_RECORDS, OpenTask, Record, RunStatusUpdate, Wake, serde_for
 from runplane.wire.strategies import records
 from services.executor.committer import GroupCommit
 from services.executor.metrics import executor_metrics
@@ -58,7 +58,7 @@ def _outbox() -> tuple[Outbox, GroupCommit]:
     topics = {name: BASE.topic(name) for name in OUTPUTS}
     outbox = Outbox(
         group,
-        Serde.from_settings(BASE),
+        serde_for(BASE),
         topics,
         metrics=executor_metrics(),
         wall_ms=lambda: 1,
@@ -76,7 +76,7 @@ def test_the_outbox_writes_a_command_where_its_route_says(command: Record) -> No
     (out,) = group.batch.records
     assert out.topic == BASE.topic(row.topic)
     assert out.key == row.key(command).encode("utf-8")
-    assert Serde.from_settings(BASE).decode(row.topic, out.value or b"") == command
+    assert serde_for(BASE).decode(row.topic, out.value or b"") == command
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -29,10 +29,10 @@ from runplane.wire import (
     JournalRecord,
     RunStatus,
     RunStatusUpdate,
-    Serde,
     SessionSnapshot,
     Signal,
     StartRun,
+    serde_for,
 )
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings
@@ -40,7 +40,7 @@ from services.executor.state import PartitionState
 from tests.helpers.sample import sample_entry
 
 BASE = Settings(partitions=1)
-SERDE = Serde.from_settings(BASE)
+SERDE = serde_for(BASE)
 
 
 async def waits(ctx: StepCtx, input: Any) -> Any:

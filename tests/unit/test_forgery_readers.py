@@ -48,9 +48,9 @@ from runplane.wire import (
     JournalKind,
     JournalRecord,
     ResultEntry,
-    Serde,
     Verdict,
     encode,
+    serde_for,
 )
 from services.journal.api import build_api
 from services.journal.decide import (
@@ -318,7 +318,7 @@ def test_every_reader_judges_a_forgery_alike(kind: str, http: Any) -> None:
 
 # -- writer signatures (runplane.signing.journal): a well-chained extension by a foreign writer ----------
 
-SERDE = Serde.from_settings(Settings())
+SERDE = serde_for(Settings())
 
 
 def _key_pair() -> tuple[Signer, Keyring]:

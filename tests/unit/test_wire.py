@@ -26,7 +26,6 @@ from runplane.wire import (
     Record,
     ResultEntry,
     Sensitivity,
-    Serde,
     SingleObjectSerde,
     Trust,
     Wake,
@@ -40,6 +39,7 @@ from runplane.wire import (
     record_types,
     register_writer_schema,
     schema_fingerprint,
+    serde_for,
     tenant_problem,
     to_dict,
 )
@@ -431,7 +431,7 @@ def test_decode_for_refuses_a_record_the_topic_does_not_carry() -> None:
 
 
 def test_default_serde_is_single_object_and_checks_topics_both_ways() -> None:
-    serde = Serde.from_settings(Settings())
+    serde = serde_for(Settings())
     assert isinstance(serde, SingleObjectSerde)
     data = serde.encode("runplane.runs.inbox", Wake(session_id="s", reason="r", sent_ms=1))
     assert data == encode(Wake(session_id="s", reason="r", sent_ms=1))

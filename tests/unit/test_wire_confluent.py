@@ -26,11 +26,11 @@ from runplane.wire import (
     Label,
     Record,
     Sensitivity,
-    Serde,
     Signal,
     Trust,
     Wake,
     encode,
+    serde_for,
     to_dict,
 )
 from runplane.wire._confluent import ConfluentSerde, Schema, subject_for
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.unit
 
 def fresh() -> ConfluentSerde:
     # The mock's state is per client instance; a unique URL keeps tests independent.
-    serde = Serde.from_settings(
+    serde = serde_for(
         Settings(schema_registry_url=f"mock://{uuid.uuid4().hex}", topic_prefix="rp.")
     )
     assert isinstance(serde, ConfluentSerde)

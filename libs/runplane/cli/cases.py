@@ -23,7 +23,7 @@ from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import producer_config
 from runplane.runs.read import read_case as read_committed_case
-from runplane.wire import CaseRecord, CloseCase, Serde, to_dict
+from runplane.wire import CaseRecord, CloseCase, serde_for, to_dict
 
 cases_app = typer.Typer(
     help="Inspect cases: versioned state and obligations.", no_args_is_help=True
@@ -126,7 +126,7 @@ def close_case(
     producer.produce(
         settings.topic("cases.commands"),
         key=case_id.encode("utf-8"),
-        value=Serde.from_settings(settings).encode("cases.commands", command),
+        value=serde_for(settings).encode("cases.commands", command),
     )
     if producer.flush(30) != 0:
         raise typer.Exit(_fail("Kafka did not acknowledge the close command"))

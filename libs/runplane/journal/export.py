@@ -22,7 +22,7 @@ from runplane.kafka.clients import consumer_config
 from runplane.kafka.restore import restore_table
 from runplane.runs.read import read_run
 from runplane.signing.journal import Keyring
-from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
+from runplane.wire import ResultEntry, RunStatus, SessionSnapshot, serde_for
 
 __all__ = ["FINAL", "in_flight", "read_recording", "read_snapshots", "sample"]
 
@@ -31,7 +31,7 @@ FINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED}
 
 def read_snapshots(settings: Settings, *, timeout_s: float = 60.0) -> dict[str, SessionSnapshot]:
     """Every run's latest snapshot (the ``sessions`` table), by run id."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     topic = settings.topic("sessions")
     consumer = Consumer(consumer_config(settings, f"runplane-reader-{uuid.uuid4().hex[:12]}"))
     try:

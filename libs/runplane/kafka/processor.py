@@ -74,7 +74,7 @@ from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.signing.journal import Signer as JournalSigner
 from runplane.tracing import current_headers, span_from_headers
-from runplane.wire import Record, Serde
+from runplane.wire import Record, Serde, serde_for
 
 __all__ = ["Processor", "ProcessorConfig", "ProcessorStopped"]
 
@@ -156,7 +156,7 @@ class Processor:
         self._config = config
         self._handler = handler
         self._clock: Clock = clock or SystemClock()
-        self._serde = serde or Serde.from_settings(settings)
+        self._serde = serde or serde_for(settings)
         self._before_commit = before_commit  # a test hook: crash or stall at the worst moment
         self._svc = config.service
         self.state = State(handler.tables)

@@ -32,7 +32,7 @@ from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
 from runplane.signing.journal import Keyring, header_of, unsigned
-from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, Serde
+from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, Serde, serde_for
 
 __all__ = [
     "RunHistory",
@@ -178,7 +178,7 @@ def read_run(
     not decode counts in ``undecodable`` (it would be dead-lettered by a service). With a
     ``keyring``, each record's writer signature is checked (``RunHistory.unsigned``).
     """
-    serde = serde or Serde.from_settings(settings)
+    serde = serde or serde_for(settings)
     consumer = _consumer(settings)
     try:
         partition = session_partition(settings, consumer, run_id, timeout_s)
@@ -227,7 +227,7 @@ def read_audit(
     serde: Serde | None = None,
 ) -> list[AuditRecord]:
     """The run's audit records as the journal service published them (topic order)."""
-    serde = serde or Serde.from_settings(settings)
+    serde = serde or serde_for(settings)
     consumer = _consumer(settings)
     try:
         partition = session_partition(settings, consumer, run_id, timeout_s)
@@ -249,7 +249,7 @@ def read_case(
     cases service's own table: the case's partition to its end, last record for the key wins,
     a tombstone deletes), or None when there is no such case. ``WireError`` when the latest
     record does not decode; ``RetryableError`` when the topic is missing or slow."""
-    serde = serde or Serde.from_settings(settings)
+    serde = serde or serde_for(settings)
     topic = settings.topic("cases")
     consumer = _consumer(settings)
     try:

@@ -31,7 +31,7 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import restore_table
 from runplane.runs.read import read_run, result_key
 from runplane.signing.journal import Signer
-from runplane.wire import Record, Serde, SessionSnapshot
+from runplane.wire import Record, SessionSnapshot, serde_for
 
 __all__ = ["read_snapshot", "send_order", "write_fork"]
 
@@ -40,7 +40,7 @@ def read_snapshot(
     settings: Settings, run_id: str, *, timeout_s: float = 60.0
 ) -> SessionSnapshot | None:
     """The run's latest snapshot (its partition of ``sessions`` read to the end)."""
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     rows = restore_table(
         settings,
         settings.topic("sessions"),
@@ -93,7 +93,7 @@ def write_fork(
     )
     producer = Producer(producer_config(settings))
     partition = partition_for(session, settings.partitions)
-    serde = Serde.from_settings(settings)
+    serde = serde_for(settings)
     journal = settings.topic("journal")
     for record in plan.records:
         value = serde.encode("journal", record)
@@ -116,7 +116,7 @@ def write_fork(
 
 
 def _produce(producer: Producer, settings: Settings, topic: str, key: str, record: Record) -> None:
-    value = Serde.from_settings(settings).encode(topic, record)
+    value = serde_for(settings).encode(topic, record)
     producer.produce(settings.topic(topic), key=key.encode(), value=value)
 
 

@@ -5,7 +5,7 @@
 - The record classes are generated (``python -m runplane.wire.codegen``): frozen dataclasses
   validated on construction and on decoding alike.
 - ``encode`` / ``decode``: Avro single-object encoding; ``decode`` raises only ``WireError``.
-- ``Serde.from_settings(settings)``: what services use; single-object by default, the
+- ``serde_for(settings)``: what services use; single-object by default, the
   Confluent wire format with a schema registry when ``RUNPLANE_SCHEMA_REGISTRY_URL`` is set.
 - ``to_dict`` / ``from_dict``: the Avro-mapped dict (enum symbols, nulls kept), for JSON APIs
   and for canonical hashing.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from runplane.wire import _records
 from runplane.wire._base import Record, canonical_encoder, from_dict, to_dict
+from runplane.wire._choice import serde_for
 from runplane.wire._codec import Serde, SingleObjectSerde, decode_for
 from runplane.wire._records import *  # noqa: F403  (the generated types; _records.__all__)
 from runplane.wire._serde import (
@@ -55,6 +56,7 @@ __all__ = [
     "record_types",
     "register_writer_schema",
     "schema_fingerprint",
+    "serde_for",
     "tenant_problem",
     "to_dict",
     *_records.__all__,

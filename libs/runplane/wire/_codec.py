@@ -1,7 +1,7 @@
 """The ``Serde`` services use: ``serde.encode(topic, record)`` / ``serde.decode(topic, data)``.
 
-``Serde.from_settings(settings)`` picks the wire format once at the edge: Avro single-object
-encoding by default, the Confluent format when ``RUNPLANE_SCHEMA_REGISTRY_URL`` is set. Both
+``runplane.wire.serde_for(settings)`` (``_choice``) picks the implementation once at the edge:
+Avro single-object encoding by default, the Confluent format with a registry. Both
 refuse a record type the topic does not carry (``TOPIC_RECORDS``), on the way out as well as
 on the way in, and raise only ``WireError`` for bad input (``RetryableError`` when the
 registry itself cannot be reached: the message is not at fault, so do not dead-letter it).
@@ -18,21 +18,11 @@ from runplane.wire._serde import encode as _encode
 from runplane.wire._topics import check_allowed
 
 if TYPE_CHECKING:
-    from runplane.config import Settings
+    pass
 
 
 class Serde(ABC):
     """Encodes and decodes wire records for a topic (logical name or full topic name)."""
-
-    @staticmethod
-    def from_settings(settings: Settings) -> Serde:
-        if settings.schema_registry_url:
-            from runplane.wire._confluent import ConfluentSerde
-
-            return ConfluentSerde.from_url(
-                settings.schema_registry_url, topic_prefix=settings.topic_prefix
-            )
-        return SingleObjectSerde()
 
     @abstractmethod
     def encode(self, topic: str, record: Record) -> bytes: ...

@@ -82,6 +82,7 @@ from runplane.core.engine.runtime import Runtime, replay_history
 from runplane.core.engine.step import TERMINAL, Command, Event, Quarantine, Step
 from runplane.core.engine.stranded import (
     Stranded,
+    can_hold,
     held_of,
     hold,
     park_stranded,
@@ -109,6 +110,7 @@ __all__ = [
     "StepSink",
     "Stranded",
     "apply_step",
+    "can_hold",
     "decision_identity_problem",
     "fail_from_snapshot",
     "fail_unstartable",
