@@ -15,12 +15,13 @@ from typing import Any, NamedTuple
 from runplane.core.agents import AgentSpec, EffectDecl
 from runplane.core.calendars import CalendarRegistry
 from runplane.core.determinism import session_seed
+from runplane.core.engine import timeouts
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
-from runplane.core.engine.vocab import Calendars, Wait
+from runplane.core.engine.vocab import Calendars, Resolution, Slot, Wait
 from runplane.core.limits import DEFAULT_LIMITS, Limits
 from runplane.core.policy import Policy
 from runplane.wire import (
@@ -180,6 +181,27 @@ class Run:
         self.parked = None
         self.status = RunStatus.RUNNING
         self.wake_at = None  # a timer belongs to the park it bounds
+
+    # -- a wait's timeout ------------------------------------------------------------------------
+    # A wait of any family may carry a timeout (its request's ``timeout``): the run holds one,
+    # resolved once and journaled with the park, and a wait still open past it ends with
+    # ``WaitTimedOut`` (``engine.timeouts``; the timers family delivers it). A family asks
+    # here, naming the timeout and nothing of the timer behind it.
+    def timeout_at(self, timeout: Mapping[str, Any] | None) -> int | None:
+        """The instant ``timeout`` (a timer request) ends a fresh wait; None without one."""
+        return None if timeout is None else timeouts.instant(self, timeout)
+
+    def bound_by(self, due: int) -> dict[str, str]:
+        """The wait being entered ends at ``due``: the attrs its park record journals."""
+        return timeouts.hold(self, due)
+
+    def time_out(self, slot: Slot, due: int) -> Resolution:
+        """The wait at ``slot`` ends now with ``WaitTimedOut`` (its timeout is already past)."""
+        return timeouts.timed_out(self, slot, due)
+
+    def drop_timeout(self) -> None:
+        """The run leaves its wait without a park to clear (a cancel): the timeout goes too."""
+        self.wake_at = None
 
     # -- the snapshot --------------------------------------------------------------------------
     def capture(self) -> SnapState:
