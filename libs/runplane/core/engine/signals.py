@@ -103,8 +103,8 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
 
 def _remember(run: Run, signal: Signal) -> None:
     if signal.signal_id is not None:
-        run.signal_ids.append(signal.signal_id)
-        del run.signal_ids[:-MAX_SIGNAL_IDS]
+        # A new tuple, never one changed in place: a capture or a mark holds the old one.
+        run.signal_ids = (*run.signal_ids, signal.signal_id)[-MAX_SIGNAL_IDS:]
 
 
 def _who(signal: Signal) -> dict[str, str]:
