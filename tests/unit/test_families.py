@@ -11,6 +11,7 @@ the registry; kernel modules import neither. Every import counts, function-local
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,29 @@ def test_the_import_check_catches_a_family_importing_another(tmp_path: Path) -> 
     assert violations("state", "from runplane.core.engine import panels\n") == [
         "state imports panels"
     ]
+
+
+# The timer itself: the Wake that delivers it, its instant, its wait and its park.
+TIMER_WORDS = re.compile(r"\bWake\b|wake_at|WaitKind\.TIMER|ParkKind\.WAKE")
+
+
+def timer_knowledge(module: str, source: str) -> list[str]:
+    """What of the timer a family module outside the timers row names: the kernel module that
+    keeps it (``timeouts``) or the timer itself. Another family bounds a wait through ``Run``
+    (``timeout_at``, ``bound_by``, ``time_out``) and knows no more."""
+    if FAMILY_OF.get(module) == "timers":
+        return []
+    found = sorted({m.group() for m in TIMER_WORDS.finditer(source)})
+    return (["imports timeouts"] if "timeouts" in engine_imports(source) else []) + found
+
+
+def test_only_the_timers_family_knows_the_timer() -> None:
+    found = {name: timer_knowledge(name, source) for name, source in _modules().items()}
+    assert {name: f for name, f in found.items() if name in FAMILY_OF and f} == {}
+    # A family arming the timer itself is caught, the timers family is not.
+    planted = "from runplane.core.engine import timeouts\nrun.wake_at = due  # a Wake\n"
+    assert timer_knowledge("signals", planted) == ["imports timeouts", "Wake", "wake_at"]
+    assert timer_knowledge("timers", planted) == []
 
 
 # -- the rows ----------------------------------------------------------------------------------

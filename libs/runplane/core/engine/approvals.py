@@ -13,7 +13,6 @@ from typing import Any
 
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Decision, Effect, EffectError, Op
-from runplane.core.engine import timeouts
 from runplane.core.engine.asking import ask_person, decision_identity_problem, escalated
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
@@ -86,8 +85,11 @@ def approval(run: Run, slot: Slot) -> Resolution:
         ),
     )
     run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
-    if req.get("timeout") is not None:  # a durable timeout of the run's own (engine.timers)
-        timeouts.arm(run, slot, timeouts.instant(run, req["timeout"]), f"task:{task_id}")
+    due = run.timeout_at(req.get("timeout"))
+    if due is not None:  # WaitTimedOut past it, unless decided first
+        run.rec.at(
+            JournalKind.RUN_PARKED, slot, {"parked_on": f"task:{task_id}", **run.bound_by(due)}
+        )
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 

@@ -113,14 +113,14 @@ def quarantine(run: Run, reason: str) -> None:
 
 def cancelled(run: Run) -> None:
     """End a run an operator cancelled (``engine.cancel``): RUN_CANCELLED, status FAILED
-    with error type ``RunCancelled``; what it waited on is withdrawn, its timer dropped."""
+    with error type ``RunCancelled``; what it waited on is withdrawn, its timeout dropped."""
     request = run.cancel
     assert request is not None
     _close_coro(run)
     run.status = RunStatus.FAILED
     run.error = ErrorInfo(type="RunCancelled", message=request.reason, retryable=False)
     _clear_waits(run)
-    run.wake_at = None
+    run.drop_timeout()
     run.rec.seal(
         JournalKind.RUN_CANCELLED,
         attrs={"reason": request.reason, "cancelled_by": request.by, **_unresolved(run)},

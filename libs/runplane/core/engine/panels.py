@@ -25,7 +25,6 @@ from typing import Any
 
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
-from runplane.core.engine import timeouts
 from runplane.core.engine.asking import ask_person, decision_identity_problem
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
@@ -74,8 +73,11 @@ def panel(run: Run, slot: Slot) -> Resolution:
     )
     set_open(run, request)
     run.park(ParkKind.TASK, panel_id, call_seq, RunStatus.AWAITING_HUMAN)
-    if req.get("timeout") is not None:  # WaitTimedOut past it; the open seats are withdrawn
-        timeouts.arm(run, slot, timeouts.instant(run, req["timeout"]), f"task:{panel_id}")
+    due = run.timeout_at(req.get("timeout"))
+    if due is not None:  # WaitTimedOut past it; the open seats are withdrawn
+        run.rec.at(
+            JournalKind.RUN_PARKED, slot, {"parked_on": f"task:{panel_id}", **run.bound_by(due)}
+        )
     run.waiting = Wait(WaitKind.APPROVAL, slot)
     return SUSPEND
 

@@ -275,8 +275,8 @@ class Runtime:
         return self._flush()
 
     def deliver(self, event: Event, *, now_ms: int) -> Step:
-        """An inbox event for this run: a signal, a task decision, a case reply, a wake or a
-        quarantine request (a Wake whose reason says so is one)."""
+        """An inbox event for this run: one a family's row serves, or a quarantine request
+        (``step.inbox_event`` reads one off the event that carries it)."""
         self._begin(now_ms)
         run = self._run
         if event.session_id != run.session_id:
@@ -285,7 +285,7 @@ class Runtime:
             )
         if self.ended:
             return self._flush(Rejected(f"run already ended ({run.status})"))
-        event = inbox_event(event)  # a quarantine request rides on the inbox as a Wake
+        event = inbox_event(event)  # a quarantine request rides on an inbox event
         if isinstance(event, Quarantine):
             quarantine(run, event.reason)
             return self._flush()

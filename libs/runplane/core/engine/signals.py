@@ -1,8 +1,8 @@
 """Effect family: signals — ``ctx.wait_signal(name, timeout=…)`` and the Signal inbox event.
 
 ``wait_signal`` takes the next buffered signal of that name or parks until one arrives; with
-a ``timeout`` it arms the run's durable timer (``timeouts``), and the wake past it records
-``WaitTimedOut`` at the wait's slot instead.
+a ``timeout`` the wait is bounded (``Run.timeout_at``, ``Run.bound_by``), and past it the wait
+records ``WaitTimedOut`` at its slot instead.
 
 A signal is accepted once per ``signal_id``: the ids of the last ``MAX_SIGNAL_IDS`` accepted
 signals ride in the snapshot (``signal_ids``), and a redelivery (a sender's retry, a
@@ -20,7 +20,7 @@ import json
 from dataclasses import replace
 from typing import Final
 
-from runplane.core.engine import bounds, cancel, timeouts
+from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import (
@@ -56,14 +56,12 @@ def wait_signal(run: Run, slot: Slot) -> Resolution:
             del run.pending[i]
             return serve(run.rec, slot.effect, _record_signal(run, slot, signal))
     attrs = {"parked_on": f"signal:{name}"}
-    timeout = slot.effect.request.get("timeout")
-    due = None if timeout is None else timeouts.instant(run, timeout)
+    due = run.timeout_at(slot.effect.request.get("timeout"))
     if due is not None and due <= run.now:
-        return timeouts.timed_out(run, slot, due)  # a timeout already past: no park
+        return run.time_out(slot, due)  # a timeout already past: no park
     run.park(ParkKind.SIGNAL, name, slot.call_seq, RunStatus.PARKED)
     if due is not None:
-        run.wake_at = due
-        attrs["wake_at"] = str(due)
+        attrs.update(run.bound_by(due))
     run.rec.seal(JournalKind.RUN_PARKED, call_seq=slot.call_seq, attrs=attrs)
     run.waiting = Wait(WaitKind.SIGNAL, slot)
     return SUSPEND
@@ -105,8 +103,8 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
 
 def _remember(run: Run, signal: Signal) -> None:
     if signal.signal_id is not None:
-        run.signal_ids.append(signal.signal_id)
-        del run.signal_ids[:-MAX_SIGNAL_IDS]
+        # A new tuple, never one changed in place: a capture or a mark holds the old one.
+        run.signal_ids = (*run.signal_ids, signal.signal_id)[-MAX_SIGNAL_IDS:]
 
 
 def _who(signal: Signal) -> dict[str, str]:

@@ -15,12 +15,13 @@ from typing import Any, NamedTuple
 from runplane.core.agents import AgentSpec, EffectDecl
 from runplane.core.calendars import CalendarRegistry
 from runplane.core.determinism import session_seed
+from runplane.core.engine import timeouts
 from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
-from runplane.core.engine.vocab import Calendars, Wait
+from runplane.core.engine.vocab import Calendars, Resolution, Slot, Wait
 from runplane.core.limits import DEFAULT_LIMITS, Limits
 from runplane.core.policy import Policy
 from runplane.wire import (
@@ -95,10 +96,11 @@ class Run:
         # Fan-out branches dispatched and not applied yet, by call_seq (``fanout.Branch``).
         self.branches: dict[int, Any] = {}
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
-        # Operating a run (signals, timers, cancel): see engine.signals / timers / cancel.
-        self.wake_at: int | None = None  # the journaled instant a timer wakes the run
-        self.signal_ids: list[str] = []  # ids of signals accepted (bounded, newest last)
-        self.cancel: CancelRequest | None = None
+        # Operating a run: each family's part is one immutable value it replaces when it
+        # changes, so a snapshot capture or an undo mark holds it as it is, with no copy.
+        self.wake_at: int | None = None  # timers: the journaled instant the timer is due
+        self.signal_ids: tuple[str, ...] = ()  # signals: ids accepted (bounded, newest last)
+        self.cancel: CancelRequest | None = None  # cancel: accepted, not yet ended
         self.limits = DEFAULT_LIMITS if limits is None else limits
         rec.max_result_bytes = self.limits.max_result_bytes
         # The deployment policy the executor bound (sinks, grants, budgets) and the sink
@@ -181,6 +183,27 @@ class Run:
         self.status = RunStatus.RUNNING
         self.wake_at = None  # a timer belongs to the park it bounds
 
+    # -- a wait's timeout ------------------------------------------------------------------------
+    # A wait of any family may carry a timeout (its request's ``timeout``): the run holds one,
+    # resolved once and journaled with the park, and a wait still open past it ends with
+    # ``WaitTimedOut`` (``engine.timeouts``; the timers family delivers it). A family asks
+    # here, naming the timeout and nothing of the timer behind it.
+    def timeout_at(self, timeout: Mapping[str, Any] | None) -> int | None:
+        """The instant ``timeout`` (a timer request) ends a fresh wait; None without one."""
+        return None if timeout is None else timeouts.instant(self, timeout)
+
+    def bound_by(self, due: int) -> dict[str, str]:
+        """The wait being entered ends at ``due``: the attrs its park record journals."""
+        return timeouts.hold(self, due)
+
+    def time_out(self, slot: Slot, due: int) -> Resolution:
+        """The wait at ``slot`` ends now with ``WaitTimedOut`` (its timeout is already past)."""
+        return timeouts.timed_out(self, slot, due)
+
+    def drop_timeout(self) -> None:
+        """The run leaves its wait without a park to clear (a cancel): the timeout goes too."""
+        self.wake_at = None
+
     # -- the snapshot --------------------------------------------------------------------------
     def capture(self) -> SnapState:
         # Everything captured is immutable or copied: pending and doubts change in place.
@@ -213,7 +236,7 @@ class Run:
                 self.open,
                 tuple(self.doubts) if self.doubts else (),
                 self.wake_at,
-                tuple(self.signal_ids),
+                self.signal_ids,
                 None if self.cancel is None else self.cancel.to_json(),
                 self.spec.version,
                 self.delegation_json,
@@ -266,7 +289,7 @@ class Mark(NamedTuple):
                 tuple(run.doubts),
                 run.checkpoint_json,
                 rec.clock_ms,
-                (run.wake_at, tuple(run.signal_ids), run.cancel),
+                (run.wake_at, run.signal_ids, run.cancel),
             ),
         )
 
@@ -291,8 +314,7 @@ class Mark(NamedTuple):
         run.waiting, run.pending_live = self.waiting, self.pending_live
         run.pending, run.doubts = list(self.pending), list(self.doubts)
         run.checkpoint_json, rec.clock_ms = self.checkpoint_json, self.clock_ms
-        run.wake_at, ids, run.cancel = self.operate
-        run.signal_ids = list(ids)
+        run.wake_at, run.signal_ids, run.cancel = self.operate
 
 
 def run_from_snapshot(
@@ -342,7 +364,7 @@ def run_from_snapshot(
     run.updated_ms = snapshot.updated_ms
     run.era_started_ms = snapshot.era_started_ms
     run.wake_at = snapshot.wake_at_ms
-    run.signal_ids = list(snapshot.signal_ids)
+    run.signal_ids = tuple(snapshot.signal_ids)
     run.cancel = CancelRequest.from_json(snapshot.cancel_json) if snapshot.cancel_json else None
     run.delegation_json = snapshot.delegation_json
     return run

@@ -11,10 +11,14 @@ nothing is left on the worklist that nobody waits for.
 
 from __future__ import annotations
 
-from runplane.core.engine.state import Run
+from typing import TYPE_CHECKING
+
 from runplane.core.engine.values import OpenRequest, RequestKind
 from runplane.core.panels import task_ids
 from runplane.wire import CloseTask, ParkedOn, ParkKind
+
+if TYPE_CHECKING:  # a type only: ``Run`` reaches this module through its timeouts
+    from runplane.core.engine.state import Run
 
 __all__ = ["TASK_PARKS", "carried_tasks", "waited_tasks", "withdraw_open"]
 

@@ -1,7 +1,9 @@
 """A wait's durable timer: resolved once, journaled, and what a wait that timed out records.
 
 ``ctx.sleep`` is the timers family's; the timeouts of other waits (a signal, an approval, a
-panel) are armed by their own families through this module, so that no family needs another.
+panel) are asked for through ``Run`` (``timeout_at``, ``bound_by``, ``time_out``,
+``drop_timeout``), which answers from this module: a family names a wait's timeout and no
+more, never the timer or the Wake that delivers it.
 A timer is resolved **once**, when its effect is first issued: against the run's logical
 clock (``ctx.now()``) and, for a calendar rule, the deployment's calendars (working days,
 holidays), like a deadline. The instant is journaled (RUN_PARKED ``wake_at``) and kept in the
@@ -12,15 +14,17 @@ snapshot (``wake_at_ms``). A timer is dropped when the run leaves the park anoth
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.core.engine.decode import serve
-from runplane.core.engine.state import Run
 from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import Resolution, Slot
 from runplane.wire import ErrorInfo, JournalKind
 
-__all__ = ["arm", "at", "instant", "resolve", "settle", "timed_out"]
+if TYPE_CHECKING:  # a type only: ``Run`` asks this module for a wait's timeout
+    from runplane.core.engine.state import Run
+
+__all__ = ["arm", "at", "hold", "instant", "resolve", "settle", "timed_out"]
 
 
 def resolve(run: Run, timer: Mapping[str, Any]) -> int:
@@ -44,10 +48,15 @@ def instant(run: Run, timer: Mapping[str, Any]) -> int:
     return run.wake_at if run.wake_at is not None else resolve(run, timer)
 
 
+def hold(run: Run, due: int) -> dict[str, str]:
+    """Set the run's timer to ``due``: the attrs that journal the instant with the park."""
+    run.wake_at = due
+    return at(due)
+
+
 def arm(run: Run, slot: Slot, due: int, parked_on: str) -> None:
     """Set the run's timer to ``due`` and journal the instant with the park."""
-    run.wake_at = due
-    run.rec.at(JournalKind.RUN_PARKED, slot, {"parked_on": parked_on, "wake_at": str(due)})
+    run.rec.at(JournalKind.RUN_PARKED, slot, {"parked_on": parked_on, **hold(run, due)})
 
 
 def timed_out(run: Run, slot: Slot, due: int) -> Resolution:
