@@ -291,7 +291,14 @@ def _array(inner: Codec) -> Codec:
         return f"('[' + ','.join([{inner.canon(x, src)} for {x} in {v}]) + ']')"
 
     return Codec(
-        check, to_plain, from_plain, _array_fast(inner), _same, plain, canon, _array_unplain(inner)
+        check,
+        to_plain,
+        from_plain,
+        _array_fast(inner),
+        _same,
+        plain,
+        canon,
+        _container_unplain(inner, "list", "tuple"),
     )
 
 
@@ -306,17 +313,6 @@ def _array_fast(inner: Codec) -> _Src | None:
         return f"({v}.__class__ is tuple and all([{inner_fast(x, src)} for {x} in {v}]))"
 
     return fast
-
-
-def _array_unplain(inner: Codec) -> _Unplain | None:
-    """A list of plain items: from_plain's tuple of the items unchanged."""
-    if inner.from_plain is not _from_identity:
-        return None
-
-    def unplain(v: str, src: _Source) -> tuple[str, str]:
-        return f"{v}.__class__ is list", f"tuple({v})"
-
-    return unplain
 
 
 def _map(inner: Codec) -> Codec:
@@ -359,7 +355,14 @@ def _map(inner: Codec) -> Codec:
         return f"dict({v})"
 
     return Codec(
-        check, to_plain, from_plain, _map_fast(inner), fast_value, plain, canon, _map_unplain(inner)
+        check,
+        to_plain,
+        from_plain,
+        _map_fast(inner),
+        fast_value,
+        plain,
+        canon,
+        _container_unplain(inner, "dict", "dict"),
     )
 
 
@@ -380,13 +383,14 @@ def _map_fast(inner: Codec) -> _Src | None:
     return fast
 
 
-def _map_unplain(inner: Codec) -> _Unplain | None:
-    """An exact dict of plain values: from_plain's comprehension is a copy of it."""
+def _container_unplain(inner: Codec, plain: str, typed: str) -> _Unplain | None:
+    """A container of plain items: from_plain is ``typed`` of the items unchanged — a list's
+    tuple, a dict's copy — for exactly the ``plain`` class parsed JSON gives."""
     if inner.from_plain is not _from_identity:
         return None
 
     def unplain(v: str, src: _Source) -> tuple[str, str]:
-        return f"{v}.__class__ is dict", f"dict({v})"
+        return f"{v}.__class__ is {plain}", f"{typed}({v})"
 
     return unplain
 
