@@ -13,7 +13,7 @@ from typing import Any
 
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Decision, Effect, EffectError, Op
-from runplane.core.engine.asking import ask_person, decision_identity_problem, escalated
+from runplane.core.engine.asking import answer_task, ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.eras import note_early, set_open
 from runplane.core.engine.state import Run
@@ -120,17 +120,16 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     if waited is None and carried is None:
         return Rejected(f"no open task {decision.task_id!r} for this run")
     required = int(waited.slot.effect.request["approvals"]) if waited is not None else 1
-    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=required)
-    if problem is not None:
-        return Rejected(problem)  # the executor dead-letters it with this reason
-    attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
-    if decision.outcome is DecisionOutcome.ESCALATED:
-        escalated(run, decision, waited, carried, attrs)
-        return SUSPEND
-    if waited is None:
-        assert carried is not None
-        return _early_decision(run, carried, decision, attrs)
-    return _decide_approval(run, waited, decision, attrs)
+
+    def decide(attrs: dict[str, str]) -> Resolution | Rejected:
+        if waited is None:
+            assert carried is not None
+            return _early_decision(run, carried, decision, attrs)
+        return _decide_approval(run, waited, decision, attrs)
+
+    return answer_task(
+        run, decision, approvals=required, waited=waited, carried=carried, decide=decide
+    )
 
 
 def _early_decision(

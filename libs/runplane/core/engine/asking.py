@@ -8,11 +8,11 @@ every answer from a person is checked for (four-eyes) and what an escalation jou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import OpenRequest
-from runplane.core.engine.vocab import Wait
+from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Wait
 from runplane.wire import (
     DecisionOutcome,
     ExpiryPolicy,
@@ -22,7 +22,7 @@ from runplane.wire import (
     TaskKind,
 )
 
-__all__ = ["ask_person", "decision_identity_problem", "escalated"]
+__all__ = ["answer_task", "ask_person", "decision_identity_problem", "escalated"]
 
 
 def ask_person(
@@ -83,6 +83,28 @@ def decision_identity_problem(
         if len(distinct) < approvals:
             return f"four-eyes: {len(distinct)} distinct principal(s) decided, the task needs {approvals}"
     return None
+
+
+def answer_task(
+    run: Run,
+    decision: TaskDecision,
+    *,
+    approvals: int,
+    waited: Wait | None,
+    carried: OpenRequest | None,
+    decide: Callable[[dict[str, str]], Resolution | Rejected],
+) -> Resolution | Rejected:
+    """A person's answer to a task the run waits on (``waited``) or carries (``carried``):
+    refused when it breaks four-eyes, journaled as an escalation (the run keeps waiting), or
+    else handed to ``decide`` with the attributes its TASK_DECIDED record starts from."""
+    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=approvals)
+    if problem is not None:
+        return Rejected(problem)  # the executor dead-letters it with this reason
+    attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
+    if decision.outcome is DecisionOutcome.ESCALATED:
+        escalated(run, decision, waited, carried, attrs)
+        return SUSPEND
+    return decide(attrs)
 
 
 def escalated(

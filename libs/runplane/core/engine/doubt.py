@@ -16,7 +16,7 @@ from typing import Any
 from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
-from runplane.core.engine.asking import ask_person, decision_identity_problem, escalated
+from runplane.core.engine.asking import answer_task, ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
@@ -228,14 +228,14 @@ def on_decision(run: Run, decision: TaskDecision) -> Resolution | Rejected:
     wait = run.waiting
     if not claims(run, decision) or wait is None:
         return Rejected(f"no open task {decision.task_id!r} for this run")
-    problem = decision_identity_problem(decision, initiator=run.initiator, approvals=1)
-    if problem is not None:
-        return Rejected(problem)  # the executor dead-letters it with this reason
-    attrs = {"task_id": decision.task_id, "outcome": str(decision.outcome)}
-    if decision.outcome is DecisionOutcome.ESCALATED:
-        escalated(run, decision, wait, None, attrs)
-        return SUSPEND
-    return decide_operator(run, wait, decision, attrs)
+    return answer_task(
+        run,
+        decision,
+        approvals=1,
+        waited=wait,
+        carried=None,
+        decide=lambda attrs: decide_operator(run, wait, decision, attrs),
+    )
 
 
 def decide_operator(
