@@ -146,20 +146,20 @@ class Outbox:
 class RunSink:
     """One step of one run, carried into the outbox and the run table (a ``StepSink``)."""
 
-    __slots__ = ("_now", "_outbox", "_p", "_sid", "_table")
+    __slots__ = ("_now", "_outbox", "_p", "_run_id", "_table")
 
     def __init__(self, outbox: Outbox, table: RunTable, run_id: str, p: int) -> None:
         self._outbox = outbox
         self._table = table
-        self._sid = run_id
+        self._run_id = run_id
         self._p = p
         self._now = time.monotonic()
 
     def put_records(self, records: tuple[JournalRecord, ...]) -> None:
-        self._outbox.journal(self._sid, records, self._now)
+        self._outbox.journal(self._run_id, records, self._now)
 
     def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
-        outbox, run_id, p, now = self._outbox, self._sid, self._p, self._now
+        outbox, run_id, p, now = self._outbox, self._run_id, self._p, self._now
         results = self._table.parts[p].results_of(run_id)
         for entry in entries:
             key = results_key(run_id, entry.era, entry.call_seq)
@@ -171,8 +171,8 @@ class RunSink:
             self._outbox.command(command, self._now)
 
     def put_snapshot(self, snapshot: SessionSnapshot) -> None:
-        self._outbox.record("sessions", self._sid, snapshot, self._now)
-        self._table.parts[self._p].sessions[self._sid] = snapshot
+        self._outbox.record("sessions", self._run_id, snapshot, self._now)
+        self._table.parts[self._p].sessions[self._run_id] = snapshot
 
     def run_ended(self, status: RunStatus) -> None:
-        self._table.end(self._sid, status)
+        self._table.end(self._run_id, status)
