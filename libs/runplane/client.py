@@ -66,6 +66,7 @@ from runplane.wire import (
     RunStatus,
     SessionSnapshot,
     Signal,
+    TenantId,
     serde_for,
 )
 
@@ -216,7 +217,7 @@ class Client:
             capability=capability,
             input_json=json.dumps(input, separators=(",", ":"), ensure_ascii=False),
             correlation_keys=dict(correlation or {}),
-            tenant=tenant,
+            tenant=TenantId(tenant),
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
             agent_version=agent_version,

@@ -32,6 +32,7 @@ from runplane.wire import (
     RunStatus,
     SessionSnapshot,
     Signal,
+    TenantId,
 )
 
 __all__ = ["Mark", "Run", "run_from_snapshot"]
@@ -47,7 +48,7 @@ class Run:
         *,
         case_id: str | None,
         admission_key: str,
-        tenant: str,
+        tenant: TenantId,
         initiator: str,
         input_json: str,
         started_ms: int,
