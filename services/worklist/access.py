@@ -5,7 +5,7 @@ a record, ``Verdict`` their answer, :func:`actor_problem` the refusal of a perso
 deciding, :func:`visible_to` whether a person sees a task at all.
 
 Tenants: a task belongs to its run's tenant (``OpenTask.tenant``, written by the executor; a
-task from an older writer has none and counts as :data:`~runplane.auth.DEFAULT_TENANT`), a
+task from an older writer has none and counts as :data:`~runplane.serving.auth.DEFAULT_TENANT`), a
 principal to theirs (``Policy.tenant_of``). Another tenant's task is invisible and answers
 NOT_FOUND to a claim or decision, before any role or four-eyes rule — whatever roles the
 principal holds, supervisors included.
@@ -17,7 +17,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runplane.auth import DEFAULT_TENANT
+from runplane.serving.auth import DEFAULT_TENANT
 from runplane.wire import ExpiryPolicy, TaskDecision, TaskRecord, TaskStatus
 
 __all__ = [

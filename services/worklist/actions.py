@@ -1,6 +1,6 @@
 """What a person can do on the worklist, shared by the HTTP API and the web page.
 
-Every action takes the :class:`~runplane.auth.Principal` the request authenticated as — never
+Every action takes the :class:`~runplane.serving.auth.Principal` the request authenticated as — never
 a name from a body — checks it with the same pure rules the single writer runs, sends the
 command through the :class:`~services.worklist.gateway.Gateway` and answers with the record
 the writer produced, or an :class:`ActionError` carrying the HTTP status and the reason.
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from runplane.auth import Principal
 from runplane.errors import WireError
+from runplane.serving.auth import Principal
 from runplane.wire import (
     ClaimTask,
     DecideTask,
