@@ -24,7 +24,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.kafka.clients import (
     admin,
@@ -34,6 +33,7 @@ from runplane.kafka.clients import (
 )
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
+from runplane.runs.client import ready_batch
 from runplane.wire import AdmissionRequest, TenantId, serde_for
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build

@@ -16,7 +16,7 @@ from opentelemetry.context import Context
 
 from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
 from runplane.errors import TerminalError
-from runplane.tracing import current_headers, effect_span
+from runplane.serving.tracing import current_headers, effect_span
 from runplane.wire import Cost, Label
 from services.executor.live import CallPolicy, CallStatus, LiveCallRunner, LiveOutcome
 from services.executor.metrics import executor_metrics

@@ -66,12 +66,12 @@ from confluent_kafka import Message
 
 from runplane.core import AgentRegistry, Event, ModelProvider, Tool, UnknownCapability
 from runplane.errors import TerminalError, WireError
-from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.tracing import current_headers, span_from_headers
+from runplane.serving.health import Probe
+from runplane.serving.tracing import current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,

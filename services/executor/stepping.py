@@ -24,7 +24,7 @@ from runplane.core import AgentRegistry, AgentSpec, LiveCall, Runtime, Step, Unk
 from runplane.core.engine import apply_step
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.tracing import current_context
+from runplane.serving.tracing import current_context
 from runplane.wire import SessionSnapshot, StartRun
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import GroupCommit

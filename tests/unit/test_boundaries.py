@@ -5,8 +5,9 @@ module of its own layer or of a layer below, never one above — on *every* impo
 level, inside a function, and under ``if TYPE_CHECKING`` (a type in a signature is a
 dependency on that layer's contract just as much as a call is):
 
- 1. ``foundation``   errors, the wire (records, codecs, topics), settings, watched files,
-                     principals, health probes, tracing, shutdown — what every layer uses.
+ 1. ``foundation``   errors, the wire (records, codecs, topics), settings — what every layer
+                     uses, the core included (``runplane.errors``, ``runplane.wire``,
+                     ``runplane.config``: the bottom layer stays at the package root).
  2. ``core values``  pure values and rules below the agent's door: canonical JSON, the
                      effect leaf (``Effect``, ``Op``, ``EffectError``), waits, calendars,
                      labels, policy, limits, versions, the chain, its verifier and recordings.
@@ -15,16 +16,21 @@ dependency on that layer's contract just as much as a call is):
  4. ``engine``       the replay engine (``runplane.core.engine``, behind its front door),
                      the recording replayer, and ``runplane.core``'s front door (which
                      re-exports the engine's names).
- 5. ``signing``      who wrote a record: admission and journal signatures, keyrings.
- 6. ``journal``      reading a journal back: summaries, the run index, exports.
- 7. ``kafka``        the shared loop and its plumbing (consumers, transactions, restore).
- 8. ``runs``         a run's records read from, and orders written to, Kafka (``runplane.runs``:
-                     read, repair, operate), and journal exports.
- 9. ``edge``         the emitter client, providers, ``runplane.testing`` (the Driver, its
-                     verbs, golden journals), the service shell, the local stack, fakes and
-                     the web assets.
-10. ``tools``        the CLI and the demo.
-11. ``services``     every ``services.*`` package (they do not import each other).
+ 5. ``serving``      what a running service process is made of (``runplane.serving``):
+                     principals, watched files, health probes and the service shell that
+                     serves them, tracing, shutdown. Above the core, so the pure core cannot
+                     reach a probe, a trace or a file; below signing, the journal and Kafka,
+                     which use them (watched keys, the default tenant, probes, trace headers).
+ 6. ``signing``      who wrote a record: admission and journal signatures, keyrings.
+ 7. ``journal``      reading a journal back: summaries, the run index, exports.
+ 8. ``kafka``        the shared loop and its plumbing (consumers, transactions, restore).
+ 9. ``runs``         a run seen from Kafka outside the executor (``runplane.runs``): the
+                     emitter client that admits and awaits it, its records read back, the
+                     orders sent to it (read, repair, operate), and journal exports.
+10. ``edge``         providers, ``runplane.testing`` (the Driver, its verbs, golden journals),
+                     the local stack, fakes and the web assets.
+11. ``tools``        the CLI and the demo.
+12. ``services``     every ``services.*`` package (they do not import each other).
 
 **Lazy imports.** An import inside a function is allowed only for start-up time, named in
 ``LAZY`` with its reason — never to break a cycle: the cycle check counts function-local
@@ -70,11 +76,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.errors",
             "runplane.wire",
             "runplane.config",
-            "runplane.watched",
-            "runplane.auth",
-            "runplane.health",
-            "runplane.tracing",
-            "runplane.shutdown",
         ),
     ),
     (
@@ -113,17 +114,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("engine", ("runplane.core.engine", "runplane.core")),
+    ("serving", ("runplane.serving",)),
     ("signing", ("runplane.signing",)),
     ("journal", ("runplane.journal",)),
     ("kafka", ("runplane.kafka",)),
-    ("runs", ("runplane.runs", "runplane.journal.export")),
+    ("runs", ("runplane.runs", "runplane.journal.export")),  # runs.client: the emitter client
     (
         "edge",
         (
-            "runplane.client",
             "runplane.providers",
             "runplane.testing",
-            "runplane.service",
             "runplane.stack",
             "runplane.fakes",
             "runplane.web",

@@ -57,8 +57,8 @@ from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.runs import operate
+from runplane.serving.tracing import current_headers
 from runplane.signing.admission import Headers, SigningKey
-from runplane.tracing import current_headers
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
