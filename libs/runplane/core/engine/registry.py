@@ -85,7 +85,8 @@ class Family:
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
-    """``first``'s answer, or ``then``'s when it has none (a release a person decides)."""
+    """``first``'s answer, or ``then``'s when it has none (a release a person decides, a
+    branch that is no commission)."""
 
     def handler(run: Run, slot: Slot) -> Resolution:
         answer = first(run, slot)
@@ -173,7 +174,7 @@ FAMILIES: Final = (
     # as a Signal, claimed by name from the signal family's.
     Family(
         "fanout",
-        {Op.BRANCH: fanout.branch, Op.JOIN: fanout.join},
+        {Op.BRANCH: _or_else(commission.branch, fanout.branch), Op.JOIN: fanout.join},
         claims={Signal: Claim(commission.claims, commission.on_signal)},
         logged=frozenset({"commission"}),
     ),
