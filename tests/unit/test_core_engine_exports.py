@@ -16,6 +16,7 @@ EXPECTED = {
     "MAX_BUFFERED_SIGNALS", "TERMINAL", "Calendars", "Command", "Event", "InFlight", "LiveCall",
     "OpenRequest", "Outcome", "Quarantine", "ReplayReport", "Runtime", "Step", "StepSink",
     "apply_step",
+    "ReplayResult", "RunReplay", "attach_requests", "replay_recording", "replay_with",
     "can_hold",
     "decision_identity_problem", "fail_from_snapshot", "fail_unstartable", "replay_history",
     "withdrawal",

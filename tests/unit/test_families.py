@@ -62,7 +62,7 @@ FAMILY_OF = {
     "successor": "successor",
     "timers": "timers",
 }
-ABOVE = frozenset({"__init__", "apply", "driver", "registry", "runtime", "stranded"})
+ABOVE = frozenset({"__init__", "apply", "driver", "registry", "replaytest", "runtime", "stranded"})
 
 
 def engine_imports(source: str) -> set[str]:
