@@ -49,18 +49,18 @@ KERNEL = frozenset(
 )
 # Family module → the registry row it belongs to.
 FAMILY_OF = {
-    "approvals": "approvals",
-    "cases": "cases",
-    "closing": "cases",
+    "approvals": "approval",
+    "cases": "case",
+    "closing": "case",
     "commission": "fanout",
     "doubt": "live",
     "fanout": "fanout",
     "local": "local",
-    "panels": "panels",
+    "panels": "panel",
     "release": "release",
-    "signals": "signals",
+    "signals": "signal",
     "successor": "successor",
-    "timers": "timers",
+    "timers": "timer",
 }
 ABOVE = frozenset({"__init__", "apply", "driver", "registry", "replaytest", "runtime", "stranded"})
 
@@ -148,10 +148,10 @@ TIMER_WORDS = re.compile(r"\bWake\b|wake_at|WaitKind\.TIMER|ParkKind\.WAKE")
 
 
 def timer_knowledge(module: str, source: str) -> list[str]:
-    """What of the timer a family module outside the timers row names: the kernel module that
+    """What of the timer a family module outside the timer row names: the kernel module that
     keeps it (``timeouts``) or the timer itself. Another family bounds a wait through ``Run``
     (``timeout_at``, ``bound_by``, ``time_out``) and knows no more."""
-    if FAMILY_OF.get(module) == "timers":
+    if FAMILY_OF.get(module) == "timer":
         return []
     found = sorted({m.group() for m in TIMER_WORDS.finditer(source)})
     return (["imports timeouts"] if "timeouts" in engine_imports(source) else []) + found

@@ -106,7 +106,7 @@ FAMILIES: Final = (
         cross_era=frozenset({"tool"}),
     ),
     Family(
-        "approvals",
+        "approval",
         {Op.APPROVAL: approvals.approval},
         {TaskDecision: approvals.on_decision},
         decode={Op.APPROVAL: approvals.decode},
@@ -116,7 +116,7 @@ FAMILIES: Final = (
     ),
     # Case commands, deadlines, and closing the case (refused while an obligation is open).
     Family(
-        "cases",
+        "case",
         {
             Op.CASE_GET: cases.case_command,
             Op.CASE_PUT: cases.case_command,
@@ -138,7 +138,7 @@ FAMILIES: Final = (
     # Operating a run: signals (a cancel is one, ``engine.cancel``) and durable timers (a
     # Wake also carries a quarantine request, read by the runtime).
     Family(
-        "signals",
+        "signal",
         {Op.SIGNAL: signals.wait_signal},
         {Signal: signals.on_signal},
         rewait={ParkKind.SIGNAL: WaitKind.SIGNAL},
@@ -146,7 +146,7 @@ FAMILIES: Final = (
         interruptible=frozenset({WaitKind.SIGNAL}),
     ),
     Family(
-        "timers",
+        "timer",
         {Op.SLEEP: timers.sleep},
         {Wake: timers.on_wake},
         decode={Op.SLEEP: timers.decode},
@@ -157,7 +157,7 @@ FAMILIES: Final = (
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}),
     # Panels of people: a task per seat; the TaskDecisions of its seats are claimed.
     Family(
-        "panels",
+        "panel",
         {Op.PANEL: panels.panel},
         claims={TaskDecision: Claim(panels.claims, panels.on_decision)},
         decode={Op.PANEL: panels.decode},
