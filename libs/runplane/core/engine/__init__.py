@@ -79,7 +79,7 @@ from __future__ import annotations
 
 from runplane.core.engine.apply import StepSink, apply_step
 from runplane.core.engine.asking import decision_identity_problem
-from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable
 from runplane.core.engine.replaytest import (
     ReplayResult,
     RunReplay,
@@ -135,5 +135,4 @@ __all__ = [
     "replay_with",
     "strand_unstarted",
     "stranded_of",
-    "withdrawal",
 ]
