@@ -193,5 +193,9 @@ def test_the_kernel_table_is_the_rows() -> None:
     assert {"tool", "approval", "case", "deadline", "signal", "timer", "release"} == table.CROSS_ERA
     assert table.CROSS_ERA | {"commission"} == table.LOGGED
     assert {str(w) for w in table.INTERRUPTIBLE} == {"signal", "approval", "timer"}
+    # The waits a timeout of their own bounds: named by their rows, not by the timer row.
+    assert {str(w) for w in table.BOUNDED} == {"signal", "approval"}
     with pytest.raises(RuntimeError):
-        table.install(decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set())
+        table.install(
+            decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set(), bounded=set()
+        )

@@ -71,7 +71,8 @@ class Family:
     and what a run rebuilt while parked on one waits for; ``cross_era``: the effect families
     (journal ``family`` names) a new era serves from the side-effect log at a fresh slot;
     ``logged``: those whose log the family serves itself, in its own order; ``interruptible``:
-    its waits a cancel interrupts at once (any other first reaches its disposition)."""
+    its waits a cancel interrupts at once (any other first reaches its disposition);
+    ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out)."""
 
     name: str
     ops: Mapping[Op, Handler]
@@ -82,6 +83,7 @@ class Family:
     cross_era: frozenset[str] = frozenset()
     logged: frozenset[str] = frozenset()
     interruptible: frozenset[WaitKind] = frozenset()
+    bounded: frozenset[WaitKind] = frozenset()
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
@@ -113,6 +115,7 @@ FAMILIES: Final = (
         rewait={ParkKind.TASK: WaitKind.APPROVAL},
         cross_era=frozenset({"approval"}),
         interruptible=frozenset({WaitKind.APPROVAL}),
+        bounded=frozenset({WaitKind.APPROVAL}),  # a panel's wait too
     ),
     # Case commands, deadlines, and closing the case (refused while an obligation is open).
     Family(
@@ -144,6 +147,7 @@ FAMILIES: Final = (
         rewait={ParkKind.SIGNAL: WaitKind.SIGNAL},
         cross_era=frozenset({"signal"}),
         interruptible=frozenset({WaitKind.SIGNAL}),
+        bounded=frozenset({WaitKind.SIGNAL}),
     ),
     Family(
         "timer",
@@ -233,4 +237,5 @@ table.install(
     cross_era={name for f in FAMILIES for name in f.cross_era},
     logged={name for f in FAMILIES for name in f.cross_era | f.logged},
     interruptible={w for f in FAMILIES for w in f.interruptible},
+    bounded={w for f in FAMILIES for w in f.bounded},
 )
