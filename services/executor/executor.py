@@ -433,7 +433,6 @@ class Executor:
         if res is None:
             self._refuse_unrebuilt(msg, part, run_id, snap)
             return
-        previous = part.sessions.get(run_id)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
             self._outbox.dead_letter(
@@ -441,7 +440,7 @@ class Executor:
             )
             return
         res.last_active = time.monotonic()
-        self._steps.apply(run_id, p, res.runtime, step, previous=previous)
+        self._steps.apply(run_id, p, res.runtime, step)
 
     def _refuse_unknown(self, msg: Message, part: PartitionState, run_id: str) -> None:
         ended = part.ended.get(run_id)

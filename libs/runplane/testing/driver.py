@@ -374,8 +374,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
     def _commit(self, session: _Session, steps: list[Step]) -> None:
         out = _SessionOut(self, session)
         for step in steps:
-            parked = session.snapshot.parked_on if session.snapshot is not None else None
-            apply_step(step, out, parked_before=parked, clock=self.clock.now_ms)
+            apply_step(step, out)
             self.replayed += step.replayed
 
     def _perform(self, call: LiveCall) -> Outcome:

@@ -137,21 +137,6 @@ class Run:
             )
         return call_seq
 
-    def patch(self, change_id: str, *, deprecated: bool) -> bool:
-        """``ctx.patched`` / ``ctx.deprecate_patch`` (``engine.patches``)."""
-        from runplane.core.engine import patches  # patches imports this module
-
-        if deprecated:
-            patches.deprecate_patch(self, change_id)
-            return True
-        return patches.patched(self, change_id)
-
-    def label_of(self, value: Any) -> Any:
-        """``StepCtx.label_of`` (the sink gate's labelling, over outputs before this point)."""
-        from runplane.core.engine.sinkgate import value_label  # sinkgate builds on this module
-
-        return value_label(self, value)
-
     def calendars_or_wall(self) -> Calendars:
         """The run's calendars (deadlines, calendar timers): the deployment's, or the
         built-in wall clock, built once."""
