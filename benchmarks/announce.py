@@ -33,7 +33,7 @@ REGISTRY = AgentRegistry()
 
 @REGISTRY.agent("lone_generation")
 async def lone_generation(ctx: StepCtx, input: dict[str, Any]) -> str:
-    return (await ctx.generate("instant", "m", f"say {input['n']}")).text
+    return str((await ctx.generate("instant", "m", f"say {input['n']}")).text)
 
 
 @REGISTRY.agent("lone_read", effects=[EffectDecl("read", mutating=False)])
