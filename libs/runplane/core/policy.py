@@ -31,6 +31,11 @@ comments and key order do not change it) is journaled with every gate decision.
 re-chunked untrusted text stays untrusted; ``agent`` is the rule before it — such bytes are
 the agent's own, trusted, whatever the run has read — and is weaker (docs/security.md).
 
+Without a document the default policy holds (``Policy()``): the gate judges every outbound
+call of every run all the same — a sink's declaration is the deployment's, else the agent's
+``@sinks``, else the call's own ``mutating`` with no egress ceiling (``sink_decl``), so a
+mutating sink refuses untrusted arguments whether or not anyone declared it.
+
 Budget arithmetic is above the replay line: ``Spent`` is a fold over the run's result journal,
 and a refusal is journaled at the slot of the call it refused, so a replay serves the refusal
 and never recomputes it against a different policy.
@@ -41,6 +46,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 import yaml
@@ -60,6 +66,7 @@ __all__ = [
     "SignalTrust",
     "Spent",
     "parse_policy",
+    "sink_decl",
 ]
 
 # The failure types the gate records; a refused call was never performed, so it spends nothing.
@@ -209,6 +216,24 @@ class Policy:
 
     def for_agent(self, capability: str) -> AgentPolicy:
         return self.agents.get(capability) or AgentPolicy()
+
+
+def sink_decl(
+    policy: Policy | None, sink: str, declared: Mapping[str, SinkDecl] | None, mutating: bool
+) -> SinkDecl:
+    """The declaration ``sink`` is judged by: the deployment's, then the agent's own
+    (``declared``, from ``@sinks``), else the default — the call's own ``mutating``, no
+    egress ceiling."""
+    if policy is not None and sink in policy.sinks:
+        return policy.sinks[sink]
+    if declared is not None and sink in declared:
+        return declared[sink]
+    return _default_decl(sink, mutating)
+
+
+@lru_cache(maxsize=1024)
+def _default_decl(sink: str, mutating: bool) -> SinkDecl:
+    return SinkDecl(sink, mutating=mutating)
 
 
 def parse_policy(text: str) -> Policy:

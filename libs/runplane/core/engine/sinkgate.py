@@ -50,7 +50,6 @@ from runplane.core.gate import (
     Matcher,
     Reason,
     Refusal,
-    SinkDecl,
     Source,
     declared_sinks,
     judge,
@@ -67,7 +66,7 @@ from runplane.core.labels import (
     unattributed,
 )
 from runplane.core.plan import Delegation
-from runplane.core.policy import AgentPolicy, Spent
+from runplane.core.policy import AgentPolicy, Spent, sink_decl
 from runplane.core.releases import RELEASE_FAMILY, Released, ReleaseRefused, released_from
 from runplane.errors import TerminalError
 from runplane.wire import ErrorInfo, JournalKind, Label, ResultEntry, Sensitivity, Trust
@@ -129,7 +128,7 @@ def gate(
         payload = (
             effect.request["prompt"] if effect.family == "generation" else effect.request["args"]
         )
-    rules = _sink_decl(run, sink, decl, declared)
+    rules = sink_decl(run.policy, sink, declared, decl.mutating)
     wrapped: dict[str, Any] = dict(effect.options.get("wrapped") or {})
     grants = _releases(run, sink, wrapped)
     if isinstance(grants, Refusal):
@@ -268,23 +267,6 @@ def _refresh(run: Run) -> GateState:
             state.context = join(state.context, source.label)
     state.seen = len(results)
     return state
-
-
-def _sink_decl(run: Run, sink: str, decl: EffectDecl, declared: Any) -> SinkDecl:
-    """The deployment's declaration wins, then the agent's, then the default: the call's own
-    ``mutating``, no ceiling."""
-    if run.policy is not None and sink in run.policy.sinks:
-        found: SinkDecl = run.policy.sinks[sink]
-        return found
-    if declared is not None and sink in declared:
-        mine: SinkDecl = declared[sink]
-        return mine
-    return _default_decl(sink, decl.mutating)
-
-
-@lru_cache(maxsize=1024)
-def _default_decl(sink: str, mutating: bool) -> SinkDecl:
-    return SinkDecl(sink, mutating=mutating)
 
 
 def _releases(run: Run, sink: str, wrapped: dict[str, Any]) -> list[Grant] | Refusal:
