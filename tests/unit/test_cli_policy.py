@@ -35,8 +35,8 @@ def test_check_prints_each_agents_effective_policy_with_or_without_a_file(tmp_pa
     assert bare.exit_code == 0, bare.output
     assert "no deployment policy: the default policy holds" in bare.output
     # The agent's own declaration is in force without a policy, and every other sink is gated.
-    assert "agent payout: sink tool://payout: mutating, ceiling secret, protected $.recipient "
-    "from tool://crm_lookup" in bare.output
+    payout_sink = "agent payout: sink tool://payout: mutating, ceiling secret, protected"
+    assert f"{payout_sink} $.recipient from tool://crm_lookup" in bare.output
     assert "sink model:openai/gpt-4o-mini: read-only, ceiling internal (@sinks)" in bare.output
     assert "agent payout: any other sink: as the call declares it; a mutating one refuses " in (
         bare.output
