@@ -302,7 +302,8 @@ def label_scalars(
     matches nothing) ⊔ explicit, improved by the grants honoured here."""
     out: dict[str, Label] = {}
     for path, scalar in leaves(payload):
-        label = matcher.label_of(scalar, unattributed)
+        # An empty list or object carries no byte of anything read: it is the agent's own.
+        label = matcher.label_of(scalar, BOTTOM if _empty(scalar) else unattributed)
         for where, extra in explicit.items():
             if under(path, where):
                 label = join(label, extra)
@@ -311,6 +312,10 @@ def label_scalars(
                 label = improve(label, grant)
         out[path] = label
     return out
+
+
+def _empty(scalar: Any) -> bool:
+    return isinstance(scalar, Mapping | list | tuple) and not scalar
 
 
 def _check_field(
