@@ -205,7 +205,9 @@ def test_then_steps_run_only_after_approval_with_the_generated_text() -> None:
     # Publishing generated text: the deployment declares the sink, its title protected (from
     # the input), so the generated body may go — the gate would refuse it to an undeclared
     # mutating tool.
-    declared = "sinks: {'tool://publish': {protected: [{path: $.title, sources: [input:admission]}]}}"
+    declared = (
+        "sinks: {'tool://publish': {protected: [{path: $.title, sources: [input:admission]}]}}"
+    )
     driver = Driver(
         spec,
         tools={"publish": publish},

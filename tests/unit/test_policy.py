@@ -194,8 +194,9 @@ def test_a_source_the_policy_declares_untrusted_taints_what_it_returns() -> None
     assert "tool://lookup" in lookup.label.provenance  # its own origin, as ever
     # "pay" protects $.to only: the tainted memo may go; a constant recipient, sent after the
     # run read the untrusted lookup, carries what the run has read — untrusted.
-    assert "protected field $.to derives from untrusted what the run has read" in (
-        run.output["refused"]
+    assert (
+        "protected field $.to derives from untrusted what the run has read"
+        in (run.output["refused"])
     )
 
 
