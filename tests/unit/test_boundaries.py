@@ -83,6 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.canonical",
             "runplane.core.determinism",
             "runplane.core.effect",
+            "runplane.core.turns",
             "runplane.core.jsonpaths",
             "runplane.core.labels",
             "runplane.core.waits",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from runplane.core.lint import LintFailed, lint_function
+from runplane.core.turns import ToolCall
 from runplane.core.versions import code_digest, resolve, version_key, version_problem
 from runplane.errors import ConfigError, TerminalError
 from runplane.wire import Cost
@@ -138,24 +139,36 @@ class EffectDecl:
 
 @dataclass(frozen=True)
 class Generation:
-    """What a model call returned (the recorded value of a ``generation`` effect)."""
+    """What a model call returned (the recorded value of a ``generation`` effect).
+
+    ``tool_calls``: the calls the model proposed in this turn (``core.turns``), in its order;
+    ``stop_reason``: why it stopped, in the provider-neutral words ``end``, ``tool_calls``,
+    ``max_tokens`` (None: not reported). Both are left out of the JSON when empty, so a plain
+    text generation records what it did before tools existed."""
 
     text: str
     tokens_in: int = 0
     tokens_out: int = 0
     cost_units: float = 0.0
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str | None = None
 
     def cost(self) -> Cost:
         """What the call cost, as its record journals it (budgets and cost read it there)."""
         return Cost(tokens_in=self.tokens_in, tokens_out=self.tokens_out, units=self.cost_units)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "cost_units": self.cost_units,
         }
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.stop_reason is not None:
+            out["stop_reason"] = self.stop_reason
+        return out
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Generation:
@@ -164,6 +177,8 @@ class Generation:
             tokens_in=int(value.get("tokens_in", 0)),
             tokens_out=int(value.get("tokens_out", 0)),
             cost_units=float(value.get("cost_units", 0.0)),
+            tool_calls=tuple(ToolCall.from_json(c) for c in value.get("tool_calls") or ()),
+            stop_reason=None if value.get("stop_reason") is None else str(value["stop_reason"]),
         )
 
 
