@@ -49,9 +49,9 @@ from runplane.wire import (
 
 __all__ = [
     "TERMINAL_KINDS",
+    "ChainCheck",
     "ChainFault",
     "Draft",
-    "Verdict",
     "body_digest",
     "check_entry",
     "check_link",
@@ -322,7 +322,7 @@ def reopens(record: JournalRecord) -> bool:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ChainCheck:
     """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
     (for a gap or a reorder: the seq that was expected there)."""
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, replace
 from runplane.core.chain import (
     RESUMABLE_KINDS,
     TERMINAL_KINDS,
+    ChainCheck,
     ChainFault,
-    Verdict,
     check_entry,
     check_link,
     check_signed,
@@ -277,9 +277,9 @@ def verify_chain(
     results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
     *,
     unsigned: Sequence[str | None] | None = None,
-) -> Verdict:
+) -> ChainCheck:
     """The strict reading of ``verify_records`` for a holder of the whole run: the first fault
-    from seq 0 in the order given, and ``Verdict.checked`` the records before it.
+    from seq 0 in the order given, and ``ChainCheck.checked`` the records before it.
 
     ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
     purpose, allowed); without it, bodies are not checked — with it, a body the chain names
@@ -289,22 +289,22 @@ def verify_chain(
     """
     chain = list(records)
     if not chain:
-        return Verdict(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
+        return ChainCheck(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
     bodies = None if results is None else bodies_of(results)
     report = verify_records(chain[0].session_id, chain, bodies, unsigned)
     for checked, (rec, (_, finding)) in enumerate(zip(chain, report.findings, strict=True)):
         if finding.fault is not None:
             bad = finding.broken_at_seq
-            return Verdict(
+            return ChainCheck(
                 ok=False, checked=checked, bad_seq=bad, fault=finding.fault, detail=finding.detail
             )
         absent = bodies is not None and needs_body(rec) and (rec.era, rec.call_seq) not in bodies
         if absent:
-            return Verdict(
+            return ChainCheck(
                 ok=False,
                 checked=checked,
                 bad_seq=rec.seq,
                 fault=ChainFault.BODY_MISSING,
                 detail=f"no result entry for era {rec.era} call_seq {rec.call_seq}",
             )
-    return Verdict(ok=True, checked=len(chain))
+    return ChainCheck(ok=True, checked=len(chain))
