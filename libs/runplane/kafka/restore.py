@@ -12,6 +12,11 @@ last write in offset order wins, and a tombstone (value None) deletes the key. A
 cannot be decoded deletes its key too (counted in ``Restored.unreadable``): keeping the older
 row instead would revive a superseded state (an old ``next_seq``/``last_hash`` forks a chain).
 
+A table whose rows must not change meaning under one key (``results``: one call's result per
+slot) passes ``same``: a row that is not ``same`` as the row it replaces is a conflict, its key
+counted in ``Restored.conflicts`` — seen only while compaction has not yet dropped the older
+row, so it is a flag for the caller, not the guarantee (the journal's chain verifier is that).
+
 Before restoring the partitions a new owner was assigned, call :func:`await_previous_owner`:
 the previous owner may still have a transaction open that carries both table rows and the
 input offsets, and a restore that reads before it ends misses rows the committed offsets
@@ -62,6 +67,8 @@ class Restored(Generic[V]):
     # Keys whose newest row could not be decoded: dropped from the table, not reverted to an
     # older row. The caller decides what an unreadable key means (log, quarantine, alert).
     unreadable: set[str] = field(default_factory=set)
+    # Keys a later row replaced with one not ``same`` as it (``Restorer.restore``'s ``same``).
+    conflicts: set[str] = field(default_factory=set)
 
     def merged(self) -> dict[str, V]:
         out: dict[str, V] = {}
@@ -91,6 +98,7 @@ class Restorer:
         *,
         deadline: float | None = None,
         stop: StopFlag | None = None,
+        same: Callable[[V, V], bool] | None = None,
     ) -> Restored[V]:
         """Read ``partitions`` of ``topic`` (full name) from the beginning to the end.
 
@@ -130,7 +138,7 @@ class Restorer:
                             raise KafkaException(err)
                         log.warning("restore consumer error on %s: %s", topic, err.str())
                         continue
-                    self._apply(result, msg.partition() or 0, msg.key(), msg.value(), decode)
+                    self._apply(result, msg.partition() or 0, msg.key(), msg.value(), decode, same)
         finally:
             self._consumer.unassign()
         return result
@@ -142,6 +150,7 @@ class Restorer:
         raw_key: str | bytes | None,
         raw_value: str | bytes | None,
         decode: Callable[[bytes], V],
+        same: Callable[[V, V], bool] | None = None,
     ) -> None:
         result.records_read += 1
         rows = result.partitions[partition]
@@ -158,7 +167,11 @@ class Restorer:
             return
         try:
             data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
-            rows[key] = decode(data)
+            row = decode(data)
+            held = rows.get(key)
+            if same is not None and held is not None and not same(held, row):
+                result.conflicts.add(key)
+            rows[key] = row
             result.unreadable.discard(key)
         except WireError as exc:
             # The newest row wins even when nobody can read it: an older row left in place
