@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -108,14 +108,39 @@ class Restorer:
         restorer's timeout from now), e.g. another producer's transaction is still open past
         its ``transaction.timeout.ms``. Pass one deadline to every restore of one assignment
         so that all of them together stay under ``max.poll.interval.ms``. Raises
-        ``Stopping`` as soon as ``stop`` is set.
+        ``Stopping`` as soon as ``stop`` is set. ``same(old, new)``: whether a row may replace
+        the key's row (a conflict is counted, see the module docstring); the newest row wins.
         """
         wanted = sorted(set(partitions))
         result: Restored[V] = Restored({p: {} for p in wanted})
-        if not wanted:
-            return result
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
-        pending = set(wanted)
+
+        def apply(partition: int, key: str | bytes | None, value: str | bytes | None) -> None:
+            self._apply(result, partition, key, value, decode, same)
+
+        self.read(topic, wanted, apply, deadline=deadline, stop=stop)
+        return result
+
+    def read(
+        self,
+        topic: str,
+        partitions: Iterable[int],
+        visit: Callable[[int, str | bytes | None, str | bytes | None], None],
+        *,
+        until: Mapping[int, int] | None = None,
+        deadline: float | None = None,
+        stop: StopFlag | None = None,
+    ) -> None:
+        """Hand every message of ``partitions`` of ``topic`` to ``visit(partition, key,
+        value)`` in offset order, from the beginning to the end — or, for a partition in
+        ``until``, up to (not including) that offset: a log read as far as a consumer group's
+        committed position, not a table (the journal service's slot states, folded from
+        ``journal`` up to what it has audited). Deadline and stop as for ``restore``."""
+        wanted = sorted(set(partitions))
+        bound = dict(until or {})
+        pending = {p for p in wanted if bound.get(p, 1) > 0}
+        if not pending:
+            return
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         if deadline is None:
             deadline = time.monotonic() + self._timeout_s
         try:
@@ -138,10 +163,16 @@ class Restorer:
                             raise KafkaException(err)
                         log.warning("restore consumer error on %s: %s", topic, err.str())
                         continue
-                    self._apply(result, msg.partition() or 0, msg.key(), msg.value(), decode, same)
+                    p, offset = msg.partition() or 0, msg.offset() or 0
+                    end = bound.get(p)
+                    if p not in pending or (end is not None and offset >= end):
+                        pending.discard(p)
+                        continue
+                    visit(p, msg.key(), msg.value())
+                    if end is not None and offset + 1 >= end:
+                        pending.discard(p)
         finally:
             self._consumer.unassign()
-        return result
 
     @staticmethod
     def _apply(
