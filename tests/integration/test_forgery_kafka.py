@@ -6,8 +6,8 @@ a signing writer, through the transactional producer's header hook, as the execu
 them), the journal service runs with the writers' public keyring, and then the audit stream,
 ``runplane journal verify`` (reading Kafka), the Redis run index (fed the audit records twice,
 as a re-read would) and an outside consumer decoding audit bytes by ``schemas/README.md`` must
-all say BROKEN at the same seq with the same reason — a second start of one slot (``duplicate_slot``)
-included.
+all say BROKEN at the same seq with the same reason — a second start of one slot
+(``duplicate_slot``) included.
 """
 
 from __future__ import annotations
