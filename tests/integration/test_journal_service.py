@@ -163,7 +163,7 @@ def test_a_second_start_of_a_slot_across_a_restart_is_broken(settings: Settings)
     assert (last.seq, last.verdict, last.broken_at_seq) == (4, Verdict.BROKEN, 4)
     assert last.reason is not None and last.reason.startswith("duplicate_slot: ")
     code, report = verify_exit_code(read_run(settings, run))
-    assert (report["broken_at_seq"], report["reason"]) == (4, last.reason)
+    assert code != 0 and (report["broken_at_seq"], report["reason"]) == (4, last.reason)
 
 
 def _tampered(settings: Settings) -> dict[str, tuple[int, str, list[JournalRecord], dict]]:
