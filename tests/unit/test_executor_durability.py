@@ -272,6 +272,7 @@ class TableRestorer:
         *,
         deadline: float | None = None,
         stop: Any = None,
+        same: Any = None,
     ) -> Restored[Any]:
         return Restored({0: dict(self.rows[topic])})
 
