@@ -159,12 +159,15 @@ class RunSink:
         self._outbox.journal(self._run_id, records, self._now)
 
     def put_results(self, entries: tuple[ResultEntry, ...]) -> None:
+        # Held first, produced second: a slot that holds another call's result refuses the
+        # entry (``SlotTaken``) before anything reaches the compacted ``results`` topic.
         outbox, run_id, p, now = self._outbox, self._run_id, self._p, self._now
-        results = self._table.parts[p].results_of(run_id)
+        part = self._table.parts[p]
         for entry in entries:
-            key = results_key(run_id, entry.era, entry.call_seq)
-            outbox.record("results", key, entry, now, partition=p)
-            results[(entry.era, entry.call_seq)] = entry
+            part.put_result(entry)
+            outbox.record(
+                "results", results_key(run_id, entry.era, entry.call_seq), entry, now, partition=p
+            )
 
     def put_commands(self, commands: tuple[Command, ...]) -> None:
         for command in commands:

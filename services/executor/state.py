@@ -14,6 +14,7 @@ history. (Their result journal stays on ``results``: it holds the bodies auditor
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import TypeVar
 
 from runplane.core import Runtime
 from runplane.core.repair import RETENTION, RepairRefused, erase, erased
-from runplane.errors import WireError
+from runplane.errors import ChainError, WireError
 from runplane.kafka.loop import TxnLoop
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer
@@ -30,6 +31,8 @@ from services.executor.metrics import ExecutorMetrics
 
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 WAITING = frozenset({RunStatus.AWAITING_HUMAN, RunStatus.PARKED})
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SlotKey = tuple[int, int]  # (era, call_seq)
@@ -64,6 +67,14 @@ class Expiring:
         return cls(due_ms, scrubbed, tuple(sorted(slots)))
 
 
+class SlotTaken(ChainError):
+    """A result entry for a slot (session, era, call_seq) that already holds another call's
+    entry (another witness): refused before it is produced. ``results`` is compacted on the
+    slot, so writing it would silently replace the body the chain recorded; the run's serving
+    fails instead (the executor's poison path: RUN_FAILED with this reason), and the chain
+    verifier names any second record of the slot ``duplicate_slot``."""
+
+
 @dataclass
 class PartitionState:
     """Sessions of one owned partition and the result journal of its unfinished runs."""
@@ -84,6 +95,20 @@ class PartitionState:
 
     def forget_results(self, session_id: str) -> None:
         self.results.pop(session_id, None)
+
+    def put_result(self, entry: ResultEntry) -> None:
+        """Hold ``entry`` as its slot's result; ``SlotTaken`` when the slot holds another
+        call's (another request witness). The same call's entry again is no conflict."""
+        results = self.results_of(entry.session_id)
+        slot = (entry.era, entry.call_seq)
+        held = results.get(slot)
+        if held is not None and held.request_witness != entry.request_witness:
+            raise SlotTaken(
+                f"slot {entry.era}/{entry.call_seq} of run {entry.session_id} holds the result "
+                f"of {held.family} {held.name!r} (witness {held.request_witness[:12]}…); "
+                f"refused {entry.family} {entry.name!r} (witness {entry.request_witness[:12]}…)"
+            )
+        results[slot] = entry
 
     def end(
         self,
@@ -138,7 +163,12 @@ def restore_partitions(
         wanted,
         lambda data: _as(ResultEntry, serde.decode("results", data)),
         deadline=deadline,
+        same=_same_call,
     )
+    for key in sorted(entries.conflicts):
+        # Two calls' results under one slot in the log: the newest is held, as compaction
+        # would keep it; the chain (duplicate_slot, body_digest_mismatch) names the break.
+        log.error("results holds two calls' results for one slot", extra={"key": key})
     out: dict[int, PartitionState] = {}
     for p in wanted:
         state = PartitionState()
@@ -171,6 +201,11 @@ def _expiring(
         if run_id in slots and snap.status in ENDED and not erased(snap)
     ]
     return deque(sorted(found, key=lambda e: e.due_ms))
+
+
+def _same_call(held: ResultEntry, row: ResultEntry) -> bool:
+    """Whether a results row may replace the slot's row: the same call (request witness)."""
+    return held.request_witness == row.request_witness
 
 
 def _as(cls: type[T], record: object) -> T:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from runplane.core.chain import RESUMABLE_KINDS, TERMINAL_KINDS
+from runplane.core.chain import NO_SLOTS, RESUMABLE_KINDS, TERMINAL_KINDS, SlotStates
 from runplane.core.verify import (
     ERASED,
     Body,
@@ -147,10 +147,34 @@ def restore_tip(audit: AuditRecord) -> Tip:
     )
 
 
-def restore(state: PartitionState, audits: dict[str, AuditRecord]) -> None:
-    """Install the tips restored from ``audit`` (last record per session)."""
+def restore(
+    state: PartitionState,
+    audits: dict[str, AuditRecord],
+    slots: dict[str, SlotStates] | None = None,
+) -> None:
+    """Install the tips restored from ``audit`` (last record per session), each with its
+    session's slot states (``fold_slots``; none for a chain that can take no more records)."""
     for session_id, audit in audits.items():
-        state.tips[session_id] = restore_tip(audit)
+        tip = restore_tip(audit)
+        held = (slots or {}).get(session_id)
+        state.tips[session_id] = tip if held is None else replace(tip, slots=held)
+
+
+def takes_records(tip: Tip) -> bool:
+    """Whether a restored chain can still take a record without a break: not broken, and not
+    ended (unless it may be resumed). Only such a chain needs its slot states restored."""
+    return not tip.broken and (not tip.ended or tip.resumable)
+
+
+def fold_slots(slots: dict[str, SlotStates], rec: JournalRecord) -> None:
+    """One audited journal record into its session's slot states, as ``advance`` folded it.
+
+    The slot states are the one part of a tip its last audit record cannot restore (the audit
+    is body-free: it does not say which record carried a body digest, nor the witness a
+    harmless repeat is compared by), so they are folded from ``journal`` itself, up to the
+    offsets the service has committed — exactly the records its audit covers."""
+    sid = rec.session_id
+    slots[sid] = slots.get(sid, NO_SLOTS).after(rec)
 
 
 def on_journal(state: PartitionState, msg: JournalIn, now_ms: int) -> list[Output]:

@@ -15,7 +15,12 @@ same transaction as the offsets, so what we read back is consistent with the com
 position by construction — no second source of truth, no extra topic to create, migrate or
 keep co-partitioned. The price is reading the assigned audit partitions at assignment (last
 record per session wins, ``runplane.kafka.restore``); a compacted tip topic is the upgrade
-path when audit partitions get too long to read at a rebalance.
+path when audit partitions get too long to read at a rebalance. One part of a tip the audit
+cannot give back: its slot states (one start per slot, ``SlotStates``), since the audit is
+body-free. For the chains that can still take records (neither broken nor closed for good)
+they are folded from ``journal`` itself, read up to the group's committed offsets — exactly
+the records the restored audit covers — so a second announce or record of a slot is
+``duplicate_slot`` whether or not the service restarted in between.
 
 Assignment: the previous owner of a partition may have sent its offsets in a transaction it
 has not committed yet (it stalled past the session timeout). Its audit records are then held
@@ -41,6 +46,7 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
+from runplane.core.chain import SlotStates
 from runplane.errors import WireError
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.deadletter import dead_letter
@@ -60,11 +66,14 @@ from services.journal.decide import (
     PartitionState,
     QuarantineOut,
     ResultIn,
+    fold_slots,
     on_end,
     on_journal,
     on_result,
     quarantine_reason,
     restore,
+    restore_tip,
+    takes_records,
     tick,
 )
 from services.journal.settings import JournalSettings
@@ -154,10 +163,46 @@ class AuditLoop:
         restored = self._loop.restorer.restore(
             audit_topic, numbers, self._decode_audit, deadline=deadline, stop=self._loop.stop
         )
+        audits = restored.merged()
+        slots = self._restore_slots(numbers, audits, deadline)
         for p in numbers:
             state = PartitionState(p, body_grace_ms=self._s.body_grace_ms)
-            restore(state, restored.partitions.get(p, {}))
+            restore(state, restored.partitions.get(p, {}), slots)
             self._states[p] = state
+
+    def _restore_slots(
+        self, numbers: list[int], audits: dict[str, AuditRecord], deadline: float
+    ) -> dict[str, SlotStates]:
+        """The slot states of the chains that can still take records, folded from ``journal``
+        up to the committed offsets (``fold_slots``): what the audit cannot restore."""
+        live = {sid for sid, a in audits.items() if takes_records(restore_tip(a))}
+        slots: dict[str, SlotStates] = {}
+        if not live:
+            return slots
+        committed = self._loop.consumer.committed(
+            [TopicPartition(self._journal, p) for p in numbers],
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
+        # No committed offset (-1001): nothing audited yet from the group, nothing to fold.
+        until = {tp.partition: max(tp.offset, 0) for tp in committed}
+
+        def visit(_p: int, key: str | bytes | None, value: str | bytes | None) -> None:
+            sid = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+            if sid not in live or value is None:
+                return
+            try:
+                rec = self._serde.decode(
+                    "journal", value if isinstance(value, bytes) else value.encode()
+                )
+            except WireError:
+                return  # dead-lettered when it was read: it never reached a tip
+            if isinstance(rec, JournalRecord) and rec.session_id in live:
+                fold_slots(slots, rec)
+
+        self._loop.restorer.read(
+            self._journal, numbers, visit, until=until, deadline=deadline, stop=self._loop.stop
+        )
+        return slots
 
     def _decode_audit(self, data: bytes) -> AuditRecord:
         rec = self._serde.decode(topo.AUDIT, data)

@@ -6,11 +6,13 @@ a signing writer, through the transactional producer's header hook, as the execu
 them), the journal service runs with the writers' public keyring, and then the audit stream,
 ``runplane journal verify`` (reading Kafka), the Redis run index (fed the audit records twice,
 as a re-read would) and an outside consumer decoding audit bytes by ``schemas/README.md`` must
-all say BROKEN at the same seq with the same reason.
+all say BROKEN at the same seq with the same reason — a second start of one slot
+(``duplicate_slot``) included.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator
@@ -118,6 +120,14 @@ def test_every_reader_agrees_on_forgeries_written_to_kafka(settings: Settings) -
     _write(settings, recs[:-1], res, writer)
     _write(settings, [_extension(run, recs[:-1], JournalKind.RUN_COMPLETED)], {}, None)
     cases[run] = (5, "bad_signature", len(recs))
+    # Call 1 announced twice, the chain re-sealed around it and signed by the writer's key:
+    # seq, links, hashes and signatures all check; only one start per slot does not.
+    run, recs, res = forge("slot")
+    twice = recs[:4]
+    for rec in [recs[3], *recs[4:]]:
+        twice.append(seal(dataclasses.replace(rec, seq=len(twice)), twice[-1].hash))
+    _write(settings, twice, res, writer)
+    cases[run] = (4, "duplicate_slot", len(twice))
     # An intact signed run, for contrast.
     good, recs, res = forge("good")
     _write(settings, recs, res, writer)

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
+from runplane.core.chain import seal
 from runplane.core.verify import bodies_of, verify_records
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
@@ -144,6 +145,25 @@ def test_a_completed_run_is_audited_verified_in_order_once_across_a_restart(
     # the CLI's verification, read straight from Kafka, agrees
     code, report = verify_exit_code(read_run(settings, run))
     assert code == 0 and report["verified"]
+
+
+def test_a_second_start_of_a_slot_across_a_restart_is_broken(settings: Settings) -> None:
+    # Call 1 announced (seq 3) and audited; the service restarts (its slot states folded from
+    # journal up to its committed offsets); then a well-chained second announce of call 1.
+    run = f"r-slot-{uuid.uuid4().hex[:6]}"
+    records, results = sample_run(run, calls=3)
+    produce_run(settings, records[:4], {k: v for k, v in results.items() if k == (0, 0)})
+    with running(settings):
+        wait_audit(settings, run, 4)
+    forged = seal(dataclasses.replace(records[3], seq=4), records[3].hash)
+    produce_run(settings, [forged], {})
+    with running(settings):
+        audits = wait_audit(settings, run, 5)
+    last = audits[-1]
+    assert (last.seq, last.verdict, last.broken_at_seq) == (4, Verdict.BROKEN, 4)
+    assert last.reason is not None and last.reason.startswith("duplicate_slot: ")
+    code, report = verify_exit_code(read_run(settings, run))
+    assert code != 0 and (report["broken_at_seq"], report["reason"]) == (4, last.reason)
 
 
 def _tampered(settings: Settings) -> dict[str, tuple[int, str, list[JournalRecord], dict]]:

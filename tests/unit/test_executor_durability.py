@@ -83,6 +83,7 @@ class StubRestorer:
         *,
         deadline: float | None = None,
         stop: Any = None,
+        same: Any = None,
     ) -> Restored[Any]:
         self.log.calls.append(f"restore {topic}")
         assert deadline is not None  # one deadline for the whole assignment
@@ -271,6 +272,7 @@ class TableRestorer:
         *,
         deadline: float | None = None,
         stop: Any = None,
+        same: Any = None,
     ) -> Restored[Any]:
         return Restored({0: dict(self.rows[topic])})
 

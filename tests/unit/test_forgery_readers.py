@@ -2,7 +2,8 @@
 
 A forgery is what an attacker with write access to ``journal`` or ``results`` can leave on
 the topics: an edited record, a reordered pair, an old record re-sent (mid-run or after the
-end), a wrong hash, a broken link, a changed body, a well-chained record after the run's end.
+end), a wrong hash, a broken link, a changed body, a well-chained record after the run's end,
+a well-chained second announce or second record of one slot (``duplicate_slot``).
 Each is judged by every reader the platform has, from the same topic contents:
 
 - ``runplane.core.verify_chain`` (the reference),
@@ -134,6 +135,30 @@ def _forged_end_then_more(records: list[JournalRecord], bodies: Bodies) -> Topic
     return [*records, seal(extra, end.hash)], bodies
 
 
+def _rechained(records: list[JournalRecord], at: int, extra: JournalRecord) -> list[JournalRecord]:
+    """``extra`` (a copy of an earlier record) inserted at seq ``at``, every record from there
+    on renumbered and sealed again: a perfect chain, seq, links and hashes all correct."""
+    out = records[:at]
+    for rec in [extra, *records[at:]]:
+        out.append(seal(dataclasses.replace(rec, seq=len(out)), out[-1].hash))
+    return out
+
+
+def _second_announce(records: list[JournalRecord], bodies: Bodies) -> Topics:
+    # Call 1 announced again right after its announce (seq 3), before any outcome.
+    return _rechained(records, 4, records[3]), bodies
+
+
+def _second_record(records: list[JournalRecord], bodies: Bodies) -> Topics:
+    # Call 1 recorded twice (its body matches both records: only the slot tells).
+    return _rechained(records, 5, records[4]), bodies
+
+
+def _announce_after_record(records: list[JournalRecord], bodies: Bodies) -> Topics:
+    # Call 0 started again after its result was recorded.
+    return _rechained(records, 3, records[1]), bodies
+
+
 FORGERIES: dict[str, tuple[Callable[[list[JournalRecord], Bodies], Topics], str, int]] = {
     "edit": (_edit, "bad_hash", 4),
     "reorder": (_reorder, "gap", 3),
@@ -145,6 +170,9 @@ FORGERIES: dict[str, tuple[Callable[[list[JournalRecord], Bodies], Topics], str,
     "changed_body_and_digest": (_changed_body_and_digest, "body_digest_mismatch", 4),
     "append_after_end": (_append_after_end, "after_end", 8),
     "second_end": (_forged_end_then_more, "after_end", 8),
+    "duplicate_slot_announce": (_second_announce, "duplicate_slot", 4),
+    "duplicate_slot_record": (_second_record, "duplicate_slot", 5),
+    "duplicate_slot_after_record": (_announce_after_record, "duplicate_slot", 3),
 }
 
 Judgement = tuple[bool, int | None, str | None]  # (verified, broken_at_seq, reason)

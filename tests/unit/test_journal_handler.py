@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from runplane.core.chain import SlotStates, seal
 from runplane.journal.summary import summarize
 from runplane.wire import Verdict
 from services.journal.decide import (
@@ -13,11 +14,14 @@ from services.journal.decide import (
     PartitionState,
     QuarantineOut,
     ResultIn,
+    fold_slots,
     on_end,
     on_journal,
     on_result,
     quarantine_reason,
     restore,
+    restore_tip,
+    takes_records,
     tick,
 )
 from tests.helpers.sample import sample_run
@@ -143,6 +147,46 @@ def test_restore_from_audit_continues_the_chain() -> None:
     rest = audits(feed_journal(second, records[4:]))
     assert [a.verdict for a in rest] == [Verdict.VERIFIED] * len(records[4:])
     assert rest[0].capability == "refund"
+
+
+def test_a_duplicate_slot_across_a_restart_is_broken_as_without_one() -> None:
+    # Call 1 announced (seq 3), the service restarts, then a well-chained second announce of
+    # call 1 arrives: the restored tip must know the slot, or the restart hides the forgery.
+    records, results = build(2)
+    forged = seal(dataclasses.replace(records[3], seq=4), records[3].hash)
+    first = PartitionState(0, body_grace_ms=GRACE)
+    for k, e in results.items():
+        on_result(first, result_msg(k, e), 0)
+    published = audits(feed_journal(first, records[:4]))
+    slots: dict[str, SlotStates] = {}
+    for r in records[:4]:  # what the loop folds from journal up to its committed offsets
+        fold_slots(slots, r)
+    assert takes_records(restore_tip(published[-1]))
+    second = PartitionState(0, body_grace_ms=GRACE)
+    restore(second, {SID: published[-1]}, slots)
+    out = feed_journal(second, [forged], start_offset=4)
+    (verdict,) = audits(out)
+    assert verdict.verdict is Verdict.BROKEN and verdict.broken_at_seq == 4
+    assert verdict.reason is not None and verdict.reason.startswith("duplicate_slot: ")
+    assert [q.broken_at_seq for q in out if isinstance(q, QuarantineOut)] == [4]
+    # The same as the service that never restarted says.
+    (unbroken,) = audits(feed_journal(first, [forged], start_offset=4))
+    assert (unbroken.verdict, unbroken.reason) == (verdict.verdict, verdict.reason)
+    # Without the folded slots the restart would have hidden it: the test can fail.
+    blind = PartitionState(0, body_grace_ms=GRACE)
+    restore(blind, {SID: published[-1]})
+    assert audits(feed_journal(blind, [forged], start_offset=4))[0].verdict is Verdict.VERIFIED
+
+
+def test_an_ended_chain_needs_no_slot_states_restored() -> None:
+    records, results = build(1)
+    state = PartitionState(0, body_grace_ms=GRACE)
+    for k, e in results.items():
+        on_result(state, result_msg(k, e), 0)
+    published = audits(feed_journal(state, records))
+    assert published[-1].kind.value == "RUN_COMPLETED"
+    assert not takes_records(restore_tip(published[-1]))
+    assert takes_records(restore_tip(published[-2]))
 
 
 def test_stale_cached_bodies_expire_only_when_journal_sits_at_its_end() -> None:

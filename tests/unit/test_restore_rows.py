@@ -40,3 +40,13 @@ def test_a_later_readable_row_or_tombstone_clears_the_unreadable_mark() -> None:
     got = fold([(b"a", b"!x"), (b"a", b"3"), (b"b", b"!y"), (b"b", None)])
     assert got.merged() == {"a": "3"}
     assert got.unreadable == set()
+
+
+def test_a_row_that_is_not_the_same_as_the_one_it_replaces_is_a_conflict() -> None:
+    # ``same``: rows of one key must agree on what their first character names (a witness).
+    result: Restored[str] = Restored({0: {}})
+    rows = [(b"s/0/1", b"a-1"), (b"s/0/1", b"a-2"), (b"s/0/2", b"a-1"), (b"s/0/2", b"b-1")]
+    for key, value in rows:
+        Restorer._apply(result, 0, key, value, decode, lambda old, new: old[0] == new[0])
+    assert result.conflicts == {"s/0/2"}
+    assert result.merged() == {"s/0/1": "a-2", "s/0/2": "b-1"}  # the newest row still wins

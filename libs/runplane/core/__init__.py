@@ -12,7 +12,7 @@
   run; ``start`` / ``restore`` / ``deliver`` / ``complete`` return a ``Step``), ``LiveCall``,
   ``Outcome``, ``replay_history``, and the failure steps for runs it cannot serve.
 - ``chain``: ``seal``, ``Draft``, ``run_admitted``, ``record_hash``, ``request_witness``,
-  ``body_digest``; ``verify``: the one chain verifier, ``verify_chain`` → ``Verdict`` (and
+  ``body_digest``; ``verify``: the one chain verifier, ``verify_chain`` → ``ChainCheck`` (and
   the per-record fold ``verify_records`` the journal service and the CLI read).
 - ``canonical``: the canonical JSON that every hash is computed over.
 - ``determinism``: ``session_seed``, ``derive_random``, ``derive_randint``.
@@ -49,9 +49,9 @@ from runplane.core.agents import (
 )
 from runplane.core.canonical import canonical_bytes, canonical_json
 from runplane.core.chain import (
+    ChainCheck,
     ChainFault,
     Draft,
-    Verdict,
     body_digest,
     default_label,
     entry_body_digest,
@@ -100,6 +100,7 @@ __all__ = [
     "CaseConflict",
     "CaseRefused",
     "CaseState",
+    "ChainCheck",
     "ChainFault",
     "Command",
     "Decision",
@@ -125,7 +126,6 @@ __all__ = [
     "StepCtx",
     "Tool",
     "UnknownCapability",
-    "Verdict",
     "agent",
     "body_digest",
     "canonical_bytes",

@@ -50,9 +50,11 @@ from runplane.wire import (
 
 __all__ = [
     "TERMINAL_KINDS",
+    "ChainCheck",
     "ChainFault",
     "Draft",
-    "Verdict",
+    "SlotState",
+    "SlotStates",
     "body_digest",
     "check_entry",
     "check_link",
@@ -298,6 +300,7 @@ class ChainFault(enum.StrEnum):
     BODY_MISSING = "body_missing"  # the chain names a body the result journal lacks
     AFTER_END = "after_end"  # a record after the run's terminal record (nothing may follow it)
     BAD_SIGNATURE = "bad_signature"  # not signed by a chain writer's key (runplane.signing.journal)
+    DUPLICATE_SLOT = "duplicate_slot"  # a second announce or record for one (era, call_seq)
 
 
 # The records that end a run. The engine writes nothing after one (an event for an ended run
@@ -325,7 +328,7 @@ def reopens(record: JournalRecord) -> bool:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ChainCheck:
     """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
     (for a gap or a reorder: the seq that was expected there)."""
 
@@ -432,3 +435,127 @@ def check_signed(record: JournalRecord, problem: str | None) -> tuple[ChainFault
     if problem is None:
         return None
     return ChainFault.BAD_SIGNATURE, f"seq {record.seq}: {problem}"
+
+
+# -- one start per slot ------------------------------------------------------------------------
+
+
+class SlotState(enum.Enum):
+    """Where the chain has taken one slot (era, call_seq): see ``SlotStates``."""
+
+    ANNOUNCED = "announced"  # its call announced, no outcome yet
+    DOUBTED = "doubted"  # announced, then found in doubt (EFFECT_IN_DOUBT): it may start again
+    RECORDED = "recorded"  # its result recorded (the record with its body digest): closed
+
+
+def _slot_event(record: JournalRecord) -> SlotState | None:
+    """What ``record`` does to its slot: announce it, put it in doubt, record it, or nothing.
+
+    The announce is the slot's own call's (a probe of a call in doubt is announced at the
+    call's slot too, family ``probe``: it checks the call, it does not start it again); the
+    record is the one that carries the body digest (an operator's or a seat's TASK_DECIDED,
+    an escalation, a probe's answer carry none: the slot's result comes once, after them)."""
+    if record.kind is JournalKind.EFFECT_ANNOUNCED:
+        return None if record.family == "probe" else SlotState.ANNOUNCED
+    if record.kind is JournalKind.EFFECT_IN_DOUBT:
+        return SlotState.DOUBTED
+    if record.body_digest is not None:
+        return SlotState.RECORDED
+    return None
+
+
+# The attrs by which an announce names the key its peer deduplicates it under: a child run's
+# admission key (admission starts one run per key) and a case command's request id.
+_DEDUP_ATTRS = ("child_key", "request_id")
+
+Repeat = tuple[str | None, str | None, str | None, str | None]
+
+
+def _repeat(record: JournalRecord) -> Repeat | None:
+    """What makes announcing ``record``'s call again harmless, or None: it is declared
+    non-mutating (``mutating=false``: a fan-out branch re-dispatched after a crash is
+    performed again, by design), or its peer deduplicates it (a commission's ``child_key``, a
+    case command's ``request_id``: the child is admitted once, the command applied once). A
+    repeat must be the same call: family, name, witness and that key all equal."""
+    key = next((record.attrs[a] for a in _DEDUP_ATTRS if a in record.attrs), None)
+    if key is None and record.attrs.get("mutating") != "false":
+        return None
+    return (record.family, record.name, record.request_witness, key)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStates:
+    """What a chain has said about its slots so far: the rule "one start per slot".
+
+    A slot is recorded at most once (the record with its body digest; ``results`` is
+    compacted on the slot, so a second record could keep only one body) and its call is
+    started at most once: a second announce while the first has no outcome, any announce
+    after the record, or a second record is ``duplicate_slot``. Two second starts are the
+    protocol's own: a call found in doubt (EFFECT_IN_DOUBT at its slot, a crash between
+    announce and outcome) whose recovery announces it again (an operator's RETRY), and the
+    same call announced again when repeating it is harmless by its announce (``_repeat``:
+    non-mutating, or deduplicated by its peer — a fan-out re-dispatched after a crash).
+
+    Kept small for a fold that copies it at every record: ``floors[era]`` is the first
+    call_seq of the era not yet recorded (every slot below it is recorded), ``open`` holds
+    the slots at or above it the chain has named — in practice the calls in flight — with
+    what a harmless repeat of its announce must equal."""
+
+    floors: Mapping[int, int] = field(default_factory=dict)
+    open: Mapping[tuple[int, int], tuple[SlotState, Repeat | None]] = field(default_factory=dict)
+
+    def state(self, era: int, call_seq: int) -> SlotState | None:
+        """The slot's state; None: the chain has not named it yet."""
+        if call_seq < self.floors.get(era, 0):
+            return SlotState.RECORDED
+        held = self.open.get((era, call_seq))
+        return None if held is None else held[0]
+
+    def check(self, record: JournalRecord) -> tuple[ChainFault, str] | None:
+        """``duplicate_slot`` when ``record`` starts or records its slot a second time."""
+        if record.call_seq is None:
+            return None
+        event = _slot_event(record)
+        if event is None or event is SlotState.DOUBTED:
+            return None
+        era, call_seq = record.era, record.call_seq
+        now = self.state(era, call_seq)
+        call = f"call {era}/{call_seq}"
+        if now is SlotState.RECORDED:
+            what = "an announce" if event is SlotState.ANNOUNCED else "a record"
+            return (
+                ChainFault.DUPLICATE_SLOT,
+                f"seq {record.seq}: {what} of {call}, already recorded",
+            )
+        if now is SlotState.ANNOUNCED and event is SlotState.ANNOUNCED:
+            first = self.open[(era, call_seq)][1]
+            if first is None or _repeat(record) != first:
+                return (
+                    ChainFault.DUPLICATE_SLOT,
+                    f"seq {record.seq}: a second announce of {call}, not in doubt",
+                )
+        return None
+
+    def after(self, record: JournalRecord) -> SlotStates:
+        """The states once ``record`` is on the chain (``self`` when it names no slot)."""
+        if record.call_seq is None:
+            return self
+        event = _slot_event(record)
+        if event is None:
+            return self
+        era, call_seq = record.era, record.call_seq
+        now = self.state(era, call_seq)
+        if now is SlotState.RECORDED or now is event:
+            return self  # nothing undoes a record; a repeat changes nothing (or was a fault)
+        floor = self.floors.get(era, 0)
+        open_ = dict(self.open)
+        open_[(era, call_seq)] = (event, _repeat(record) if event is SlotState.ANNOUNCED else None)
+        if event is not SlotState.RECORDED or call_seq != floor:
+            return SlotStates(self.floors, open_)
+        while (held := open_.get((era, floor))) is not None and held[0] is SlotState.RECORDED:
+            del open_[(era, floor)]
+            floor += 1
+        return SlotStates({**self.floors, era: floor}, open_)
+
+
+NO_SLOTS = SlotStates()

@@ -6,14 +6,17 @@ fold, so no two readers can disagree about a chain.
 
 State per session is a :class:`Tip` — the next expected seq, the hash the next record must
 link to, and the first break if there was one. Each record is checked in three steps, the
-first two by ``runplane.core.chain``'s ``check_link`` and the third by its ``check_entry``:
+first two by ``runplane.core.chain``'s ``check_link``, ``check_signed`` and
+``SlotStates``, the third by its ``check_entry``:
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
    older record, a higher one is a gap: records are missing), and the chain must not have
    ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED is ``after_end``.
 2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
    core's recomputation (SHA-256 over prev_hash ‖ canonical record); then the writer's
-   signature when a keyring was configured.
+   signature when a keyring was configured; then **one start per slot** (``SlotStates``): a
+   second announce of one (era, call_seq) while the first has no outcome and is not in
+   doubt, an announce after its record, or a second record is ``duplicate_slot``.
 3. **Body** (records that carry a ``body_digest`` and a ``call_seq``): the digest recomputed
    from the ResultEntry's body (never its stored ``body_digest`` field, which a tamperer would
    rewrite with the value) must equal the chain's digest, and the entry's family, name,
@@ -26,7 +29,7 @@ reported BROKEN with ``broken_at_seq = N`` (nothing after a break can be trusted
 is quarantined once. ``broken_at_seq`` names the first position that does not verify: for a
 gap or a reorder it is the seq that was expected there, otherwise the offending record's seq
 (``fault_seq``). Reasons start with the ``ChainFault`` name (``gap``, ``reorder``,
-``bad_link``, ``bad_hash``, ``body_digest_mismatch``, …).
+``bad_link``, ``bad_hash``, ``duplicate_slot``, ``body_digest_mismatch``, …).
 
 Two readings of the one fold: ``verify_records`` reports every record (the auditor's view:
 an absent body is a BODY_MISSING verdict and the chain still verifies); ``verify_chain`` is
@@ -41,10 +44,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runplane.core.chain import (
+    NO_SLOTS,
     RESUMABLE_KINDS,
     TERMINAL_KINDS,
+    ChainCheck,
     ChainFault,
-    Verdict,
+    SlotStates,
     check_entry,
     check_link,
     check_signed,
@@ -108,6 +113,7 @@ class Tip:
     case_id: str | None = None
     ended: bool = False  # the last record was terminal: any further record is a break
     resumable: bool = False  # ...unless it was FAILED/QUARANTINED and the next is a resume
+    slots: SlotStates = NO_SLOTS  # what the chain has said about each (era, call_seq)
 
     @property
     def broken(self) -> bool:
@@ -132,8 +138,9 @@ def _broken(seq: int, kind: str, detail: str) -> Finding:
 
 
 def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Finding:
-    """Position, link and hash of ``rec`` against ``tip`` (no body): the core's
-    ``check_link``, positioned by the core's ``fault_seq``.
+    """Position, link, hash, signature and slot of ``rec`` against ``tip`` (no body): the
+    core's ``check_link``, ``check_signed`` and ``SlotStates.check``, positioned by the core's
+    ``fault_seq``.
 
     The session is checked first, also for a session's first record (the tip knows whose
     chain it is).
@@ -149,6 +156,8 @@ def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Fi
     fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended, resumable=tip.resumable)
     if fault is None:
         fault = check_signed(rec, unsigned)
+    if fault is None:
+        fault = tip.slots.check(rec)
     if fault is None:
         return VERIFIED
     return _broken(fault_seq(fault[0], tip.next_seq, rec), *fault)
@@ -194,6 +203,7 @@ def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
         last_hash=rec.hash,
         ended=(tip.ended or rec.kind in TERMINAL_KINDS) and not reopens(rec),
         resumable=rec.kind in RESUMABLE_KINDS,
+        slots=tip.slots.after(rec),
     )
     if finding.breaks and not tip.broken:
         nxt = replace(nxt, broken_at=finding.broken_at_seq, reason=finding.reason)
@@ -277,9 +287,9 @@ def verify_chain(
     results: Mapping[tuple[int, int], ResultEntry | None] | None = None,
     *,
     unsigned: Sequence[str | None] | None = None,
-) -> Verdict:
+) -> ChainCheck:
     """The strict reading of ``verify_records`` for a holder of the whole run: the first fault
-    from seq 0 in the order given, and ``Verdict.checked`` the records before it.
+    from seq 0 in the order given, and ``ChainCheck.checked`` the records before it.
 
     ``results`` maps (era, call_seq) to the session's ResultEntry (``None`` = erased on
     purpose, allowed); without it, bodies are not checked — with it, a body the chain names
@@ -289,22 +299,24 @@ def verify_chain(
     """
     chain = list(records)
     if not chain:
-        return Verdict(ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records")
+        return ChainCheck(
+            ok=False, checked=0, bad_seq=0, fault=ChainFault.EMPTY, detail="no records"
+        )
     bodies = None if results is None else bodies_of(results)
     report = verify_records(chain[0].session_id, chain, bodies, unsigned)
     for checked, (rec, (_, finding)) in enumerate(zip(chain, report.findings, strict=True)):
         if finding.fault is not None:
             bad = finding.broken_at_seq
-            return Verdict(
+            return ChainCheck(
                 ok=False, checked=checked, bad_seq=bad, fault=finding.fault, detail=finding.detail
             )
         absent = bodies is not None and needs_body(rec) and (rec.era, rec.call_seq) not in bodies
         if absent:
-            return Verdict(
+            return ChainCheck(
                 ok=False,
                 checked=checked,
                 bad_seq=rec.seq,
                 fault=ChainFault.BODY_MISSING,
                 detail=f"no result entry for era {rec.era} call_seq {rec.call_seq}",
             )
-    return Verdict(ok=True, checked=len(chain))
+    return ChainCheck(ok=True, checked=len(chain))

@@ -12,6 +12,11 @@ last write in offset order wins, and a tombstone (value None) deletes the key. A
 cannot be decoded deletes its key too (counted in ``Restored.unreadable``): keeping the older
 row instead would revive a superseded state (an old ``next_seq``/``last_hash`` forks a chain).
 
+A table whose rows must not change meaning under one key (``results``: one call's result per
+slot) passes ``same``: a row that is not ``same`` as the row it replaces is a conflict, its key
+counted in ``Restored.conflicts`` — seen only while compaction has not yet dropped the older
+row, so it is a flag for the caller, not the guarantee (the journal's chain verifier is that).
+
 Before restoring the partitions a new owner was assigned, call :func:`await_previous_owner`:
 the previous owner may still have a transaction open that carries both table rows and the
 input offsets, and a restore that reads before it ends misses rows the committed offsets
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -62,6 +67,8 @@ class Restored(Generic[V]):
     # Keys whose newest row could not be decoded: dropped from the table, not reverted to an
     # older row. The caller decides what an unreadable key means (log, quarantine, alert).
     unreadable: set[str] = field(default_factory=set)
+    # Keys a later row replaced with one not ``same`` as it (``Restorer.restore``'s ``same``).
+    conflicts: set[str] = field(default_factory=set)
 
     def merged(self) -> dict[str, V]:
         out: dict[str, V] = {}
@@ -91,6 +98,7 @@ class Restorer:
         *,
         deadline: float | None = None,
         stop: StopFlag | None = None,
+        same: Callable[[V, V], bool] | None = None,
     ) -> Restored[V]:
         """Read ``partitions`` of ``topic`` (full name) from the beginning to the end.
 
@@ -100,14 +108,39 @@ class Restorer:
         restorer's timeout from now), e.g. another producer's transaction is still open past
         its ``transaction.timeout.ms``. Pass one deadline to every restore of one assignment
         so that all of them together stay under ``max.poll.interval.ms``. Raises
-        ``Stopping`` as soon as ``stop`` is set.
+        ``Stopping`` as soon as ``stop`` is set. ``same(old, new)``: whether a row may replace
+        the key's row (a conflict is counted, see the module docstring); the newest row wins.
         """
         wanted = sorted(set(partitions))
         result: Restored[V] = Restored({p: {} for p in wanted})
-        if not wanted:
-            return result
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
-        pending = set(wanted)
+
+        def apply(partition: int, key: str | bytes | None, value: str | bytes | None) -> None:
+            self._apply(result, partition, key, value, decode, same)
+
+        self.read(topic, wanted, apply, deadline=deadline, stop=stop)
+        return result
+
+    def read(
+        self,
+        topic: str,
+        partitions: Iterable[int],
+        visit: Callable[[int, str | bytes | None, str | bytes | None], None],
+        *,
+        until: Mapping[int, int] | None = None,
+        deadline: float | None = None,
+        stop: StopFlag | None = None,
+    ) -> None:
+        """Hand every message of ``partitions`` of ``topic`` to ``visit(partition, key,
+        value)`` in offset order, from the beginning to the end — or, for a partition in
+        ``until``, up to (not including) that offset: a log read as far as a consumer group's
+        committed position, not a table (the journal service's slot states, folded from
+        ``journal`` up to what it has audited). Deadline and stop as for ``restore``."""
+        wanted = sorted(set(partitions))
+        bound = dict(until or {})
+        pending = {p for p in wanted if bound.get(p, 1) > 0}
+        if not pending:
+            return
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         if deadline is None:
             deadline = time.monotonic() + self._timeout_s
         try:
@@ -130,10 +163,16 @@ class Restorer:
                             raise KafkaException(err)
                         log.warning("restore consumer error on %s: %s", topic, err.str())
                         continue
-                    self._apply(result, msg.partition() or 0, msg.key(), msg.value(), decode)
+                    p, offset = msg.partition() or 0, msg.offset() or 0
+                    end = bound.get(p)
+                    if p not in pending or (end is not None and offset >= end):
+                        pending.discard(p)
+                        continue
+                    visit(p, msg.key(), msg.value())
+                    if end is not None and offset + 1 >= end:
+                        pending.discard(p)
         finally:
             self._consumer.unassign()
-        return result
 
     @staticmethod
     def _apply(
@@ -142,6 +181,7 @@ class Restorer:
         raw_key: str | bytes | None,
         raw_value: str | bytes | None,
         decode: Callable[[bytes], V],
+        same: Callable[[V, V], bool] | None = None,
     ) -> None:
         result.records_read += 1
         rows = result.partitions[partition]
@@ -158,7 +198,11 @@ class Restorer:
             return
         try:
             data = raw_value if isinstance(raw_value, bytes) else raw_value.encode()
-            rows[key] = decode(data)
+            row = decode(data)
+            held = rows.get(key)
+            if same is not None and held is not None and not same(held, row):
+                result.conflicts.add(key)
+            rows[key] = row
             result.unreadable.discard(key)
         except WireError as exc:
             # The newest row wins even when nobody can read it: an older row left in place

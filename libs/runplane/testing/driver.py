@@ -27,13 +27,13 @@ from typing import Any
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
+    ChainCheck,
     EffectDecl,
     Generation,
     LiveCall,
     Outcome,
     Runtime,
     Step,
-    Verdict,
     canonical_json,
     verify_chain,
 )
@@ -270,7 +270,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
             tuple(session.open_tasks.values()),
         )
 
-    def verify(self, session_id: str) -> Verdict:
+    def verify(self, session_id: str) -> ChainCheck:
         session = self.sessions[session_id]
         return verify_chain(session.journal, session.results)
 
