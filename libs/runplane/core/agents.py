@@ -111,6 +111,10 @@ class EffectDecl:
     # Performed inside the executor's process (a ``@tool`` function). Said by the tool the
     # executor offers, never by an agent's declaration (``engine.tools.decl_for``).
     in_process: bool = False
+    # What a model is told of the tool when a loop offers it (``core.turns.ToolSpec``): what
+    # it does, and the JSON Schema of its arguments (None: an object with any properties).
+    description: str = ""
+    input_schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.name:
