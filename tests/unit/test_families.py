@@ -193,5 +193,9 @@ def test_the_kernel_table_is_the_rows() -> None:
     assert {"tool", "approval", "case", "deadline", "signal", "timer", "release"} == table.CROSS_ERA
     assert table.CROSS_ERA | {"commission"} == table.LOGGED
     assert {str(w) for w in table.INTERRUPTIBLE} == {"signal", "approval", "timer"}
+    assert {p.name for f in FAMILIES for p in f.parts} == set(table.PARTS)
+    assert {"timer", "signal_ids", "cancel"} <= set(table.PARTS)
     with pytest.raises(RuntimeError):
-        table.install(decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set())
+        table.install(
+            decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set(), parts={}
+        )
