@@ -123,6 +123,8 @@ def snapshot_parts(values: Mapping[str, Any]) -> tuple[dict[str, str], dict[str,
     the older fields, by name."""
     parts: dict[str, str] = {}
     old: dict[str, Any] = {}
+    if not values:
+        return parts, old  # every part at its default (most steps of most runs)
     for name, part in PARTS.items():
         part.written(values.get(name, part.default), parts, old)
     return parts, old
