@@ -20,6 +20,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.replaytest`` replay testing of a recorded run beside the engine's own rebuild.
 - ``benchmarks.fanout``    a fan-out of N slow tool calls inside one run vs the same N calls
                            one after another (wall time, ratio, calls seen in flight at once).
+- ``benchmarks.announce``   what announce-before-act costs a lone generation (two commits)
+                           beside a lone in-process read whose announce rides (one commit).
 - ``benchmarks.txn``       one transaction shaped like admission's, phase by phase: back to
                            back with our ``retry.backoff.ms`` and with the old 5 ms, spaced out,
                            and by partitions written.
@@ -62,6 +64,7 @@ ORDER = (
     "replaytest",
     "retention",
     "fanout",
+    "announce",
     "txn",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]

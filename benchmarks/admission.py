@@ -24,7 +24,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.kafka.clients import (
     admin,
@@ -34,7 +33,8 @@ from runplane.kafka.clients import (
 )
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
-from runplane.wire import AdmissionRequest, serde_for
+from runplane.runs.client import ready_batch
+from runplane.wire import AdmissionRequest, TenantId, serde_for
 from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
@@ -63,7 +63,7 @@ def _request(key: str) -> bytes:
         admission_key=key,
         capability="bench",
         input_json='{"n": 1}',
-        tenant="bench",
+        tenant=TenantId("bench"),
         initiator="bench",
         requested_ms=time.time_ns() // 1_000_000,
     )

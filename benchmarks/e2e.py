@@ -46,7 +46,14 @@ from benchmarks.e2e_drive import Judge, Watcher, closed_loop
 from benchmarks.executor import scratch_topics
 from runplane.config import Settings
 from runplane.kafka.clients import producer_config
-from runplane.wire import AdmissionRequest, RunStatus, SessionSnapshot, StartRun, serde_for
+from runplane.wire import (
+    AdmissionRequest,
+    RunStatus,
+    SessionSnapshot,
+    StartRun,
+    TenantId,
+    serde_for,
+)
 
 # (in flight, completions measured): each level runs a few seconds on this machine.
 LEVELS = ((1, 100), (16, 800), (200, 2000))
@@ -118,7 +125,7 @@ def _runplane(base: Settings, mode: str) -> dict[str, Any]:
                             admission_key=key,
                             capability=workload,
                             input_json='{"n":1}',
-                            tenant="bench",
+                            tenant=TenantId("bench"),
                             initiator="bench",
                             requested_ms=time.time_ns() // 1_000_000,
                         )

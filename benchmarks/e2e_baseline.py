@@ -25,10 +25,10 @@ from confluent_kafka import Consumer, Message, Producer
 
 from benchmarks.e2e_cpu import CpuMeter
 from benchmarks.e2e_drive import Watcher, closed_loop
-from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.txn import TransactionalProducer
+from runplane.runs.client import ready_batch
 
 BATCH_MAX = 500
 PAYLOAD = b"x" * 300  # about an AdmissionRequest / SessionSnapshot

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from runplane.client import last_stable_offsets, ready_batch
 from runplane.config import Settings
 from runplane.kafka.clients import consumer_config
+from runplane.runs.client import last_stable_offsets, ready_batch
 
 # What a watcher makes of one record: the request key it completes (or None), and any
 # timestamps worth keeping for the per-hop breakdown (name -> seconds since the epoch).

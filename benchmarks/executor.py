@@ -39,13 +39,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from runplane.client import ready_batch
 from runplane.config import Settings
 from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
 from runplane.kafka.clients import admin, consumer_config, transactional_producer_config
 from runplane.kafka.topics import create_topics, delete_topics
 from runplane.kafka.txn import TransactionalProducer
 from runplane.providers import FunctionTool
+from runplane.runs.client import ready_batch
 from runplane.wire import RunStatus, RunStatusUpdate, serde_for
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import admit, executor_thread, plain_producer

@@ -2,7 +2,7 @@
 
     python -m benchmarks.http_keepalive [N]      # prints a table; run() returns the numbers
 
-Serves a tiny FastAPI app twice — through ``runplane.service.run_http`` and, as the baseline,
+Serves a tiny FastAPI app twice — through ``runplane.serving.shell.run_http`` and, as the baseline,
 through uvicorn on a socket made the way ``run_http`` made it before the fix
 (``socket(AF_INET, SOCK_STREAM)``: proto 0, so asyncio left Nagle on) — and times N GETs and N
 JSON POSTs with one ``httpx.Client`` (one pooled connection). The loopback fakes
@@ -27,7 +27,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from runplane.fakes import FakeBillingServer
-from runplane.service import run_http
+from runplane.serving.shell import run_http
 
 
 def _app() -> FastAPI:

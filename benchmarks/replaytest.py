@@ -21,8 +21,8 @@ from typing import Any
 
 from benchmarks.core import _spec
 from runplane.core import Runtime, replay_history
+from runplane.core.engine import replay_recording
 from runplane.core.recording import Recording
-from runplane.core.replaytest import replay_recording
 from runplane.testing import Driver
 
 SIZES = (10, 1_000, 10_000)

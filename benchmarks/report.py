@@ -312,6 +312,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "retention": "Results retention: restore of 10,000 ended + 1,000 live runs",
         "parked": "Parked runs at scale: executor memory and restore after a kill",
         "fanout": "Fan-out: N slow tool calls in one run, at once vs in sequence (the baseline)",
+        "announce": "Announce before act: a lone generation (two commits) vs a lone read (one)",
         "txn": "One transaction, phase by phase: back to back, with the old backoff, spaced out",
     }
     for name, entry in benches.items():

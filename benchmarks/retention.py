@@ -32,7 +32,7 @@ from runplane.core.chain import body_digest, default_label, request_witness
 from runplane.kafka.clients import admin, producer_config
 from runplane.kafka.restore import Restorer
 from runplane.kafka.topics import create_topics, delete_topics
-from runplane.wire import ResultEntry, RunStatus, SessionSnapshot, serde_for
+from runplane.wire import ResultEntry, RunStatus, SessionSnapshot, TenantId, serde_for
 from services.executor.settings import ExecutorSettings
 from services.executor.state import restore_partitions, results_key
 from tests.helpers.harness import executor_thread
@@ -97,7 +97,7 @@ def _fill(settings: Settings) -> None:
             next_seq=2 * CALLS + 2,
             last_hash="a" * 64,
             admission_key=f"k-{sid}",
-            tenant="bench",
+            tenant=TenantId("bench"),
             initiator="bench",
             input_json="{}",
             started_ms=now - 1000,

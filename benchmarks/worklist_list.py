@@ -28,9 +28,9 @@ from typing import Any
 
 import redis
 
-from runplane.auth import Principal
 from runplane.config import Settings
 from runplane.kafka.handler import State
+from runplane.serving.auth import Principal
 from runplane.wire import DecisionOutcome, ExpiryPolicy, OpenTask, TaskKind, TaskRecord, TaskStatus
 from services.worklist.access import FINAL, Policy, visible_to
 from services.worklist.actions import Filter, HumanCommand, Worklist

@@ -87,7 +87,7 @@ def _signature_headers(request: Request) -> Headers | str:
 
 
 class HttpAdmission:
-    """The endpoint; ``sender`` is a :class:`runplane.client.Client` (one request at a time)."""
+    """The endpoint; ``sender`` is a :class:`runplane.runs.client.Client` (one request at a time)."""
 
     def __init__(self, auth: Authentication, sender: Sender, *, timeout: float = 30.0) -> None:
         self._auth = auth

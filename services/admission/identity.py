@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from runplane.errors import WireError
 from runplane.kafka.handler import Incoming
+from runplane.serving.watched import WatchedFile
 from runplane.signing.admission import (
     DEFAULT_WINDOW_MS,
     SIGNED_JSON_HEADER,
@@ -38,7 +39,6 @@ from runplane.signing.admission import (
     header,
     verify,
 )
-from runplane.watched import WatchedFile
 from runplane.wire import AdmissionRequest
 
 
@@ -66,7 +66,7 @@ def identity_problem(
             return (
                 AuthRefusal.UNAUTHENTICATED,
                 "unsigned request: admission requires a signature (sign with an emitter key, "
-                "e.g. RUNPLANE_EMITTER_KEY_FILE for runplane emit and runplane.client)",
+                "e.g. RUNPLANE_EMITTER_KEY_FILE for runplane emit and runplane.runs.client)",
             )
         case Verified(emitter, key_id):
             if not emitter.speaks_for(req.tenant):

@@ -28,9 +28,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from runplane.auth import PrincipalSource, require_principal
 from runplane.errors import RetryableError
 from runplane.runs import operate
+from runplane.serving.auth import PrincipalSource, require_principal
 
 __all__ = ["CANCEL_ROLE", "HttpOperate"]
 
@@ -41,7 +41,7 @@ _STATUS: Final = {"unknown": 404, "ended": 409, "bad_request": 400}
 
 
 class HttpOperate:
-    """The endpoints; ``target`` is a ``runplane.client.Client`` (one request at a time)."""
+    """The endpoints; ``target`` is a ``runplane.runs.client.Client`` (one request at a time)."""
 
     def __init__(self, principals: PrincipalSource, target: operate.Target) -> None:
         self._principals = principals

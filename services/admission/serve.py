@@ -15,16 +15,16 @@ import os
 import threading
 from collections.abc import Mapping
 
-from runplane.auth import PrincipalsFile
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
-from runplane.health import Health
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import BeforeCommit, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
-from runplane.service import make_app, run_http
+from runplane.runs.client import Client
+from runplane.serving.auth import PrincipalsFile
+from runplane.serving.health import Health
+from runplane.serving.shell import make_app, run_http
 from runplane.signing.admission import watch_emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec

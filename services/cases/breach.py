@@ -45,6 +45,7 @@ from runplane.wire import (
     JournalKind,
     JournalRecord,
     Obligation,
+    TenantId,
 )
 from services.cases.decide import tenant_of
 
@@ -63,9 +64,9 @@ SWEEP_INITIATOR = "runplane-sweeper"
 SWEEP_TENANT = "default"  # only for a case that never recorded its tenant
 
 
-def case_tenant(case: CaseRecord) -> str:
+def case_tenant(case: CaseRecord) -> TenantId:
     """The tenant a breach of ``case`` acts for: the case's own, else ``SWEEP_TENANT``."""
-    return tenant_of(case) or SWEEP_TENANT
+    return TenantId(tenant_of(case) or SWEEP_TENANT)
 
 
 def sweep_run(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 from runplane.config import Settings
-from runplane.health import Health
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import Processor, ProcessorConfig
-from runplane.service import make_app, run_http
+from runplane.serving.health import Health
+from runplane.serving.shell import make_app, run_http
 from services.cases.handler import CasesHandler
 from services.cases.settings import CasesSettings
 from services.cases.topology import INPUT, SERVICE, group_id

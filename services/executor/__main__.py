@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 from runplane.config import Settings
-from runplane.service import setup_logging
-from runplane.shutdown import install_signal_handlers
-from runplane.tracing import configure as configure_tracing
+from runplane.serving.shell import setup_logging
+from runplane.serving.shutdown import install_signal_handlers
+from runplane.serving.tracing import configure as configure_tracing
 from services.executor.serve import serve
 from services.executor.topology import SERVICE
 

@@ -29,7 +29,7 @@ class Out(NamedTuple):
     value: bytes | None
     partition: int | None = None
     lazy: Callable[[], bytes] | None = None
-    headers: list[tuple[str, bytes]] | None = None  # W3C trace context (runplane.tracing)
+    headers: list[tuple[str, bytes]] | None = None  # W3C trace context (runplane.serving.tracing)
 
 
 @dataclass

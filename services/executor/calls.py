@@ -16,8 +16,8 @@ from opentelemetry.context import Context
 
 from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
 from runplane.errors import TerminalError
-from runplane.tracing import current_headers, effect_span
-from runplane.wire import Cost, Label
+from runplane.serving.tracing import current_headers, effect_span
+from runplane.wire import Label
 from services.executor.live import CallPolicy, CallStatus, LiveCallRunner, LiveOutcome
 from services.executor.metrics import executor_metrics
 
@@ -122,9 +122,7 @@ def to_outcome(out: LiveOutcome, label: Label | None = None) -> Outcome:
         value = out.value
         cost = None
         if isinstance(value, Generation):
-            cost = Cost(
-                tokens_in=value.tokens_in, tokens_out=value.tokens_out, units=value.cost_units
-            )
+            cost = value.cost()
             value = value.to_json()
         return Outcome.success(value, attempts=out.attempts, cost=cost, label=label)
     return Outcome.failure(

@@ -52,7 +52,7 @@ class RunEnds:
         """A StartRun nobody can run: the engine closes its chain (RUN_FAILED) and tells
         admission."""
         step = fail_unstartable(start, reason, now_ms=now_ms, error_type=error_type)
-        self._apply(start.session_id, p, step, previous=None)
+        self._apply(start.session_id, p, step)
 
     def poisoned(
         self,
@@ -91,11 +91,9 @@ class RunEnds:
         """Close a run's chain with RUN_FAILED after ``snap`` and tell admission and the
         worklist (a task it was parked on is withdrawn): the engine's step, applied."""
         step = fail_from_snapshot(snap, reason, now_ms=self._wall_ms())
-        self._apply(snap.session_id, p, step, previous=snap)
+        self._apply(snap.session_id, p, step)
 
-    def _apply(self, run_id: str, p: int, step: Step, previous: SessionSnapshot | None) -> None:
+    def _apply(self, run_id: str, p: int, step: Step) -> None:
         """Apply a step that ends a run the engine could not serve (records and commands, no
         results, no live calls): the same ``apply_step`` as every step."""
-        parked = previous.parked_on if previous is not None else None
-        sink = RunSink(self._outbox, self._table, run_id, p)
-        apply_step(step, sink, parked_before=parked, clock=self._wall_ms)
+        apply_step(step, RunSink(self._outbox, self._table, run_id, p))

@@ -66,12 +66,12 @@ from confluent_kafka import Message
 
 from runplane.core import AgentRegistry, Event, ModelProvider, Tool, UnknownCapability
 from runplane.errors import TerminalError, WireError
-from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.tracing import current_headers, span_from_headers
+from runplane.serving.health import Probe
+from runplane.serving.tracing import current_headers, span_from_headers
 from runplane.wire import (
     CaseReply,
     RunStatus,
@@ -433,7 +433,6 @@ class Executor:
         if res is None:
             self._refuse_unrebuilt(msg, part, run_id, snap)
             return
-        previous = part.sessions.get(run_id)
         step = res.runtime.deliver(event, now_ms=self._wall_ms())
         if step.rejected is not None:
             self._outbox.dead_letter(
@@ -441,7 +440,7 @@ class Executor:
             )
             return
         res.last_active = time.monotonic()
-        self._steps.apply(run_id, p, res.runtime, step, previous=previous)
+        self._steps.apply(run_id, p, res.runtime, step)
 
     def _refuse_unknown(self, msg: Message, part: PartitionState, run_id: str) -> None:
         ended = part.ended.get(run_id)

@@ -1,7 +1,7 @@
 """The executor's Prometheus metrics (names follow docs/metrics.md: ``runplane_`` prefix,
 units in names, ``_total`` counters).
 
-Defined once per process on the default registry, which ``runplane.service`` serves on
+Defined once per process on the default registry, which ``runplane.serving.shell`` serves on
 ``/metrics``; several executor instances in one process (tests) share them.
 """
 

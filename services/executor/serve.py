@@ -15,8 +15,8 @@ import httpx
 from runplane.config import Settings
 from runplane.core import AgentRegistry, ModelProvider, Tool
 from runplane.core.agents import import_agent_modules
-from runplane.health import Health
-from runplane.service import make_app, run_http
+from runplane.serving.health import Health
+from runplane.serving.shell import make_app, run_http
 from services.executor.catalog import offered, offered_with_mcp
 from services.executor.executor import Executor
 from services.executor.settings import ExecutorSettings

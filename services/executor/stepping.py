@@ -24,7 +24,7 @@ from runplane.core import AgentRegistry, AgentSpec, LiveCall, Runtime, Step, Unk
 from runplane.core.engine import apply_step
 from runplane.core.versions import VersionNotDeployed
 from runplane.kafka.txn import TxnAbortable, TxnFatal
-from runplane.tracing import current_context
+from runplane.serving.tracing import current_context
 from runplane.wire import SessionSnapshot, StartRun
 from services.executor.calls import Completion, Performer, to_outcome
 from services.executor.committer import GroupCommit
@@ -78,7 +78,7 @@ class StepApplier:
         runtime, step = Runtime.start(spec, start, now_ms=now_ms, **self._engine)
         self._metrics.runs_started.inc()
         self._table.residents[start.session_id] = Resident(runtime, p, time.monotonic())
-        self.apply(start.session_id, p, runtime, step, previous=None)
+        self.apply(start.session_id, p, runtime, step)
 
     def rebuild(self, run_id: str, p: int, snap: SessionSnapshot) -> Resident | None:
         """Bring a non-resident run back by replaying its result journal (None: no deployed
@@ -94,17 +94,14 @@ class StepApplier:
         self._metrics.replay_length.observe(step.replayed)
         res = Resident(runtime, p, time.monotonic())
         self._table.residents[run_id] = res
-        self.apply(run_id, p, runtime, step, previous=snap)
+        self.apply(run_id, p, runtime, step)
         return res if not runtime.ended else None
 
     # ------------------------------------------------------------------ steps
-    def apply(
-        self, run_id: str, p: int, runtime: Runtime, step: Step, previous: SessionSnapshot | None
-    ) -> None:
-        """Apply ``step`` of ``runtime`` (its run was at ``previous``) and start its calls."""
+    def apply(self, run_id: str, p: int, runtime: Runtime, step: Step) -> None:
+        """Apply ``step`` of ``runtime`` and start its calls."""
         sink = RunSink(self._outbox, self._table, run_id, p)
-        parked = previous.parked_on if previous is not None else None
-        if apply_step(step, sink, parked_before=parked, clock=self._wall_ms):
+        if apply_step(step, sink):
             return
         # The step's trace context, for the spans of the calls it requested (None: untraced).
         parent = current_context() if self._outbox.trace else None
@@ -148,7 +145,7 @@ class StepApplier:
             mark = self._outbox.mark()
             self._outbox.trace = done.trace  # the outcome's records carry the effect's span
             try:
-                self._complete(done, res, previous)
+                self._complete(done, res)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:
@@ -158,7 +155,7 @@ class StepApplier:
             finally:
                 self._outbox.trace = None
 
-    def _complete(self, done: Completion, res: Resident, previous: SessionSnapshot) -> None:
+    def _complete(self, done: Completion, res: Resident) -> None:
         if done.outcome.status is CallStatus.IN_DOUBT:
             # The outcome is unknown (timeout after send, 5xx): the core runs the declared
             # recovery (retry, probe, operator task) at the same era and slot — no rebuild, so
@@ -174,7 +171,7 @@ class StepApplier:
         if step.rejected is not None:
             log.warning("live call outcome not applied: %s", step.rejected)
             return
-        self.apply(done.session_id, res.partition, res.runtime, step, previous=previous)
+        self.apply(done.session_id, res.partition, res.runtime, step)
 
     def cancel(self, numbers: set[int]) -> None:
         """Cancel the live calls of runs on the partitions ``numbers`` (their outcomes would

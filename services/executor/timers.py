@@ -67,14 +67,13 @@ class Timers:
                 res = self._table.residents.get(run_id) or self._steps.rebuild(run_id, p, snap)
                 if res is None or res.runtime.ended:
                     continue  # the rebuild ended it (or cannot serve it): nothing to wake
-                previous = parts[p].sessions.get(run_id)
                 wake = Wake(session_id=run_id, reason="timer", sent_ms=now_ms)
                 step = res.runtime.deliver(wake, now_ms=now_ms)
                 due = timer_due(snap)
                 if step.records and due is not None:
                     self._metrics.timer_lateness.observe(max(0, now_ms - due) / 1000)
                 if step.rejected is None:
-                    self._steps.apply(run_id, p, res.runtime, step, previous=previous)
+                    self._steps.apply(run_id, p, res.runtime, step)
             except (TxnAbortable, TxnFatal):
                 raise
             except Exception as exc:

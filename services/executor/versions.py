@@ -183,7 +183,7 @@ class VersionGate:
         self._metrics.stranded.labels("parked").inc()
         if held:
             self._metrics.stranded.labels("held").inc()
-        apply_step(step, out, parked_before=snap.parked_on, clock=self._wall_ms)
+        apply_step(step, out)
 
     def _hold_start(self, msg: Message, start: StartRun, why: str) -> None:
         """A pinned StartRun no deployed version serves: held in a snapshot made for it."""
@@ -209,7 +209,7 @@ class VersionGate:
         else:
             step = release_stranded(snap, served_by or "none", now_ms=self._wall_ms())
             out = RunSink(self._outbox, self._table, snap.session_id, p)
-            apply_step(step, out, parked_before=None, clock=self._wall_ms)
+            apply_step(step, out)
         for letter in held_of(snap):
             self._serve(as_message(letter))
         after = self._table.parts[p].sessions.get(snap.session_id)

@@ -37,12 +37,12 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Reques
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from runplane.auth import Principal, PrincipalSource
 from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import RunSummary
-from runplane.service import install_backend_errors
+from runplane.serving.auth import Principal, PrincipalSource
+from runplane.serving.shell import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
 from services.journal.repair import Repairer, install_repair_routes

@@ -20,9 +20,9 @@ from confluent_kafka import Message
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.health import Probe
 from runplane.journal.index import RunIndex
 from runplane.kafka.feed import TopicFeed
+from runplane.serving.health import Probe
 from runplane.wire import AuditRecord, serde_for
 from services.journal import metrics as m
 

@@ -42,13 +42,13 @@ from typing import TypeVar
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from runplane.errors import WireError
-from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, lag_behind
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.runs.read import key_text, parse_result_key
+from runplane.serving.health import Probe
 from runplane.signing.journal import header_of
 from runplane.wire import AuditRecord, JournalRecord, Record, ResultEntry, Wake, serde_for
 from services.journal import metrics as m

@@ -23,8 +23,8 @@ from typing import Protocol
 from fastapi import FastAPI, Header, HTTPException
 from pydantic import BaseModel, Field
 
-from runplane.auth import Principal, PrincipalSource, require_principal
 from runplane.core import repair as core
+from runplane.serving.auth import Principal, PrincipalSource, require_principal
 from runplane.wire import SessionSnapshot
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from typing import Protocol
 
 from fastapi import HTTPException
 
-from runplane.auth import DEFAULT_TENANT, Principal, PrincipalSource
 from runplane.journal.index import RunIndex
 from runplane.journal.summary import RunSummary
 from runplane.runs.read import RunHistory
+from runplane.serving.auth import DEFAULT_TENANT, Principal, PrincipalSource
 from runplane.wire import CaseRecord
 
 # A run's records carry the producing host's clock; the index's start time is the admitting

@@ -19,14 +19,14 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from runplane.auth import PrincipalsFile
 from runplane.config import Settings
 from runplane.core.repair import RepairOrder
-from runplane.health import Health
 from runplane.journal.index import RunIndex
 from runplane.runs.read import RunHistory, read_audit, read_case, read_run
 from runplane.runs.repair import read_snapshot, send_order, write_fork
-from runplane.service import health_routes, run_http
+from runplane.serving.auth import PrincipalsFile
+from runplane.serving.health import Health
+from runplane.serving.shell import health_routes, run_http
 from runplane.signing.journal import Keyring, Signer
 from runplane.wire import AuditRecord, CaseRecord, SessionSnapshot
 from services.journal.api import build_api

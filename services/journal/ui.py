@@ -30,11 +30,11 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from runplane.auth import Principal, PrincipalSource
 from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
+from runplane.serving.auth import Principal, PrincipalSource
 from runplane.web import (
     SecurityHeaders,
     Session,

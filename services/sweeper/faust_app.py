@@ -11,7 +11,7 @@ Checked against faust-streaming 0.15.3's source:
   assignor would declare; no tables, so no changelog topics; ``reply_create_topic`` stays off.
   Without tables or standbys the worker consumer uses aiokafka's round-robin assignor.
 - **No web server** (``web_enabled=False``): ``/healthz`` and ``/metrics`` come from
-  ``runplane.service`` on the sweeper's port, like every other service.
+  ``runplane.serving.shell`` on the sweeper's port, like every other service.
 - **Placement = murmur2**, as every runplane producer: :func:`murmur2_partitioner` is
   :func:`runplane.kafka.partition_for`, so a decision lands on its case's partition of
   ``cases.commands`` exactly where librdkafka's ``murmur2_random`` and Java put it.

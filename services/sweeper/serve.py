@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from runplane.config import Settings
-from runplane.health import Health
-from runplane.service import make_app, run_http
+from runplane.serving.health import Health
+from runplane.serving.shell import make_app, run_http
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.sweeper import Sweeper
 from services.sweeper.topology import SERVICE

@@ -63,8 +63,8 @@ from aiokafka.errors import KafkaError
 from faust.types import TP, EventT, Message, StreamT
 
 from runplane.errors import WireError
-from runplane.health import Probe
 from runplane.kafka.deadletter import dead_letter
+from runplane.serving.health import Probe
 from runplane.wire import CaseRecord, serde_for
 from services.sweeper import metrics
 from services.sweeper.committed import CommittedView, read_committed

@@ -1,11 +1,11 @@
 """Who may see and act on a task (pure): the rules' vocabulary and the visibility checks.
 
 Split from ``decide.py`` (which re-exports all of it): ``Policy`` is what the rules need beyond
-a record, ``Verdict`` their answer, :func:`actor_problem` the refusal of a person claiming or
+a record, ``TaskChange`` their answer, :func:`actor_problem` the refusal of a person claiming or
 deciding, :func:`visible_to` whether a person sees a task at all.
 
 Tenants: a task belongs to its run's tenant (``OpenTask.tenant``, written by the executor; a
-task from an older writer has none and counts as :data:`~runplane.auth.DEFAULT_TENANT`), a
+task from an older writer has none and counts as :data:`~runplane.serving.auth.DEFAULT_TENANT`), a
 principal to theirs (``Policy.tenant_of``). Another tenant's task is invisible and answers
 NOT_FOUND to a claim or decision, before any role or four-eyes rule — whatever roles the
 principal holds, supervisors included.
@@ -17,7 +17,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runplane.auth import DEFAULT_TENANT
+from runplane.serving.auth import DEFAULT_TENANT
 from runplane.wire import ExpiryPolicy, TaskDecision, TaskRecord, TaskStatus
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "FINAL",
     "Policy",
     "Refusal",
-    "Verdict",
+    "TaskChange",
     "actor_problem",
     "refuse",
     "refuse_reason",
@@ -70,7 +70,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TaskChange:
     """The result of one command.
 
     ``task``: the new record when it changed (None = nothing to write). ``decision``: the
@@ -90,13 +90,13 @@ class Verdict:
         return "applied" if self.task is not None else "unchanged"
 
 
-def refuse(kind: Refusal, reason: str) -> Verdict:
-    return Verdict(refused=kind, reason=reason)
+def refuse(kind: Refusal, reason: str) -> TaskChange:
+    return TaskChange(refused=kind, reason=reason)
 
 
 def actor_problem(
     task: TaskRecord | None, principal: str, now_ms: int, policy: Policy, verb: str
-) -> Verdict | None:
+) -> TaskChange | None:
     """The refusal for ``principal`` acting on ``task`` (claim or decide), or None."""
     if task is None or not same_tenant(task, principal, policy):
         # Another tenant's task answers as a missing one: its id reveals nothing.
@@ -126,7 +126,7 @@ def actor_problem(
 
 def refuse_reason(
     task: TaskRecord | None, principal: str, now_ms: int, policy: Policy
-) -> Verdict | None:
+) -> TaskChange | None:
     """Whether ``principal`` may act on ``task`` at all (the page's 'may act on' filter)."""
     return actor_problem(task, principal, now_ms, policy, "act on")
 

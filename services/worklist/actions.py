@@ -1,6 +1,6 @@
 """What a person can do on the worklist, shared by the HTTP API and the web page.
 
-Every action takes the :class:`~runplane.auth.Principal` the request authenticated as — never
+Every action takes the :class:`~runplane.serving.auth.Principal` the request authenticated as — never
 a name from a body — checks it with the same pure rules the single writer runs, sends the
 command through the :class:`~services.worklist.gateway.Gateway` and answers with the record
 the writer produced, or an :class:`ActionError` carrying the HTTP status and the reason.
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from runplane.auth import Principal
 from runplane.errors import WireError
+from runplane.serving.auth import Principal
 from runplane.wire import (
     ClaimTask,
     DecideTask,
@@ -40,7 +40,7 @@ from runplane.wire import (
     TaskStatus,
 )
 from services.worklist import metrics
-from services.worklist.access import Policy, Refusal, Verdict, refuse_reason, visible_to
+from services.worklist.access import Policy, Refusal, TaskChange, refuse_reason, visible_to
 from services.worklist.decide import decide
 from services.worklist.gateway import Sent
 from services.worklist.index import Cursor, dimensions, index_key, member, merged, segments, task_of
@@ -257,10 +257,10 @@ class Worklist:
 
     def why_not(self, who: Principal, task: TaskRecord, now_ms: int | None = None) -> str | None:
         """None when ``who`` may act on ``task`` now, else the reason."""
-        verdict = refuse_reason(
+        refusal = refuse_reason(
             task, who.name, self._clock() if now_ms is None else now_ms, self.policy
         )
-        return None if verdict is None else verdict.reason
+        return None if refusal is None else refusal.reason
 
     # --- acting ------------------------------------------------------------------------------
 
@@ -311,15 +311,15 @@ class Worklist:
         action = type(cmd).__name__.removesuffix("Task").lower()
         # An invisible task is refused as "no such task" before any rule can say more.
         current = self._visible(cmd.principal, cmd.task_id)
-        verdict = decide(current, cmd, self._clock(), self.policy)
-        _raise_refusal(verdict)
-        if verdict.task is None:
+        change = decide(current, cmd, self._clock(), self.policy)
+        _raise_refusal(change)
+        if change.task is None:
             assert current is not None
             metrics.API_REQUESTS.labels(action, "200").inc()
             return current  # nothing to change (e.g. claiming what you already hold)
         sent = self._sender.send(cmd)
 
-        predicted = verdict.task.updated_ms
+        predicted = change.task.updated_ms
 
         def visible() -> bool:
             # A shortcut only: the read model already shows the outcome this command asks for.
@@ -346,6 +346,6 @@ def _build(kind: type[C], **fields: Any) -> C:
         raise ActionError(422, str(exc)) from exc
 
 
-def _raise_refusal(verdict: Verdict) -> None:
-    if verdict.refused is not None:
-        raise ActionError(_STATUS[verdict.refused], verdict.reason)
+def _raise_refusal(change: TaskChange) -> None:
+    if change.refused is not None:
+        raise ActionError(_STATUS[change.refused], change.reason)

@@ -38,9 +38,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from runplane.auth import Principal, PrincipalSource, require_principal
 from runplane.errors import RetryableError
-from runplane.service import install_backend_errors
+from runplane.serving.auth import Principal, PrincipalSource, require_principal
+from runplane.serving.shell import install_backend_errors
 from runplane.wire import TaskRecord, TaskStatus
 from services.worklist.actions import (
     ActionError,

@@ -1,4 +1,4 @@
-"""The worklist's rules, pure: ``decide(task, command, now_ms, policy) -> Verdict``.
+"""The worklist's rules, pure: ``decide(task, command, now_ms, policy) -> TaskChange``.
 
 One function per command type folds a command into the task's current TaskRecord (``None``
 when the task was never opened). The same function serves twice:
@@ -74,7 +74,7 @@ from services.worklist.access import (
     FINAL,
     Policy,
     Refusal,
-    Verdict,
+    TaskChange,
     actor_problem,
     refuse,
 )
@@ -113,7 +113,7 @@ def op_of(command: Command) -> str:
     }[type(command)]
 
 
-def decide(task: TaskRecord | None, command: Command, now_ms: int, policy: Policy) -> Verdict:
+def decide(task: TaskRecord | None, command: Command, now_ms: int, policy: Policy) -> TaskChange:
     """Fold ``command`` into ``task`` (pure). See the module docstring for the rules."""
     if isinstance(command, OpenTask):
         return _open(task, command, now_ms)
@@ -148,16 +148,16 @@ def _open_problem(t: OpenTask) -> str | None:
     return None
 
 
-def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> Verdict:
+def _open(task: TaskRecord | None, cmd: OpenTask, now_ms: int) -> TaskChange:
     problem = _open_problem(cmd)
     if problem:
         return refuse(Refusal.INVALID, problem)
     if task is not None:
         return _asked_again(task, cmd, now_ms)
-    return Verdict(task=TaskRecord(task=cmd, status=TaskStatus.OPEN, updated_ms=now_ms))
+    return TaskChange(task=TaskRecord(task=cmd, status=TaskStatus.OPEN, updated_ms=now_ms))
 
 
-def _asked_again(task: TaskRecord, cmd: OpenTask, now_ms: int) -> Verdict:
+def _asked_again(task: TaskRecord, cmd: OpenTask, now_ms: int) -> TaskChange:
     """The run asks for a task it asked for before (a replay re-sends it; a run resumed after
     a quarantine or a failure asks again). What happened to the task since stands, and the run
     gets its answer: a decision already made is sent again (the run may never have read it —
@@ -174,54 +174,54 @@ def _asked_again(task: TaskRecord, cmd: OpenTask, now_ms: int) -> Verdict:
             comment="",
             updated_ms=now_ms,
         )
-        return Verdict(task=reopened)
+        return TaskChange(task=reopened)
     outcome = task.outcome
     if task.status not in FINAL or outcome is None or outcome is DecisionOutcome.ESCALATED:
-        return Verdict()
+        return TaskChange()
     if outcome is DecisionOutcome.APPROVED or task.claimed_by is None:
         by: tuple[str, ...] = tuple(task.approved_by)
     else:
         by = (*task.approved_by, task.claimed_by)
     if task.status is TaskStatus.EXPIRED:
         by = ()
-    return Verdict(decision=_decision(task, outcome, task.comment, by, task.updated_ms))
+    return TaskChange(decision=_decision(task, outcome, task.comment, by, task.updated_ms))
 
 
 # --- claim / release -------------------------------------------------------------------------
 
 
-def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy) -> Verdict:
+def _claim(task: TaskRecord | None, cmd: ClaimTask, now_ms: int, policy: Policy) -> TaskChange:
     refused = actor_problem(task, cmd.principal, now_ms, policy, "claim")
     if refused is not None:
         return refused
     assert task is not None
     if task.claimed_by == cmd.principal:
-        return Verdict()  # a re-sent claim: already held
+        return TaskChange()  # a re-sent claim: already held
     claimed = dataclasses.replace(
         task, status=TaskStatus.CLAIMED, claimed_by=cmd.principal, updated_ms=now_ms
     )
-    return Verdict(task=claimed)
+    return TaskChange(task=claimed)
 
 
-def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int, policy: Policy) -> Verdict:
+def _release(task: TaskRecord | None, cmd: ReleaseTask, now_ms: int, policy: Policy) -> TaskChange:
     if task is None:
         return refuse(Refusal.NOT_FOUND, "no such task")
     if task.status in FINAL:
         return refuse(Refusal.CONFLICT, f"the task is already {task.status}")
     if task.claimed_by is None:
-        return Verdict()  # nothing held: releasing again changes nothing
+        return TaskChange()  # nothing held: releasing again changes nothing
     if task.claimed_by == cmd.principal:
         released = dataclasses.replace(
             task, status=TaskStatus.OPEN, claimed_by=None, updated_ms=now_ms
         )
-        return Verdict(task=released)
+        return TaskChange(task=released)
     if policy.supervisor_role not in policy.roles_of(cmd.principal):
         return refuse(Refusal.CONFLICT, f"the task is claimed by {task.claimed_by}, not you")
     note = (
         f"released by {cmd.principal} (role {policy.supervisor_role}); "
         f"it was claimed by {task.claimed_by}"
     )
-    return Verdict(task=_reopened(task, note, now_ms))
+    return TaskChange(task=_reopened(task, note, now_ms))
 
 
 def _reopened(task: TaskRecord, note: str, now_ms: int) -> TaskRecord:
@@ -240,17 +240,17 @@ def claim_lapses_ms(task: TaskRecord, policy: Policy) -> int | None:
     return task.updated_ms + policy.claim_ttl_ms
 
 
-def lapse_claim(task: TaskRecord, now_ms: int, policy: Policy) -> Verdict:
+def lapse_claim(task: TaskRecord, now_ms: int, policy: Policy) -> TaskChange:
     """The writer's tick: hand a claim that outlived its lease back (OPEN, noted)."""
     ends = claim_lapses_ms(task, policy)
     if ends is None or now_ms < ends or task.claimed_by is None:
-        return Verdict()
+        return TaskChange()
     assert policy.claim_ttl_ms is not None
     note = (
         f"lapsed: {task.claimed_by} held the claim past the "
         f"{policy.claim_ttl_ms // 1000} s claim lease"
     )
-    return Verdict(task=_reopened(task, note, now_ms))
+    return TaskChange(task=_reopened(task, note, now_ms))
 
 
 # --- decide ----------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
     return None
 
 
-def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Policy) -> Verdict:
+def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Policy) -> TaskChange:
     refused = actor_problem(task, cmd.principal, now_ms, policy, "decide")
     if refused is not None:
         return refused
@@ -326,7 +326,7 @@ def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Polic
             comment=comment,
             updated_ms=now_ms,
         )
-        return Verdict(final, _decision(final, DecisionOutcome.REJECTED, comment, by, now_ms))
+        return TaskChange(final, _decision(final, DecisionOutcome.REJECTED, comment, by, now_ms))
     approved_by = (*task.approved_by, cmd.principal)
     if len(approved_by) < task.task.approvals:
         # Not enough eyes yet: record this approval and put the task back for the next person.
@@ -338,7 +338,7 @@ def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Polic
             comment=comment,
             updated_ms=now_ms,
         )
-        return Verdict(task=partial)
+        return TaskChange(task=partial)
     final = dataclasses.replace(
         task,
         status=TaskStatus.DECIDED,
@@ -348,12 +348,14 @@ def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Polic
         comment=comment,
         updated_ms=now_ms,
     )
-    return Verdict(final, _decision(final, DecisionOutcome.APPROVED, comment, approved_by, now_ms))
+    return TaskChange(
+        final, _decision(final, DecisionOutcome.APPROVED, comment, approved_by, now_ms)
+    )
 
 
 def _operator_verdict(
     task: TaskRecord, cmd: DecideTask, verdict: DecisionOutcome, now_ms: int
-) -> Verdict:
+) -> TaskChange:
     # Final at once; ``claimed_by`` names who decided, as for a rejection. The comment passes
     # through untouched: for APPROVED the core reads it as the call's observed result.
     final = dataclasses.replace(
@@ -365,17 +367,17 @@ def _operator_verdict(
         updated_ms=now_ms,
     )
     by = (*task.approved_by, cmd.principal)
-    return Verdict(final, _decision(final, verdict, cmd.comment, by, now_ms))
+    return TaskChange(final, _decision(final, verdict, cmd.comment, by, now_ms))
 
 
 # --- expire / close --------------------------------------------------------------------------
 
 
-def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Policy) -> Verdict:
+def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Policy) -> TaskChange:
     if task is None:
         return refuse(Refusal.NOT_FOUND, "no such task")
     if task.status in FINAL:
-        return Verdict()  # decided (or closed) before it expired: nothing to do
+        return TaskChange()  # decided (or closed) before it expired: nothing to do
     t = task.task
     if t.expires_ms is None:
         return refuse(Refusal.CONFLICT, "the task has no expiry")
@@ -400,7 +402,7 @@ def _expire(task: TaskRecord | None, cmd: ExpireTask, now_ms: int, policy: Polic
     return _expired(task, DecisionOutcome.EXPIRED_FAILED, f"expired; {why}", now_ms)
 
 
-def _expired(task: TaskRecord, outcome: DecisionOutcome, comment: str, now_ms: int) -> Verdict:
+def _expired(task: TaskRecord, outcome: DecisionOutcome, comment: str, now_ms: int) -> TaskChange:
     final = dataclasses.replace(
         task,
         status=TaskStatus.EXPIRED,
@@ -409,10 +411,10 @@ def _expired(task: TaskRecord, outcome: DecisionOutcome, comment: str, now_ms: i
         comment=comment,
         updated_ms=now_ms,
     )
-    return Verdict(final, _decision(final, outcome, comment, (), now_ms))
+    return TaskChange(final, _decision(final, outcome, comment, (), now_ms))
 
 
-def _escalate(task: TaskRecord, role: str, now_ms: int) -> Verdict:
+def _escalate(task: TaskRecord, role: str, now_ms: int) -> TaskChange:
     # Reopened for the escalation role with no further expiry: escalating again would loop,
     # and failing it later would undo the point of asking someone more senior.
     t = task.task
@@ -429,16 +431,16 @@ def _escalate(task: TaskRecord, role: str, now_ms: int) -> Verdict:
         comment=comment,
         updated_ms=now_ms,
     )
-    return Verdict(reopened, _decision(reopened, DecisionOutcome.ESCALATED, comment, (), now_ms))
+    return TaskChange(reopened, _decision(reopened, DecisionOutcome.ESCALATED, comment, (), now_ms))
 
 
-def _close(task: TaskRecord | None, cmd: CloseTask, now_ms: int) -> Verdict:
+def _close(task: TaskRecord | None, cmd: CloseTask, now_ms: int) -> TaskChange:
     if task is None or task.status in FINAL:
-        return Verdict()  # the run ended with no open task here: nothing to close
+        return TaskChange()  # the run ended with no open task here: nothing to close
     closed = dataclasses.replace(
         task, status=TaskStatus.CLOSED, claimed_by=None, comment=cmd.reason, updated_ms=now_ms
     )
-    return Verdict(task=closed)
+    return TaskChange(task=closed)
 
 
 # --- the tick --------------------------------------------------------------------------------

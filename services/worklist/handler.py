@@ -40,7 +40,7 @@ from runplane.wire import (
     TaskRecord,
 )
 from services.worklist import metrics
-from services.worklist.access import ACTIVE, Policy, Verdict
+from services.worklist.access import ACTIVE, Policy, TaskChange
 from services.worklist.decide import (
     Command,
     decide,
@@ -59,16 +59,16 @@ _EXPIRY_OUTCOMES = frozenset(
 )
 
 
-def emits_for(task_id: str, verdict: Verdict) -> list[Emit]:
-    """The records a verdict writes: the task's new version, then the run's decision."""
+def emits_for(task_id: str, change: TaskChange) -> list[Emit]:
+    """The records a task change writes: the task's new version, then the run's decision."""
     emits: list[Emit] = []
-    if verdict.task is not None:
-        emits.append(Emit(TABLE, task_id, verdict.task))
-    if verdict.decision is not None:
+    if change.task is not None:
+        emits.append(Emit(TABLE, task_id, change.task))
+    if change.decision is not None:
         # The decision continues the run's trace (the context its step stored in the task).
-        trace = verdict.task.task.trace_parent if verdict.task is not None else None
+        trace = change.task.task.trace_parent if change.task is not None else None
         emits.append(
-            Emit("runs.inbox", verdict.decision.session_id, verdict.decision, trace_parent=trace)
+            Emit("runs.inbox", change.decision.session_id, change.decision, trace_parent=trace)
         )
     return emits
 
@@ -142,24 +142,24 @@ class WorklistHandler:
         current = state.get(TABLE, command.task_id)
         if current is not None and not isinstance(current, TaskRecord):
             raise WireError(f"table row for {command.task_id!r} is not a TaskRecord")
-        verdict = decide(current, command, now_ms, self._policy)
-        metrics.COMMANDS.labels(op_of(command), verdict.result).inc()
-        if verdict.refused is not None:
-            raise WireError(f"{op_of(command)} refused ({verdict.refused}): {verdict.reason}")
-        self._observe(verdict, now_ms)
-        if verdict.task is not None:
-            self._track(command.task_id, verdict.task)
-        return emits_for(command.task_id, verdict)
+        change = decide(current, command, now_ms, self._policy)
+        metrics.COMMANDS.labels(op_of(command), change.result).inc()
+        if change.refused is not None:
+            raise WireError(f"{op_of(command)} refused ({change.refused}): {change.reason}")
+        self._observe(change, now_ms)
+        if change.task is not None:
+            self._track(command.task_id, change.task)
+        return emits_for(command.task_id, change)
 
     @staticmethod
-    def _observe(verdict: Verdict, now_ms: int) -> None:
-        decision = verdict.decision
-        if decision is None or verdict.task is None:
+    def _observe(change: TaskChange, now_ms: int) -> None:
+        decision = change.decision
+        if decision is None or change.task is None:
             return
         if decision.outcome in _EXPIRY_OUTCOMES:
             metrics.EXPIRIES.labels(str(decision.outcome)).inc()
         if decision.outcome is not DecisionOutcome.ESCALATED:
-            waited = max(0, now_ms - verdict.task.task.opened_ms) / 1000
+            waited = max(0, now_ms - change.task.task.opened_ms) / 1000
             metrics.DECISION_SECONDS.labels(str(decision.outcome)).observe(waited)
 
     def tick(self, state: State, now_ms: int) -> Sequence[Emit]:
@@ -186,13 +186,13 @@ class WorklistHandler:
             except WireError:
                 self._track(task_id, row)
                 return []
-        verdict = lapse_claim(row, now_ms, self._policy)
-        if verdict.task is None:
+        change = lapse_claim(row, now_ms, self._policy)
+        if change.task is None:
             self._track(task_id, row)  # indexed from an older version: re-read when it is due
             return []
-        metrics.COMMANDS.labels("lapse", verdict.result).inc()
-        self._track(task_id, verdict.task)
-        return emits_for(task_id, verdict)
+        metrics.COMMANDS.labels("lapse", change.result).inc()
+        self._track(task_id, change.task)
+        return emits_for(task_id, change)
 
     def _refresh_gauge(self, state: State) -> None:
         mono = int(time.monotonic() * 1000)

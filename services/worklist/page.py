@@ -37,8 +37,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from runplane.auth import Principal, PrincipalSource
 from runplane.errors import RetryableError
+from runplane.serving.auth import Principal, PrincipalSource
 from runplane.web import (
     SecurityHeaders,
     Session,

@@ -38,8 +38,8 @@ from confluent_kafka import Message
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.health import Probe
 from runplane.kafka.feed import TopicFeed
+from runplane.serving.health import Probe
 from runplane.wire import TaskRecord, decode, encode, serde_for
 from services.worklist.index import memberships
 from services.worklist.topology import TABLE, redis_namespace

@@ -19,12 +19,12 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from runplane.auth import PrincipalsFile, PrincipalSource
 from runplane.config import Settings
-from runplane.health import Health
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import Processor, ProcessorConfig
-from runplane.service import health_routes, run_http
+from runplane.serving.auth import PrincipalsFile, PrincipalSource
+from runplane.serving.health import Health
+from runplane.serving.shell import health_routes, run_http
 from services.worklist.access import Policy
 from services.worklist.actions import Worklist
 from services.worklist.api import build_api

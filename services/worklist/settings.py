@@ -16,7 +16,7 @@
   people reach the page at, when a proxy or ingress sits in front (TLS terminated there). The
   page compares a POST's ``Origin`` with it and marks the sign-in cookie ``Secure`` when it
   is https. Unset: the request's own scheme and host. (The proxy's ``X-Forwarded-*`` headers
-  are trusted per ``RUNPLANE_FORWARDED_ALLOW_IPS``, read by ``runplane.service.run_http``.)
+  are trusted per ``RUNPLANE_FORWARDED_ALLOW_IPS``, read by ``runplane.serving.shell.run_http``.)
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runplane.auth import PRINCIPALS_FILE_ENV
 from runplane.config import Settings, env_int, env_str
 from runplane.errors import ConfigError
+from runplane.serving.auth import PRINCIPALS_FILE_ENV
 from runplane.web import public_origin
 
 

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from test_journal_service import produce_run, running, wait_audit
 
-from runplane.auth import Principals, token_digest
 from runplane.config import Settings
 from runplane.journal.index import RunIndex
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import CaseRecord, Obligation, ObligationStatus
 from services.journal.api import build_api
 from services.journal.indexer import Indexer

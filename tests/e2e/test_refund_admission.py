@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.fakes import FakeBillingServer, read_counts
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics, delete_topics
+from runplane.runs.client import Client
 from runplane.stack import StackError, ensure_up
 from runplane.wire import AdmissionOutcome, DecisionOutcome, RunStatus, TaskDecision
 from services.admission.serve import build as build_admission

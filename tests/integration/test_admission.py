@@ -28,11 +28,11 @@ from confluent_kafka import Producer
 from fastavro import schemaless_writer
 from test_processor import read_all
 
-from runplane.client import Client
 from runplane.config import Settings, example_tools_config
 from runplane.fakes import free_port
 from runplane.kafka.clients import producer_config
 from runplane.kafka.processor import Processor
+from runplane.runs.client import Client
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

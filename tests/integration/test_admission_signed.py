@@ -22,10 +22,10 @@ from test_case_tenancy import acme_deadline_breached
 from test_cases_support import cases_service, reply_to, send
 from test_processor import read_all
 
-from runplane.client import Client
 from runplane.config import Settings
-from runplane.health import Health
-from runplane.service import make_app, run_http
+from runplane.runs.client import Client
+from runplane.serving.health import Health
+from runplane.serving.shell import make_app, run_http
 from runplane.signing.admission import (
     KEY_ID_HEADER,
     SIGNATURE_HEADER,

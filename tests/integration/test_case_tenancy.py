@@ -15,10 +15,10 @@ import pytest
 from test_admission import running
 from test_cases_support import cases_service, read_all, reply_to, send
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
 from runplane.core.keys import CASE_KEY
+from runplane.runs.client import Client
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,

@@ -15,11 +15,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.kafka.clients import producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
+from runplane.runs.client import Client
 from runplane.wire import RunStatus, SessionSnapshot, serde_for
 
 HISTORY = 10_000

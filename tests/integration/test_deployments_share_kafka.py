@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from test_admission import CAPS, running
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.kafka.processor import ProcessorConfig
 from runplane.kafka.topics import create_topics, delete_topics
+from runplane.runs.client import Client
 from runplane.wire import AdmissionOutcome
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings

@@ -9,7 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from runplane.cli import app
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.fakes import FakeOpenAIServer
@@ -86,3 +88,59 @@ def test_generation_is_not_repaid_after_eviction(settings: Settings) -> None:
     ]
     assert gen.name == "model:openai/default"
     assert gen.cost is not None and (gen.cost.tokens_in, gen.cost.tokens_out) == (4, 3)
+
+
+def _generation_kinds(settings: Settings, run_id: str) -> list[JournalKind]:
+    records, _ = chain_of(settings, run_id)
+    return [r.kind for r in records if r.family == "generation"]
+
+
+def test_a_crash_mid_generation_leaves_the_intention_on_the_journal(settings: Settings) -> None:
+    """Announce before act: the generation's announce is committed before the request leaves,
+    so an executor gone mid-call leaves the intention for ``runplane journal show``; the next
+    owner finds it in doubt, retries (a generation may be repeated) and records the cost."""
+    with FakeOpenAIServer(api_key="sk-test", replies=["lost", "kept"], delay_s=12) as model:
+        own = ExecutorSettings(
+            base=settings,
+            openai_base_url=model.url,
+            openai_api_key="sk-test",
+            openai_model="fake-model",
+            agent_modules=(),
+        )
+        producer = plain_producer(settings)
+        with executor_thread(own, registry=AGENTS):
+            [run] = admit(producer, settings, "summarise", [{"doc": "the report"}])
+            wait_for(lambda: model.requests == 1, timeout_s=60, what="the call in flight")
+            # The request has left: its announce is already durable.
+            assert _generation_kinds(settings, run.run_id) == [JournalKind.EFFECT_ANNOUNCED]
+        # The executor stopped mid-call (the model answers after its 5 s grace); how many
+        # attempts it made live is its own (the client's timeout may have retried once).
+        lost = model.requests
+        env = {
+            "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
+            "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        }
+        shown = CliRunner().invoke(app, ["journal", "show", run.run_id, "--json"], env=env)
+        assert shown.exit_code == 0, shown.output
+        rows = [(r["kind"], r["family"]) for r in json.loads(shown.output)["records"]]
+        assert ("EFFECT_ANNOUNCED", "generation") in rows
+        assert ("EFFECT_RECORDED", "generation") not in rows
+
+        model.delay_s = 0
+        with executor_thread(own, registry=AGENTS):
+            wait_for(
+                lambda: _status(settings, run.run_id) is RunStatus.PARKED,
+                timeout_s=60,
+                what="the retried generation recorded",
+            )
+        assert model.requests == lost + 1  # the retry: one call, recorded with its cost
+    records, results = chain_of(settings, run.run_id)
+    assert verify_chain(records, results).ok
+    gen = [r for r in records if r.family == "generation"]
+    assert [r.kind for r in gen] == [
+        JournalKind.EFFECT_ANNOUNCED,
+        JournalKind.EFFECT_IN_DOUBT,
+        JournalKind.EFFECT_RECORDED,
+    ]
+    assert gen[1].attrs["recovery"] == "retry"
+    assert gen[2].cost is not None and gen[2].cost.tokens_out > 0

@@ -4,7 +4,7 @@ Admission serves a burst while a second instance joins and is stopped again and 
 random moments of its join (the group rebalancing, the previous owner's transaction waited
 for, tables restoring) — where an instance once exited -15. Afterwards every key still has
 exactly one run. The executor and the journal service are stopped mid-join too. Each stop
-must end within the documented bound (runplane.shutdown: RUNPLANE_SHUTDOWN_GRACE_S); the
+must end within the documented bound (runplane.serving.shutdown: RUNPLANE_SHUTDOWN_GRACE_S); the
 test waits a little longer than the bound, so a stuck stop fails it instead of hanging.
 """
 

@@ -14,12 +14,12 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from executor_process_support import ExecutorProcess
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, EffectDecl, Recovery, StepCtx, verify_chain
 from runplane.core.effect import EffectError
 from runplane.kafka.topics import create_topics
 from runplane.providers import FunctionTool
+from runplane.runs.client import Client
 from runplane.runs.operate import RunRefused
 from runplane.wire import JournalKind, RunStatus, SessionSnapshot, Signal
 from services.executor.settings import ExecutorSettings

@@ -22,10 +22,10 @@ import pytest
 import yaml
 from test_stock_executor_support import StockExecutor
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.fakes import FakeBillingServer
 from runplane.fakes._http import LoopbackServer, Request, Response
+from runplane.runs.client import Client
 from runplane.wire import AdmissionOutcome, ResultEntry, RunStatus, Sensitivity
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings

@@ -24,11 +24,11 @@ import pytest
 from test_journal_service import running, wait_audit
 from test_worklist_support import auth, worklist_service, write_principals
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.core.policy import parse_policy
 from runplane.fakes import FakeOpenAIServer
+from runplane.runs.client import Client
 from runplane.wire import AdmissionOutcome, JournalKind, RunStatus
 from services.admission.serve import build as build_admission
 from services.admission.settings import AdmissionSettings

@@ -25,9 +25,9 @@ from typing import IO
 import pytest
 import yaml
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import verify_chain
+from runplane.runs.client import Client
 from runplane.signing.admission import SigningKey
 from runplane.wire import (
     AdmissionClaim,

@@ -23,7 +23,7 @@ from runplane.config import Settings
 from runplane.errors import WireError
 from runplane.kafka.handler import Emit, Incoming, State
 from runplane.kafka.processor import Processor, ProcessorConfig, ProcessorStopped
-from runplane.shutdown import install_signal_handlers
+from runplane.serving.shutdown import install_signal_handlers
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

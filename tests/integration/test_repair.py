@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from runplane.auth import Principals, token_digest
 from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
@@ -20,7 +19,8 @@ from runplane.core.repair import ERASED, RepairKind, RepairOrder
 from runplane.journal.summary import RunSummary
 from runplane.runs.read import read_run
 from runplane.runs.repair import read_snapshot, send_order, write_fork
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import JournalKind, RunStatus, Signal
 from services.executor.settings import ExecutorSettings
 from services.journal.api import build_api

@@ -21,13 +21,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
 from runplane.kafka.acls import Grant, bindings, grants
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics
 from runplane.providers import FunctionTool
+from runplane.runs.client import Client
 from runplane.stack import LocalStack
 from runplane.wire import AdmissionOutcome, RunStatus
 from services.admission.decide import CapabilitySpec

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, EffectDecl, Recovery, StepCtx, verify_chain
 from runplane.core.policy import parse_policy
 from runplane.core.releases import SinkRefused
 from runplane.providers import FunctionTool
+from runplane.runs.client import Client
 from runplane.wire import JournalKind, RunStatus
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions

@@ -36,10 +36,10 @@ def _scenario(settings: Settings, out: Any) -> None:  # runs in the child
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from test_worklist_support import auth, worklist_service, write_principals
 
-    from runplane.client import Client
     from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx
     from runplane.kafka.clients import consumer_config
     from runplane.providers import HttpTool
+    from runplane.runs.client import Client
     from runplane.wire import RunStatus
     from services.admission.decide import CapabilitySpec
     from services.admission.serve import build as build_admission

@@ -28,12 +28,12 @@ from test_processor_support import GROUP, MiniAdmission
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, run_admitted
-from runplane.health import Probe
 from runplane.kafka.clients import consumer_config, producer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.processor import Processor, ProcessorConfig
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs.read import read_audit
+from runplane.serving.health import Probe
 from runplane.wire import (
     AdmissionClaim,
     AdmissionOutcome,

@@ -101,9 +101,9 @@ def test_the_handler_answers_a_deeply_nested_request_with_a_refusal_reply() -> N
 
 
 def test_the_client_never_defaults_the_initiator_to_the_os_user() -> None:
-    from runplane.client import Client
     from runplane.config import Settings
     from runplane.errors import ConfigError
+    from runplane.runs.client import Client
 
     # Nothing is sent: the refusal comes before any I/O (the clients connect lazily).
     with (

@@ -11,14 +11,14 @@ import pytest
 import yaml
 from starlette.exceptions import HTTPException
 
-from runplane.auth import (
+from runplane.errors import ConfigError
+from runplane.serving.auth import (
     Principals,
     PrincipalsFile,
     bearer_token,
     require_principal,
     token_digest,
 )
-from runplane.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -168,7 +168,7 @@ def test_a_broken_new_version_keeps_the_last_good_one(
     path.write_text(_people(ada=["finance"]))
     source = PrincipalsFile(path)
     _rotate_file(path, "principals:\n  - name: ada\n    token: plaintext\n")
-    with caplog.at_level(logging.WARNING, logger="runplane.auth"):
+    with caplog.at_level(logging.WARNING, logger="runplane.serving.auth"):
         assert source.roles_of("ada") == {"finance"}
         assert source.roles_of("ada") == {"finance"}
     assert sum("not loaded" in r.getMessage() for r in caplog.records) == 1  # warned once

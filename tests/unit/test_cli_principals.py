@@ -9,8 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from runplane.auth import Principals
 from runplane.cli import app
+from runplane.serving.auth import Principals
 from runplane.signing.admission import Emitters, SigningKey, Verified, verify
 
 pytestmark = pytest.mark.unit

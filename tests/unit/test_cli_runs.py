@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from runplane.cli import app
 from runplane.journal.summary import RunSummary
-from runplane.service import run_http
+from runplane.serving.shell import run_http
 from runplane.wire import RunStatus
 from services.journal.api import build_api
 

@@ -24,6 +24,7 @@ from runplane.core import (
     StepCtx,
 )
 from runplane.core.engine import InFlight
+from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, ResultEntry, RunStatus, SessionSnapshot, TaskKind
 
@@ -76,11 +77,21 @@ RECONCILED = (
 )
 
 
+# The runs here read a model before they charge and notify, so the sink gate would refuse
+# both stand-ins (what the gate cannot attribute carries what the run has read): declared as
+# sinks whose fields carry no authority, which is what these stand-ins are.
+OPEN_SINKS = (
+    SinkDecl("tool://charge", protected=(FieldRule("$.amount", trusted=False),)),
+    SinkDecl("tool://notify", protected=(FieldRule("$.text", trusted=False),)),
+)
+
+
 def _spec(
     fn: Any, durability: Durability, effects: tuple[EffectDecl, ...] = RECONCILED
 ) -> AgentSpec:
     return AgentRegistry().register(
-        AgentSpec("t", fn, durability, None, {e.name: e for e in effects}), lint=False
+        AgentSpec("t", sinks(*OPEN_SINKS)(fn), durability, None, {e.name: e for e in effects}),
+        lint=False,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from runplane.core.chain import Draft, run_start, seal
-from runplane.core.engine import apply_step, fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.engine import apply_step, fail_from_snapshot, fail_unstartable
 from runplane.core.verify import verify_chain
 from runplane.wire import (
     CloseTask,
@@ -117,25 +117,12 @@ def test_failing_from_a_snapshot_continues_its_chain_and_withdraws_its_task() ->
         updated_ms=30,
     )
     assert step.commands[1] == CloseTask(task_id="task-9", reason="run FAILED", at_ms=30)
-    # The step closed the task itself: nothing more to withdraw.
-    assert withdrawal(snap.parked_on, step, clock=lambda: 99) is None
 
 
 def test_a_run_parked_on_a_signal_has_no_task_to_withdraw() -> None:
     snap = _parked(ParkKind.SIGNAL)
     step = fail_from_snapshot(snap, "boom", now_ms=30)
     assert [type(c) for c in step.commands] == [RunStatusUpdate]
-    assert withdrawal(snap.parked_on, step, clock=lambda: 99) is None
-
-
-def test_withdrawal_of_a_task_the_ending_step_left_open() -> None:
-    _, start = _start()
-    ended = fail_unstartable(start, "x", now_ms=20)  # ends, closes nothing, decides nothing
-    parked = ParkedOn(kind=ParkKind.OPERATOR, ref="op-1", call_seq=0, era=0)
-    assert withdrawal(parked, ended, clock=lambda: 99) == CloseTask(
-        task_id="op-1", reason="run FAILED", at_ms=99
-    )
-    assert withdrawal(None, ended, clock=lambda: 99) is None
 
 
 class _Sink:
@@ -160,14 +147,15 @@ class _Sink:
         self.seen.append(("ended", status))
 
 
-def test_apply_step_is_one_order_and_withdraws_what_the_ending_left_open() -> None:
+def test_apply_step_is_one_order() -> None:
+    """Records, commands, the snapshot, then the end; nothing added (a task the run was
+    parked on is the ending step's own ``CloseTask``, test_ends_withdraw_every_task.py)."""
     _, start = _start()
     ended = fail_unstartable(start, "x", now_ms=20)
-    parked = ParkedOn(kind=ParkKind.TASK, ref="task-3", call_seq=0, era=0)
     sink = _Sink()
-    assert apply_step(ended, sink, parked_before=parked, clock=lambda: 99)
-    assert [what for what, _ in sink.seen] == ["record", "command", "snapshot", "command", "ended"]
-    assert sink.seen[3][1] == CloseTask(task_id="task-3", reason="run FAILED", at_ms=99)
+    assert apply_step(ended, sink)
+    assert [what for what, _ in sink.seen] == ["record", "command", "snapshot", "ended"]
+    assert sink.seen[1][1] == ended.commands[0]
     assert sink.seen[-1][1] is RunStatus.FAILED
 
 
@@ -176,5 +164,5 @@ def test_apply_step_of_a_step_that_changed_nothing_writes_no_snapshot() -> None:
     step = fail_from_snapshot(snap, "boom", now_ms=30)
     quiet = dataclasses.replace(step, records=(), commands=(), end=None)
     sink = _Sink()
-    assert not apply_step(quiet, sink, parked_before=snap.parked_on, clock=lambda: 99)
+    assert not apply_step(quiet, sink)
     assert sink.seen == []

@@ -27,6 +27,7 @@ from runplane.core import (
 )
 from runplane.core.chain import run_admitted
 from runplane.core.engine import MAX_BUFFERED_SIGNALS
+from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.core.verify import verify_chain
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, RunStatus, Signal, StartRun
@@ -57,8 +58,11 @@ class Billing:
 
 
 def _spec(fn: Any, durability: Durability) -> AgentSpec:
+    # The runs here read a model before they charge: declared a sink whose amount carries no
+    # authority, or the gate would refuse the stand-in (unattributed bytes carry the context).
+    open_charge = SinkDecl("tool://charge", protected=(FieldRule("$.amount", trusted=False),))
     return AgentRegistry().register(
-        AgentSpec("t", fn, durability, None, {"charge": CHARGE}), lint=False
+        AgentSpec("t", sinks(open_charge)(fn), durability, None, {"charge": CHARGE}), lint=False
     )
 
 

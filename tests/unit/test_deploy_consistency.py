@@ -768,8 +768,8 @@ def test_a_policy_value_is_the_file_the_executor_reads(helm: str, tmp_path: Path
 
 
 def principals_problems(content: str, where: str) -> Problems:
-    """The principals file parses as the worklist and the journal read it (runplane.auth)."""
-    from runplane.auth import Principals
+    """The principals file parses as the worklist and the journal read it (runplane.serving.auth)."""
+    from runplane.serving.auth import Principals
 
     try:
         Principals.from_data(yaml.safe_load(content), where)

@@ -524,9 +524,11 @@ def test_a_commission_is_an_outbound_sink_for_the_gate() -> None:
         return {"refused": refused, "ok": ok}
 
     d = Driver(reg, providers={"scripted": ScriptedProvider(["send it to attacker@evil.test"])})
-    view = d.run("asker", {"amount": 9})
+    # 90, not 9: a number below 10 matches nothing, and after the model answer what the gate
+    # cannot attribute to the input carries what the run has read.
+    view = d.run("asker", {"amount": 90})
     assert view.status is RunStatus.COMPLETED, view.error
-    assert view.output == {"refused": "SinkRefused", "ok": {"score": 18}}
+    assert view.output == {"refused": "SinkRefused", "ok": {"score": 180}}
     assert len(d.children) == 1  # the refused commission started no child
     refused = [
         r

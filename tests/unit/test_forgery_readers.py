@@ -30,7 +30,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_audit_consumer import load_example
 
-from runplane.auth import Principals, token_digest
 from runplane.cli.journal import EXIT_BROKEN, verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, body_digest, seal
@@ -38,7 +37,8 @@ from runplane.core.verify import verify_chain
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary, apply, summarize
 from runplane.runs.read import RunHistory
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import Keyring, Signer
 from runplane.signing.journal import unsigned as _unsigned

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from runplane.auth import Principals, token_digest
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.runs.read import RunHistory
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import CaseRecord, RunStatus
 from services.journal.api import build_api
 from services.journal.runs import SCAN_MARGIN_MS

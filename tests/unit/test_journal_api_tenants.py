@@ -13,10 +13,10 @@ import httpx
 import pytest
 from test_journal_api_guards import START, FakeIndex, FakeReader
 
-from runplane.auth import Principals, token_digest
 from runplane.core.chain import default_label
 from runplane.journal.summary import RunSummary, apply
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import AuditRecord, JournalKind, RunStatus, Verdict
 from services.journal.api import build_api
 

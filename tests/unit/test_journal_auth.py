@@ -1,6 +1,6 @@
-"""Body readers: the journal's one rule (role ``auditor``) on top of ``runplane.auth``.
+"""Body readers: the journal's one rule (role ``auditor``) on top of ``runplane.serving.auth``.
 
-Loading, hashing and reloading principals are ``runplane.auth``'s and tested in
+Loading, hashing and reloading principals are ``runplane.serving.auth``'s and tested in
 ``test_auth.py``; here: who may read bodies, the HTTP answers, the settings' fallback, and that
 a rotated file changes who may read bodies without a restart.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from starlette.exceptions import HTTPException
 
-from runplane.auth import Principals, PrincipalsFile, token_digest
 from runplane.errors import ConfigError
+from runplane.serving.auth import Principals, PrincipalsFile, token_digest
 from services.journal.auth import AUDITOR, body_reader
 from services.journal.settings import JournalSettings
 

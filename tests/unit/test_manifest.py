@@ -19,6 +19,7 @@ from runplane.core.manifest import (
     manifest_digest,
     validate_manifest,
 )
+from runplane.core.policy import parse_policy
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, RunStatus
 
@@ -201,10 +202,17 @@ def test_then_steps_run_only_after_approval_with_the_generated_text() -> None:
         published.append((args, key))
         return {"id": 1}
 
+    # Publishing generated text: the deployment declares the sink, its title protected (from
+    # the input), so the generated body may go — the gate would refuse it to an undeclared
+    # mutating tool.
+    declared = (
+        "sinks: {'tool://publish': {protected: [{path: $.title, sources: [input:admission]}]}}"
+    )
     driver = Driver(
         spec,
         tools={"publish": publish},
         providers={"openai": ScriptedProvider(["S."], name="openai")},
+        policy=parse_policy(declared),
     )
     run = driver.run("summarise", {"title": "T", "text": "x"})
     assert published == []

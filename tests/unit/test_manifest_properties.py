@@ -126,8 +126,15 @@ def test_every_valid_manifest_compiles_and_runs(doc: dict[str, Any], data: st.Da
     )
     run = driver.run(spec.capability, {p: data.draw(st.text(max_size=5)) for p in props})
     # Every valid manifest runs to the end (a mutating requires_operator tool still completes:
-    # nothing crashes, so nothing is in doubt) and its chain verifies.
-    assert run.status is RunStatus.COMPLETED, run.error
+    # nothing crashes, so nothing is in doubt) and its chain verifies. The end may be the sink
+    # gate's: a manifest that sends the model's (untrusted) text, or anything after it, to a
+    # mutating tool its deployment did not declare is refused there, journaled at the slot.
+    refused = [r for r in run.journal if r.attrs.get("gate") == "refused"]
+    if refused:
+        assert run.status is RunStatus.FAILED and (run.error or "").startswith("SinkRefused")
+        assert refused[-1].attrs["reason"] == "untrusted" and "model" in doc["spec"]
+    else:
+        assert run.status is RunStatus.COMPLETED, run.error
     assert driver.verify(run.session_id).ok
 
 

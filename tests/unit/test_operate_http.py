@@ -8,7 +8,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from runplane.auth import Principals, token_digest
+from runplane.serving.auth import Principals, token_digest
 from runplane.wire import AdmissionClaim, RunStatus, SessionSnapshot, Signal
 from services.admission.operate import HttpOperate
 

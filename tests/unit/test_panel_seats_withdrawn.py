@@ -103,27 +103,27 @@ def _parked_on_panel(sid: str) -> tuple[Runtime, SessionSnapshot, list[str]]:
     return rt, voted.snapshot, seats[1:]
 
 
-def _apply(step: Step, before: SessionSnapshot) -> _Sink:
+def _apply(step: Step) -> _Sink:
     sink = _Sink()
-    apply_step(step, sink, parked_before=before.parked_on, clock=lambda: 9)
+    apply_step(step, sink)
     return sink
 
 
 def test_a_run_parked_on_a_panel_and_quarantined_closes_every_open_seat() -> None:
     rt, before, open_seats = _parked_on_panel("q-1")
     assert before.parked_on is not None
-    sink = _apply(rt.quarantine("its chain is broken", now_ms=4), before)
+    sink = _apply(rt.quarantine("its chain is broken", now_ms=4))
     assert sink.ended is RunStatus.QUARANTINED
     assert sink.closed() == open_seats
     assert before.parked_on.ref not in sink.closed()  # the panel's ref is no task
 
 
 def test_a_quarantine_request_on_the_inbox_closes_every_open_seat() -> None:
-    rt, before, open_seats = _parked_on_panel("q-2")
+    rt, _before, open_seats = _parked_on_panel("q-2")
     step = rt.deliver(
         Wake(session_id="q-2", reason="quarantine: broken chain", sent_ms=4), now_ms=4
     )
-    sink = _apply(step, before)
+    sink = _apply(step)
     assert sink.ended is RunStatus.QUARANTINED
     assert sink.closed() == open_seats
 
@@ -131,7 +131,7 @@ def test_a_quarantine_request_on_the_inbox_closes_every_open_seat() -> None:
 def test_a_run_parked_on_a_panel_and_failed_by_the_executor_closes_every_open_seat() -> None:
     rt, before, open_seats = _parked_on_panel("f-1")
     rt.close()  # the executor's serving raised: it fails the run from its last snapshot
-    sink = _apply(fail_from_snapshot(before, "serving raised", now_ms=4), before)
+    sink = _apply(fail_from_snapshot(before, "serving raised", now_ms=4))
     assert sink.ended is RunStatus.FAILED
     assert sink.closed() == open_seats
     assert sink.snapshot is not None and sink.snapshot.status is RunStatus.FAILED
@@ -152,5 +152,5 @@ def test_a_carried_panel_of_a_run_failed_by_the_executor_is_withdrawn_too() -> N
     rt, again = Runtime.restore(spec, parked.snapshot, results, now_ms=4)
     assert again.live_calls and again.snapshot.parked_on is None  # busy elsewhere
     rt.close()
-    sink = _apply(fail_from_snapshot(again.snapshot, "serving raised", now_ms=5), again.snapshot)
+    sink = _apply(fail_from_snapshot(again.snapshot, "serving raised", now_ms=5))
     assert sink.closed() == seats

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx
+from runplane.core.engine import ReplayResult, replay_recording
 from runplane.core.recording import Recording
-from runplane.core.replaytest import ReplayVerdict, replay_recording
 from runplane.testing import Driver, FakeClock, RunView
 from runplane.wire import RunStatus
 
@@ -61,7 +61,7 @@ def test_an_old_history_takes_the_old_branch_and_replays() -> None:
     for version in ("1", "1.1"):
         assert replay_recording(_spec(version), _recording(old)).ok
     # Without the marker the deprecated code would take the new branch: a divergence.
-    assert replay_recording(_spec("1.2"), _recording(old)).verdict is ReplayVerdict.DIVERGED
+    assert replay_recording(_spec("1.2"), _recording(old)).result is ReplayResult.DIVERGED
 
 
 def test_a_parked_run_continues_on_the_patched_code_through_the_new_branch() -> None:

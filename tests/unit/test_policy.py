@@ -192,8 +192,12 @@ def test_a_source_the_policy_declares_untrusted_taints_what_it_returns() -> None
     assert lookup.label.trust is Trust.UNTRUSTED
     assert lookup.label.sensitivity is Sensitivity.CONFIDENTIAL
     assert "tool://lookup" in lookup.label.provenance  # its own origin, as ever
-    # "pay" protects $.to only: the tainted memo may go; a constant recipient lacks a source.
-    assert "$.to must come from" in run.output["refused"]
+    # "pay" protects $.to only: the tainted memo may go; a constant recipient, sent after the
+    # run read the untrusted lookup, carries what the run has read — untrusted.
+    assert (
+        "protected field $.to derives from untrusted what the run has read"
+        in (run.output["refused"])
+    )
 
 
 def test_the_first_record_the_executor_writes_names_the_policy() -> None:

@@ -74,6 +74,7 @@ def test_a_release_waits_for_one_person_across_a_crash_and_replays_without_askin
 
 def test_label_of_sees_what_the_gate_sees_and_replays_the_same() -> None:
     async def agent(ctx: StepCtx, input: Any) -> Any:
+        first = ctx.label_of("a constant of the agent's code").trust  # nothing read yet
         answer = await ctx.generate("p", "m", "who?")
         account = answer.text.split()[-1]
         before = ctx.label_of(account)
@@ -83,6 +84,7 @@ def test_label_of_sees_what_the_gate_sees_and_replays_the_same() -> None:
             "crm": [ctx.label_of(crm["account"]).trust, sorted(ctx.label_of(crm).provenance)],
             "constant": ctx.label_of("a constant of the agent's code").trust,
             "explicit": ctx.label_of(Labeled("x", SECRET)).sensitivity,
+            "first": first,
         }
 
     spec = AgentRegistry().register(AgentSpec("lab", agent), lint=False)
@@ -94,9 +96,12 @@ def test_label_of_sees_what_the_gate_sees_and_replays_the_same() -> None:
     run = driver.run("lab", {})
     assert run.output == {
         "model": ["UNTRUSTED", ["agent/lab", "model:p/m"]],
-        "crm": ["TRUSTED", ["agent/lab", "tool://crm"]],
-        "constant": "TRUSTED",
+        # Looked up with {"q": 1} after the run read the model's answer: arguments the gate
+        # cannot attribute carry what the run has read, and the result follows what was sent.
+        "crm": ["UNTRUSTED", ["agent/lab", "tool://crm"]],
+        "constant": "UNTRUSTED",  # once the run has read untrusted text
         "explicit": "SECRET",
+        "first": "TRUSTED",  # before it had: the agent's own
     }
     report = replay_history(spec, run.snapshot, dict(run.results))
     assert (report.output, report.divergence) == (run.output, None)

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from test_journal_api_guards import START, FakeIndex, FakeReader
 
-from runplane.auth import Principals, token_digest
 from runplane.core import repair as core
 from runplane.journal.summary import RunSummary
-from runplane.service import run_http
+from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import RunStatus, SessionSnapshot
 from services.journal.api import build_api
 

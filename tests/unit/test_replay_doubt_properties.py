@@ -36,11 +36,20 @@ from runplane.core import (
     replay_history,
     request_witness,
 )
+from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, RunStatus, TaskKind
 
 Program = list[tuple[str, int]]
 MUTATING = ("charge", "pay")
+
+# Programs that read a model before they write: the gate would refuse the writes (what it
+# cannot attribute carries what the run has read), so the stand-ins are declared sinks whose
+# fields carry no authority — the property is about replay, not labels.
+OPEN_SINKS = (
+    SinkDecl("tool://charge", protected=(FieldRule("$.x", trusted=False),)),
+    SinkDecl("tool://pay", protected=(FieldRule("$.x", trusted=False),)),
+)
 
 
 def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
@@ -122,7 +131,13 @@ EFFECTS = (
 def spec_for(program: Program, durability: Durability) -> AgentSpec:
     registry = AgentRegistry()
     registry.register(
-        AgentSpec("prog", make_agent(program), durability, None, {d.name: d for d in EFFECTS}),
+        AgentSpec(
+            "prog",
+            sinks(*OPEN_SINKS)(make_agent(program)),
+            durability,
+            None,
+            {d.name: d for d in EFFECTS},
+        ),
         lint=False,
     )
     return registry.spec("prog")

@@ -26,6 +26,7 @@ from runplane.core import (
     StepCtx,
     replay_history,
 )
+from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.testing import Driver, ScriptedProvider
 from runplane.wire import JournalKind, ResultEntry, RunStatus
 
@@ -43,6 +44,12 @@ single_call_programs = st.lists(
 
 def _seven_times(n: int) -> Callable[[], int]:
     return lambda: n * 7
+
+
+# Programs that read a model before they write: the gate would refuse the writes (what it
+# cannot attribute carries what the run has read), so the stand-ins are declared sinks whose
+# fields carry no authority — the property is about replay, not labels.
+OPEN_SINKS = (SinkDecl("tool://write", protected=(FieldRule("$.x", trusted=False),)),)
 
 
 def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
@@ -111,7 +118,13 @@ EFFECTS = [
 def spec_for(program: Program, durability: Durability = Durability.REPLAYABLE) -> AgentSpec:
     registry = AgentRegistry()
     registry.register(
-        AgentSpec("prog", make_agent(program), durability, None, {d.name: d for d in EFFECTS}),
+        AgentSpec(
+            "prog",
+            sinks(*OPEN_SINKS)(make_agent(program)),
+            durability,
+            None,
+            {d.name: d for d in EFFECTS},
+        ),
         lint=False,
     )
     return registry.spec("prog")

@@ -1,4 +1,4 @@
-"""Replay testing of recorded journals against new code (runplane.core.replaytest): OK for
+"""Replay testing of recorded journals against new code (runplane.core.engine.replaytest): OK for
 unchanged code, the exact first divergence (position, both requests) for a changed call, OK
 for a run in flight that the new code reaches consistently."""
 
@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx
+from runplane.core.engine import ReplayResult, attach_requests, replay_recording
 from runplane.core.recording import (
     Recording,
     RecordingError,
     dump_recordings,
     load_recordings,
 )
-from runplane.core.replaytest import ReplayVerdict, attach_requests, replay_recording
 from runplane.testing import Driver, FakeClock, RunView
 
 GOLDEN = Path(__file__).parents[1] / "replay" / "golden"
@@ -59,14 +59,14 @@ def _record(decide: bool = True) -> Recording:
 def test_unchanged_code_replays_ok_for_an_ended_and_an_in_flight_run() -> None:
     for rec in (_record(), _record(decide=False)):
         report = replay_recording(_spec("v1"), rec)
-        assert report.verdict is ReplayVerdict.OK, report
+        assert report.result is ReplayResult.OK, report
         assert report.replayed >= 2
 
 
 def test_a_changed_call_reports_the_first_divergence_with_both_requests() -> None:
     rec = attach_requests(_spec("v1"), _record())  # the export attaches recorded bodies
     report = replay_recording(_spec("v2"), rec)
-    assert report.verdict is ReplayVerdict.DIVERGED
+    assert report.result is ReplayResult.DIVERGED
     d = report.divergence
     assert d is not None and (d.era, d.call_seq) == (0, 1)
     assert d.recorded is not None and d.recorded.request["args"] == {"n": 3}
@@ -84,13 +84,13 @@ def test_without_attached_bodies_the_recorded_side_names_the_witness() -> None:
 
 def test_an_in_flight_run_diverging_before_its_park_is_reported() -> None:
     report = replay_recording(_spec("v2"), _record(decide=False))
-    assert report.verdict is ReplayVerdict.DIVERGED
+    assert report.result is ReplayResult.DIVERGED
     assert report.divergence is not None and report.divergence.call_seq == 1
 
 
 def test_new_code_issuing_more_calls_than_an_ended_run_diverges() -> None:
     report = replay_recording(_spec("longer"), _record())
-    assert report.verdict is ReplayVerdict.DIVERGED
+    assert report.result is ReplayResult.DIVERGED
     d = report.divergence
     assert d is not None and d.recorded is None and d.issued is not None
     assert d.issued.request["args"] == {"q": "again"}
@@ -101,14 +101,14 @@ def test_new_code_issuing_more_calls_than_an_ended_run_diverges() -> None:
 def test_a_tampered_recording_is_broken_and_nothing_replays() -> None:
     rec = _record()
     bad = Recording(rec.snapshot, rec.journal[:2] + rec.journal[3:], rec.results)
-    assert replay_recording(_spec("v1"), bad).verdict is ReplayVerdict.BROKEN
+    assert replay_recording(_spec("v1"), bad).result is ReplayResult.BROKEN
     other_input = Recording(
         replace(rec.snapshot, input_json='{"q": "zzz"}'),
         rec.journal,
         rec.results,
     )
-    assert replay_recording(_spec("v1"), other_input).verdict is ReplayVerdict.BROKEN
-    assert replay_recording(None, rec).verdict is ReplayVerdict.MISSING
+    assert replay_recording(_spec("v1"), other_input).result is ReplayResult.BROKEN
+    assert replay_recording(None, rec).result is ReplayResult.MISSING
 
 
 def test_export_files_round_trip_and_golden_journals_load() -> None:

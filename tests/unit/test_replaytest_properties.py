@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runplane.core import AgentRegistry, AgentSpec, StepCtx
+from runplane.core.engine import ReplayResult, attach_requests, replay_recording
 from runplane.core.recording import Recording
-from runplane.core.replaytest import ReplayVerdict, attach_requests, replay_recording
 from runplane.testing import Driver
 
 CALLS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3)), min_size=1, max_size=8)
@@ -50,7 +50,7 @@ def test_the_first_divergence_is_where_the_code_changed(
     assert replay_recording(_spec(calls), rec).ok
     i = data.draw(st.integers(0, len(calls) - 1))
     changed = replay_recording(_spec(calls, change=i), rec)
-    assert changed.verdict is ReplayVerdict.DIVERGED and changed.divergence is not None
+    assert changed.result is ReplayResult.DIVERGED and changed.divergence is not None
     assert changed.divergence.call_seq == i
     d = changed.divergence
     assert d.recorded is not None and d.issued is not None

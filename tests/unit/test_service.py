@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from runplane.errors import ConfigError
-from runplane.health import Health
-from runplane.service import JsonFormatter, make_app, parse_forwarded_allow_ips, run_http
+from runplane.serving.health import Health
+from runplane.serving.shell import JsonFormatter, make_app, parse_forwarded_allow_ips, run_http
 
 
 class FakeMonotonic:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from runplane.service import install_backend_errors, run_http
+from runplane.serving.shell import install_backend_errors, run_http
 
 
 def _nodelay_flags(server_connections: set[object]) -> list[int]:

@@ -152,7 +152,7 @@ def test_tool_decorator_registers_with_its_declaration() -> None:
         return {"city": city}
 
     registered = registry["weather"]
-    assert registered.decl == EffectDecl("weather", mutating=False, timeout_s=2)
+    assert registered.decl == EffectDecl("weather", mutating=False, timeout_s=2, in_process=True)
     assert registered.label is not None and registered.label.trust is Trust.UNTRUSTED
     with pytest.raises(ConfigError, match="already registered"):
         tool("weather", registry=registry)(lambda: None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.tracing import current_headers, span_from_headers, wanted
+from runplane.serving.tracing import current_headers, span_from_headers, wanted
 
 
 @pytest.mark.parametrize(

@@ -166,8 +166,8 @@ def test_a_pinned_run_starts_on_the_newest_of_its_line() -> None:
 
 
 def test_replay_testing_picks_the_version_that_would_serve_the_run() -> None:
+    from runplane.core.engine import ReplayResult, replay_with
     from runplane.core.recording import Recording
-    from runplane.core.replaytest import ReplayVerdict, replay_with
 
     driver = Driver(AgentRegistry([V1]), tools={n: lambda a, k: {} for n in "abc"})
     run = driver.run("flow", {}, session_id="s-v1")  # parked on its approval, in flight
@@ -176,4 +176,4 @@ def test_replay_testing_picks_the_version_that_would_serve_the_run() -> None:
     assert replay_with(AgentRegistry([V11, V2]), rec).ok  # 1.1 replays it (patched)
     assert not replay_with(AgentRegistry([V2]), rec).ok
     stranded = replay_with(AgentRegistry([V2]), rec)
-    assert stranded.verdict is ReplayVerdict.MISSING and "stay parked" in stranded.detail
+    assert stranded.result is ReplayResult.MISSING and "stay parked" in stranded.detail

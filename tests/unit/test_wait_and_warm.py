@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runplane.client import Client, Mark
+from runplane.runs.client import Client, Mark
 from runplane.stack._warm import _settled, after_start
 from runplane.wire import AdmissionOutcome, AdmissionReply
 

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from runplane.auth import Principal, Principals, PrincipalsFile, token_digest
 from runplane.cli.tasks import tasks_app
-from runplane.service import run_http
+from runplane.serving.auth import Principal, Principals, PrincipalsFile, token_digest
+from runplane.serving.shell import run_http
 from runplane.wire import (
     ClaimTask,
     DecideTask,

@@ -24,7 +24,7 @@ from runplane.wire import (
     encode,
     register_writer_schema,
 )
-from services.worklist.access import Policy, Refusal, Verdict, visible_to
+from services.worklist.access import Policy, Refusal, TaskChange, visible_to
 from services.worklist.decide import Command, decide, due_for_expiry
 
 pytestmark = pytest.mark.unit
@@ -62,7 +62,7 @@ def opened(**overrides: object) -> OpenTask:
     return OpenTask(**fields)  # type: ignore[arg-type]
 
 
-def fold(*commands: Command, now_ms: int = 2_000) -> tuple[TaskRecord | None, list[Verdict]]:
+def fold(*commands: Command, now_ms: int = 2_000) -> tuple[TaskRecord | None, list[TaskChange]]:
     task: TaskRecord | None = None
     verdicts = []
     for c in commands:
@@ -175,7 +175,7 @@ def test_a_rejection_ends_the_task_at_once() -> None:
     assert after.refused is Refusal.CONFLICT
 
 
-def fold_from(task: TaskRecord, *commands: Command) -> tuple[TaskRecord, list[Verdict]]:
+def fold_from(task: TaskRecord, *commands: Command) -> tuple[TaskRecord, list[TaskChange]]:
     out = []
     for c in commands:
         v = decide(task, c, 2_000, POLICY)
@@ -201,7 +201,7 @@ def test_close_ends_an_active_task_without_a_decision() -> None:
 # --- the expiry matrix -----------------------------------------------------------------------
 
 
-def expire(policy: ExpiryPolicy, unattended: bool, escalate_to: str | None = None) -> Verdict:
+def expire(policy: ExpiryPolicy, unattended: bool, escalate_to: str | None = None) -> TaskChange:
     task, _ = fold(
         opened(
             expires_ms=5_000, on_expiry=policy, allow_unattended=unattended, escalate_to=escalate_to

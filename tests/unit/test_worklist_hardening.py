@@ -285,7 +285,7 @@ def test_pages_walk_open_oldest_first_then_done_newest_first_without_repeats() -
 
 
 def _principal(name: str) -> object:
-    from runplane.auth import Principal
+    from runplane.serving.auth import Principal
 
     return Principal(name, "0" * 64, ROLES.get(name, frozenset()))
 
@@ -383,8 +383,8 @@ def test_public_origin_is_normalised_and_validated() -> None:
 
 @pytest.fixture
 def proxied() -> Iterator[httpx.Client]:
-    from runplane.auth import Principals, token_digest
-    from runplane.service import run_http
+    from runplane.serving.auth import Principals, token_digest
+    from runplane.serving.shell import run_http
     from services.worklist.serve import build_app
 
     principals = Principals.from_data(

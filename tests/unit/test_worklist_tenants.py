@@ -16,7 +16,7 @@ import pytest
 from test_decision_identity import _start
 from test_worklist_api import NOW, MemoryWriter, serve
 
-from runplane.auth import Principal, Principals
+from runplane.serving.auth import Principal, Principals
 from runplane.wire import ClaimTask, DecideTask, ReleaseTask, TaskStatus
 from services.worklist.access import Policy, Refusal, visible_to
 from services.worklist.decide import decide

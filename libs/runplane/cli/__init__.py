@@ -10,7 +10,7 @@ from __future__ import annotations
 # First, before the imports below (seconds on a busy machine): when this is the console
 # script, a SIGTERM sent while they run is remembered and honoured once `serve` starts,
 # instead of killing the service with -15 (every other command gets it back in main()).
-from runplane.shutdown import catch_early, release_early
+from runplane.serving.shutdown import catch_early, release_early
 
 catch_early()
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import typer
 
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
+from runplane.runs.client import Client
 from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
 

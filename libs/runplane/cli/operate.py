@@ -15,8 +15,8 @@ import json
 import typer
 from rich.console import Console
 
-from runplane.client import Client
 from runplane.config import Settings
+from runplane.runs.client import Client
 from runplane.runs.operate import RunRefused, Sent
 
 __all__ = ["register"]

@@ -1,7 +1,7 @@
 """CLI: ``runplane principals new`` — mint a bearer token and the principals-file entry for it;
 ``runplane emitters new-key`` — an emitter's Ed25519 signing key and its emitters-file entry.
 
-A deployment stores only the SHA-256 of each token (``runplane.auth``), so a token has to be
+A deployment stores only the SHA-256 of each token (``runplane.serving.auth``), so a token has to be
 made somewhere: this prints a fresh ``secrets.token_urlsafe(32)`` (256 random bits) once, and
 the YAML entry to paste under ``principals:`` in the principals file (or its Kubernetes
 secret). Nothing is written anywhere: the token exists on this terminal only; hand it to its
@@ -22,8 +22,8 @@ from typing import Annotated
 import typer
 import yaml
 
-from runplane.auth import DEFAULT_TENANT, Principal, token_digest
 from runplane.errors import ConfigError
+from runplane.serving.auth import DEFAULT_TENANT, Principal, token_digest
 from runplane.signing.admission import Emitters, SigningKey
 
 principals_app = typer.Typer(

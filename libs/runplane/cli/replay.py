@@ -22,8 +22,8 @@ import typer
 from runplane.cli.journal import journal_app
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modules
+from runplane.core.engine import ReplayResult, RunReplay, attach_requests, replay_with
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
-from runplane.core.replaytest import ReplayVerdict, RunReplay, attach_requests, replay_with
 from runplane.core.versions import VersionNotDeployed
 from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
 
@@ -123,9 +123,7 @@ def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> li
         try:
             recording = read_recording(settings, snap)
         except RecordingError as exc:
-            reports.append(
-                RunReplay(run_id, snap.capability, ReplayVerdict.BROKEN, detail=str(exc))
-            )
+            reports.append(RunReplay(run_id, snap.capability, ReplayResult.BROKEN, detail=str(exc)))
             continue
         reports.append(replay_with(REGISTRY, recording))
     return reports

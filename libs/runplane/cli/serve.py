@@ -18,9 +18,9 @@ import typer
 
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
-from runplane.service import setup_logging
-from runplane.shutdown import install_signal_handlers
-from runplane.tracing import configure as configure_tracing
+from runplane.serving.shell import setup_logging
+from runplane.serving.shutdown import install_signal_handlers
+from runplane.serving.tracing import configure as configure_tracing
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def serve_command(
     """Run one service (or all of them) until SIGTERM/SIGINT."""
     settings = Settings.from_env()
     setup_logging(name, settings.log_level)
-    configure_tracing(name)  # only when OTEL_* asks for an exporter (runplane.tracing)
+    configure_tracing(name)  # only when OTEL_* asks for an exporter (runplane.serving.tracing)
     names = list(SERVICES) if name == "all" else [name]
     stop = threading.Event()
     install_signal_handlers(stop)

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from runplane.core.lint import LintFailed, lint_function
 from runplane.core.versions import code_digest, resolve, version_key, version_problem
 from runplane.errors import ConfigError, TerminalError
+from runplane.wire import Cost
 
 __all__ = [
     "REGISTRY",
@@ -55,11 +56,11 @@ class Durability(enum.StrEnum):
 class Recovery(enum.StrEnum):
     """What to do with a call found announced but not recorded on restore (in doubt).
 
-    The announce rule follows from it (``LiveCall.announce_first``):
-    - RETRY: safe to repeat, so the announce may ride in the same commit as the outcome —
-      a crash loses both and the call is simply made again.
-    - RECONCILE / REQUIRES_OPERATOR: the announce must be durable *before* the call acts, or
-      a crash would leave an applied effect with no trace to reconcile.
+    Every call is announced before it acts (``EffectDecl.announce_rides`` names the one
+    exception): RECONCILE / REQUIRES_OPERATOR need the intention durable to reconcile what a
+    crash may have left applied; a RETRY call that costs (a generation, an HTTP or MCP tool)
+    needs it so a crash mid-call leaves the intention, the retry and the cost in the journal
+    instead of a call paid twice without a trace.
     """
 
     RETRY = "retry"
@@ -106,6 +107,9 @@ class EffectDecl:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_s: float = 30.0
     probe: str | None = None  # tool answering "did this call happen?" (for RECONCILE)
+    # Performed inside the executor's process (a ``@tool`` function). Said by the tool the
+    # executor offers, never by an agent's declaration (``engine.tools.decl_for``).
+    in_process: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -123,6 +127,14 @@ class EffectDecl:
             return self.recovery
         return Recovery.REQUIRES_OPERATOR if self.mutating else Recovery.RETRY
 
+    @property
+    def announce_rides(self) -> bool:
+        """May this call's announce ride in the commit of its outcome? Only an in-process
+        call that changes nothing and is safe to repeat: it costs nothing and leaves the
+        process not at all, so a crash that loses both loses nothing worth a trace. Every
+        other call commits its announce before it acts."""
+        return self.in_process and not self.mutating and self.effective_recovery is Recovery.RETRY
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -132,6 +144,10 @@ class Generation:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_units: float = 0.0
+
+    def cost(self) -> Cost:
+        """What the call cost, as its record journals it (budgets and cost read it there)."""
+        return Cost(tokens_in=self.tokens_in, tokens_out=self.tokens_out, units=self.cost_units)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -43,6 +43,7 @@ from runplane.wire import (
     ResultEntry,
     Sensitivity,
     StartRun,
+    TenantId,
     Trust,
     canonical_encoder,
 )
@@ -248,8 +249,10 @@ def run_start(
     benchmark writes for a run it starts without admission: one function, so the StartRun
     always states the facts seq 0 commits to (the executor links seq 1 to ``admitted_hash``).
     ``delegation_json``: the Delegation a commissioned child runs under — in seq 0's attrs
-    (``delegation``, so the chain commits to it) and the StartRun.
+    (``delegation``, so the chain commits to it) and the StartRun. ``tenant`` is validated
+    here (``TenantId``), before seq 0 names it.
     """
+    tenant = TenantId(tenant)
     if delegation_json is not None:
         attrs = {**(attrs or {}), "delegation": delegation_json}
     admitted = run_admitted(

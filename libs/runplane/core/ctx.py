@@ -39,12 +39,12 @@ if TYPE_CHECKING:
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
 
-__all__ = ["RunHost", "StepCtx"]
+__all__ = ["InlineAnswers", "RunHost", "StepCtx"]
 
 
 class RunHost(Protocol):
     """What a ``StepCtx`` reads of the run it belongs to. The engine's run state provides it;
-    ``StepCtx`` names only this protocol, so the context module never imports the engine
+    ``StepCtx`` names only these protocols, so the context module never imports the engine
     (which imports the context)."""
 
     @property
@@ -63,6 +63,13 @@ class RunHost(Protocol):
     def seed(self) -> str: ...
 
     def take_derived_slot(self, family: str) -> int: ...
+
+
+class InlineAnswers(Protocol):
+    """The ``StepCtx`` calls the engine answers on the spot, with no effect for the agent to
+    await: the sink gate's label of a value and the patch markers. The engine's driver
+    provides them over the run (the sink gate and the markers sit above the run's state)."""
+
     def label_of(self, value: Any) -> Any: ...
 
     def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
@@ -71,8 +78,9 @@ class RunHost(Protocol):
 class StepCtx:
     """The context of one run inside one era. Built by the Runtime; agents only call it."""
 
-    def __init__(self, runtime: RunHost) -> None:
+    def __init__(self, runtime: RunHost, inline: InlineAnswers) -> None:
         self._rt = runtime
+        self._inline = inline
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -123,17 +131,17 @@ class StepCtx:
         of the run: joined from every earlier output it matches and its ``Labeled`` wrappers
         (docs/security.md). Journals nothing; the same on replay (only outputs recorded before
         this point count)."""
-        return self._rt.label_of(value)
+        return self._inline.label_of(value)
 
     # -- patch markers (runplane.core.engine.patches) ---------------------------------------
     def patched(self, change_id: str) -> bool:
         """True for new runs and for histories that recorded this marker here, False for a
         history that predates the change (its old calls replay unchanged); journaled."""
-        return self._rt.patch(change_id, deprecated=False)
+        return self._inline.patch(change_id, deprecated=False)
 
     def deprecate_patch(self, change_id: str) -> None:
         """The change is in every run now: consume a recorded marker, record none."""
-        self._rt.patch(change_id, deprecated=True)
+        self._inline.patch(change_id, deprecated=True)
 
     # -- journaled effects -------------------------------------------------------------------
     def generate(self, provider: str, model: str, prompt: Any, **params: Any) -> Effect:

@@ -10,8 +10,11 @@ announced. The label of each scalar in that JSON is
 scalar *matches* (``Matcher``): equal to one of its scalars, or sharing a fragment of at least
 ``MIN_FRAGMENT`` characters with one of its strings, or a number that its text mentions. This
 is what stops laundering by unwrapping: an agent that takes the plain string out of an
-untrusted model answer and sends it still sends bytes that match the answer. ``explicit``: the
-label of a ``Labeled`` wrapper around it (it can only add restriction).
+untrusted model answer and sends it still sends bytes that match the answer. A scalar that
+matches nothing is labelled ``unattributed`` — the engine passes the run's context label
+(``labels.unattributed``: what the run has read, once anything untrusted is among it), so
+re-chunked or re-encoded untrusted text stays untrusted. ``explicit``: the label of a
+``Labeled`` wrapper around it (it can only add restriction).
 
 A ``SinkDecl`` then decides:
 
@@ -25,10 +28,11 @@ A ``SinkDecl`` then decides:
 A ``Grant`` is a journaled release honoured at this sink: under its path, trust (and/or
 sensitivity) is improved; provenance is kept. A grant for another sink is never passed here.
 
-Limits (docs/security.md): matching sees bytes, not meaning. A value the agent *transforms*
-(re-spelled, re-encoded, summarised by its own code) matches nothing and is labelled like a
-constant of the agent's code — trusted. Required ``sources`` on protected fields are the
-defence that does not depend on matching.
+Limits (docs/security.md): matching sees bytes, not meaning. In a run that has read nothing
+untrusted, a value the agent *transforms* (re-spelled, re-encoded, summarised by its own code)
+matches nothing and is labelled like a constant of the agent's code — trusted; once it has
+read anything untrusted, such a value carries the run's context label instead. Required
+``sources`` on protected fields are the defence that does not depend on matching.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from enum import StrEnum
 from typing import Any, Final, TypeVar
 
 from runplane.core.jsonpaths import get, leaves, parse, under
-from runplane.core.labels import join, join_all, sensitivity_rank
+from runplane.core.labels import BOTTOM, CONTEXT, join, join_all, sensitivity_rank
 from runplane.wire import Label, Sensitivity, Trust
 
 __all__ = [
@@ -82,6 +86,8 @@ class Reason(StrEnum):
     BUDGET = "budget"  # the run's budget would be exceeded
     NOT_DELEGATED = "not_delegated"  # the delegation the run runs under excludes this sink
     DELEGATION_EXPIRED = "delegation_expired"  # ... or is past its validity
+    # a ``Released`` that is not its journaled decision: re-pointed, forged, or hand-made
+    RELEASE_MISMATCH = "release_mismatch"
 
 
 @dataclass(frozen=True)
@@ -181,11 +187,11 @@ class Matcher:
             held = index.get(key)
             index[key] = label if held is None or held == label else join(held, label)
 
-    def label_of(self, scalar: Any) -> Label:
-        """The join of the labels of every source ``scalar`` matches (``BOTTOM`` for none)."""
+    def label_of(self, scalar: Any, unmatched: Label = BOTTOM) -> Label:
+        """The join of the labels of every source ``scalar`` matches (``unmatched`` for none)."""
         index = self._index
         found = {index[k] for k in _keys(scalar, mentioned=False) if k in index}
-        return join_all(found)
+        return join_all(found) if found else unmatched
 
 
 def _keys(scalar: Any, *, mentioned: bool) -> set[str]:
@@ -246,10 +252,12 @@ def check(
     matcher: Matcher,
     explicit: Mapping[str, Label] | None = None,
     grants: Sequence[Grant] = (),
+    unattributed: Label = BOTTOM,
 ) -> Refusal | None:
     """The gate's verdict on sending ``payload`` to ``decl.sink``: None, or the first refusal
     (egress, then the mutating rules), naming the offending path."""
-    return judge(decl, payload, label_scalars(payload, matcher, explicit or {}, grants))
+    labels = label_scalars(payload, matcher, explicit or {}, grants, unattributed)
+    return judge(decl, payload, labels)
 
 
 def judge(decl: SinkDecl, payload: Any, labels: Mapping[str, Label]) -> Refusal | None:
@@ -284,13 +292,18 @@ def judge(decl: SinkDecl, payload: Any, labels: Mapping[str, Label]) -> Refusal 
 
 
 def label_scalars(
-    payload: Any, matcher: Matcher, explicit: Mapping[str, Label], grants: Sequence[Grant]
+    payload: Any,
+    matcher: Matcher,
+    explicit: Mapping[str, Label],
+    grants: Sequence[Grant],
+    unattributed: Label = BOTTOM,
 ) -> dict[str, Label]:
-    """The label of each scalar of ``payload`` by path: matched ⊔ explicit, improved by the
-    grants honoured here."""
+    """The label of each scalar of ``payload`` by path: matched (``unattributed`` when it
+    matches nothing) ⊔ explicit, improved by the grants honoured here."""
     out: dict[str, Label] = {}
     for path, scalar in leaves(payload):
-        label = matcher.label_of(scalar)
+        # An empty list or object carries no byte of anything read: it is the agent's own.
+        label = matcher.label_of(scalar, BOTTOM if _empty(scalar) else unattributed)
         for where, extra in explicit.items():
             if under(path, where):
                 label = join(label, extra)
@@ -299,6 +312,10 @@ def label_scalars(
                 label = improve(label, grant)
         out[path] = label
     return out
+
+
+def _empty(scalar: Any) -> bool:
+    return isinstance(scalar, Mapping | list | tuple) and not scalar
 
 
 def _check_field(
@@ -345,7 +362,11 @@ def _names(source: str, provenance: tuple[str, ...]) -> bool:
 
 
 def _origins(label: Label) -> str:
-    return ", ".join(p for p in label.provenance if not p.startswith("agent/"))
+    return ", ".join(
+        "what the run has read" if p == CONTEXT else p
+        for p in label.provenance
+        if not p.startswith("agent/")
+    )
 
 
 def sinks(*decls: SinkDecl) -> Callable[[F], F]:
@@ -356,7 +377,9 @@ def sinks(*decls: SinkDecl) -> Callable[[F], F]:
         @agent("payout", ...)
         async def payout(ctx, input): ...
 
-    Declaring sinks turns the gate on for the agent's runs (a deployment policy does too).
+    The gate judges every outbound call of every run; a declaration (the agent's, or the
+    deployment policy's, which wins) says what one sink accepts. Without one, a sink is
+    judged by the call's own ``mutating``, with no egress ceiling.
     """
 
     def attach(fn: F) -> F:

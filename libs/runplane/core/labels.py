@@ -17,8 +17,11 @@ joined with the source label, never replacing it.
 Inside agent code values are plain Python objects, so the label of a value is found two
 ways (``runplane.core.gate``): explicitly, when the agent hands a ``Labeled`` wrapper to an
 effect, and by matching the exact JSON an effect is about to send against the run's recorded
-outputs — so unwrapping a value does not launder its label. ``flows_to`` is the lattice order
-the gate checks against (docs/security.md, "The label model").
+outputs — so unwrapping a value does not launder its label. Bytes that match nothing (a
+constant, or a value the agent's code transformed past recognition) take ``unattributed`` of
+the run's context label — the join of everything the run has taken in: the agent's own while
+that is all trusted, what the run has read once anything untrusted is among it. ``flows_to``
+is the lattice order the gate checks against (docs/security.md, "The label model").
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from runplane.wire import Label, Sensitivity, Trust
 
 __all__ = [
     "BOTTOM",
+    "CONTEXT",
     "UNTRUSTED_FAMILIES",
     "Labeled",
     "Wrapper",
@@ -39,6 +43,7 @@ __all__ = [
     "join",
     "join_all",
     "sensitivity_rank",
+    "unattributed",
 ]
 
 T = TypeVar("T")
@@ -55,6 +60,9 @@ _SENSITIVITY: Final = (
 UNTRUSTED_FAMILIES: Final = frozenset({"generation", "signal"})
 
 BOTTOM: Final = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=())
+# The origin an unattributed value names: the run's context, not any one source. Never a
+# source a protected field's rule can require, so it is no positive evidence of anything.
+CONTEXT: Final = "context"
 
 
 def join(a: Label, b: Label) -> Label:
@@ -90,6 +98,17 @@ def at_source(family: str, name: str, capability: str) -> Label:
         sensitivity=Sensitivity.INTERNAL,
         provenance=tuple(sorted({f"agent/{capability}", name})),
     )
+
+
+def unattributed(context: Label) -> Label:
+    """The label of bytes that match no recorded output, in a run whose context label (the
+    join of every label it has taken in) is ``context``: the agent's own (``BOTTOM``) while
+    the run has read nothing untrusted — then the agent's code is steered by trusted data
+    alone; else the context's trust and sensitivity, origin ``CONTEXT`` — code that has read
+    untrusted text may be re-chunking it, so nothing it computes is its own any more."""
+    if context.trust is Trust.TRUSTED:
+        return BOTTOM
+    return Label(trust=context.trust, sensitivity=context.sensitivity, provenance=(CONTEXT,))
 
 
 def sensitivity_rank(s: Sensitivity) -> int:

@@ -6,8 +6,10 @@
 
 1. **The plan is journaled before its first node**: one effect of family ``plan``, name
    ``plan:<name>``, whose request is the plan's canonical JSON and hash (so a replay under a
-   different plan diverges at once), and whose recorded value is the contract's verdict. A
-   refused plan fails here with every positioned problem (``PlanRefused``); nothing else ran.
+   different plan diverges at once), and whose recorded value is the contract's verdict —
+   with every literal and input binding whose label is not trusted (``untrusted_sources``,
+   labelled as the sink gate labels: a plan is compiled from trusted input only). A refused
+   plan fails here with every positioned problem (``PlanRefused``); nothing else ran.
 2. **Each ready set fans out**: its nodes are issued as branches in ready order (by id) and
    joined (``engine/fanout.py``): tools and models are performed concurrently by the
    executor, agents are commissioned as child runs. A failed node fails the plan
@@ -41,6 +43,7 @@ from runplane.core.plan import (
     batch_status,
     fan_out_plan,
     resolve_args,
+    untrusted_sources,
     validate,
     waves,
 )
@@ -179,6 +182,7 @@ async def run_plan(
     (``plan.output``), or every node's output by id."""
     contract = contract if contract is not None else _default_contract(ctx)
     problems = [str(p) for p in validate(plan, contract)]
+    problems += [str(p) for p in untrusted_sources(plan, input, ctx.label_of)]
     verdict = await Effect(
         "plan",
         f"plan:{plan.name}",

@@ -24,6 +24,17 @@ comments and key order do not change it) is journaled with every gate decision.
           - {name: approve, sender: alice}          # this signal from this principal
           - {sender: ops-bot}                       # any signal from this principal
         budget: {tool_calls: 20, model_tokens: 20000, cost_units: 5, wall_ms: 86400000}
+        unattributed: context                       # the default; ``agent`` is WEAKER (below)
+
+``unattributed`` says how the gate labels bytes that match no recorded output: ``context``
+(the default) gives them the run's context label once it has read anything untrusted, so
+re-chunked untrusted text stays untrusted; ``agent`` is the rule before it — such bytes are
+the agent's own, trusted, whatever the run has read — and is weaker (docs/security.md).
+
+Without a document the default policy holds (``Policy()``): the gate judges every outbound
+call of every run all the same — a sink's declaration is the deployment's, else the agent's
+``@sinks``, else the call's own ``mutating`` with no egress ceiling (``sink_decl``), so a
+mutating sink refuses untrusted arguments whether or not anyone declared it.
 
 Budget arithmetic is above the replay line: ``Spent`` is a fold over the run's result journal,
 and a refusal is journaled at the slot of the call it refused, so a replay serves the refusal
@@ -35,6 +46,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 import yaml
@@ -46,6 +58,7 @@ from runplane.wire import Label, ResultEntry, Sensitivity, Trust
 
 __all__ = [
     "GATE_ERRORS",
+    "UNATTRIBUTED_RULES",
     "AgentPolicy",
     "Budget",
     "Policy",
@@ -53,10 +66,14 @@ __all__ = [
     "SignalTrust",
     "Spent",
     "parse_policy",
+    "sink_decl",
 ]
 
 # The failure types the gate records; a refused call was never performed, so it spends nothing.
 GATE_ERRORS: Final = frozenset({"SinkRefused", "BudgetExceeded", "DelegationRefused"})
+# How the gate labels bytes that match nothing: by the run's context (the default), or as the
+# agent's own (the weaker rule a deployment may name, agent by agent).
+UNATTRIBUTED_RULES: Final = ("context", "agent")
 
 
 @dataclass(frozen=True)
@@ -172,6 +189,14 @@ class AgentPolicy:
     input_label: Label | None = None
     budget: Budget = field(default_factory=Budget)
     trusted_signals: tuple[SignalTrust, ...] = ()
+    unattributed: str = "context"  # one of UNATTRIBUTED_RULES
+
+    def __post_init__(self) -> None:
+        if self.unattributed not in UNATTRIBUTED_RULES:
+            raise ConfigError(
+                f"policy: unattributed is one of {', '.join(UNATTRIBUTED_RULES)}, "
+                f"got {self.unattributed!r}"
+            )
 
     def trusts_signal(self, name: str, sent_by: str | None) -> bool:
         """Whether a signal ``name`` from ``sent_by`` is labelled trusted (else untrusted)."""
@@ -191,6 +216,24 @@ class Policy:
 
     def for_agent(self, capability: str) -> AgentPolicy:
         return self.agents.get(capability) or AgentPolicy()
+
+
+def sink_decl(
+    policy: Policy | None, sink: str, declared: Mapping[str, SinkDecl] | None, mutating: bool
+) -> SinkDecl:
+    """The declaration ``sink`` is judged by: the deployment's, then the agent's own
+    (``declared``, from ``@sinks``), else the default — the call's own ``mutating``, no
+    egress ceiling."""
+    if policy is not None and sink in policy.sinks:
+        return policy.sinks[sink]
+    if declared is not None and sink in declared:
+        return declared[sink]
+    return _default_decl(sink, mutating)
+
+
+@lru_cache(maxsize=1024)
+def _default_decl(sink: str, mutating: bool) -> SinkDecl:
+    return SinkDecl(sink, mutating=mutating)
 
 
 def parse_policy(text: str) -> Policy:
@@ -264,6 +307,7 @@ def _agent(raw: Mapping[str, Any]) -> AgentPolicy:
             wall_ms=_opt_int(budget.get("wall_ms")),
         ),
         trusted_signals=tuple(_signal_trust(r) for r in raw.get("trusted_signals") or ()),
+        unattributed=str(raw.get("unattributed", "context")),
     )
 
 

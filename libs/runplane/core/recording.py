@@ -6,7 +6,7 @@
 recorded calls, keyed ``"era/call_seq"``. The journal commits to a request only by its witness
 (a hash), so a body is accepted only when its witness is the recorded one — an export made
 where the recorded code is still importable can attach them (``attach_requests`` in
-``runplane.core.replaytest``), and a divergence report then shows both requests in full.
+``runplane.core.engine``), and a divergence report then shows both requests in full.
 
 An export file is ``{"format": FORMAT, "runs": [recording, …]}``; a single recording (a golden
 journal) is read as a file of one run. Pure: values in, values out.

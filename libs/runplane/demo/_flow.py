@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 
 from runplane.cli.journal import verify_exit_code
-from runplane.client import Client
 from runplane.config import Settings
 from runplane.demo._plan import (
     APPROVER,
@@ -45,6 +44,7 @@ from runplane.demo._setup import (
     start_services,
 )
 from runplane.errors import RunplaneError
+from runplane.runs.client import Client
 from runplane.runs.read import read_run
 from runplane.stack.process import is_alive
 

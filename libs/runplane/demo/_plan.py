@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from runplane.auth import PRINCIPALS_FILE_ENV, Principals, token_digest
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
+from runplane.serving.auth import PRINCIPALS_FILE_ENV, Principals, token_digest
 
 BILLING_PORT = 8398  # the executor's default RUNPLANE_BILLING_URL
 OPENAI_PORT = 8399  # the executor's default RUNPLANE_OPENAI_BASE_URL

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from runplane.auth import Principals
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.demo._plan import (
     PUBLISHED_TOKENS,
@@ -36,6 +35,7 @@ from runplane.errors import ConfigError, RunplaneError
 from runplane.kafka.clients import admin
 from runplane.kafka.topics import create_topics
 from runplane.runs.read import RunHistory
+from runplane.serving.auth import Principals
 from runplane.stack import StackConfig, StackError, up
 from runplane.stack.platform import PlatformProcess, healthy, log_file, owned, start
 from runplane.stack.platform import stop as stop_platform
@@ -84,7 +84,7 @@ class Reply(Protocol):
 
 
 class Emitter(Protocol):
-    """What the demo needs of ``runplane.client.Client``."""
+    """What the demo needs of ``runplane.runs.client.Client``."""
 
     def admit(
         self,

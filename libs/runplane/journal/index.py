@@ -29,8 +29,8 @@ from typing import Any
 
 import redis
 
-from runplane.auth import DEFAULT_TENANT
 from runplane.journal.summary import CostTotals, RunSummary, apply
+from runplane.serving.auth import DEFAULT_TENANT
 from runplane.wire import AuditRecord, RunStatus, Verdict
 
 

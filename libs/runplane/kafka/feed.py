@@ -23,8 +23,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from runplane.config import Settings
 from runplane.errors import WireError
-from runplane.health import Probe
 from runplane.kafka.clients import consumer_config
+from runplane.serving.health import Probe
 
 log = logging.getLogger(__name__)
 

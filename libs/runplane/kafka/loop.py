@@ -36,11 +36,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 
 from runplane.config import Settings
 from runplane.errors import ConfigError
-from runplane.health import Probe
 from runplane.kafka.acls import authorization_hint
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.restore import Restorer, Stopping, await_previous_owner
 from runplane.kafka.txn import TransactionalProducer, TxnFatal
+from runplane.serving.health import Probe
 from runplane.signing.journal import Signer, journal_headers
 
 __all__ = ["LoopConfig", "LoopHooks", "TxnLoop", "lag_behind", "usable"]

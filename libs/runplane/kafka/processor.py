@@ -53,7 +53,6 @@ from confluent_kafka import Message, TopicPartition
 
 from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, TerminalError, WireError
-from runplane.health import Probe
 from runplane.kafka.deadletter import dead_letter
 from runplane.kafka.handler import Clock, Emit, Handler, Incoming, State, SystemClock, Ticks
 from runplane.kafka.loop import LoopConfig, LoopHooks, TxnLoop, usable
@@ -72,8 +71,9 @@ from runplane.kafka.metrics import (
 from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Stopping
 from runplane.kafka.txn import TxnAbortable, TxnFatal
+from runplane.serving.health import Probe
+from runplane.serving.tracing import current_headers, span_from_headers
 from runplane.signing.journal import Signer as JournalSigner
-from runplane.tracing import current_headers, span_from_headers
 from runplane.wire import Record, Serde, serde_for
 
 __all__ = ["Processor", "ProcessorConfig", "ProcessorStopped"]

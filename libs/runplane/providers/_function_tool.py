@@ -8,6 +8,7 @@ any other exception is trusted as "it ran and failed" (see ``services.executor.l
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,7 +30,11 @@ class FunctionTool:
         if not name:
             raise ConfigError("a tool needs a name")
         self.name = name
-        self.decl = decl if decl is not None else EffectDecl(name)
+        # In process: a call that mutates nothing and may be repeated lets its announce ride
+        # with its outcome (EffectDecl.announce_rides); HTTP and MCP tools never do.
+        self.decl = dataclasses.replace(
+            decl if decl is not None else EffectDecl(name), in_process=True
+        )
         self.label = label  # what the tool declares for its results; None: the source label
         self.fn = fn
         self._fn = fn

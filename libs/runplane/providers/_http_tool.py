@@ -21,7 +21,7 @@ import httpx
 from runplane.core.agents import EffectDecl
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
-from runplane.tracing import inject_http
+from runplane.serving.tracing import inject_http
 from runplane.wire import Label
 
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH"})

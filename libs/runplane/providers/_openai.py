@@ -17,7 +17,7 @@ import httpx
 from runplane.core.agents import Generation
 from runplane.errors import ConfigError
 from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
-from runplane.tracing import inject_http
+from runplane.serving.tracing import inject_http
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""A run seen from Kafka, outside the executor: its records read back, and the orders sent to it.
+"""A run seen from Kafka, outside the executor: admitted, its records read back, orders sent to it.
 
 Import the modules (nothing is re-exported here, so each name has one import path):
 
+- ``runplane.runs.client``: the emitter client (``Client``): admit a run and get admission's
+  answer, wait for its result, signal or cancel it.
 - ``runplane.runs.read``: one run's journal records, result bodies, audit verdicts and case,
   read straight from the topics (``read_run`` → ``RunHistory``, ``read_audit``, ``read_case``).
 - ``runplane.runs.repair``: an operator's repair orders (``send_order``) and forks

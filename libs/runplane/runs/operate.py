@@ -64,7 +64,7 @@ class Sent:
 
 
 class Target(Protocol):
-    """What sending needs of a client (``runplane.client.Client`` is one)."""
+    """What sending needs of a client (``runplane.runs.client.Client`` is one)."""
 
     def latest(self, topic: str, key: str) -> Any | None: ...
     def to_inbox(self, record: Signal) -> None: ...

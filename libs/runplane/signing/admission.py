@@ -54,7 +54,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from runplane.errors import ConfigError
-from runplane.watched import WatchedFile, listed, load_yaml_secret
+from runplane.serving.watched import WatchedFile, listed, load_yaml_secret
 from runplane.wire import tenant_problem
 
 __all__ = [
@@ -262,7 +262,7 @@ class Emitters:
 
 def watch_emitters(path: Path | None) -> WatchedFile[Emitters]:
     """The registry of ``path``, re-read when the file changes: a new or revoked key takes
-    effect on the next record, no restart (``runplane.watched``)."""
+    effect on the next record, no restart (``runplane.serving.watched``)."""
     return WatchedFile(
         path, Emitters.from_file, Emitters(), what="emitters", names=EMITTERS_FILE_NAMES
     )

@@ -27,6 +27,7 @@ from typing import Any
 from runplane.core import (
     AgentRegistry,
     AgentSpec,
+    EffectDecl,
     Generation,
     LiveCall,
     Outcome,
@@ -173,6 +174,9 @@ class Driver(OperateVerbs, AdmissionVerbs):
         else:
             self.agents = AgentRegistry([agents] if isinstance(agents, AgentSpec) else agents)
         self.tools = dict(tools or {})
+        # What the executor would offer for them: Python functions, performed in process (an
+        # agent's own declaration of a tool still wins, as in the executor).
+        self._offered = {name: EffectDecl(name, in_process=True) for name in self.tools}
         self.providers = dict(providers or {"scripted": ScriptedProvider()})
         self.clock = clock or FakeClock()
         self.calendars = calendars
@@ -289,6 +293,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
                     start,
                     now_ms=self.clock.now_ms(),
                     calendars=self.calendars,
+                    tools=self._offered,
                     limits=self.limits,
                     policy=self.policy,
                 )
@@ -335,6 +340,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
                         session.results,
                         now_ms=self.clock.now_ms(),
                         calendars=self.calendars,
+                        tools=self._offered,
                         limits=self.limits,
                         policy=self.policy,
                     )
@@ -374,8 +380,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
     def _commit(self, session: _Session, steps: list[Step]) -> None:
         out = _SessionOut(self, session)
         for step in steps:
-            parked = session.snapshot.parked_on if session.snapshot is not None else None
-            apply_step(step, out, parked_before=parked, clock=self.clock.now_ms)
+            apply_step(step, out)
             self.replayed += step.replayed
 
     def _perform(self, call: LiveCall) -> Outcome:
@@ -385,7 +390,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
             generation = provider.reply(
                 str(call.request["model"]), call.request["prompt"], call.request["params"]
             )
-            return Outcome.success(generation.to_json())
+            return Outcome.success(generation.to_json(), cost=generation.cost())
         fn = self.tools.get(call.target)
         if fn is None:
             return Outcome.failure("UnknownTool", f"no tool {call.target!r}")

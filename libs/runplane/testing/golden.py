@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from runplane.core import REGISTRY, AgentRegistry
+from runplane.core.engine import RunReplay, replay_with
 from runplane.core.recording import Recording, load_recordings
-from runplane.core.replaytest import RunReplay, replay_with
 
 __all__ = ["assert_replays"]
 

@@ -31,6 +31,7 @@ from runplane.wire._topics import TOPIC_RECORDS, check_allowed, logical_topic
 from runplane.wire._validate import (
     MAX_ADMISSION_KEY_BYTES,
     ZERO_HASH,
+    TenantId,
     admission_key_problem,
     is_hex64,
     tenant_problem,
@@ -43,6 +44,7 @@ __all__ = [
     "Record",
     "Serde",
     "SingleObjectSerde",
+    "TenantId",
     "admission_key_problem",
     "canonical_encoder",
     "check_allowed",

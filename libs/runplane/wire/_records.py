@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from runplane.wire._base import Record, register
+from runplane.wire._validate import TenantId
 
 __all__ = [
     "AdmissionClaim",
@@ -199,7 +200,7 @@ class AdmissionClaim(Record):
     run_id: str
     case_id: str | None = None
     capability: str
-    tenant: str
+    tenant: TenantId
     status: RunStatus
     task_id: str | None = None
     admitted_ms: int
@@ -238,7 +239,7 @@ class AdmissionRequest(Record):
     input_json: str
     #: Business keys, e.g. {dispute: D-17}; resolve to the case deterministically.
     correlation_keys: dict[str, str] = field(default_factory=dict)
-    tenant: str
+    tenant: TenantId
     #: Who the run acts for; four-eyes refuses this principal on the run's tasks.
     initiator: str
     requested_ms: int = 0
@@ -571,7 +572,7 @@ class OpenTask(Record):
     escalate_to: str | None = None
     opened_ms: int
     #: The run's tenant: only principals of this tenant see and decide the task. Null from writers older than this field (read as the tenant default).
-    tenant: str | None = None
+    tenant: TenantId | None = None
     #: The W3C traceparent of the run's step that opened the task (runplane.tracing), so the decision joins the run's trace. Null when untraced.
     trace_parent: str | None = None
 
@@ -629,7 +630,7 @@ class RegisterDeadline(Record):
     #: Capability of the follow-up run.
     on_breach: str | None = None
     #: The registering run's tenant: the case's (admission binds case ids to tenants). The breach follow-up run is admitted for it; null from writers older than this field.
-    tenant: str | None = None
+    tenant: TenantId | None = None
     #: The role that owns the obligation: its warning opens a worklist task for this role (null: the cases service's default warning role).
     owner_role: str | None = None
 
@@ -699,7 +700,7 @@ class SessionSnapshot(Record):
     parked_on: ParkedOn | None = None
     case_id: str | None = None
     admission_key: str
-    tenant: str
+    tenant: TenantId
     initiator: str
     input_json: str
     #: Last reported checkpoint state (checkpointed runs).
@@ -763,7 +764,7 @@ class StartRun(Record):
     input_json: str
     case_id: str | None = None
     admission_key: str
-    tenant: str
+    tenant: TenantId
     initiator: str
     #: Hash of the RunAdmitted record (seq 0): the chain's handover.
     admitted_hash: str

@@ -41,6 +41,10 @@ PRIMITIVES: Mapping[str, str] = {
 
 Json = Any  # an Avro schema fragment as loaded from JSON
 
+# Fields whose Avro string is a value type of ours, validated where it is built and decoded
+# (``runplane.wire._validate``): by field name, the one place that says so.
+TYPED_STRINGS: Mapping[str, str] = {"tenant": "TenantId"}
+
 
 @dataclass(frozen=True)
 class NamedType:
@@ -285,6 +289,7 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
         "from typing import ClassVar",
         "",
         "from runplane.wire._base import Record, register",
+        "from runplane.wire._validate import TenantId",
         "",
         "__all__ = [",
         *[f'    "{named[n].short}",' for n in sorted(named, key=lambda n: named[n].short)],
@@ -314,7 +319,10 @@ def render(schema_dir: Path = SCHEMA_DIR) -> str:
                 raise SchemaError(f"{name}.{fname} is a Python keyword")
             if "doc" in f:
                 out += _comment(f["doc"], "    ")
-            line = f"    {fname}: {_type_name(f['type'], ns, named)}"
+            annotation = _type_name(f["type"], ns, named)
+            if fname in TYPED_STRINGS and annotation in ("str", "str | None"):
+                annotation = annotation.replace("str", TYPED_STRINGS[fname])
+            line = f"    {fname}: {annotation}"
             if "default" in f:
                 line += f" = {_default(f['type'], f['default'], ns, named)}"
             out.append(line)

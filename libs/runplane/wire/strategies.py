@@ -43,6 +43,10 @@ FIELD_OVERRIDES: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("AdmissionRequest", "capability"): st.text(min_size=1),
     ("AdmissionClaim", "admission_key"): ADMISSION_KEY,
     ("AdmissionClaim", "tenant"): TENANT,
+    ("StartRun", "tenant"): TENANT,
+    ("SessionSnapshot", "tenant"): TENANT,
+    ("OpenTask", "tenant"): st.none() | TENANT,
+    ("RegisterDeadline", "tenant"): st.none() | TENANT,
     ("Label", "provenance"): st.lists(st.text(max_size=12), unique=True, max_size=4).map(sorted),
 }
 

@@ -71,13 +71,22 @@ The package, one module per responsibility (``registry`` is the table of effect 
   released when its line is deployed again
 - ``fanout``, ``commission``: a ready set dispatched at once and applied in ready order; a
   child run of another agent through admission (one Step may carry several live calls)
+- ``replaytest``: replay testing, a recording replayed verify-only against the code
+  importable now (``replay_recording``, ``replay_with``, ``attach_requests``)
 """
 
 from __future__ import annotations
 
 from runplane.core.engine.apply import StepSink, apply_step
 from runplane.core.engine.asking import decision_identity_problem
-from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable, withdrawal
+from runplane.core.engine.ends import fail_from_snapshot, fail_unstartable
+from runplane.core.engine.replaytest import (
+    ReplayResult,
+    RunReplay,
+    attach_requests,
+    replay_recording,
+    replay_with,
+)
 from runplane.core.engine.runtime import Runtime, replay_history
 from runplane.core.engine.step import TERMINAL, Command, Event, Quarantine, Step
 from runplane.core.engine.stranded import (
@@ -106,11 +115,14 @@ __all__ = [
     "Outcome",
     "Quarantine",
     "ReplayReport",
+    "ReplayResult",
+    "RunReplay",
     "Runtime",
     "Step",
     "StepSink",
     "Stranded",
     "apply_step",
+    "attach_requests",
     "can_hold",
     "decision_identity_problem",
     "fail_from_snapshot",
@@ -120,8 +132,9 @@ __all__ = [
     "park_stranded",
     "release_stranded",
     "replay_history",
+    "replay_recording",
+    "replay_with",
     "strand_unstarted",
     "stranded_of",
     "timer_due",
-    "withdrawal",
 ]

@@ -4,19 +4,18 @@ The executor (into its group-commit batch) and ``runplane.testing.Driver`` (into
 carry out steps through ``apply_step``, so what a test of an agent sees committed is what the
 executor commits: journal records, then result entries, then commands for other services, then
 the snapshot (only when the step changed the chain or the results), and — when the step ended
-the run — the withdrawal of a task nobody waits for any more, then the end itself. Live calls
-are not applied here: when to perform them (now, or after the step is durable) is the
+the run — the end itself. A step that ends a run parked on a task already carries that task's
+withdrawal (``tasks.withdraw_open`` serves every end) or its decision. Live calls are not
+applied here: when to perform them (now, or after the step is durable) is the
 carrier's commit discipline, not the step's content.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
-from runplane.core.engine.ends import withdrawal
 from runplane.core.engine.step import Command, Step
-from runplane.wire import JournalRecord, ParkedOn, ResultEntry, RunStatus, SessionSnapshot
+from runplane.wire import JournalRecord, ResultEntry, RunStatus, SessionSnapshot
 
 __all__ = ["StepSink", "apply_step"]
 
@@ -35,12 +34,8 @@ class StepSink(Protocol):
     def run_ended(self, status: RunStatus) -> None: ...
 
 
-def apply_step(
-    step: Step, sink: StepSink, *, parked_before: ParkedOn | None, clock: Callable[[], int]
-) -> bool:
-    """Carry ``step`` out into ``sink``; True when it ended the run. ``parked_before`` is what
-    the run waited on before the step (a task the ended run was parked on is withdrawn);
-    ``clock`` stamps that withdrawal and is read only when there is one."""
+def apply_step(step: Step, sink: StepSink) -> bool:
+    """Carry ``step`` out into ``sink``; True when it ended the run."""
     if step.records:
         sink.put_records(step.records)
     if step.results:
@@ -51,8 +46,5 @@ def apply_step(
         sink.put_snapshot(step.snapshot)
     if step.end is None:
         return False
-    close = withdrawal(parked_before, step, clock=clock)
-    if close is not None:
-        sink.put_commands((close,))
     sink.run_ended(step.end)
     return True

@@ -2,6 +2,8 @@
 
 ``ctx.commission(capability, input, delegation=…)`` is a fan-out of one (``fanout``): its
 branch sends an ``AdmissionRequest`` for the child and its join waits for the child's result.
+This module builds on ``fanout`` (the registry asks ``branch`` here first, and a branch this
+module dispatches carries how its child's result signal reads), never the other way round.
 
 - **Exactly one child.** The child's admission key is derived from the parent's position,
   ``runplane.child/<parent session>/<era>/<call_seq>``: a replayed or restored parent sends
@@ -35,31 +37,38 @@ from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
 from runplane.core.canonical import canonical_json
-from runplane.core.engine.fanout import held_refusal, on_outcome
+from runplane.core.engine.fanout import Branch, held_refusal, hold, on_outcome
 from runplane.core.engine.sinkgate import carried
 from runplane.core.engine.state import Run
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.gate import Reason
-from runplane.core.keys import CHILD_PREFIX, carried_child_key, child_key, child_root, parent_of
+from runplane.core.keys import carried_child_key, child_key, child_root, parent_of
 from runplane.core.plan import Delegation
 from runplane.errors import TerminalError
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal, StartRun
 
 __all__ = [
-    "CHILD_PREFIX",
     "CHILD_SIGNAL",
-    "child_key",
+    "branch",
     "child_reply",
     "claims",
     "on_signal",
-    "parent_of",
     "start_child",
-    "take_buffered",
 ]
 
 CHILD_SIGNAL: Final = "runplane.child:"
 _ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
+
+
+def branch(run: Run, slot: Slot) -> Resolution | None:
+    """A fresh branch slot of a commission: the child asked for (or the branch's outcome
+    known now), held in ready order like any branch. None for any other family's branch
+    (``fanout.branch`` serves it)."""
+    if slot.effect.family != "commission":
+        return None
+    signal, refusal, attrs = start_child(run, slot)
+    return hold(run, Branch(slot, signal=signal, read=_outcome, outcome=refusal, attrs=attrs))
 
 
 def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, str]]:
@@ -177,16 +186,6 @@ def _refused(message: str, reason: Reason) -> tuple[Outcome, Reason]:
     return Outcome.failure("DelegationRefused", message[:500]), reason
 
 
-def take_buffered(run: Run, name: str) -> tuple[Outcome, str] | None:
-    """A child's result (and the child's session) that arrived before its branch could be
-    applied, if any."""
-    for i, signal in enumerate(run.pending):
-        if signal.name == name:
-            del run.pending[i]
-            return _outcome(signal)
-    return None
-
-
 def claims(_run: Run, signal: Signal) -> bool:
     """Whether ``signal`` is a child's result (the registry routes it here; every other
     signal is the signal family's)."""
@@ -200,8 +199,8 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
         if held.signal == signal.name and held.outcome is None and call_seq == min(run.branches):
             # Next in ready order: applied now. A later branch's result is buffered instead
             # (below) — in the snapshot, not in memory: the inbox offset moves on with it.
-            outcome, child = _outcome(signal)
-            return on_outcome(run, call_seq, outcome, {"child_run": child})
+            outcome, attrs = _outcome(signal)
+            return on_outcome(run, call_seq, outcome, attrs)
     if any(s.name == signal.name for s in run.pending):
         return Rejected(f"child result {signal.name!r} already buffered")
     run.pending.append(signal)
@@ -209,14 +208,17 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     return SUSPEND
 
 
-def _outcome(signal: Signal) -> tuple[Outcome, str]:
+def _outcome(signal: Signal) -> tuple[Outcome, dict[str, str]]:
+    """A child's result signal read as its branch's outcome, journaled with the child's
+    session (``child_run``)."""
     body: Any = json.loads(signal.payload_json)
     child = str(body.get("child", ""))
+    attrs = {"child_run": child}
     if body.get("ok"):
-        return Outcome.success(body.get("value")), child
+        return Outcome.success(body.get("value")), attrs
     error = body.get("error") or {}
     message = f"child {child} {error.get('type', 'failed')}: {error.get('message', '')}"
-    return Outcome.failure("ChildFailed", message[:500]), child
+    return Outcome.failure("ChildFailed", message[:500]), attrs
 
 
 def child_reply(run: Run) -> Signal | None:

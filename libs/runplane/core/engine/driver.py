@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 from runplane.core.chain import request_witness
 from runplane.core.ctx import StepCtx
 from runplane.core.effect import Effect, EffectError
-from runplane.core.engine import bounds, cancel
+from runplane.core.engine import bounds, cancel, patches
 from runplane.core.engine.decode import error_info, serve
 from runplane.core.engine.doubt import in_doubt
 from runplane.core.engine.ends import fail, finish, quarantine
 from runplane.core.engine.eras import adopt, from_prior_era
 from runplane.core.engine.registry import HANDLERS
 from runplane.core.engine.replay import SlotCase, decide_slot
+from runplane.core.engine.sinkgate import value_label
 from runplane.core.engine.state import Mark, Run
 from runplane.core.engine.table import REWAIT
 from runplane.core.engine.tools import decl_for
@@ -42,7 +44,7 @@ __all__ = ["drive", "launch"]
 
 def launch(run: Run) -> None:
     """Start the agent's coroutine on the run's input and drive it."""
-    ctx = StepCtx(run)
+    ctx = StepCtx(run, _Inline(run))
     try:
         value = json.loads(run.input_json)
         coro = run.spec.fn(ctx, value)
@@ -53,6 +55,23 @@ def launch(run: Run) -> None:
         fail(run, ErrorInfo(type=type(exc).__name__, message=str(exc), retryable=False))
         return
     drive(run, Value(None))
+
+
+@dataclass(frozen=True)
+class _Inline:
+    """What ``StepCtx`` asks the engine on the spot (``ctx.InlineAnswers``): the sink gate's
+    label of a value, over the outputs recorded before this point, and the patch markers."""
+
+    run: Run
+
+    def label_of(self, value: Any) -> Any:
+        return value_label(self.run, value)
+
+    def patch(self, change_id: str, *, deprecated: bool) -> bool:
+        if deprecated:
+            patches.deprecate_patch(self.run, change_id)
+            return True
+        return patches.patched(self.run, change_id)
 
 
 def drive(run: Run, resolution: Resolution) -> None:

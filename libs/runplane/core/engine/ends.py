@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +17,7 @@ from runplane.core.chain import Draft, request_witness, seal
 from runplane.core.engine.operated import CANCEL
 from runplane.core.engine.state import Run
 from runplane.core.engine.step import Command, Step, snapshot_at_start
-from runplane.core.engine.tasks import TASK_PARKS, carried_tasks, waited_tasks, withdraw_open
+from runplane.core.engine.tasks import carried_tasks, waited_tasks, withdraw_open
 from runplane.core.engine.values import OpenRequest
 from runplane.core.limits import too_large
 from runplane.wire import (
@@ -26,7 +25,6 @@ from runplane.wire import (
     ErrorInfo,
     JournalKind,
     JournalRecord,
-    ParkedOn,
     RunStatus,
     RunStatusUpdate,
     SessionSnapshot,
@@ -40,7 +38,6 @@ __all__ = [
     "fail_unstartable",
     "finish",
     "quarantine",
-    "withdrawal",
 ]
 
 
@@ -213,22 +210,6 @@ def fail_from_snapshot(snapshot: SessionSnapshot, reason: str, *, now_ms: int) -
     for task_id in waited_tasks(parked, asked) + carried_tasks(parked, asked):
         commands.append(CloseTask(task_id=task_id, reason="run FAILED", at_ms=now_ms))
     return _failed_step(record, failed, tuple(commands))
-
-
-def withdrawal(
-    previous: ParkedOn | None, step: Step, *, clock: Callable[[], int]
-) -> CloseTask | None:
-    """The task to withdraw when ``step`` ended a run that was parked on ``previous``: a
-    person was asked something nobody waits for any more. None when the step decided or
-    closed it itself, or the run was not waiting on a task. ``clock`` is read only when
-    there is a task to withdraw."""
-    if step.end is None or previous is None or previous.kind not in TASK_PARKS:
-        return None
-    if any(r.kind is JournalKind.TASK_DECIDED for r in step.records):
-        return None
-    if any(isinstance(c, CloseTask) for c in step.commands):
-        return None
-    return CloseTask(task_id=previous.ref, reason=f"run {step.end}", at_ms=clock())
 
 
 def _failed_update(

@@ -20,11 +20,16 @@ branches never collide, and a replay that assigned a node elsewhere diverges lou
   process and performed again — which is why a live branch must be non-mutating
   (``FanOutRefused`` otherwise; mutating work fans out as commissions, which admission
   deduplicates). A mutating node alone in its ready set is an ordinary call (``solo``). A child's result is a signal, buffered in the run's snapshot until applied.
+
+A commission branch is dispatched by ``commission`` (the registry asks it first), which builds
+on this module: here a branch only names the signal that brings its outcome and how that
+signal reads (``Branch.read``), so this module knows nothing of children.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,20 +40,21 @@ from runplane.core.engine.state import Mark, Run
 from runplane.core.engine.tools import decl_for, idempotency_key, live, live_target
 from runplane.core.engine.values import LiveCall, Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Value, Wait, WaitKind
-from runplane.wire import JournalKind, RunStatus
+from runplane.wire import JournalKind, RunStatus, Signal
 
-__all__ = ["Branch", "branch", "held_refusal", "join", "on_outcome", "pending_call"]
+__all__ = ["Branch", "branch", "held_refusal", "hold", "join", "on_outcome", "pending_call"]
 
 
 @dataclass
 class Branch:
     """A dispatched branch whose outcome is not applied yet. ``signal``: for a commission,
-    the name of the signal that brings the child's result; ``outcome``: held until every
-    earlier branch is applied."""
+    the name of the signal that brings the child's result, and ``read`` its outcome and the
+    attrs to journal with it; ``outcome``: held until every earlier branch is applied."""
 
     slot: Slot
     call: LiveCall | None = None
     signal: str | None = None
+    read: Callable[[Signal], tuple[Outcome, dict[str, str]]] | None = None
     outcome: Outcome | None = None
     attrs: dict[str, str] = field(default_factory=dict)  # journaled with the outcome
 
@@ -56,12 +62,6 @@ class Branch:
 def branch(run: Run, slot: Slot) -> Resolution:
     """A fresh branch slot: dispatch it without waiting (the join waits for all)."""
     effect, call_seq, witness = slot
-    if effect.family == "commission":
-        from runplane.core.engine.commission import start_child  # commission builds on this module
-
-        signal, refusal, attrs = start_child(run, slot)
-        run.branches[call_seq] = Branch(slot, signal=signal, outcome=refusal, attrs=attrs)
-        return _advance(run, Value(None))
     decl = decl_for(run, effect)
     if decl.mutating and effect.options.get("solo"):
         # A ready set of one: an ordinary call (announce first, in-doubt recovery), awaited
@@ -74,12 +74,10 @@ def branch(run: Run, slot: Slot) -> Resolution:
             f"{effect.name} is mutating: a live branch may be performed again after a crash; "
             "fan out mutations as commissions",
         )
-        run.branches[call_seq] = Branch(slot, outcome=refusal)
-        return _advance(run, Value(None))
+        return hold(run, Branch(slot, outcome=refusal))
     gated = held_refusal(run, slot, decl)
     if gated is not None:
-        run.branches[call_seq] = Branch(slot, outcome=gated[0], attrs=gated[1])
-        return _advance(run, Value(None))
+        return hold(run, Branch(slot, outcome=gated[0], attrs=gated[1]))
     node = str(effect.request.get("node", ""))
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
@@ -110,6 +108,13 @@ def branch(run: Run, slot: Slot) -> Resolution:
     run.branches[call_seq] = Branch(slot, call=call)
     run.status = RunStatus.RUNNING
     return Value(None)
+
+
+def hold(run: Run, held: Branch) -> Resolution:
+    """Keep a dispatched branch whose outcome comes later (or is known now and waits its turn
+    in ready order), and go on to the next effect: the join waits for all."""
+    run.branches[held.slot.call_seq] = held
+    return _advance(run, Value(None))
 
 
 def held_refusal(
@@ -169,13 +174,11 @@ def _advance(run: Run, otherwise: Resolution) -> Resolution:
     join, if it waits and is complete."""
     for call_seq in sorted(run.branches):
         held = run.branches[call_seq]
-        if held.outcome is None and held.signal is not None:
-            from runplane.core.engine.commission import take_buffered
-
-            buffered = take_buffered(run, held.signal)
+        if held.outcome is None and held.signal is not None and held.read is not None:
+            buffered = _take_buffered(run, held.signal)
             if buffered is not None:
-                held.outcome, child = buffered
-                held.attrs["child_run"] = child
+                held.outcome, attrs = held.read(buffered)
+                held.attrs.update(attrs)
         if held.outcome is None:
             break
         o = held.outcome
@@ -196,6 +199,16 @@ def _advance(run: Run, otherwise: Resolution) -> Resolution:
         run.waiting = None
         return _record_join(run, wait.slot)
     return otherwise
+
+
+def _take_buffered(run: Run, name: str) -> Signal | None:
+    """The signal named ``name`` that arrived before its branch could be applied, if any,
+    taken out of the run's buffer (the snapshot kept it until now)."""
+    for i, signal in enumerate(run.pending):
+        if signal.name == name:
+            del run.pending[i]
+            return signal
+    return None
 
 
 def _branch_seqs(slot: Slot) -> range:

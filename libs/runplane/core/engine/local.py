@@ -2,7 +2,7 @@
 
 ``observe`` computes a value in the agent's process once and journals it; ``checkpoint``
 journals the run's position (a checkpointed run restores from the last one). Signals are the
-``signals`` family.
+``signal`` family.
 """
 
 from __future__ import annotations

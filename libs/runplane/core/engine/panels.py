@@ -12,9 +12,9 @@ A checkpointed restore adopts the panel like any carried task (``eras.adopt``): 
 asked again, and decisions arriving before the new era re-reaches the panel are counted; one
 that decides it is journaled at the panel's own slot and served from the side-effect log.
 
-The family is ``approval`` (it is one, and so crosses eras with the approvals row); the op is
+The family is ``approval`` (it is one, and so crosses eras with the approval row); the op is
 ``Op.PANEL``. It claims the TaskDecisions of its seats (``claims``); every other one is the
-approvals family's (the registry routes them).
+approval row's (the registry routes them).
 """
 
 from __future__ import annotations

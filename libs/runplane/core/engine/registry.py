@@ -84,6 +84,7 @@ class Family:
     (journal ``family`` names) a new era serves from the side-effect log at a fresh slot;
     ``logged``: those whose log the family serves itself, in its own order; ``interruptible``:
     its waits a cancel interrupts at once (any other first reaches its disposition);
+    ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out);
     ``parts``: its own parts of a run's state, carried by the snapshot (``table.Part``)."""
 
     name: str
@@ -95,11 +96,13 @@ class Family:
     cross_era: frozenset[str] = frozenset()
     logged: frozenset[str] = frozenset()
     interruptible: frozenset[WaitKind] = frozenset()
+    bounded: frozenset[WaitKind] = frozenset()
     parts: tuple[Part[Any], ...] = ()
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
-    """``first``'s answer, or ``then``'s when it has none (a release a person decides)."""
+    """``first``'s answer, or ``then``'s when it has none (a release a person decides, a
+    branch that is no commission)."""
 
     def handler(run: Run, slot: Slot) -> Resolution:
         answer = first(run, slot)
@@ -119,17 +122,18 @@ FAMILIES: Final = (
         cross_era=frozenset({"tool"}),
     ),
     Family(
-        "approvals",
+        "approval",
         {Op.APPROVAL: approvals.approval},
         {TaskDecision: approvals.on_decision},
         decode={Op.APPROVAL: approvals.decode},
         rewait={ParkKind.TASK: WaitKind.APPROVAL},
         cross_era=frozenset({"approval"}),
         interruptible=frozenset({WaitKind.APPROVAL}),
+        bounded=frozenset({WaitKind.APPROVAL}),  # a panel's wait too
     ),
     # Case commands, deadlines, and closing the case (refused while an obligation is open).
     Family(
-        "cases",
+        "case",
         {
             Op.CASE_GET: cases.case_command,
             Op.CASE_PUT: cases.case_command,
@@ -152,16 +156,17 @@ FAMILIES: Final = (
     # part) and durable timers (a Wake also carries a quarantine request, read by the runtime;
     # the timer a wait of any family arms is this row's part).
     Family(
-        "signals",
+        "signal",
         {Op.SIGNAL: signals.wait_signal},
         {Signal: signals.on_signal},
         rewait={ParkKind.SIGNAL: WaitKind.SIGNAL},
         cross_era=frozenset({"signal"}),
         interruptible=frozenset({WaitKind.SIGNAL}),
+        bounded=frozenset({WaitKind.SIGNAL}),
         parts=(signals.SIGNAL_IDS, CANCEL),
     ),
     Family(
-        "timers",
+        "timer",
         {Op.SLEEP: timers.sleep},
         {Wake: timers.on_wake},
         decode={Op.SLEEP: timers.decode},
@@ -173,7 +178,7 @@ FAMILIES: Final = (
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}),
     # Panels of people: a task per seat; the TaskDecisions of its seats are claimed.
     Family(
-        "panels",
+        "panel",
         {Op.PANEL: panels.panel},
         claims={TaskDecision: Claim(panels.claims, panels.on_decision)},
         decode={Op.PANEL: panels.decode},
@@ -190,7 +195,7 @@ FAMILIES: Final = (
     # as a Signal, claimed by name from the signal family's.
     Family(
         "fanout",
-        {Op.BRANCH: fanout.branch, Op.JOIN: fanout.join},
+        {Op.BRANCH: _or_else(commission.branch, fanout.branch), Op.JOIN: fanout.join},
         claims={Signal: Claim(commission.claims, commission.on_signal)},
         logged=frozenset({"commission"}),
     ),
@@ -256,5 +261,6 @@ table.install(
     cross_era={name for f in FAMILIES for name in f.cross_era},
     logged={name for f in FAMILIES for name in f.cross_era | f.logged},
     interruptible={w for f in FAMILIES for w in f.interruptible},
+    bounded={w for f in FAMILIES for w in f.bounded},
     parts=part_table(FAMILIES),
 )

@@ -42,6 +42,7 @@ from runplane.wire import (
     RunStatusUpdate,
     SessionSnapshot,
     StartRun,
+    TenantId,
 )
 
 __all__ = ["Runtime", "replay_history"]
@@ -157,7 +158,7 @@ class Runtime:
         return self._run.admission_key
 
     @property
-    def tenant(self) -> str:
+    def tenant(self) -> TenantId:
         return self._run.tenant
 
     @property

@@ -49,7 +49,7 @@ __all__ = ["MAX_SIGNAL_IDS", "SIGNAL_IDS", "on_signal", "wait_signal"]
 # How many accepted signal ids a run remembers (newest kept): the deduplication window.
 MAX_SIGNAL_IDS: Final = 1024
 
-# The signals family's part: the ids of the signals accepted (bounded, newest last). Its
+# The signal family's part: the ids of the signals accepted (bounded, newest last). Its
 # text is plain JSON (json.dumps, in C: up to MAX_SIGNAL_IDS ids, every snapshot), not hashed.
 SIGNAL_IDS: Final[Part[tuple[str, ...]]] = Part(
     "signal_ids",

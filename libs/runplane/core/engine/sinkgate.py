@@ -3,15 +3,24 @@
 On a fresh slot of a live call (``tools.live``), a run that runs under a Delegation (a
 commissioned child: ``carried``) is first held to it — the call's sink must be one of its
 sinks, and the delegation still valid on the run's logical clock (``DelegationRefused``,
-reasons ``not_delegated`` / ``delegation_expired``). Then, when the gate is on for the run (the
-agent declared sinks with ``@sinks``, or the executor bound a deployment policy), ``gate``:
+reasons ``not_delegated`` / ``delegation_expired``). Then ``gate`` — for every run, whether or
+not the agent declared sinks or the executor bound a deployment policy (none: the default
+policy, ``AgentPolicy()``):
 
 1. checks the run's budget (policy) against what its result journal says it spent;
 2. checks that the policy grants the agent this sink (when it lists the agent's sinks);
-3. runs ``gate.check`` on the exact JSON the call sends (a tool's ``args``, a model's
-   ``prompt``), labelled by matching against every recorded output of the run and its input,
-   joined with explicit ``Labeled`` wrappers, improved only by ``Released`` wrappers whose
-   release is approved in this run's journal, for this sink, at this path, for this value.
+3. resolves every ``Released`` the call carries from the run's journal (``_releases``): the
+   release decision recorded under the witness of the request it carries, rebuilt from that
+   request and that decision. Destination, field, dimensions and decider are taken from
+   there, never from the wrapper; a ``Released`` that differs from it in anything, or that
+   no approved release of this run has, is refused (``release_mismatch``);
+4. runs ``gate.judge`` on the exact JSON the call sends (a tool's ``args``, a model's
+   ``prompt``) under the sink's declaration (the policy's, the agent's ``@sinks``, else the
+   call's own ``mutating`` with no ceiling), labelled by matching against every recorded
+   output of the run and its input — bytes that match nothing take ``labels.unattributed`` of
+   the run's context label (``GateState.context``; the policy's ``unattributed: agent`` is
+   the weaker rule: the agent's own) — joined with explicit ``Labeled`` wrappers, improved
+   only by the journaled releases for this sink at this path.
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
 chain attrs ``gate``, ``sink``, ``reason``, ``path`` and the policy digest) and raised into the
@@ -26,12 +35,12 @@ recorded at least that untrusted and that sensitive (``result_label``).
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 
 from runplane.core.agents import EffectDecl
-from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
@@ -41,33 +50,42 @@ from runplane.core.gate import (
     Matcher,
     Reason,
     Refusal,
-    SinkDecl,
     Source,
     declared_sinks,
     judge,
     label_scalars,
 )
-from runplane.core.jsonpaths import get, unwrap
-from runplane.core.labels import Labeled, Wrapper, at_source, join, join_all
+from runplane.core.jsonpaths import unwrap
+from runplane.core.labels import (
+    BOTTOM,
+    Labeled,
+    Wrapper,
+    at_source,
+    join,
+    join_all,
+    unattributed,
+)
 from runplane.core.plan import Delegation
-from runplane.core.policy import AgentPolicy, Spent
-from runplane.core.releases import RELEASE_FAMILY, Released
+from runplane.core.policy import AgentPolicy, Spent, sink_decl
+from runplane.core.releases import RELEASE_FAMILY, Released, ReleaseRefused, released_from
 from runplane.errors import TerminalError
-from runplane.wire import ErrorInfo, JournalKind, Label, Sensitivity, Trust
+from runplane.wire import ErrorInfo, JournalKind, Label, ResultEntry, Sensitivity, Trust
 
-__all__ = ["GateState", "carried", "gate", "input_label", "result_label"]
+__all__ = ["GateState", "carried", "gate", "input_label", "result_label", "value_label"]
 
 _NO_POLICY = AgentPolicy()
 
 
 class GateState:
-    """Per-run gate memory: the matcher over recorded outputs (indexed once each) and the
-    label of what the outstanding call sent."""
+    """Per-run gate memory: the matcher over recorded outputs (indexed once each), the run's
+    context label (the join of the label of everything it has taken in: its input and every
+    recorded output), and the label of what the outstanding call sent."""
 
-    __slots__ = ("flow", "indexed", "matcher", "seen", "spent")
+    __slots__ = ("context", "flow", "indexed", "matcher", "seen", "spent")
 
     def __init__(self) -> None:
         self.matcher = Matcher()
+        self.context = BOTTOM
         self.spent = Spent()
         self.indexed: set[tuple[int, int]] = set()
         self.seen = 0  # how many result entries are folded in
@@ -91,9 +109,7 @@ def gate(
         if confined is not None:
             return _refuse(run, slot, "DelegationRefused", confined)
     declared = declared_sinks(run.spec.fn)
-    if run.policy is None and declared is None:
-        return None
-    ap = _NO_POLICY if run.policy is None else run.policy.for_agent(run.spec.capability)
+    ap = _agent_policy(run)
     state = _refresh(run)
     estimate = 0
     if effect.family == "generation":
@@ -112,10 +128,14 @@ def gate(
         payload = (
             effect.request["prompt"] if effect.family == "generation" else effect.request["args"]
         )
-    rules = _sink_decl(run, sink, decl, declared)
+    rules = sink_decl(run.policy, sink, declared, decl.mutating)
     wrapped: dict[str, Any] = dict(effect.options.get("wrapped") or {})
+    grants = _releases(run, sink, wrapped)
+    if isinstance(grants, Refusal):
+        return _refuse(run, slot, "SinkRefused", grants)
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-    labels = label_scalars(payload, state.matcher, explicit, _grants(run, sink, payload, wrapped))
+    unmatched = _unattributed(ap, state.context)
+    labels = label_scalars(payload, state.matcher, explicit, grants, unmatched)
     refusal = judge(rules, payload, labels)
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
@@ -174,12 +194,36 @@ def value_label(run: Run, value: Any) -> Label:
     branching on a label would take another way on replay). Costs a pass over the history."""
     plain, wrapped = unwrap(value, Wrapper)
     bound = (run.era, run.cursor)
-    matcher = Matcher([Source("input:admission", input_label(run), json.loads(run.input_json))])
+    first = Source("input:admission", input_label(run), json.loads(run.input_json))
+    matcher, context = Matcher([first]), first.label
     for key, entry in run.rec.results.items():
-        if key < bound and entry.ok and entry.value_json is not None:
-            matcher.add(Source(entry.name, entry.label, json.loads(entry.value_json)))
+        source = _taken_in(run, entry) if key < bound else None
+        if source is not None:
+            matcher.add(source)
+            context = join(context, source.label)
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-    return join_all(label_scalars(plain, matcher, explicit, ()).values())
+    unmatched = _unattributed(_agent_policy(run), context)
+    return join_all(label_scalars(plain, matcher, explicit, (), unmatched).values())
+
+
+def _taken_in(run: Run, entry: ResultEntry) -> Source | None:
+    """What a recorded result brought into the run, for matching and the context label: its
+    value under its label (the source's, where it was recorded without one); None for a
+    failure or a result without a value."""
+    if not entry.ok or entry.value_json is None:
+        return None
+    label = entry.label or at_source(entry.family, entry.name, run.spec.capability)
+    return Source(entry.name, label, json.loads(entry.value_json))
+
+
+def _agent_policy(run: Run) -> AgentPolicy:
+    return _NO_POLICY if run.policy is None else run.policy.for_agent(run.spec.capability)
+
+
+def _unattributed(ap: AgentPolicy, context: Label) -> Label:
+    """The label of bytes that match nothing: by the run's context, or — the weaker rule a
+    policy may name (``unattributed: agent``) — the agent's own."""
+    return BOTTOM if ap.unattributed == "agent" else unattributed(context)
 
 
 def input_label(run: Run) -> Label:
@@ -196,16 +240,17 @@ def input_label(run: Run) -> Label:
 def _state(run: Run) -> GateState:
     if run.gate_state is None:
         run.gate_state = GateState()
-        run.gate_state.matcher.add(
-            Source("input:admission", input_label(run), json.loads(run.input_json))
-        )
+        first = Source("input:admission", input_label(run), json.loads(run.input_json))
+        run.gate_state.matcher.add(first)
+        run.gate_state.context = first.label
     state: GateState = run.gate_state
     return state
 
 
 def _refresh(run: Run) -> GateState:
     """The run's gate memory with every recorded result folded in once: its output indexed
-    for matching, what it spent added to the budget's account."""
+    for matching and joined into the context label, what it spent added to the budget's
+    account."""
     state = _state(run)
     results = run.rec.results
     if len(results) == state.seen:
@@ -216,55 +261,68 @@ def _refresh(run: Run) -> GateState:
             continue
         state.indexed.add(key)
         state.spent = state.spent.plus(entry)
-        if entry.ok and entry.value_json is not None:
-            label = entry.label or at_source(entry.family, entry.name, run.spec.capability)
-            state.matcher.add(Source(entry.name, label, json.loads(entry.value_json)))
+        source = _taken_in(run, entry)
+        if source is not None:
+            state.matcher.add(source)
+            state.context = join(state.context, source.label)
     state.seen = len(results)
     return state
 
 
-def _sink_decl(run: Run, sink: str, decl: EffectDecl, declared: Any) -> SinkDecl:
-    """The deployment's declaration wins, then the agent's, then the default: the call's own
-    ``mutating``, no ceiling."""
-    if run.policy is not None and sink in run.policy.sinks:
-        found: SinkDecl = run.policy.sinks[sink]
-        return found
-    if declared is not None and sink in declared:
-        mine: SinkDecl = declared[sink]
-        return mine
-    return _default_decl(sink, decl.mutating)
+def _releases(run: Run, sink: str, wrapped: dict[str, Any]) -> list[Grant] | Refusal:
+    """The releases honoured here, each rebuilt from the run's journal — or the refusal of a
+    ``Released`` that is not its journaled decision.
 
-
-@lru_cache(maxsize=1024)
-def _default_decl(sink: str, mutating: bool) -> SinkDecl:
-    return SinkDecl(sink, mutating=mutating)
-
-
-def _grants(run: Run, sink: str, payload: Any, wrapped: dict[str, Any]) -> list[Grant]:
-    """The releases honoured here: a ``Released`` at the path it names, sent to the sink it
-    names, carrying the value it released, whose request is approved in this run's journal."""
-    offered = [
-        (p, w) for p, w in wrapped.items() if isinstance(w, Released) and w.destination == sink
-    ]
+    A ``Released`` is looked up by the witness of the request it carries among the run's
+    approved release decisions; what it may improve is ``released_from`` that request and the
+    journaled decision (the witness commits to the request, the journal holds the decider).
+    If the wrapper differs from that in anything — re-pointed at another destination or field,
+    another decider, other dimensions, another value — or no approved release of this run has
+    its witness (made by hand), the call is refused: the agent tried to claim what was not
+    decided. A genuine one is honoured only at the destination and field it names; anywhere
+    else it is its value, labelled as before."""
+    offered = [(p, w) for p, w in wrapped.items() if isinstance(w, Released)]
     if not offered:
         return []
-    approved = {
-        e.request_witness
-        for e in run.rec.results.values()
-        if e.family == RELEASE_FAMILY
-        and e.ok
-        and e.value_json is not None
-        and json.loads(e.value_json).get("approved") is True
-    }
+    decisions = _release_decisions(run)
     grants = []
     for path, w in offered:
-        if w.field != path or request_witness(w.request) not in approved:
+        journaled = _journaled(w, decisions)
+        if isinstance(journaled, str):
+            return Refusal(sink, Reason.RELEASE_MISMATCH, path, journaled)
+        if journaled.destination != sink or journaled.field != path:
             continue
-        if canonical_json(get(payload, path)) != canonical_json(w.request["release"]["value"]):
-            continue  # a genuine proof around another value proves nothing about this one
-        by = tuple(f"human:{p}" for p in w.decided_by) or ("policy:data:release",)
-        grants.append(Grant(path, w.trust, w.sensitivity, by))
+        by = tuple(f"human:{p}" for p in journaled.decided_by) or ("policy:data:release",)
+        grants.append(Grant(path, journaled.trust, journaled.sensitivity, by))
     return grants
+
+
+def _release_decisions(run: Run) -> dict[str, dict[str, Any]]:
+    """The run's approved release decisions, by the witness of the request decided."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in run.rec.results.values():
+        if e.family != RELEASE_FAMILY or not e.ok or e.value_json is None:
+            continue
+        decision = json.loads(e.value_json)
+        if isinstance(decision, dict) and decision.get("approved") is True:
+            out[e.request_witness] = decision
+    return out
+
+
+def _journaled(w: Released, decisions: dict[str, dict[str, Any]]) -> Released | str:
+    """The ``Released`` the journal holds for ``w``'s request, or why there is none like it."""
+    try:
+        witness = request_witness(w.request)
+        decision = decisions.get(witness)
+        journaled = None if decision is None else released_from(w.request, decision)
+    except (TypeError, ValueError, KeyError, ReleaseRefused):
+        journaled = None
+    if journaled is None:
+        return "no approved release in this run's journal has the request this Released carries"
+    differs = [f.name for f in fields(Released) if getattr(w, f.name) != getattr(journaled, f.name)]
+    if differs:
+        return f"the Released differs from its journaled decision in {', '.join(differs)}"
+    return journaled
 
 
 def _refuse(run: Run, slot: Slot, type_: str, refusal: Refusal) -> Resolution:

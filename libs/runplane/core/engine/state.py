@@ -38,6 +38,7 @@ from runplane.wire import (
     RunStatus,
     SessionSnapshot,
     Signal,
+    TenantId,
 )
 
 __all__ = ["Mark", "Run", "run_from_snapshot"]
@@ -53,7 +54,7 @@ class Run:
         *,
         case_id: str | None,
         admission_key: str,
-        tenant: str,
+        tenant: TenantId,
         initiator: str,
         input_json: str,
         started_ms: int,
@@ -140,21 +141,6 @@ class Run:
                 call_seq, f"{family} (derived, unjournaled)", self.slot_desc(call_seq)
             )
         return call_seq
-
-    def patch(self, change_id: str, *, deprecated: bool) -> bool:
-        """``ctx.patched`` / ``ctx.deprecate_patch`` (``engine.patches``)."""
-        from runplane.core.engine import patches  # patches imports this module
-
-        if deprecated:
-            patches.deprecate_patch(self, change_id)
-            return True
-        return patches.patched(self, change_id)
-
-    def label_of(self, value: Any) -> Any:
-        """``StepCtx.label_of`` (the sink gate's labelling, over outputs before this point)."""
-        from runplane.core.engine.sinkgate import value_label  # sinkgate builds on this module
-
-        return value_label(self, value)
 
     def calendars_or_wall(self) -> Calendars:
         """The run's calendars (deadlines, calendar timers): the deployment's, or the

@@ -30,6 +30,7 @@ from runplane.wire import (
     Signal,
     StartRun,
     TaskDecision,
+    TenantId,
     Wake,
 )
 
@@ -102,7 +103,7 @@ class SnapState(NamedTuple):
     parked_on: ParkedOn | None
     case_id: str | None
     admission_key: str
-    tenant: str
+    tenant: TenantId
     initiator: str
     input_json: str
     checkpoint_json: str | None

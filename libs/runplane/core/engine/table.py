@@ -5,8 +5,9 @@ import the registry to learn what the rows say. The registry hands it over here 
 one ``install`` at import (``runplane.core.engine`` imports the registry before any run
 exists): how each op's recorded value decodes, how a parked run waits again after a restore,
 which effect families a new era reads back from the side-effect log, which waits a cancel
-interrupts, and each family's own part of a run's snapshot (``Part``). The containers are
-filled in place, so a reader holds them from its own import.
+interrupts, which waits a timeout of their own bounds (a due Wake times them out), and each
+family's own part of a run's snapshot (``Part``). The containers are filled in place, so a
+reader holds them from its own import.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from runplane.core.engine.vocab import WaitKind
 from runplane.wire import ParkKind, SessionSnapshot
 
 __all__ = [
+    "BOUNDED",
     "CROSS_ERA",
     "DECODE",
     "INTERRUPTIBLE",
@@ -41,6 +43,7 @@ CROSS_ERA: Final[set[str]] = set()
 # ... and every family whose records the log keeps (some serve them in their own order).
 LOGGED: Final[set[str]] = set()
 INTERRUPTIBLE: Final[set[WaitKind]] = set()
+BOUNDED: Final[set[WaitKind]] = set()
 
 T = TypeVar("T")
 
@@ -137,6 +140,7 @@ def install(
     cross_era: set[str],
     logged: set[str],
     interruptible: set[WaitKind],
+    bounded: set[WaitKind],
     parts: Mapping[str, Part[Any]],
 ) -> None:
     """Fill the table (once: the registry's rows are final)."""
@@ -147,4 +151,5 @@ def install(
     CROSS_ERA.update(cross_era)
     LOGGED.update(logged)
     INTERRUPTIBLE.update(interruptible)
+    BOUNDED.update(bounded)
     PARTS.update(parts)

@@ -7,7 +7,7 @@ more, never the timer or the Wake that delivers it.
 A timer is resolved **once**, when its effect is first issued: against the run's logical
 clock (``ctx.now()``) and, for a calendar rule, the deployment's calendars (working days,
 holidays), like a deadline. The instant is journaled (RUN_PARKED ``wake_at``) and is the
-timers family's part of the run (``TIMER``: ``parts["timer"]`` in the snapshot, and the older
+timer family's part of the run (``TIMER``: ``parts["timer"]`` in the snapshot, and the older
 ``wake_at_ms``). A timer is dropped when the run leaves the park another way (``Run.unpark``:
 the signal or decision came first, a cancel).
 """
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # a type only: ``Run`` asks this module for a wait's timeout
 
 __all__ = ["TIMER", "arm", "at", "hold", "instant", "resolve", "settle", "timed_out", "timer_due"]
 
-# The timers family's part: the journaled instant the run's timer is due, None without one.
+# The timer family's part: the journaled instant the run's timer is due, None without one.
 TIMER: Final[Part[int | None]] = Part(
     "timer",
     None,

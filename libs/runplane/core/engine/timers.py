@@ -19,6 +19,7 @@ from runplane.core.effect import Effect
 from runplane.core.engine import timeouts
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import BOUNDED
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
 from runplane.wire import JournalKind, ParkKind, RunStatus, Wake
 
@@ -43,7 +44,7 @@ def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
         return SUSPEND  # early, or no timer: the step only stamps the run
     if wait.kind is WaitKind.TIMER:
         return _woke(run, wait.slot, due)
-    if wait.kind in (WaitKind.SIGNAL, WaitKind.APPROVAL) and "timeout" in wait.slot.effect.request:
+    if wait.kind in BOUNDED and "timeout" in wait.slot.effect.request:
         # (A wait without a timeout of its own never times out, even under a timer carried
         # from an earlier era whose path the new era did not take.)
         return timeouts.timed_out(run, wait.slot, due)

@@ -1,13 +1,16 @@
 """Effect family: live calls (generations and tools), which the executor performs.
 
 A live call is announced (EFFECT_ANNOUNCED) and handed to the executor as a ``LiveCall``;
-its outcome comes back through ``Runtime.complete``. Announce before act: only a ``retry``
-effect may let the announce ride with its outcome (see the package docstring).
+its outcome comes back through ``Runtime.complete``. Announce before act: the executor commits
+the announce before the call leaves, except for an in-process ``@tool`` that mutates nothing
+and is safe to repeat (``EffectDecl.announce_rides``), whose announce rides with its outcome.
 """
 
 from __future__ import annotations
 
-from runplane.core.agents import EffectDecl, Recovery
+import dataclasses
+
+from runplane.core.agents import EffectDecl
 from runplane.core.effect import Effect
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
@@ -32,18 +35,20 @@ def decl_for(run: Run, effect: Effect) -> EffectDecl:
     if effect.family == "generation":
         return GENERATION_DECL
     tool = str(effect.options.get("tool", effect.name))
-    base = run.spec.decl_for(tool) or run.tools.get(tool) or EffectDecl(tool)
+    offered = run.tools.get(tool)
+    base = run.spec.decl_for(tool) or offered or EffectDecl(tool)
+    # Where the call runs is the executor's knowledge: an agent cannot declare its way out
+    # of announcing first.
+    in_process = offered is not None and offered.in_process
     mutating = effect.options.get("mutating")
     recovery = effect.options.get("recovery")
-    if mutating is None and recovery is None:
+    if mutating is None and recovery is None and base.in_process == in_process:
         return base
-    return EffectDecl(
-        tool,
+    return dataclasses.replace(
+        base,
         mutating=base.mutating if mutating is None else bool(mutating),
         recovery=recovery if recovery is not None else base.recovery,
-        retry=base.retry,
-        timeout_s=base.timeout_s,
-        probe=base.probe,
+        in_process=in_process,
     )
 
 
@@ -70,8 +75,7 @@ def live(run: Run, slot: Slot) -> Resolution:
         attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"},
     )
     run.in_flight = InFlight(run.era, call_seq, effect.family, effect.name, witness, recovery)
-    # Announce-before-act: only a RETRY effect may let the announce ride with its outcome.
-    return request_live(run, slot, decl, announce_first=recovery is not Recovery.RETRY)
+    return request_live(run, slot, decl, announce_first=not decl.announce_rides)
 
 
 def live_target(effect: Effect) -> str:

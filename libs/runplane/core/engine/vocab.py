@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any, Final, NamedTuple, Protocol
 
 from runplane.core.agents import EffectDecl, Recovery
-from runplane.core.effect import Effect, Op
+from runplane.core.effect import Effect
 from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 
@@ -19,7 +19,6 @@ __all__ = [
     "SUSPEND",
     "Calendars",
     "Diverged",
-    "Op",
     "Rejected",
     "Resolution",
     "Slot",

@@ -36,6 +36,12 @@ all the problems). The behaviours:
   carrying what the earlier steps returned (at the end if no step mutates); rejected →
   ``{"status": "rejected", "comment", "steps"}``.
 
+An approval with ``expires_in`` in a run that has a case first registers its obligation on
+the case (``approval:<capability>:<session>``, due ``expires_in`` on ``calendar``, default
+``wall``); the task expires when the obligation is due, and a person's decision meets it (an
+unattended ``proceed`` or an expiry leaves it to breach, with the case's follow-up). Runs
+recorded before this rule replay as they were (the ``declarative-approval-obligation`` patch).
+
 A mutating step's idempotency key is derived from the run (``<capability>/<session>/<step>``):
 the same on every attempt, replay and era. Every model call, tool call and decision is an
 ordinary journaled effect, so replay works unchanged.

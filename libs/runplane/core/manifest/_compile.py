@@ -59,21 +59,48 @@ async def _generate(ctx: StepCtx, m: Manifest, input: Any) -> str:
     return str(generation.text)
 
 
+# The patch marker of "a declarative approval registers its obligation": a run recorded
+# before it replays its approval as it was (no deadline at that slot), a new run registers.
+OBLIGATION_PATCH = "declarative-approval-obligation"
+
+
 async def _approve(ctx: StepCtx, m: Manifest, input: Any, answer: Any) -> Decision:
+    """The declared approval. With ``expires_in`` and a case, the run first registers the
+    approval as an obligation of its case (due ``expires_in`` on the declared calendar), and
+    the task expires when the obligation is due: the case shows the promise, a breach opens
+    its follow-up, and a person's decision in time meets it."""
     a = m.approval
     assert a is not None
     question = render(a.question, input) if a.question else f"Approve the answer of {m.name}?"
+    expires_in = a.expires_in_ms
+    obligation = None
+    if a.expires_rule is not None and ctx.case_id is not None and ctx.patched(OBLIGATION_PATCH):
+        obligation = f"approval:{m.name}:{ctx.session_id}"
+        due = await ctx.deadline(obligation, a.expires_rule, calendar=a.calendar, owner_role=a.role)
+        expires_in = max(1, int(due) - ctx.now())  # the task's expiry is the obligation's
     decision: Decision = await ctx.approval(
         question,
         answer,
         role=a.role,
         approvals=a.approvals,
-        expires_in=a.expires_in_ms,
+        expires_in=expires_in,
         on_expiry=a.on_expiry,
         allow_unattended=a.allow_unattended,
         escalate_to=a.escalate_to,
     )
+    if obligation is not None and decision.decided_by:
+        await _meet(ctx, obligation)
     return decision
+
+
+async def _meet(ctx: StepCtx, obligation: str) -> None:
+    """People decided: the obligation is met — unless it breached first (decided at or after
+    its due instant, or after an escalation), which the case already records."""
+    try:
+        await ctx.meet_deadline(obligation)
+    except EffectError as exc:
+        if exc.type != "CaseRefused":
+            raise
 
 
 async def _generate_then_approve(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:

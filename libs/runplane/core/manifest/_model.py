@@ -71,6 +71,10 @@ class Approval:
     allow_unattended: bool = False
     escalate_to: str | None = None
     question: str | None = None
+    # The obligation the approval registers on the run's case: ``expires_in`` as declared (a
+    # one-unit rule) on this calendar; the task expires when the obligation is due.
+    expires_rule: Mapping[str, int] | None = None
+    calendar: str = "wall"
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,7 @@ def approval_section(c: Checker, value: Any) -> Approval | None:
             "allow_unattended",
             "escalate_to",
             "question",
+            "calendar",
         ),
     )
     if a is None or "required" not in a:
@@ -178,6 +179,9 @@ def approval_section(c: Checker, value: Any) -> Approval | None:
         else None
     )
     question = template(c, a["question"], f"{path}.question", None) if "question" in a else None
+    calendar = c.string(a.get("calendar", "wall"), f"{path}.calendar")
+    if "calendar" in a and a.get("expires_in") is None:
+        c.add(f"{path}.calendar", "only applies with expires_in (the obligation it is due on)")
     if on_expiry in ("fail", "proceed") and escalate_to is not None:
         c.add(
             f"{path}.escalate_to",
@@ -190,7 +194,17 @@ def approval_section(c: Checker, value: Any) -> Approval | None:
         )
     if role is None or approvals is None or on_expiry is None or unattended is None:
         return None
-    return Approval(role, approvals, expires, on_expiry, unattended, escalate_to, question)
+    return Approval(
+        role,
+        approvals,
+        expires,
+        on_expiry,
+        unattended,
+        escalate_to,
+        question,
+        expires_rule=dict(a["expires_in"]) if expires is not None else None,
+        calendar=calendar or "wall",
+    )
 
 
 def model_section(c: Checker, value: Any) -> Model | None:

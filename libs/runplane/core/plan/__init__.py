@@ -7,7 +7,8 @@
   constructors; ``waves`` / ``ready_order`` the deterministic ready order; ``fan_out_plan``
   the branches-then-aggregator shape.
 - ``Contract`` / ``validate`` / ``check`` / ``PlanProblem`` / ``PlanRefused`` (``_contract``):
-  what policy grants a plan, checked before anything runs, every problem positioned.
+  what policy grants a plan, checked before anything runs, every problem positioned;
+  ``untrusted_sources``: the literals and input bindings that are not trusted (refused).
 - ``resolve_args`` / ``BindingViolation`` / ``Sourced`` / ``origin`` (``_binding``): source
   binding enforced against journaled provenance.
 - ``Delegation`` / ``Scope`` / ``DelegationWidened`` (``_delegation``): authority handed to
@@ -19,7 +20,14 @@
 from __future__ import annotations
 
 from runplane.core.plan._binding import BindingViolation, Sourced, origin, resolve_args
-from runplane.core.plan._contract import Contract, PlanProblem, PlanRefused, check, validate
+from runplane.core.plan._contract import (
+    Contract,
+    PlanProblem,
+    PlanRefused,
+    check,
+    untrusted_sources,
+    validate,
+)
 from runplane.core.plan._delegation import Delegation, DelegationWidened, Scope
 from runplane.core.plan._ir import (
     INPUT,
@@ -92,6 +100,7 @@ __all__ = [
     "plan_hash",
     "ready_order",
     "resolve_args",
+    "untrusted_sources",
     "validate",
     "waves",
 ]

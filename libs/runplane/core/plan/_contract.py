@@ -10,18 +10,27 @@ in one pass; ``check`` raises ``PlanRefused`` carrying them. The rules:
   declared a ``sink`` is granted as a sink;
 - **sizes**: node count, the width of any ready set and the bytes of the plan's literals stay
   within the contract's limits (a plan is journaled whole, and a ready set is dispatched at once).
+
+``untrusted_sources(plan, input, label_of)`` is the rule that a plan is compiled from trusted
+input only: every literal and every binding to the input whose label (``label_of``: the sink
+gate's labelling, ``StepCtx.label_of``) is not trusted is a problem at its position. A plan
+whose constants a model wrote, or whose input is an untrusted answer, is refused before it
+runs — its bindings would otherwise carry the untrusted text with a plan's authority.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from runplane.core.canonical import canonical_json
-from runplane.core.plan._ir import INPUT, Const, Plan, waves
+from runplane.core.plan._ir import INPUT, Bind, Const, Plan, waves
+from runplane.core.plan._path import MISSING, format_path, lookup
 from runplane.errors import TerminalError
+from runplane.wire import Label, Trust
 
-__all__ = ["Contract", "PlanProblem", "PlanRefused", "check", "validate"]
+__all__ = ["Contract", "PlanProblem", "PlanRefused", "check", "untrusted_sources", "validate"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,35 @@ def _graph_problems(plan: Plan, contract: Contract) -> list[PlanProblem]:
                 "nodes", f"{size} bytes of literals, more than {contract.max_literal_bytes}"
             )
         )
+    return problems
+
+
+def untrusted_sources(
+    plan: Plan, input: Any, label_of: Callable[[Any], Label]
+) -> list[PlanProblem]:
+    """Every literal and input binding of ``plan`` whose label is not trusted, positioned
+    (``nodes.s1.args.x``). A binding to a path the input lacks is left to ``resolve_args``."""
+    problems: list[PlanProblem] = []
+    for node in plan.nodes:
+        for name, arg in node.args.items():
+            if isinstance(arg, Const):
+                what, value = "the plan's literal", arg.value
+            elif isinstance(arg, Bind) and arg.source == INPUT:
+                what, value = f"the input at {format_path(arg.parts)}", lookup(input, arg.parts)
+                if value is MISSING:
+                    continue
+            else:
+                continue
+            label = label_of(value)
+            if label.trust is not Trust.TRUSTED:
+                origins = ", ".join(label.provenance) or "unknown"
+                problems.append(
+                    PlanProblem(
+                        f"nodes.{node.id}.args.{name}",
+                        f"{what} is untrusted (from {origins}): a plan is compiled from "
+                        "trusted input only",
+                    )
+                )
     return problems
 
 

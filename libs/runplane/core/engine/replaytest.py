@@ -42,7 +42,7 @@ from runplane.wire import JournalKind, RunStatus
 __all__ = [
     "Call",
     "Divergence",
-    "ReplayVerdict",
+    "ReplayResult",
     "RunReplay",
     "attach_requests",
     "replay_recording",
@@ -52,7 +52,9 @@ __all__ = [
 _UNKNOWN: Any = object()  # a recorded request whose body the recording does not hold
 
 
-class ReplayVerdict(StrEnum):
+class ReplayResult(StrEnum):
+    """How replaying one recording against the code importable now came out."""
+
     OK = "ok"
     DIVERGED = "diverged"
     BROKEN = "broken"  # the recording itself does not verify: nothing was replayed
@@ -109,22 +111,22 @@ class Divergence:
 
 @dataclass(frozen=True)
 class RunReplay:
-    """The verdict on one recorded run."""
+    """What replaying one recorded run came to."""
 
     session_id: str
     capability: str
-    verdict: ReplayVerdict
+    result: ReplayResult
     replayed: int = 0
     detail: str = ""
     divergence: Divergence | None = None
 
     @property
     def ok(self) -> bool:
-        return self.verdict is ReplayVerdict.OK
+        return self.result is ReplayResult.OK
 
     def explain(self) -> str:
         """One line per run, then the divergence's diff indented (what the CLI prints)."""
-        head = f"{self.session_id} ({self.capability}): {str(self.verdict).upper()}"
+        head = f"{self.session_id} ({self.capability}): {str(self.result).upper()}"
         d = self.divergence
         if d is None:
             return f"{head} — {self.detail}" + (
@@ -139,7 +141,7 @@ class RunReplay:
         return {
             "run_id": self.session_id,
             "capability": self.capability,
-            "verdict": str(self.verdict),
+            "verdict": str(self.result),  # the key `runplane replay --json` has always printed
             "replayed": self.replayed,
             "detail": self.detail,
             "divergence": None if self.divergence is None else self.divergence.to_json(),
@@ -222,16 +224,16 @@ def replay_recording(
     sid, cap = recording.session_id, recording.capability
     problems = recording.problems()
     if problems:
-        return RunReplay(sid, cap, ReplayVerdict.BROKEN, detail="; ".join(problems))
+        return RunReplay(sid, cap, ReplayResult.BROKEN, detail="; ".join(problems))
     if spec is None:
-        return RunReplay(sid, cap, ReplayVerdict.MISSING, detail=f"no agent {cap!r} is registered")
+        return RunReplay(sid, cap, ReplayResult.MISSING, detail=f"no agent {cap!r} is registered")
     run, issued = _replay(spec, recording, calendars)
     replayed = run.rec.out.replayed
     found = _first_divergence(recording, run, issued)
     if found is None:
         detail = "ended as recorded" if recording.ended else "consistent to the end of its history"
-        return RunReplay(sid, cap, ReplayVerdict.OK, replayed, detail)
-    return RunReplay(sid, cap, ReplayVerdict.DIVERGED, replayed, found.reason, found)
+        return RunReplay(sid, cap, ReplayResult.OK, replayed, detail)
+    return RunReplay(sid, cap, ReplayResult.DIVERGED, replayed, found.reason, found)
 
 
 def replay_with(agents: AgentRegistry, recording: Recording) -> RunReplay:
@@ -243,7 +245,7 @@ def replay_with(agents: AgentRegistry, recording: Recording) -> RunReplay:
     except VersionNotDeployed as exc:
         detail = f"{recording.capability} {exc}: the run would stay parked"
         return RunReplay(
-            recording.session_id, recording.capability, ReplayVerdict.MISSING, 0, detail
+            recording.session_id, recording.capability, ReplayResult.MISSING, 0, detail
         )
     except UnknownCapability:
         return replay_recording(None, recording)

@@ -57,8 +57,8 @@ from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.runs import operate
+from runplane.serving.tracing import current_headers
 from runplane.signing.admission import Headers, SigningKey
-from runplane.tracing import current_headers
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -66,6 +66,7 @@ from runplane.wire import (
     RunStatus,
     SessionSnapshot,
     Signal,
+    TenantId,
     serde_for,
 )
 
@@ -216,7 +217,7 @@ class Client:
             capability=capability,
             input_json=json.dumps(input, separators=(",", ":"), ensure_ascii=False),
             correlation_keys=dict(correlation or {}),
-            tenant=tenant,
+            tenant=TenantId(tenant),
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
             agent_version=agent_version,

@@ -1,6 +1,6 @@
 """The service shell: health, metrics, structured logs and shutdown, shared by every service.
 
-The probes themselves (``Health``, ``Probe``) live in ``runplane.health``, which imports
+The probes themselves (``Health``, ``Probe``) live in ``runplane.serving.health``, which imports
 nothing but the standard library, so a loop in ``runplane.kafka`` can beat one without pulling
 Starlette, uvicorn or redis in; a shell imports them from there.
 
@@ -61,7 +61,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
-from runplane.health import Health
+from runplane.serving.health import Health
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",

@@ -23,7 +23,7 @@ role ``auditor``; this module knows no role names.
     python -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' TOKEN
 
 Services hold a :class:`PrincipalsFile`, not a fixed :class:`Principals`: it stats the file on
-every lookup and re-reads it when it changes (``runplane.watched``). A rotated Kubernetes
+every lookup and re-reads it when it changes (``runplane.serving.watched``). A rotated Kubernetes
 secret or an edited file takes effect on the next request, no restart; a new version that does
 not parse is refused with a warning and the last good one stays in force.
 
@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from starlette.exceptions import HTTPException
 
 from runplane.errors import ConfigError
-from runplane.watched import WatchedFile, listed, load_yaml_secret
+from runplane.serving.watched import WatchedFile, listed, load_yaml_secret
 from runplane.wire import tenant_problem
 
 __all__ = [
@@ -225,7 +225,7 @@ class PrincipalSource(Protocol):
 
 class PrincipalsFile(WatchedFile[Principals]):
     """The principals of a file (or mounted secret directory), re-read when it changes
-    (``runplane.watched``): a rotated token takes effect on the next request.
+    (``runplane.serving.watched``): a rotated token takes effect on the next request.
 
     Construction reads the file and raises ``ConfigError`` when it is bad: a service must not
     start with a broken principals file. ``path=None`` means no principals (nobody can

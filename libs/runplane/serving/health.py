@@ -1,10 +1,10 @@
 """Loop health: a :class:`Probe` per poll loop, a :class:`Health` per service. No I/O.
 
 The loops of ``runplane.kafka`` (the transactional processor, ``TopicFeed``) and of the
-services beat a probe; ``runplane.service`` serves the verdicts over HTTP (``/livez``,
+services beat a probe; ``runplane.serving.shell`` serves the verdicts over HTTP (``/livez``,
 ``/readyz``, ``/healthz``). The two live apart so a loop can take a probe without importing
 Starlette, uvicorn or redis — nor can a pure handler's unit test, through the loop module.
-The endpoints' semantics are in ``runplane.service``'s docstring.
+The endpoints' semantics are in ``runplane.serving.shell``'s docstring.
 """
 
 from __future__ import annotations
