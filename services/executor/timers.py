@@ -1,7 +1,7 @@
 """Durable timers in the executor: wake the runs whose journaled instant has come.
 
-A run's timer (``ctx.sleep``, a wait's timeout) is its snapshot's ``wake_at_ms``, resolved
-once by the engine and journaled. The executor owning the run's partition scans its restored
+A run's timer (``ctx.sleep``, a wait's timeout) is in its snapshot (``timer_due`` reads it),
+resolved once by the engine and journaled. The executor owning the run's partition scans its restored
 snapshots (``Timers.fire``, from the housekeeping turn) and delivers a Wake to every
 run whose instant has passed; the engine records the wake and the run goes on. Nothing is
 kept besides the snapshots, so a crash, a restart or a rebalance loses no timer: the next
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+from runplane.core.engine import timer_due
 from runplane.kafka.txn import TxnAbortable, TxnFatal
 from runplane.wire import Wake
 from services.executor.ending import RunEnds
@@ -30,7 +31,8 @@ def due_timers(parts: Mapping[int, PartitionState], now_ms: int) -> Iterator[tup
     """(session, partition) of every live run whose timer is due at ``now_ms``. Pure."""
     for p, part in parts.items():
         for run_id, snap in part.sessions.items():
-            if snap.wake_at_ms is not None and snap.wake_at_ms <= now_ms:
+            due = timer_due(snap)
+            if due is not None and due <= now_ms:
                 yield run_id, p
 
 
@@ -67,8 +69,9 @@ class Timers:
                     continue  # the rebuild ended it (or cannot serve it): nothing to wake
                 wake = Wake(session_id=run_id, reason="timer", sent_ms=now_ms)
                 step = res.runtime.deliver(wake, now_ms=now_ms)
-                if step.records and snap.wake_at_ms is not None:
-                    self._metrics.timer_lateness.observe(max(0, now_ms - snap.wake_at_ms) / 1000)
+                due = timer_due(snap)
+                if step.records and due is not None:
+                    self._metrics.timer_lateness.observe(max(0, now_ms - due) / 1000)
                 if step.rejected is None:
                     self._steps.apply(run_id, p, res.runtime, step)
             except (TxnAbortable, TxnFatal):

@@ -126,7 +126,9 @@ def _cli(
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_AGENT_MODULES": ",".join(MODULES[v] for v in versions),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "integration")]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "libs"), str(ROOT), str(ROOT / "tests" / "integration")]
+        ),
     }
     return subprocess.run(
         [str(Path(sys.executable).parent / "runplane"), *args],

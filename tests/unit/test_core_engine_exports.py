@@ -19,6 +19,7 @@ EXPECTED = {
     "ReplayResult", "RunReplay", "attach_requests", "replay_recording", "replay_with",
     "can_hold",
     "decision_identity_problem", "fail_from_snapshot", "fail_unstartable", "replay_history",
+    "timer_due",  # the timer a snapshot holds (its timers part), for the executor's scan
     "Stranded", "held_of", "hold", "park_stranded", "release_stranded", "strand_unstarted", "stranded_of",
 }  # fmt: skip
 

@@ -195,7 +195,15 @@ def test_the_kernel_table_is_the_rows() -> None:
     assert {str(w) for w in table.INTERRUPTIBLE} == {"signal", "approval", "timer"}
     # The waits a timeout of their own bounds: named by their rows, not by the timer row.
     assert {str(w) for w in table.BOUNDED} == {"signal", "approval"}
+    assert {p.name for f in FAMILIES for p in f.parts} == set(table.PARTS)
+    assert {"timer", "signal_ids", "cancel"} <= set(table.PARTS)
     with pytest.raises(RuntimeError):
         table.install(
-            decode={}, rewait={}, cross_era=set(), logged=set(), interruptible=set(), bounded=set()
+            decode={},
+            rewait={},
+            cross_era=set(),
+            logged=set(),
+            interruptible=set(),
+            bounded=set(),
+            parts={},
         )

@@ -11,7 +11,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from runplane.core import canonical_json
-from runplane.core.engine import Event
+from runplane.core.engine import Event, timer_due
 from runplane.wire import Signal, Wake
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class OperateVerbs:
         self.clock.advance(ms)
         now = self.clock.now_ms()
         for sid, session in self.sessions.items():
-            due = None if session.snapshot is None else session.snapshot.wake_at_ms
+            due = None if session.snapshot is None else timer_due(session.snapshot)
             if due is not None and due <= now:
                 self._inbox.append(Wake(session_id=sid, reason="timer", sent_ms=now))
         self._drain()

@@ -99,6 +99,7 @@ from runplane.core.engine.stranded import (
     strand_unstarted,
     stranded_of,
 )
+from runplane.core.engine.timeouts import timer_due
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, Outcome, ReplayReport
 from runplane.core.engine.vocab import MAX_BUFFERED_SIGNALS, Calendars
 
@@ -135,4 +136,5 @@ __all__ = [
     "replay_with",
     "strand_unstarted",
     "stranded_of",
+    "timer_due",
 ]

@@ -3,7 +3,8 @@
 A cancel arrives as a Signal with the reserved name ``runplane.cancel`` (payload
 ``{"reason": …}``), naming who asked (``sent_by``, from authentication); as any signal it is
 accepted once per ``signal_id``. Agents cannot wait for a reserved name. It is journaled at once (CANCEL_REQUESTED, reason
-and requester) and kept in the snapshot (``cancel_json``) until the run ends. Then:
+and requester) and kept as the cancel's part of the run (``operated.CANCEL``, in the
+snapshot) until the run ends. Then:
 
 * parked on a signal, an approval or a timer: ``RunCancelled`` is recorded at that slot and
   raised at the agent's ``await``; an open approval task is withdrawn (``CloseTask``) and the
@@ -27,14 +28,14 @@ import json
 from typing import Final
 
 from runplane.core.engine.decode import serve
-from runplane.core.engine.operated import CancelRequest
+from runplane.core.engine.operated import CANCEL, CancelRequest
 from runplane.core.engine.state import Run
 from runplane.core.engine.table import INTERRUPTIBLE
 from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.wire import ErrorInfo, JournalKind, Signal
 
-__all__ = ["CANCEL_SIGNAL", "at_slot", "on_request"]
+__all__ = ["CANCEL_SIGNAL", "at_slot", "on_request", "untold"]
 
 # The reserved signal name of a cancel request (names under ``runplane.`` are the platform's).
 CANCEL_SIGNAL: Final = "runplane.cancel"
@@ -44,10 +45,11 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
     by = signal.sent_by
     if by is None or not by.strip():
         return Rejected("a cancel must name who asked for it (sent_by)", "unauthenticated")
-    if run.cancel is not None:
+    if CANCEL.of(run) is not None:
         return SUSPEND  # already cancelling: a repeated request changes nothing
-    run.cancel = CancelRequest(_reason(signal.payload_json), by, run.now)
-    attrs = {"reason": run.cancel.reason, "requested_by": by}
+    request = CancelRequest(_reason(signal.payload_json), by, run.now)
+    CANCEL.put(run, request)
+    attrs = {"reason": request.reason, "requested_by": by}
     if signal.signal_id is not None:
         attrs["signal_id"] = signal.signal_id
     run.rec.seal(JournalKind.CANCEL_REQUESTED, attrs=attrs)
@@ -57,6 +59,13 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
     if wait is not None and wait.kind in INTERRUPTIBLE:
         return at_slot(run, wait.slot)
     return SUSPEND
+
+
+def untold(run: Run) -> bool:
+    """Whether the run accepted a cancel the agent has yet to be told of (at its next
+    effect)."""
+    request = CANCEL.of(run)
+    return request is not None and request.pending()
 
 
 def _reason(payload_json: str) -> str:
@@ -72,9 +81,9 @@ def _reason(payload_json: str) -> str:
 def at_slot(run: Run, slot: Slot) -> Resolution:
     """Record ``RunCancelled`` at ``slot`` (the wait it interrupts, or a fresh effect) and
     raise it in the agent."""
-    request = run.cancel
+    request = CANCEL.of(run)
     assert request is not None
-    run.cancel = request.told(run.era)
+    CANCEL.put(run, request.told(run.era))
     parked = run.parked
     withdraw_open(run, "run cancelled", carried=False)  # a panel: each seat still open
     run.waiting = None

@@ -178,7 +178,7 @@ def _dispatch(run: Run, effect: Effect) -> Resolution:
     slot = tuple.__new__(Slot, (effect, call_seq, witness))
     if case is SlotCase.FRESH:
         # Nothing recorded here: what the era carries decides first, then the op's handler.
-        if run.cancel is not None and run.cancel.pending():
+        if cancel.untold(run):
             return cancel.at_slot(run, slot)  # a cancel waiting for the agent's next effect
         if run.rec.next_seq >= run.limits.max_journal_records and (
             (refused := bounds.history_too_long(run, slot)) is not None

@@ -14,6 +14,7 @@ from typing import Any
 from runplane.core.agents import Recovery
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, request_witness, seal
+from runplane.core.engine.operated import CANCEL
 from runplane.core.engine.state import Run
 from runplane.core.engine.step import Command, Step, snapshot_at_start
 from runplane.core.engine.tasks import carried_tasks, waited_tasks, withdraw_open
@@ -51,7 +52,7 @@ def finish(run: Run, output: Any, attrs: dict[str, str] | None = None) -> None:
             f"non-determinism at era {run.era} call_seq {at}: history has {run.slot_desc(at)}, agent returned instead",
         )
         return
-    if run.cancel is not None:
+    if CANCEL.of(run) is not None:
         cancelled(run)  # however the agent ended after a cancel, the run ends cancelled
         return
     try:
@@ -85,7 +86,7 @@ def finish(run: Run, output: Any, attrs: dict[str, str] | None = None) -> None:
 
 def fail(run: Run, error: ErrorInfo) -> None:
     """The run failed with ``error`` (the agent raised, or the engine could not serve it)."""
-    if run.cancel is not None:
+    if CANCEL.of(run) is not None:
         cancelled(run)
         return
     _close_coro(run)
@@ -111,7 +112,7 @@ def quarantine(run: Run, reason: str) -> None:
 def cancelled(run: Run) -> None:
     """End a run an operator cancelled (``engine.cancel``): RUN_CANCELLED, status FAILED
     with error type ``RunCancelled``; what it waited on is withdrawn, its timeout dropped."""
-    request = run.cancel
+    request = CANCEL.of(run)
     assert request is not None
     _close_coro(run)
     run.status = RunStatus.FAILED

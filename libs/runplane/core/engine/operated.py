@@ -1,18 +1,22 @@
-"""Values of operating a run from outside (a cancel request), kept in its snapshot."""
+"""Values of operating a run from outside (a cancel request), kept in its snapshot as the
+cancel's part of the run (``CANCEL``)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any, Final
 
 from runplane.core.canonical import canonical_json
+from runplane.core.engine.table import Part
+from runplane.wire import SessionSnapshot
 
-__all__ = ["CancelRequest"]
+__all__ = ["CANCEL", "CancelRequest"]
 
 
 @dataclass(frozen=True)
 class CancelRequest:
-    """A cancel accepted by the run and not yet ended (``cancel_json`` in the snapshot).
+    """A cancel accepted by the run and not yet ended (``CANCEL``, its part of the run).
 
     ``told_era``: the era in which the agent was told (``RunCancelled`` recorded at a slot);
     None until then — the run is busy with something that must get its disposition first (a
@@ -56,3 +60,27 @@ class CancelRequest:
             int(data["at_ms"]),
             None if era is None else int(era),
         )
+
+
+def _encode(request: CancelRequest | None) -> str:
+    assert request is not None  # a part's encode never sees its default
+    return request.to_json()
+
+
+def _decode(text: str) -> CancelRequest | None:
+    return CancelRequest.from_json(text)
+
+
+def _read_old(snapshot: SessionSnapshot) -> CancelRequest | None:
+    text = snapshot.cancel_json
+    return CancelRequest.from_json(text) if text else None
+
+
+def _write_old(request: CancelRequest | None) -> dict[str, Any]:
+    return {"cancel_json": None if request is None else request.to_json()}
+
+
+# The cancel's part: a cancel accepted and not yet ended, None without one.
+CANCEL: Final[Part[CancelRequest | None]] = Part(
+    "cancel", None, _encode, _decode, read_old=_read_old, write_old=_write_old
+)

@@ -3,11 +3,12 @@
 A row says which handler serves each of its ops on a fresh slot, which inbox events it owns
 and which it claims by content from another family's type, how its ops' recorded values
 decode for the agent, how a run parked on one of its parks waits again after a restore,
-which of its effect families a new era reads back from the side-effect log, and which of its
-waits a cancel interrupts at once. Adding a family is its module, its row here and its test
+which of its effect families a new era reads back from the side-effect log, which of its
+waits a cancel interrupts at once, and its own part of a run's state (``Part``: how the
+snapshot carries it, and which older snapshot fields it is read from). Adding a family is its module, its row here and its test
 (see "Adding an effect family" in docs/contracts.md).
 
-Every op, every inbox event type and every park has exactly one owner, asserted here at
+Every op, every inbox event type, every park and every part has exactly one owner, asserted here at
 import. An event of a type another family owns may be *claimed* by content (a panel seat's
 TaskDecision, an operator's verdict, a child's result Signal): claims are asked first, then
 the owner serves the rest — one routing function per event type, built here.
@@ -39,16 +40,27 @@ from runplane.core.engine import (
     signals,
     successor,
     table,
+    timeouts,
     timers,
     tools,
 )
 from runplane.core.engine.decode import identity
+from runplane.core.engine.operated import CANCEL
 from runplane.core.engine.state import Run
-from runplane.core.engine.table import Decoder
+from runplane.core.engine.table import Decoder, Part
 from runplane.core.engine.vocab import Rejected, Resolution, Slot, WaitKind
 from runplane.wire import CaseReply, ParkKind, Signal, TaskDecision, Wake
 
-__all__ = ["FAMILIES", "HANDLERS", "INBOX", "Claim", "Family", "Handler", "InboxHandler"]
+__all__ = [
+    "FAMILIES",
+    "HANDLERS",
+    "INBOX",
+    "Claim",
+    "Family",
+    "Handler",
+    "InboxHandler",
+    "part_table",
+]
 
 Handler = Callable[[Run, Slot], Resolution]
 # Takes the run and one inbox event of the type it is registered for.
@@ -72,7 +84,8 @@ class Family:
     (journal ``family`` names) a new era serves from the side-effect log at a fresh slot;
     ``logged``: those whose log the family serves itself, in its own order; ``interruptible``:
     its waits a cancel interrupts at once (any other first reaches its disposition);
-    ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out)."""
+    ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out);
+    ``parts``: its own parts of a run's state, carried by the snapshot (``table.Part``)."""
 
     name: str
     ops: Mapping[Op, Handler]
@@ -84,6 +97,7 @@ class Family:
     logged: frozenset[str] = frozenset()
     interruptible: frozenset[WaitKind] = frozenset()
     bounded: frozenset[WaitKind] = frozenset()
+    parts: tuple[Part[Any], ...] = ()
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
@@ -138,8 +152,9 @@ FAMILIES: Final = (
         {Op.OBSERVE: local.observe, Op.CHECKPOINT: local.checkpoint},
         decode={Op.CHECKPOINT: local.decode_checkpoint},
     ),
-    # Operating a run: signals (a cancel is one, ``engine.cancel``) and durable timers (a
-    # Wake also carries a quarantine request, read by the runtime).
+    # Operating a run: signals (a cancel is one, ``engine.cancel``; its request is this row's
+    # part) and durable timers (a Wake also carries a quarantine request, read by the runtime;
+    # the timer a wait of any family arms is this row's part).
     Family(
         "signal",
         {Op.SIGNAL: signals.wait_signal},
@@ -148,6 +163,7 @@ FAMILIES: Final = (
         cross_era=frozenset({"signal"}),
         interruptible=frozenset({WaitKind.SIGNAL}),
         bounded=frozenset({WaitKind.SIGNAL}),
+        parts=(signals.SIGNAL_IDS, CANCEL),
     ),
     Family(
         "timer",
@@ -157,6 +173,7 @@ FAMILIES: Final = (
         rewait={ParkKind.WAKE: WaitKind.TIMER},
         cross_era=frozenset({"timer"}),
         interruptible=frozenset({WaitKind.TIMER}),
+        parts=(timeouts.TIMER,),
     ),
     Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}),
     # Panels of people: a task per seat; the TaskDecisions of its seats are claimed.
@@ -208,6 +225,13 @@ def _route(owner: InboxHandler, claims: tuple[Claim, ...]) -> InboxHandler:
     return routed
 
 
+def part_table(families: Iterable[Family]) -> dict[str, Part[Any]]:
+    """Every row's parts by name (a name has one owner)."""
+    rows = tuple(families)
+    _one_owner("part", ((f.name, p.name) for f in rows for p in f.parts))
+    return {p.name: p for f in rows for p in f.parts}
+
+
 def _inbox(families: tuple[Family, ...]) -> dict[type, InboxHandler]:
     owners = {t: h for f in families for t, h in f.events.items()}
     inbox: dict[type, InboxHandler] = {}
@@ -238,4 +262,5 @@ table.install(
     logged={name for f in FAMILIES for name in f.cross_era | f.logged},
     interruptible={w for f in FAMILIES for w in f.interruptible},
     bounded={w for f in FAMILIES for w in f.bounded},
+    parts=part_table(FAMILIES),
 )

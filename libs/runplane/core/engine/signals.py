@@ -5,7 +5,7 @@ a ``timeout`` the wait is bounded (``Run.timeout_at``, ``Run.bound_by``), and pa
 records ``WaitTimedOut`` at its slot instead.
 
 A signal is accepted once per ``signal_id``: the ids of the last ``MAX_SIGNAL_IDS`` accepted
-signals ride in the snapshot (``signal_ids``), and a redelivery (a sender's retry, a
+signals are the family's part of the run (``SIGNAL_IDS``), and a redelivery (a sender's retry, a
 duplicate produce) changes nothing — no record, no second delivery. A signal comes from
 outside the platform: its value is labelled untrusted at the source (``labels.at_source``)
 unless the deployment policy trusts its sender for it (``trusted_signals``: an authenticated
@@ -23,6 +23,7 @@ from typing import Final
 from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import Part
 from runplane.core.engine.vocab import (
     SUSPEND,
     Rejected,
@@ -43,10 +44,21 @@ from runplane.wire import (
     Trust,
 )
 
-__all__ = ["MAX_SIGNAL_IDS", "on_signal", "wait_signal"]
+__all__ = ["MAX_SIGNAL_IDS", "SIGNAL_IDS", "on_signal", "wait_signal"]
 
 # How many accepted signal ids a run remembers (newest kept): the deduplication window.
 MAX_SIGNAL_IDS: Final = 1024
+
+# The signal family's part: the ids of the signals accepted (bounded, newest last). Its
+# text is plain JSON (json.dumps, in C: up to MAX_SIGNAL_IDS ids, every snapshot), not hashed.
+SIGNAL_IDS: Final[Part[tuple[str, ...]]] = Part(
+    "signal_ids",
+    (),
+    encode=lambda ids: json.dumps(ids, ensure_ascii=False, separators=(",", ":")),
+    decode=lambda text: tuple(str(i) for i in json.loads(text)),
+    read_old=lambda snapshot: tuple(snapshot.signal_ids),
+    write_old=lambda ids: {"signal_ids": ids},
+)
 
 
 def wait_signal(run: Run, slot: Slot) -> Resolution:
@@ -70,7 +82,7 @@ def wait_signal(run: Run, slot: Slot) -> Resolution:
 def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     """A signal on the inbox: resumes the run waiting for it, or is buffered until it asks;
     one already accepted under the same id changes nothing; ``runplane.cancel`` is a cancel."""
-    if signal.signal_id is not None and signal.signal_id in run.signal_ids:
+    if signal.signal_id is not None and signal.signal_id in SIGNAL_IDS.of(run):
         return SUSPEND  # a redelivery: accepted once already
     if len(signal.payload_json.encode("utf-8", "surrogatepass")) > run.limits.max_signal_bytes:
         return Rejected(
@@ -104,7 +116,7 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
 def _remember(run: Run, signal: Signal) -> None:
     if signal.signal_id is not None:
         # A new tuple, never one changed in place: a capture or a mark holds the old one.
-        run.signal_ids = (*run.signal_ids, signal.signal_id)[-MAX_SIGNAL_IDS:]
+        SIGNAL_IDS.put(run, (*SIGNAL_IDS.of(run), signal.signal_id)[-MAX_SIGNAL_IDS:])
 
 
 def _who(signal: Signal) -> dict[str, str]:

@@ -4,6 +4,12 @@
 public face is ``Runtime``). It provides what ``StepCtx`` reads (``ctx.RunHost``), the slot
 bookkeeping the replay decision needs, parking, and the undo mark that lets a handler that
 raised halfway leave nothing behind.
+
+What is the kernel's (status, era, chain tip, cursor, park, call in flight, open request,
+doubts, buffered signals, checkpoint) is named here; what a family owns is its *part*
+(``table.Part``, declared in its registry row) in ``Run.parts``, which the snapshot capture,
+the undo mark and the restore carry by looping over the rows — a new family's part needs
+nothing here.
 """
 
 from __future__ import annotations
@@ -16,10 +22,10 @@ from runplane.core.agents import AgentSpec, EffectDecl
 from runplane.core.calendars import CalendarRegistry
 from runplane.core.determinism import session_seed
 from runplane.core.engine import timeouts
-from runplane.core.engine.operated import CancelRequest
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.replay import describe_slot, divergence
 from runplane.core.engine.step import SnapState
+from runplane.core.engine.table import parts_of
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_from_json
 from runplane.core.engine.vocab import Calendars, Resolution, Slot, Wait
 from runplane.core.limits import DEFAULT_LIMITS, Limits
@@ -97,11 +103,10 @@ class Run:
         # Fan-out branches dispatched and not applied yet, by call_seq (``fanout.Branch``).
         self.branches: dict[int, Any] = {}
         self.era_started_ms = 0  # 0: the era began at started_ms (era 0)
-        # Operating a run: each family's part is one immutable value it replaces when it
-        # changes, so a snapshot capture or an undo mark holds it as it is, with no copy.
-        self.wake_at: int | None = None  # timers: the journaled instant the timer is due
-        self.signal_ids: tuple[str, ...] = ()  # signals: ids accepted (bounded, newest last)
-        self.cancel: CancelRequest | None = None  # cancel: accepted, not yet ended
+        # Each family's part (``table.Part``: a timer, the accepted signal ids, a cancel, …)
+        # by name, absent at its default: one immutable value the family replaces when it
+        # changes, so a snapshot capture or an undo mark holds a shallow copy of the dict.
+        self.parts: dict[str, Any] = {}
         self.limits = DEFAULT_LIMITS if limits is None else limits
         rec.max_result_bytes = self.limits.max_result_bytes
         # The deployment policy the executor bound (sinks, grants, budgets) and the sink
@@ -167,7 +172,7 @@ class Run:
     def unpark(self) -> None:
         self.parked = None
         self.status = RunStatus.RUNNING
-        self.wake_at = None  # a timer belongs to the park it bounds
+        timeouts.TIMER.put(self, None)  # a timer belongs to the park it bounds
 
     # -- a wait's timeout ------------------------------------------------------------------------
     # A wait of any family may carry a timeout (its request's ``timeout``): the run holds one,
@@ -188,7 +193,7 @@ class Run:
 
     def drop_timeout(self) -> None:
         """The run leaves its wait without a park to clear (a cancel): the timeout goes too."""
-        self.wake_at = None
+        timeouts.TIMER.put(self, None)
 
     # -- the snapshot --------------------------------------------------------------------------
     def capture(self) -> SnapState:
@@ -221,11 +226,9 @@ class Run:
                 self.era_started_ms,
                 self.open,
                 tuple(self.doubts) if self.doubts else (),
-                self.wake_at,
-                self.signal_ids,
-                None if self.cancel is None else self.cancel.to_json(),
                 self.spec.version,
                 self.delegation_json,
+                self.parts.copy() if self.parts else {},
             ),
         )
 
@@ -251,7 +254,7 @@ class Mark(NamedTuple):
     doubts: tuple[InFlight, ...]
     checkpoint_json: str | None
     clock_ms: int
-    operate: tuple[int | None, tuple[str, ...], CancelRequest | None]
+    parts: dict[str, Any]  # Run.parts, copied shallowly (every value is immutable)
 
     @classmethod
     def take(cls, run: Run) -> Mark:
@@ -275,7 +278,7 @@ class Mark(NamedTuple):
                 tuple(run.doubts),
                 run.checkpoint_json,
                 rec.clock_ms,
-                (run.wake_at, run.signal_ids, run.cancel),
+                run.parts.copy(),
             ),
         )
 
@@ -300,7 +303,7 @@ class Mark(NamedTuple):
         run.waiting, run.pending_live = self.waiting, self.pending_live
         run.pending, run.doubts = list(self.pending), list(self.doubts)
         run.checkpoint_json, rec.clock_ms = self.checkpoint_json, self.clock_ms
-        run.wake_at, run.signal_ids, run.cancel = self.operate
+        run.parts = self.parts.copy()  # the mark stays as taken, should it be restored again
 
 
 def run_from_snapshot(
@@ -349,8 +352,8 @@ def run_from_snapshot(
     run.error = snapshot.error
     run.updated_ms = snapshot.updated_ms
     run.era_started_ms = snapshot.era_started_ms
-    run.wake_at = snapshot.wake_at_ms
-    run.signal_ids = tuple(snapshot.signal_ids)
-    run.cancel = CancelRequest.from_json(snapshot.cancel_json) if snapshot.cancel_json else None
     run.delegation_json = snapshot.delegation_json
+    # Every family's part, each read from the snapshot's parts or, written before them (or at
+    # its default), from its older fields; only those away from their default are kept.
+    run.parts = parts_of(snapshot)
     return run

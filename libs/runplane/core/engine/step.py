@@ -5,8 +5,9 @@ run: ``Command`` (for other services) and ``Event`` (from the run's inbox)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
+from runplane.core.engine.table import snapshot_parts
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_to_json
 from runplane.wire import (
     AdmissionRequest,
@@ -115,13 +116,13 @@ class SnapState(NamedTuple):
     era_started_ms: int
     open_request: OpenRequest | None
     doubts: tuple[InFlight, ...]
-    wake_at_ms: int | None
-    signal_ids: tuple[str, ...]
-    cancel_json: str | None
     agent_version: str | None  # the version serving the run (runplane.core.versions)
     delegation_json: str | None  # the Delegation the run runs under (a commissioned child)
+    parts: dict[str, Any]  # each family's part (Run.parts), written as its row's Part says
 
     def build(self) -> SessionSnapshot:
+        # Each part as text in ``parts`` and, this release, in the fields older readers know.
+        parts, old = snapshot_parts(self.parts)
         return SessionSnapshot(
             session_id=self.session_id,
             capability=self.capability,
@@ -145,11 +146,10 @@ class SnapState(NamedTuple):
             era_started_ms=self.era_started_ms,
             open_request_json=None if self.open_request is None else self.open_request.to_json(),
             doubts_json=doubts_to_json(self.doubts),
-            wake_at_ms=self.wake_at_ms,
-            signal_ids=self.signal_ids,
-            cancel_json=self.cancel_json,
             agent_version=self.agent_version,
             delegation_json=self.delegation_json,
+            parts=parts,
+            **old,
         )
 
 

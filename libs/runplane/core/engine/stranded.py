@@ -11,7 +11,7 @@ record restates what it waits for (RUN_PARKED, or RUN_RESUMED when it was runnin
 held records are served in order before anything newer.
 
 While stranded the run is out of reach of everything but that gate: PARKED is never rebuilt
-on restore and without ``wake_at_ms`` no timer fires, so no runtime can write a snapshot that
+on restore and without its timer (``timeouts.TIMER``) no timer fires, so no runtime can write a snapshot that
 forgets what is held. Pure: snapshots in, steps and snapshots out.
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import Draft, seal
 from runplane.core.engine.step import Step, snapshot_at_start
+from runplane.core.engine.timeouts import TIMER
 from runplane.core.limits import Limits
 from runplane.wire import (
     DeadLetter,
@@ -174,11 +175,10 @@ def park_stranded(
     attrs = {"parked_on": f"version:{version}", "reason": why[:_MAX_REASON]}
     if snapshot.parked_on is not None:
         attrs["waits_for"] = _wait_name(snapshot)  # still its wait, once it is served again
-    stranded = Stranded(version, snapshot.status, snapshot.wake_at_ms)
+    stranded = Stranded(version, snapshot.status, TIMER.read(snapshot))
     parked = replace(
-        snapshot,
+        TIMER.into(snapshot, None),
         status=RunStatus.PARKED,
-        wake_at_ms=None,
         stranded_json=stranded.to_json(),
         held_json=_held_json((*held_of(snapshot), *held)),
     )
@@ -230,9 +230,8 @@ def release_stranded(snapshot: SessionSnapshot, served_by: str, *, now_ms: int) 
         if snapshot.parked_on.kind in (ParkKind.TASK, ParkKind.OPERATOR):
             attrs["task_id"] = snapshot.parked_on.ref
     released = replace(
-        snapshot,
+        TIMER.into(snapshot, stranded.wake_at_ms),
         status=stranded.status,
-        wake_at_ms=stranded.wake_at_ms,
         stranded_json=None,
         held_json=None,
     )

@@ -6,25 +6,42 @@ panel) are asked for through ``Run`` (``timeout_at``, ``bound_by``, ``time_out``
 more, never the timer or the Wake that delivers it.
 A timer is resolved **once**, when its effect is first issued: against the run's logical
 clock (``ctx.now()``) and, for a calendar rule, the deployment's calendars (working days,
-holidays), like a deadline. The instant is journaled (RUN_PARKED ``wake_at``) and kept in the
-snapshot (``wake_at_ms``). A timer is dropped when the run leaves the park another way
-(``Run.unpark``: the signal or decision came first, a cancel).
+holidays), like a deadline. The instant is journaled (RUN_PARKED ``wake_at``) and is the
+timer family's part of the run (``TIMER``: ``parts["timer"]`` in the snapshot, and the older
+``wake_at_ms``). A timer is dropped when the run leaves the park another way (``Run.unpark``:
+the signal or decision came first, a cancel).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from runplane.core.engine.decode import serve
+from runplane.core.engine.table import Part
 from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import Resolution, Slot
-from runplane.wire import ErrorInfo, JournalKind
+from runplane.wire import ErrorInfo, JournalKind, SessionSnapshot
 
 if TYPE_CHECKING:  # a type only: ``Run`` asks this module for a wait's timeout
     from runplane.core.engine.state import Run
 
-__all__ = ["arm", "at", "hold", "instant", "resolve", "settle", "timed_out"]
+__all__ = ["TIMER", "arm", "at", "hold", "instant", "resolve", "settle", "timed_out", "timer_due"]
+
+# The timer family's part: the journaled instant the run's timer is due, None without one.
+TIMER: Final[Part[int | None]] = Part(
+    "timer",
+    None,
+    encode=str,
+    decode=int,
+    read_old=lambda snapshot: snapshot.wake_at_ms,
+    write_old=lambda due: {"wake_at_ms": due},
+)
+
+
+def timer_due(snapshot: SessionSnapshot) -> int | None:
+    """The instant ``snapshot``'s timer is due (what the executor's timer scan reads)."""
+    return TIMER.read(snapshot)
 
 
 def resolve(run: Run, timer: Mapping[str, Any]) -> int:
@@ -45,12 +62,13 @@ def instant(run: Run, timer: Mapping[str, Any]) -> int:
     checkpointed restore re-executes from the checkpoint in a new era while the timer of the
     wait it was parked on stays armed (only leaving a park drops one), so the re-issued wait
     keeps its journaled instant instead of starting its duration again — else ``resolve``."""
-    return run.wake_at if run.wake_at is not None else resolve(run, timer)
+    armed = TIMER.of(run)
+    return armed if armed is not None else resolve(run, timer)
 
 
 def hold(run: Run, due: int) -> dict[str, str]:
     """Set the run's timer to ``due``: the attrs that journal the instant with the park."""
-    run.wake_at = due
+    TIMER.put(run, due)
     return at(due)
 
 
@@ -74,7 +92,7 @@ def settle(run: Run) -> None:
     run.waiting = None
     if run.parked is not None:
         run.unpark()
-    run.wake_at = None
+    TIMER.put(run, None)
 
 
 def at(due: int) -> dict[str, str]:

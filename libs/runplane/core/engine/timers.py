@@ -39,7 +39,7 @@ def sleep(run: Run, slot: Slot) -> Resolution:
 def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
     """A Wake on the inbox (or from the executor's timer scan): a due timer, or nothing but
     a stamp."""
-    due, wait = run.wake_at, run.waiting
+    due, wait = timeouts.TIMER.of(run), run.waiting
     if due is None or run.now < due or wait is None:
         return SUSPEND  # early, or no timer: the step only stamps the run
     if wait.kind is WaitKind.TIMER:
