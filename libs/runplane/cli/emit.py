@@ -18,7 +18,7 @@ from runplane.config import Settings
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.runs.client import Client
 from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
-from runplane.wire import AdmissionOutcome, AdmissionReply, to_dict
+from runplane.wire import AdmissionOutcome, AdmissionReply, RunStatus, SessionSnapshot, to_dict
 
 
 def _parse_case(pairs: list[str]) -> dict[str, str]:
@@ -122,8 +122,35 @@ def emit_command(
     else:
         typer.echo(_render(reply))
         if final is not None:
-            typer.echo(f"run {final.session_id} ended: {final.status.value.lower()}")
-    raise typer.Exit(code=1 if reply.outcome == AdmissionOutcome.REFUSED else 0)
+            typer.echo(ended_line(final))
+    refused = reply.outcome == AdmissionOutcome.REFUSED
+    raise typer.Exit(code=1 if refused or (final is not None and not completed(final)) else 0)
+
+
+# How much of a run's output an ended line shows; `runs show` and `--json` give all of it.
+_OUTPUT_CHARS = 2_000
+
+
+def completed(snapshot: SessionSnapshot) -> bool:
+    return snapshot.status is RunStatus.COMPLETED
+
+
+def ended_line(snapshot: SessionSnapshot) -> str:
+    """How a waited-for run ended, for a person: its output, or what it failed with (a
+    cancel named as one, with its reason) — never a bare status that hides the result."""
+    head = f"run {snapshot.session_id} ended: "
+    if completed(snapshot):
+        output = snapshot.output_json or "null"
+        if len(output) > _OUTPUT_CHARS:
+            output = output[:_OUTPUT_CHARS] + f"… ({len(output)} characters; runs show has all)"
+        return head + f"completed, output {output}"
+    error = snapshot.error
+    if error is not None and error.type == "RunCancelled":
+        return head + f"cancelled: {error.message or 'no reason given'}"
+    what = snapshot.status.value.lower()
+    if error is None:
+        return head + what
+    return head + f"{what}: {error.type}: {error.message}"
 
 
 def register(app: typer.Typer) -> None:
