@@ -125,6 +125,9 @@ def test_a_crash_mid_generation_leaves_the_intention_on_the_journal(settings: Se
         rows = [(r["kind"], r["family"]) for r in json.loads(shown.output)["records"]]
         assert ("EFFECT_ANNOUNCED", "generation") in rows
         assert ("EFFECT_RECORDED", "generation") not in rows
+        # A mistyped id is not a broken chain (a reader must tell the two apart).
+        missing = CliRunner().invoke(app, ["journal", "verify", run.run_id + "x"], env=env)
+        assert missing.exit_code == 4 and "no journal records" in missing.output
 
         model.delay_s = 0
         with executor_thread(own, registry=AGENTS):

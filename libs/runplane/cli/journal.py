@@ -36,6 +36,7 @@ journal_app = typer.Typer(
 
 EXIT_BROKEN = 1
 EXIT_BODIES_MISSING = 2
+EXIT_NO_SUCH_RUN = 4  # verify: no record of the run at all (a mistyped id), not a broken chain
 
 
 def _ts(ms: int | None) -> str:
@@ -149,9 +150,14 @@ def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
 
 @journal_app.command("verify")
 def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Verify the run's chain from Kafka directly; exit 0 only when it verifies."""
+    """Verify the run's chain from Kafka directly; exit 0 only when it verifies (1 broken,
+    2 bodies missing, 4 no record of the run)."""
     settings = Settings.from_env()
     history = read_run(settings, run_id, bodies=True, keyring=_keyring())
+    if not history.records:
+        # A mistyped id is not a broken chain: say there is nothing, with its own exit status.
+        typer.echo(f"no journal records for run {run_id!r}", err=True)
+        raise typer.Exit(EXIT_NO_SUCH_RUN)
     code, data = verify_exit_code(history)
     if code == EXIT_BODIES_MISSING:
         code = _erased_since(settings, run_id, data)
