@@ -25,8 +25,13 @@ def runs_tree(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     def read(rid: str) -> list[JournalRecord]:
         return list(read_run(settings, rid, bodies=False).records)
 
+    own = read(run_id)
+    if not own:
+        # Nothing to draw: a mistyped id, not a run of unknown status (exit 4, as journal verify).
+        typer.echo(f"no journal records for run {run_id!r}", err=True)
+        raise typer.Exit(4)
     root = tree(run_id, read)
-    parent = parent_link(read(run_id))
+    parent = parent_link(own)
     if as_json:
         typer.echo(json.dumps({"parent": parent, "tree": root.to_json()}, indent=2))
         return
