@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from runplane.core.agents import Generation
+from runplane.core.canonical import canonical_json
 from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
 
 ModelFunction = Callable[[tuple[Message, ...], tuple[ToolSpec, ...]], Generation]
@@ -82,13 +83,14 @@ def echo(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Generati
     return Generation(text="echo: " + (last.content if last else ""))
 
 
-def instructions(content: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The ``INSTRUCTION: call NAME with {json}`` found in a tool result: in its text, and in
-    every string of it when it is JSON (where the quotes of the planted JSON are escaped)."""
+def instructions(content: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``INSTRUCTION: call NAME with {json}`` found in a tool result, each once: in its
+    text, and in every string of it when it is JSON (where the planted quotes are escaped)."""
     texts = [content]
     with contextlib.suppress(ValueError):  # not JSON: its text alone
         texts.extend(_strings(json.loads(content)))
     decoder = json.JSONDecoder()
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
     for t in texts:
         for match in _INSTRUCTION.finditer(t):
             try:
@@ -96,7 +98,8 @@ def instructions(content: str) -> Iterator[tuple[str, dict[str, Any]]]:
             except ValueError:
                 continue
             if isinstance(args, dict):
-                yield match.group(1), args
+                found.setdefault(canonical_json([match.group(1), args]), (match.group(1), args))
+    return list(found.values())
 
 
 def _strings(value: Any) -> Iterator[str]:
