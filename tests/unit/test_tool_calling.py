@@ -22,8 +22,13 @@ from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_j
 from runplane.errors import TerminalError
 from runplane.fakes import FakeAnthropicServer, FakeOpenAIServer, obeys_instructions, scripted
 from runplane.fakes._model import ModelFake
-from runplane.providers import AnthropicProvider, OpenAIProvider, PeerCallError, Reach
-from runplane.providers._errors import ModelReplyError
+from runplane.providers import (
+    AnthropicProvider,
+    ModelReplyError,
+    OpenAIProvider,
+    PeerCallError,
+    Reach,
+)
 
 LOOKUP = ToolSpec(
     "crm_lookup",
