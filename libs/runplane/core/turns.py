@@ -18,9 +18,22 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Message", "Role", "ToolCall", "ToolSpec", "messages_from_json", "messages_to_json"]
+__all__ = [
+    "Describes",
+    "Message",
+    "Role",
+    "StopReason",
+    "ToolCall",
+    "ToolChoice",
+    "ToolSpec",
+    "messages_from_json",
+    "messages_to_json",
+    "tool_choice_from_json",
+    "tool_spec",
+    "tools_from_json",
+]
 
 
 class Role(enum.StrEnum):
@@ -28,6 +41,14 @@ class Role(enum.StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
+
+
+class StopReason(enum.StrEnum):
+    """Why a model turn stopped, in the providers' common words (``Generation.stop_reason``)."""
+
+    END = "end"  # it answered (or stopped on a stop sequence, a refusal, a filter)
+    TOOL_CALLS = "tool_calls"  # it proposed tool calls and waits for their results
+    MAX_TOKENS = "max_tokens"  # it was cut off: the text (or a call) may be incomplete
 
 
 def _object(value: Any, what: str) -> Mapping[str, Any]:
@@ -125,9 +146,13 @@ class Message:
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Message:
         v = _object(value, "a message")
+        content = v.get("content")
+        if content is not None and not isinstance(content, str):
+            # Said, not stringified: a list of content parts would reach the model as a repr.
+            raise ValueError(f"a message's content is a string, got {type(content).__name__}")
         return cls(
             role=Role(str(v["role"])),
-            content=str(v.get("content") or ""),
+            content=content or "",
             tool_calls=tuple(ToolCall.from_json(c) for c in v.get("tool_calls") or ()),
             tool_call_id=None if v.get("tool_call_id") is None else str(v["tool_call_id"]),
             is_error=bool(v.get("is_error", False)),
@@ -145,3 +170,64 @@ def messages_from_json(prompt: Any) -> tuple[Message, ...]:
     if not isinstance(prompt, Sequence):
         raise ValueError(f"a prompt is a string or a list of messages, got {type(prompt).__name__}")
     return tuple(Message.from_json(m) for m in prompt)
+
+
+class Describes(Protocol):
+    """What a model may be told of a tool: ``EffectDecl`` has these (``core.agents``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def input_schema(self) -> Mapping[str, Any] | None: ...
+
+
+def tool_spec(decl: Describes) -> ToolSpec:
+    """The tool as a loop offers it to a model: its declared description and input schema
+    (no schema declared: an object with any properties, so the model is not told a falsehood
+    such as "no arguments")."""
+    schema = decl.input_schema
+    return ToolSpec(
+        name=decl.name,
+        description=decl.description,
+        parameters=dict(schema) if schema is not None else {"type": "object"},
+    )
+
+
+def tools_from_json(value: Any) -> tuple[ToolSpec, ...]:
+    """A generation's ``tools`` param (a list of ``ToolSpec`` JSONs), names unique."""
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ValueError(f"tools must be a list of tool specs, got {type(value).__name__}")
+    specs = tuple(ToolSpec.from_json(v) for v in value)
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"tools: a tool is offered twice ({sorted(names)})")
+    return specs
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """A generation's ``tool_choice`` param: ``auto`` (the model decides), ``none`` (answer
+    in text), ``required`` (call at least one tool), or ``tool`` with ``name`` (call that)."""
+
+    mode: str
+    name: str | None = None
+
+
+_CHOICES = frozenset({"auto", "none", "required"})
+
+
+def tool_choice_from_json(value: Any, tools: Sequence[ToolSpec]) -> ToolChoice | None:
+    """``None`` when not given; a name must be one of the offered ``tools``."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value in _CHOICES:
+        return ToolChoice(value)
+    if isinstance(value, Mapping) and set(value) == {"name"} and isinstance(value["name"], str):
+        if value["name"] not in {t.name for t in tools}:
+            raise ValueError(f"tool_choice names {value['name']!r}, which is not offered")
+        return ToolChoice("tool", value["name"])
+    raise ValueError(f'tool_choice is "auto", "none", "required" or {{"name": ...}}, not {value!r}')

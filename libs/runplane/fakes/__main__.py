@@ -1,17 +1,18 @@
-"""``python -m runplane.fakes billing|openai [--port N] [--counts FILE] [--charge-delay S]``."""
+"""``python -m runplane.fakes billing|openai|anthropic [--port N] [--counts FILE] [--charge-delay S]``."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from runplane.fakes._anthropic import FakeAnthropicServer
 from runplane.fakes._billing import FakeBillingServer
 from runplane.fakes._openai import FakeOpenAIServer
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m runplane.fakes")
-    parser.add_argument("which", choices=["billing", "openai"])
+    parser.add_argument("which", choices=["billing", "openai", "anthropic"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--counts", type=Path, default=None)
     parser.add_argument("--charge-delay", type=float, default=0.0)
@@ -23,9 +24,13 @@ def main(argv: list[str] | None = None) -> None:
         print(billing.url, flush=True)
         billing.serve_forever()
     else:
-        openai = FakeOpenAIServer(port=args.port)
-        print(openai.url, flush=True)
-        openai.serve_forever()
+        model = (
+            FakeOpenAIServer(port=args.port)
+            if args.which == "openai"
+            else FakeAnthropicServer(port=args.port)
+        )
+        print(model.url, flush=True)
+        model.serve_forever()
 
 
 if __name__ == "__main__":

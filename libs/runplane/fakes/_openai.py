@@ -1,133 +1,181 @@
 """A fake OpenAI-compatible chat-completions server on loopback.
 
-Speaks the subset of ``POST /v1/chat/completions`` the provider uses: ``model``, ``messages``
-in; one ``choices[0].message`` and ``usage`` out. Replies are scripted (a queue of texts) or,
-when the script is empty, a deterministic echo of the last user message, so a test can predict
-them. ``fail_next`` and ``delay_s`` make faults on demand; ``requests`` counts calls, which is
-how a test proves a replay did not re-pay a generation.
+Speaks ``POST /v1/chat/completions`` as the provider uses it: ``model``, ``messages``,
+``tools``, ``tool_choice`` in; one ``choices[0].message`` (``content``, ``tool_calls`` with
+``function.arguments`` a JSON string) with its ``finish_reason``, and ``usage`` out. It refuses
+with a 400, as the real API does, a request that breaks the protocol: a ``tool`` message that
+answers no pending call, an assistant's call left unanswered, arguments that are not a JSON
+string, a ``tool_choice`` naming a tool not offered. What it answers is a model function
+(``runplane.fakes._script``; ``model=``), or, without one, the texts of ``script()`` and then a
+deterministic echo of the last user message, so a test can predict them.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from collections.abc import Iterable
+import json
 from typing import Any
 
-from runplane.fakes._http import JSON, LoopbackServer, Request, Response
+from runplane.core.agents import Generation
+from runplane.core.canonical import canonical_json
+from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
+from runplane.fakes._http import JSON, Request, Response
+from runplane.fakes._model import BadRequest, ModelFake, Usage
+
+_FINISH = {str(StopReason.TOOL_CALLS): "tool_calls", str(StopReason.MAX_TOKENS): "length"}
 
 
-class FakeOpenAIServer:
-    def __init__(
-        self,
-        *,
-        replies: Iterable[str] = (),
-        api_key: str | None = None,
-        delay_s: float = 0.0,
-        port: int = 0,
-    ) -> None:
-        self.api_key = api_key
-        self.delay_s = delay_s
-        self._lock = threading.Lock()
-        self._replies: deque[str] = deque(replies)
-        self._failures: deque[int] = deque()
-        self.requests = 0
-        self.bodies: list[JSON] = []
-        self._server = LoopbackServer(self._route, port=port)
+class ChatCompletions:
+    """The chat-completions protocol (``runplane.fakes._model.Codec``)."""
+
+    path = "/v1/chat/completions"
+
+    def listing(self, req: Request) -> Response | None:
+        if req.method == "GET" and req.path == "/v1/models":
+            return Response(200, {"object": "list", "data": [{"id": "fake-model"}]})
+        return None
+
+    def refused(self, req: Request, api_key: str | None) -> Response | None:
+        if api_key is not None and req.headers.get("authorization") != f"Bearer {api_key}":
+            return self.error(401, "auth", "invalid api key")
+        return None
+
+    def error(self, status: int, kind: str, message: str) -> Response:
+        return Response(status, {"error": {"message": message, "type": kind}})
+
+    def read(self, body: JSON) -> tuple[tuple[Message, ...], tuple[ToolSpec, ...]]:
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            raise BadRequest("model must be a non-empty string")
+        raw = body.get("messages")
+        if not isinstance(raw, list) or not raw:
+            raise BadRequest("messages must be a non-empty list")
+        messages: list[Message] = []
+        pending: set[str] = set()  # calls of the last assistant message not answered yet
+        for i, m in enumerate(raw):
+            if not isinstance(m, dict) or m.get("role") not in (
+                "system",
+                "user",
+                "assistant",
+                "tool",
+            ):
+                raise BadRequest("each message needs a role of system, user, assistant or tool")
+            if m["role"] == "tool":
+                call_id = m.get("tool_call_id")
+                if call_id not in pending:
+                    raise BadRequest(
+                        f"messages[{i}]: a message with role 'tool' must answer a tool call of "
+                        f"the preceding assistant message (tool_call_id {call_id!r})"
+                    )
+                pending.discard(call_id)
+                messages.append(Message(Role.TOOL, _text(m, i), tool_call_id=call_id))
+                continue
+            if pending:
+                raise BadRequest(
+                    f"messages[{i}]: the tool calls {sorted(pending)} were not answered by "
+                    "tool messages"
+                )
+            calls = _calls(m, i)
+            pending = {c.id for c in calls}
+            messages.append(Message(Role(m["role"]), _text(m, i), tool_calls=calls))
+        return tuple(messages), _tools(body)
+
+    def write(self, gen: Generation, usage: Usage, body: JSON, n: int) -> JSON:
+        message: dict[str, Any] = {"role": "assistant", "content": gen.text}
+        if gen.tool_calls:
+            message["content"] = gen.text or None
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))},
+                }
+                for c in gen.tool_calls
+            ]
+        stop = gen.stop_reason or (str(StopReason.TOOL_CALLS) if gen.tool_calls else None)
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": _FINISH.get(str(stop), "stop")}
+            ],
+            "usage": {
+                "prompt_tokens": usage.tokens_in,
+                "completion_tokens": usage.tokens_out,
+                "total_tokens": usage.tokens_in + usage.tokens_out,
+            },
+        }
+
+
+def _text(m: JSON, i: int) -> str:
+    content = m.get("content")
+    if content is not None and not isinstance(content, str):
+        raise BadRequest(f"messages[{i}].content must be a string or null")
+    return content or ""
+
+
+def _calls(m: JSON, i: int) -> tuple[ToolCall, ...]:
+    raw = m.get("tool_calls")
+    if raw is None:
+        return ()
+    if m["role"] != "assistant" or not isinstance(raw, list) or not raw:
+        raise BadRequest(f"messages[{i}]: tool_calls is a non-empty list, on an assistant message")
+    calls = []
+    for j, c in enumerate(raw):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if c.get("type") != "function" or not isinstance(fn, dict) or not c.get("id"):
+            raise BadRequest(
+                f"messages[{i}].tool_calls[{j}]: needs an id, type 'function', function"
+            )
+        if not isinstance(fn.get("arguments"), str):
+            raise BadRequest(f"messages[{i}].tool_calls[{j}].function.arguments must be a string")
+        try:
+            args = json.loads(fn["arguments"])
+            calls.append(ToolCall(str(c["id"]), str(fn.get("name") or ""), args))
+        except ValueError as exc:
+            raise BadRequest(f"messages[{i}].tool_calls[{j}]: {exc}") from exc
+    return tuple(calls)
+
+
+def _tools(body: JSON) -> tuple[ToolSpec, ...]:
+    raw = body.get("tools")
+    choice = body.get("tool_choice")
+    if raw is None:
+        if choice is not None:
+            raise BadRequest("tool_choice is only allowed when tools are specified")
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest("tools must be a list")
+    specs = []
+    for j, t in enumerate(raw):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if t.get("type") != "function" or not isinstance(fn, dict):
+            raise BadRequest(f"tools[{j}]: needs type 'function' and a function")
+        try:
+            specs.append(
+                ToolSpec(
+                    str(fn.get("name") or ""),
+                    str(fn.get("description") or ""),
+                    fn.get("parameters") or {"type": "object", "properties": {}},
+                )
+            )
+        except ValueError as exc:
+            raise BadRequest(f"tools[{j}]: {exc}") from exc
+    names = {s.name for s in specs}
+    if isinstance(choice, dict):
+        named = (choice.get("function") or {}).get("name")
+        if choice.get("type") != "function" or named not in names:
+            raise BadRequest(f"tool_choice names a function not in tools: {canonical_json(choice)}")
+    elif choice is not None and choice not in ("auto", "none", "required"):
+        raise BadRequest(f"tool_choice must be auto, none, required or a function, not {choice!r}")
+    return tuple(specs)
+
+
+class FakeOpenAIServer(ModelFake):
+    """The chat-completions fake; ``url`` is the base URL a client configures (``…/v1``)."""
+
+    CODEC = ChatCompletions
 
     @property
     def url(self) -> str:
-        """The base URL a client configures (``…/v1``)."""
-        return self._server.url + "/v1"
-
-    def start(self) -> FakeOpenAIServer:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def serve_forever(self) -> None:
-        self._server.serve_forever()
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def script(self, *replies: str) -> None:
-        with self._lock:
-            self._replies.extend(replies)
-
-    def fail_next(self, count: int = 1, status: int = 500) -> None:
-        with self._lock:
-            self._failures.extend([status] * count)
-
-    def _route(self, req: Request) -> Response:
-        if req.method == "GET" and req.path == "/v1/models":
-            return Response(200, {"object": "list", "data": [{"id": "fake-model"}]})
-        if req.method != "POST" or req.path != "/v1/chat/completions":
-            return Response(404, {"error": {"message": f"no route {req.method} {req.path}"}})
-        if (
-            self.api_key is not None
-            and req.headers.get("authorization") != f"Bearer {self.api_key}"
-        ):
-            return Response(401, {"error": {"message": "invalid api key", "type": "auth"}})
-        error = _validate(req.body)
-        if error is not None:
-            return Response(400, {"error": {"message": error, "type": "invalid_request_error"}})
-        assert req.body is not None  # _validate checked it
-        with self._lock:
-            self.requests += 1
-            self.bodies.append(req.body)
-            failure = self._failures.popleft() if self._failures else None
-            text = self._replies.popleft() if self._replies else None
-            n = self.requests
-        if self.delay_s > 0:
-            threading.Event().wait(self.delay_s)
-        if failure is not None:
-            return Response(
-                failure, {"error": {"message": "injected failure", "type": "server_error"}}
-            )
-        messages: list[dict[str, Any]] = req.body["messages"]
-        if text is None:
-            last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-            text = "echo: " + str(last_user.get("content", "") if last_user else "")
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        completion_tokens = len(text.split())
-        return Response(
-            200,
-            {
-                "id": f"chatcmpl-{n}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": req.body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            },
-        )
-
-
-def _validate(body: JSON | None) -> str | None:
-    if body is None:
-        return "a JSON body is required"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model must be a non-empty string"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "messages must be a non-empty list"
-    for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-            return "each message needs a role of system, user, assistant or tool"
-    return None
+        return super().url + "/v1"

@@ -1,8 +1,11 @@
 """Model providers and tools: the executor's outward calls.
 
 * :class:`OpenAIProvider` — any OpenAI-compatible chat-completions endpoint (httpx);
-  :class:`AnthropicProvider` — the Messages API, whose shape differs.
-* :func:`tool` — declare a Python function in an agent module as a tool (``TOOLS``).
+  :class:`AnthropicProvider` — the Messages API, whose shape differs. Both speak tool calling
+  in their protocol from one provider-neutral conversation (``runplane.core.turns``);
+  :class:`ModelReplyError` is a reply that broke its turn's contract.
+* :func:`tool` — declare a Python function in an agent module as a tool (``TOOLS``); its
+  docstring and signature are what a model is told of it.
 * :class:`HttpTool` — a tool that is one HTTP request; :class:`McpTool` — a tool on an MCP
   server (stdio or streamable HTTP), provenance ``tool://{server}/{tool}``.
 * :func:`load_tools_config` — the tools config file (``RUNPLANE_TOOLS_CONFIG``): HTTP tools,
@@ -19,7 +22,13 @@ from __future__ import annotations
 from runplane.providers._anthropic import AnthropicProvider
 from runplane.providers._catalog import Offer, build_providers, build_tools, load_offer, offer_of
 from runplane.providers._config import ToolsConfig, load_tools_config, parse_tools_config
-from runplane.providers._errors import PeerCallError, Reach, classify_status, classify_transport
+from runplane.providers._errors import (
+    ModelReplyError,
+    PeerCallError,
+    Reach,
+    classify_status,
+    classify_transport,
+)
 from runplane.providers._function_tool import FunctionTool
 from runplane.providers._http_tool import HttpTool
 from runplane.providers._mcp import McpSession, McpTool, open_mcp_sessions, schema_digest
@@ -34,6 +43,7 @@ __all__ = [
     "HttpTool",
     "McpSession",
     "McpTool",
+    "ModelReplyError",
     "Offer",
     "OpenAIProvider",
     "PeerCallError",

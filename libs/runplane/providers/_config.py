@@ -12,6 +12,8 @@ model the executor does not offer)::
         recovery: retry            # retry | reconcile (+ probe) | requires_operator
         timeout_s: 10
         sensitivity: confidential  # label of what it returns (trust, sensitivity)
+        description: The invoice's amount and currency.   # what a model is told of it
+        input_schema: {type: object, properties: {invoice_id: {type: string}}}
         auth: {secret_env: BILLING_TOKEN}      # header Authorization: Bearer $BILLING_TOKEN
     models:                        # model providers, by the name ctx.generate uses
       - {name: openai, api: openai, base_url: https://api.openai.com/v1, model: gpt-4o-mini,
@@ -21,7 +23,7 @@ model the executor does not offer)::
     mcp_servers:                   # tools on MCP servers: tool://{server}/{tool}
       - name: files
         command: [python, -m, my_mcp_server]   # stdio; or url: http://host/mcp
-        tools: [{name: read_file, mutating: false}]
+        tools: [{name: read_file, mutating: false}]   # schema: the server's listed one
 
 ``${NAME}`` / ``${NAME:-default}`` in ``url``, ``base_url`` and ``command`` are filled from the
 environment (``{name}`` without ``$`` stays a tool's argument placeholder). A secret never
@@ -36,6 +38,7 @@ from ``RUNPLANE_OPENAI_BASE_URL`` / ``_MODEL`` / ``_API_KEY`` (the executor's de
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,13 +49,24 @@ import yaml
 
 from runplane.core.agents import EffectDecl, Recovery, RetryPolicy
 from runplane.errors import ConfigError
+from runplane.providers._schema import declared_schema
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 # A key that would put a secret in the file; secrets come from the environment only.
 _SECRET_KEYS = frozenset({"api_key", "apikey", "token", "password", "secret", "authorization"})
 MODEL_APIS = ("openai", "anthropic")
-_DECL_KEYS = {"mutating", "recovery", "probe", "timeout_s", "max_attempts", "trust", "sensitivity"}
+_DECL_KEYS = {
+    "mutating",
+    "recovery",
+    "probe",
+    "timeout_s",
+    "max_attempts",
+    "trust",
+    "sensitivity",
+    "description",
+    "input_schema",
+}
 
 
 @dataclass(frozen=True)
@@ -239,6 +253,18 @@ def _declared(name: str, raw: Mapping[str, Any], where: str) -> ToolDecl:
         )
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ConfigError(f"{where}: description must be a string")
+    decl = dataclasses.replace(
+        decl,
+        description=description or "",
+        input_schema=(
+            None
+            if raw.get("input_schema") is None
+            else declared_schema(f"{name} ({where})", raw["input_schema"])
+        ),
+    )
     return ToolDecl(decl, trust=raw.get("trust"), sensitivity=raw.get("sensitivity"))
 
 

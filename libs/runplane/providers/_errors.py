@@ -8,6 +8,9 @@ That question, not "was it transient", decides whether a retry is safe::
       reach = REJECTED      the peer answered and did not perform it (4xx, 429, 503)
       reach = IN_DOUBT      the request may have been performed (timeout or broken connection
                             after sending, 500/502/504): only a safe call may be retried
+      ModelReplyError       a model answered 2xx but broke its turn's contract (tool arguments
+                            that are not a JSON object, a call to a tool it was not offered):
+                            IN_DOUBT and retryable, as a generation may be repeated
 
 Retry decisions read these fields, never the message.
 """
@@ -99,3 +102,12 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(raw))
     except ValueError:
         return None
+
+
+class ModelReplyError(PeerCallError):
+    """A model's reply broke the turn's contract: a tool call whose arguments are not a JSON
+    object, or a call to a tool the turn did not offer. The generation was billed (in doubt)
+    and may be repeated (retryable): another sample may well be valid."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reach=Reach.IN_DOUBT, retryable=True)

@@ -18,7 +18,9 @@ The value of a call is the tool's structured result (unwrapped from the SDK's
 content blocks; a null result is ``None``, which a probe uses to say "never happened". When
 the tool's input schema has an ``idempotency_key`` property, the call's key is passed in it
 (MCP has no convention of its own), so a peer can deduplicate and a probe can look it up.
-Results of MCP tools are untrusted unless the config declares ``trust: trusted``.
+Results of MCP tools are untrusted unless the config declares ``trust: trusted``. What a model
+is told of the tool (its declaration's ``description`` and ``input_schema``) is the config's
+when it declares them, else the server's listed ``description`` and ``inputSchema``.
 
 Failure classification, by the live-call table's one question (did it reach the peer?):
 a result with ``isError`` is the tool's own answer — it ran and failed (``TerminalError``); a
@@ -28,16 +30,19 @@ broken connection or process is IN_DOUBT — the declared recovery decides.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
+from runplane.core.agents import EffectDecl
 from runplane.core.canonical import canonical_bytes
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._config import McpServerSpec, ToolDecl
 from runplane.providers._errors import PeerCallError, Reach
 from runplane.providers._labels import source_label
+from runplane.providers._schema import declared_schema
 from runplane.wire import Label
 
 
@@ -110,8 +115,8 @@ class McpTool:
 
     def __init__(self, server: McpServerSpec, declared: ToolDecl, session: McpSession) -> None:
         self.name = declared.decl.name
-        self.decl = declared.decl
         self.remote = server.remote_name(self.name)
+        self.decl = _described(declared.decl, session.definitions[self.remote])
         self.schema_digest = session.digests[self.remote]
         base = source_label(
             self.name, trust=declared.trust or "untrusted", sensitivity=declared.sensitivity
@@ -129,6 +134,23 @@ class McpTool:
         return await self._session.call(self.remote, sent)
 
 
+def _described(decl: EffectDecl, listed: Mapping[str, Any]) -> EffectDecl:
+    """The declaration with what a model is told of the tool: the config's description and
+    input schema when it declares them, else the server's listed ones. A listed schema that
+    is not an object schema is left out (the tool stays callable; a loop offers it open)."""
+    schema = decl.input_schema
+    if schema is None and listed.get("input_schema") is not None:
+        try:
+            schema = declared_schema(decl.name, listed["input_schema"])
+        except ConfigError:
+            schema = None
+    return dataclasses.replace(
+        decl,
+        description=decl.description or str(listed.get("description") or ""),
+        input_schema=schema,
+    )
+
+
 async def _list_all(client: Any) -> dict[str, dict[str, Any]]:
     listed: dict[str, dict[str, Any]] = {}
     cursor = None
@@ -137,6 +159,7 @@ async def _list_all(client: Any) -> dict[str, dict[str, Any]]:
         for t in page.tools:
             listed[t.name] = {
                 "name": t.name,
+                "description": t.description or "",
                 "input_schema": t.input_schema,
                 "output_schema": t.output_schema,
             }

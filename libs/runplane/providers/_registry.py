@@ -11,6 +11,10 @@ Importing an agent module (``RUNPLANE_AGENT_MODULES``) registers its tools in ``
 declaration is its :class:`~runplane.core.EffectDecl` (mutating, recovery, probe, timeout,
 retry); an agent's declaration for the same name overrides it, as for any tool.
 
+What a model is told of the tool when a loop offers it (``EffectDecl.description`` and
+``input_schema``) comes from the function itself: its docstring and signature
+(``runplane.providers._schema``), unless ``@tool(description=..., input_schema=...)`` says it.
+
 A tool function does I/O by nature, so it is not put through the determinism lint: it runs
 only live, and its result is journaled and served from the journal on replay.
 """
@@ -24,6 +28,11 @@ from runplane.core.agents import EffectDecl, Recovery, RetryPolicy
 from runplane.errors import ConfigError
 from runplane.providers._function_tool import FunctionTool
 from runplane.providers._labels import source_label
+from runplane.providers._schema import (
+    declared_schema,
+    docstring_description,
+    function_schema,
+)
 from runplane.wire import Label
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,18 +80,25 @@ def tool(
     retry: RetryPolicy | None = None,
     trust: str | None = None,
     sensitivity: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]:
     """Register a sync or async function as the tool ``name`` (default: its own name).
 
     Undeclared means the conservative treatment, as everywhere: ``mutating=True`` and recovery
     ``requires_operator``. ``trust`` / ``sensitivity`` label what the tool returns (joined with
-    the source label the engine applies, never lowering it).
+    the source label the engine applies, never lowering it). ``description`` /
+    ``input_schema`` override what the docstring and the signature say.
     """
     target = TOOLS if registry is None else registry
 
     def register(fn: F) -> F:
         tool_name = name or fn.__name__
+        if input_schema is None:
+            said, schema = function_schema(tool_name, fn)
+        else:
+            said, schema = docstring_description(fn), declared_schema(tool_name, input_schema)
         decl = EffectDecl(
             tool_name,
             mutating=mutating,
@@ -90,6 +106,8 @@ def tool(
             probe=probe,
             timeout_s=timeout_s,
             retry=retry if retry is not None else RetryPolicy(),
+            description=said if description is None else description,
+            input_schema=schema,
         )
         label: Label | None = source_label(tool_name, trust=trust, sensitivity=sensitivity)
         target.register(FunctionTool(tool_name, fn, decl=decl, label=label))
