@@ -17,9 +17,7 @@ from tests.helpers import support_loop as S
 INPUT = {"customer_id": "c-1", "request": "refund my damaged order o-1"}
 
 
-def _driver(
-    model: ScriptedModel, counts: dict[str, int] | None = None, **kw: Any
-) -> Driver:
+def _driver(model: ScriptedModel, counts: dict[str, int] | None = None, **kw: Any) -> Driver:
     return Driver(
         S.AGENTS, tools=S.tools(counts), providers={"scripted": model}, policy=S.POLICY, **kw
     )
@@ -121,8 +119,13 @@ def test_a_crash_repeats_no_recorded_turn_or_tool_call(
     if where is _before_turn_3:  # announced, not sent: sent once, after the restart
         assert lost["turns"] == 0
     assert sum(counts.values()) == _tool_results(run) + lost["performs"]
-    assert counts["refund:" + str(sorted({"recipient": S.CUSTOMER_IBAN, "amount_eur": 40,
-                                           "order": "o-1"}.items()))] == 1
+    assert (
+        counts[
+            "refund:"
+            + str(sorted({"recipient": S.CUSTOMER_IBAN, "amount_eur": 40, "order": "o-1"}.items()))
+        ]
+        == 1
+    )
 
 
 def test_an_injected_refund_is_refused_returned_to_the_model_and_the_task_completes() -> None:

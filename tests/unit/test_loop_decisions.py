@@ -96,7 +96,7 @@ def test_a_negative_budget_is_a_named_error() -> None:
         raise AssertionError("a negative budget was accepted")
 
 
-_names = st.sampled_from(sorted(TOOLS) + ["unknown"])
+_names = st.sampled_from([*sorted(TOOLS), "unknown"])
 _calls = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), _names, st.integers(0, 3)),
     max_size=8,

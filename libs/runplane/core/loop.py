@@ -226,7 +226,7 @@ def begin(instructions: str, input: Any) -> LoopState:
     """The first conversation: the instructions as the system message, the input as the user's
     (a string as it is, anything else as its canonical JSON)."""
     text = input if isinstance(input, str) else canonical_json(input)
-    messages = (Message(Role.USER, text),)
+    messages: tuple[Message, ...] = (Message(Role.USER, text),)
     if instructions:
         messages = (Message(Role.SYSTEM, instructions), *messages)
     return LoopState(messages)
@@ -302,7 +302,9 @@ def answer(state: LoopState, act: Act, records: Sequence[CallRecord]) -> LoopSta
     ordered = sorted(records, key=lambda r: r.position)
     messages = list(state.messages)
     for call, record in zip(proposed, ordered, strict=True):
-        content = canonical_json(record.value) if record.ok else f"{record.error_type}: {record.error}"
+        content = (
+            canonical_json(record.value) if record.ok else f"{record.error_type}: {record.error}"
+        )
         messages.append(Message(Role.TOOL, content, tool_call_id=call.id, is_error=not record.ok))
     return replace(state, messages=tuple(messages), calls=(*state.calls, *ordered))
 
@@ -338,9 +340,7 @@ def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
     return Effect(e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id})
 
 
-async def _perform(
-    ctx: StepCtx, act: Act, approve: Approver | None
-) -> tuple[CallRecord, ...]:
+async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[CallRecord, ...]:
     turn = act.state.turns
     records: list[CallRecord] = [
         CallRecord(turn, at, c, False, error_type=t, error=m, performed=False)
@@ -359,9 +359,7 @@ async def _perform(
                 records.append(CallRecord(turn, at, call, True, r["value"]))
             else:
                 err = r["error"]
-                records.append(
-                    CallRecord(turn, at, call, False, None, err["type"], err["message"])
-                )
+                records.append(CallRecord(turn, at, call, False, None, err["type"], err["message"]))
     for at, call in serial:
         try:
             value = await _proposed(ctx, call)
@@ -438,7 +436,5 @@ async def agent_loop(
         state = answer(step.state, step, records)
 
 
-def _result(
-    state: LoopState, status: LoopStatus, text: str, spent: Exhausted | None
-) -> LoopResult:
+def _result(state: LoopState, status: LoopStatus, text: str, spent: Exhausted | None) -> LoopResult:
     return LoopResult(status, text, state.turns, state.usage, state.calls, state.messages, spent)

@@ -22,6 +22,7 @@ injection defence must survive; it sees the refusal like any tool error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -127,10 +128,8 @@ class ScriptedModel:
             if inj_id in proposed:
                 continue
             text = m.content
-            try:  # the instruction is usually inside a JSON result's string
+            with contextlib.suppress(ValueError):  # usually inside a JSON result's string
                 text = " ".join(str(v) for v in _strings(json.loads(text)))
-            except ValueError:
-                pass
             found = _INSTRUCTION.search(text)
             if found is None:
                 continue

@@ -155,9 +155,7 @@ def gate(
     return None
 
 
-def _proposed_labels(
-    run: Run, slot: Slot, call_id: str, args: Any
-) -> dict[str, Label] | None:
+def _proposed_labels(run: Run, slot: Slot, call_id: str, args: Any) -> dict[str, Label] | None:
     """Exact labels for a call a model proposed in the agent loop (``gate.exact_labels``),
     everything read from the journal: the proposing turn is the latest generation recorded
     before this slot that proposed calls, and it must have proposed exactly this call (its id,
@@ -183,7 +181,9 @@ def _proposed_labels(
     tool = str(slot.effect.options.get("tool", slot.effect.name))
     wanted = canonical_json(args)
     if not any(
-        c.get("id") == call_id and c.get("name") == tool and canonical_json(c.get("arguments")) == wanted
+        c.get("id") == call_id
+        and c.get("name") == tool
+        and canonical_json(c.get("arguments")) == wanted
         for c in _proposals(turn)
     ):
         return None
