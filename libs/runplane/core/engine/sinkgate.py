@@ -20,7 +20,10 @@ policy, ``AgentPolicy()``):
    output of the run and its input — bytes that match nothing take ``labels.unattributed`` of
    the run's context label (``GateState.context``; the policy's ``unattributed: agent`` is
    the weaker rule: the agent's own) — joined with explicit ``Labeled`` wrappers, improved
-   only by the journaled releases for this sink at this path.
+   only by the journaled releases for this sink at this path. A call a model proposed in the
+   agent loop (option ``proposal``) whose proposing turn the journal holds is labelled
+   exactly instead (``_proposed_labels``, ``gate.exact_labels``): verbatim copies by their
+   sources, composed values by the turn's label, the call itself by the turn's trust.
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
 chain attrs ``gate``, ``sink``, ``reason``, ``path`` and the policy digest) and raised into the
