@@ -18,7 +18,7 @@ stop with this outcome — tested case by case and by property, with no effect i
 2. Each model turn is a ``generation`` (``ctx.generate`` with the conversation as messages and
    ``tools=`` / ``tool_choice=``): announced before it is sent, journaled with its usage.
 3. Each proposed call is a ``tool`` effect with its declared recovery; the non-mutating calls
-   of one turn run as fan-out branches on their own slots (``planrun.dispatch``, decisions
+   of one turn run as fan-out branches on their own slots (``planrun._dispatch``, decisions
    §23), the mutating ones after them, one at a time in the order the model gave. The effect
    names the model's call id (option ``proposal``): the sink gate finds the turn that proposed
    it in the journal and labels its arguments exactly (``sinkgate``; docs/security.md).
