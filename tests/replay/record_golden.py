@@ -19,8 +19,11 @@ import examples.triage  # noqa: F401  (registers "triage")
 from runplane.core import REGISTRY
 from runplane.testing import Driver, FakeClock, RunView, ScriptedProvider
 from runplane.wire import to_dict
+from tests.helpers import support_loop
 
 GOLDEN = Path(__file__).parent / "golden"
+# Agents of the tests' own registries (not REGISTRY): the loop's support agent.
+GOLDEN_LOOP = Path(__file__).parent / "golden_loop"
 
 
 def _billing() -> dict[str, Any]:
@@ -81,6 +84,23 @@ def record_commission() -> RunView:
     )
 
 
+def record_loop() -> RunView:
+    # ctx.agent_loop: six turns (parallel reads, an injected refund refused and answered to
+    # the model, the real refund, a check, the answer), every turn and call journaled.
+    driver = Driver(
+        support_loop.AGENTS,
+        tools=support_loop.tools(),
+        providers={"scripted": support_loop.model(obey_injections=True)},
+        clock=FakeClock(1_700_000_000_000, step_ms=7),
+        policy=support_loop.POLICY,
+    )
+    return driver.run(
+        "loop.support",
+        {"customer_id": "c-1", "request": "refund my damaged order o-1"},
+        session_id="golden-loop",
+    )
+
+
 def dump(run: RunView) -> dict[str, Any]:
     return {
         "snapshot": to_dict(run.snapshot),
@@ -100,6 +120,11 @@ def main() -> None:
         path = GOLDEN / f"{name}.json"
         path.write_text(json.dumps(dump(run), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {path} ({len(run.journal)} records, {len(run.results)} results)")
+    GOLDEN_LOOP.mkdir(exist_ok=True)
+    path = GOLDEN_LOOP / "support_loop_injection.json"
+    run = record_loop()
+    path.write_text(json.dumps(dump(run), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {path} ({len(run.journal)} records, {len(run.results)} results)")
 
 
 if __name__ == "__main__":

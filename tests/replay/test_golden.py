@@ -82,3 +82,25 @@ def test_the_pytest_helper_replays_every_golden_journal() -> None:
 
     reports = assert_replays(GOLDEN)
     assert len(reports) == len(FILES) and all(r.replayed > 0 for r in reports)
+
+
+def test_the_golden_loop_verifies_replays_calling_nobody_and_re_records_byte_for_byte() -> None:
+    from runplane.testing import assert_replays
+    from tests.helpers.support_loop import AGENTS
+
+    path = Path(__file__).parent / "golden_loop" / "support_loop_injection.json"
+    snapshot, journal, results = _load(path)
+    assert verify_chain(journal, results).ok
+    report = replay_history(AGENTS.spec(snapshot.capability), snapshot, results)
+    assert report.divergence is None and report.live_calls == 0
+    assert report.replayed == len(results)
+    assert any(r.attrs.get("gate") == "refused" for r in journal)  # the refused injection
+    assert len(assert_replays(path.parent, AGENTS)) == 1
+    spec = importlib.util.spec_from_file_location(
+        "record_golden", Path(__file__).parent / "record_golden.py"
+    )
+    assert spec is not None and spec.loader is not None
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert recorder.dump(recorder.record_loop())["journal"] == stored["journal"]

@@ -110,6 +110,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.groups",
             "runplane.core.panels",
             "runplane.core.planrun",
+            "runplane.core.loop",
             "runplane.core.releases",
         ),
     ),

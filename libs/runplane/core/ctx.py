@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runplane.core import planrun
+from runplane.core import loop, planrun
 from runplane.core.agents import Generation, Recovery
 from runplane.core.determinism import derive_randint, derive_random
 from runplane.core.effect import (
@@ -35,7 +35,8 @@ from runplane.core.releases import release_request
 from runplane.core.waits import Duration, timer_request
 
 if TYPE_CHECKING:
-    from runplane.core.agents import AgentSpec
+    from runplane.core.agents import AgentSpec, EffectDecl
+    from runplane.core.loop import Approver, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
 
@@ -61,6 +62,8 @@ class RunHost(Protocol):
     def clock_ms(self) -> int: ...
     @property
     def seed(self) -> str: ...
+    @property
+    def tools(self) -> Mapping[str, EffectDecl]: ...
 
     def take_derived_slot(self, family: str) -> int: ...
 
@@ -419,6 +422,43 @@ class StepCtx:
         """Every branch (agents, or tools with ``kind="tool"``) on ``input`` at once, then the
         aggregator on their outputs by node id → the aggregator's output."""
         return planrun.fan_out(self, branches, aggregator, input, contract=contract, kind=kind)
+
+    def agent_loop(
+        self,
+        provider: str,
+        model: str,
+        instructions: str,
+        input: Any,
+        *,
+        tools: Sequence[str],
+        max_turns: int | None = None,
+        budget: LoopBudget | None = None,
+        tool_choice: str = "auto",
+        params: Mapping[str, Any] | None = None,
+        approve: Approver | None = None,
+    ) -> Coroutine[Any, Any, LoopResult]:
+        """The agent loop (``runplane.core.loop``): the model proposes calls to ``tools``, each
+        turn a journaled generation, each call a journaled tool effect (reads fanned out,
+        mutations in the model's order), until it answers or a budget ends it → ``LoopResult``
+        (status ``answered`` or ``budget_exhausted`` with which budget). ``max_turns`` is
+        ``budget.turns`` when no budget is given. A refused call is answered to the model as a
+        tool error; the loop goes on. ``approve``: asked for every call before it is made."""
+        if budget is None:
+            budget = loop.LoopBudget(turns=max_turns)
+        elif max_turns is not None:
+            raise ValueError("agent_loop: give max_turns or budget.turns, not both")
+        return loop.agent_loop(
+            self,
+            provider,
+            model,
+            instructions,
+            input,
+            tools=tools,
+            budget=budget,
+            tool_choice=tool_choice,
+            params=params,
+            approve=approve,
+        )
 
     def panel(
         self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int

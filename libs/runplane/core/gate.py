@@ -28,6 +28,16 @@ A ``SinkDecl`` then decides:
 A ``Grant`` is a journaled release honoured at this sink: under its path, trust (and/or
 sensitivity) is improved; provenance is kept. A grant for another sink is never passed here.
 
+**Exact labels** (``exact_labels``): where the runtime moved the values itself — the arguments
+of a call a model proposed in the agent loop — no matching is needed. Each argument scalar is
+either a *verbatim copy* of a scalar of what the proposing turn could read (the run's input and
+every result recorded before the turn), and then carries the join of the labels of the results
+holding it — so a protected field's source rule (``tool://crm_lookup``) is met exactly when the
+model copied the value from that tool's result — or it was *composed* by the model, and carries
+the turn's label (the join of everything the turn could read) under the model's name alone,
+which no source rule names. The call itself (path ``$``) carries the turn's trust: a mutating
+sink without protected fields refuses any call an untrusted turn proposed, arguments or none.
+
 Limits (docs/security.md): matching sees bytes, not meaning. In a run that has read nothing
 untrusted, a value the agent *transforms* (re-spelled, re-encoded, summarised by its own code)
 matches nothing and is labelled like a constant of the agent's code — trusted; once it has
@@ -58,6 +68,7 @@ __all__ = [
     "Source",
     "check",
     "declared_sinks",
+    "exact_labels",
     "improve",
     "judge",
     "label_scalars",
@@ -312,6 +323,39 @@ def label_scalars(
                 label = improve(label, grant)
         out[path] = label
     return out
+
+
+def exact_labels(
+    payload: Any, sources: Iterable[Source], composed: Label, choice: Label
+) -> dict[str, Label]:
+    """The labels of a proposed call's arguments (``payload``) by path: a scalar equal to a
+    scalar of one of ``sources`` (verbatim: the same string, or the same number; booleans,
+    null and the empty string say nothing of where they came from) carries the join of those
+    sources' labels, any other ``composed``; ``$`` (the call itself) also carries ``choice``."""
+    index: dict[str, Label] = {}
+    for source in sources:
+        for key in {_verbatim(scalar) for _, scalar in leaves(source.value)} - {None}:
+            assert key is not None
+            held = index.get(key)
+            index[key] = source.label if held is None else join(held, source.label)
+    out: dict[str, Label] = {}
+    for path, scalar in leaves(payload):
+        key = _verbatim(scalar)
+        if key is not None:
+            out[path] = index.get(key, composed)
+        else:
+            out[path] = BOTTOM if _empty(scalar) else composed
+    out["$"] = join(out.get("$", BOTTOM), choice)
+    return out
+
+
+def _verbatim(scalar: Any) -> str | None:
+    """The key a scalar is copied under: a non-empty string as it is, a number by value."""
+    if isinstance(scalar, str):
+        return "s:" + scalar if scalar else None
+    if isinstance(scalar, int | float) and not isinstance(scalar, bool):
+        return "n:" + repr(float(scalar))
+    return None
 
 
 def _empty(scalar: Any) -> bool:

@@ -22,7 +22,7 @@ import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runplane.core import (
     AgentRegistry,
@@ -68,7 +68,7 @@ from runplane.wire import (
     Wake,
 )
 
-__all__ = ["Crash", "Driver", "FakeClock", "RunView", "ScriptedProvider"]
+__all__ = ["Crash", "Driver", "FakeClock", "Replying", "RunView", "ScriptedProvider"]
 
 
 class FakeClock:
@@ -118,6 +118,16 @@ class ScriptedProvider:
         return self.reply(model, prompt, params)
 
 
+class Replying(Protocol):
+    """What the Driver asks a model of: ``ScriptedProvider`` (text) or
+    ``models.ScriptedModel`` (tool calls). ``reply`` is handed the turn's exact prompt and
+    params — the messages, the ``tools`` offered and ``tool_choice`` of an agent loop's turn."""
+
+    name: str
+
+    def reply(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation: ...
+
+
 class Crash(Exception):
     """Raised by a crash hook to simulate the process dying at that point."""
 
@@ -149,7 +159,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
 
     ``tools``: name → ``fn(args, idempotency_key)`` (sync or async); raise ``RetryableError``
     for a transient failure (retried per the call's policy), anything else fails the call.
-    ``providers``: name → ``ScriptedProvider``. ``approve``: decide approval tasks
+    ``providers``: name → ``ScriptedProvider`` or ``ScriptedModel`` (tool calls). ``approve``: decide approval tasks
     automatically (an outcome name, or a function of the OpenTask returning one or None).
     ``crash_hook(phase, call)``: return True to crash at ``phase`` ("before_act" /
     "after_act") of a live call.
@@ -160,7 +170,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
         agents: AgentRegistry | AgentSpec | Iterable[AgentSpec],
         *,
         tools: Mapping[str, ToolFn] | None = None,
-        providers: Mapping[str, ScriptedProvider] | None = None,
+        providers: Mapping[str, Replying] | None = None,
         clock: FakeClock | None = None,
         calendars: Any = None,
         cases: Mapping[str, Any] | None = None,
@@ -177,7 +187,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
         # What the executor would offer for them: Python functions, performed in process (an
         # agent's own declaration of a tool still wins, as in the executor).
         self._offered = {name: EffectDecl(name, in_process=True) for name in self.tools}
-        self.providers = dict(providers or {"scripted": ScriptedProvider()})
+        self.providers: dict[str, Replying] = dict(providers or {"scripted": ScriptedProvider()})
         self.clock = clock or FakeClock()
         self.calendars = calendars
         self.cases: dict[str, tuple[Any, int]] = {k: (v, 1) for k, v in (cases or {}).items()}

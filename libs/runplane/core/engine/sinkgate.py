@@ -20,7 +20,10 @@ policy, ``AgentPolicy()``):
    output of the run and its input — bytes that match nothing take ``labels.unattributed`` of
    the run's context label (``GateState.context``; the policy's ``unattributed: agent`` is
    the weaker rule: the agent's own) — joined with explicit ``Labeled`` wrappers, improved
-   only by the journaled releases for this sink at this path.
+   only by the journaled releases for this sink at this path. A call a model proposed in the
+   agent loop (option ``proposal``) whose proposing turn the journal holds is labelled
+   exactly instead (``_proposed_labels``, ``gate.exact_labels``): verbatim copies by their
+   sources, composed values by the turn's label, the call itself by the turn's trust.
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
 chain attrs ``gate``, ``sink``, ``reason``, ``path`` and the policy digest) and raised into the
@@ -41,6 +44,7 @@ from itertools import islice
 from typing import Any
 
 from runplane.core.agents import EffectDecl
+from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
@@ -52,6 +56,7 @@ from runplane.core.gate import (
     Refusal,
     Source,
     declared_sinks,
+    exact_labels,
     judge,
     label_scalars,
 )
@@ -133,9 +138,14 @@ def gate(
     grants = _releases(run, sink, wrapped)
     if isinstance(grants, Refusal):
         return _refuse(run, slot, "SinkRefused", grants)
-    explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-    unmatched = _unattributed(ap, state.context)
-    labels = label_scalars(payload, state.matcher, explicit, grants, unmatched)
+    proposal = effect.options.get("proposal") if effect.family == "tool" else None
+    labels = None
+    if proposal is not None and not wrapped:
+        labels = _proposed_labels(run, slot, str(proposal), payload)
+    if labels is None:
+        explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
+        unmatched = _unattributed(ap, state.context)
+        labels = label_scalars(payload, state.matcher, explicit, grants, unmatched)
     refusal = judge(rules, payload, labels)
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
@@ -146,6 +156,61 @@ def gate(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
     return None
+
+
+def _proposed_labels(run: Run, slot: Slot, call_id: str, args: Any) -> dict[str, Label] | None:
+    """Exact labels for a call a model proposed in the agent loop (``gate.exact_labels``),
+    everything read from the journal: the proposing turn is the latest generation recorded
+    before this slot that proposed calls, and it must have proposed exactly this call (its id,
+    this tool, these arguments, canonically equal) — else None, and the call is labelled by
+    matching like any other.
+
+    What the turn could read is the run's input and every result recorded before it, except
+    earlier turns that proposed calls: a model's proposal is taken as a function of what it
+    was shown (the loop's premise), and what it was shown is already in that join. A
+    generation that only answered text stays an untrusted source, as everywhere."""
+    bound = (run.era, slot.call_seq)
+    earlier = sorted(
+        ((k, e) for k, e in run.rec.results.items() if k < bound), key=lambda ke: ke[0]
+    )
+    turn_at: tuple[int, int] | None = None
+    turn: ResultEntry | None = None
+    for key, entry in reversed(earlier):
+        if _proposals(entry):
+            turn_at, turn = key, entry
+            break
+    if turn is None or turn_at is None:
+        return None
+    tool = str(slot.effect.options.get("tool", slot.effect.name))
+    wanted = canonical_json(args)
+    if not any(
+        c.get("id") == call_id
+        and c.get("name") == tool
+        and canonical_json(c.get("arguments")) == wanted
+        for c in _proposals(turn)
+    ):
+        return None
+    first = Source("input:admission", input_label(run), json.loads(run.input_json))
+    sources = [first]
+    for key, entry in earlier:
+        if key >= turn_at or _proposals(entry):
+            continue
+        source = _taken_in(run, entry)
+        if source is not None:
+            sources.append(source)
+    read = join_all(s.label for s in sources)
+    composed = Label(trust=read.trust, sensitivity=read.sensitivity, provenance=(turn.name,))
+    choice = Label(trust=read.trust, sensitivity=Sensitivity.PUBLIC, provenance=read.provenance)
+    return exact_labels(args, sources, composed, choice)
+
+
+def _proposals(entry: ResultEntry) -> list[dict[str, Any]]:
+    """The tool calls a recorded generation proposed (none for anything else)."""
+    if entry.family != "generation" or not entry.ok or entry.value_json is None:
+        return []
+    value = json.loads(entry.value_json)
+    calls = value.get("tool_calls") if isinstance(value, dict) else None
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
 
 
 def carried(run: Run) -> Delegation | str | None:

@@ -1,0 +1,440 @@
+"""The agent loop (``ctx.agent_loop``): the model chooses the tools, the runtime performs them.
+
+    result = await ctx.agent_loop("openai", "gpt-4o-mini", "You are a support agent.", ticket,
+                                  tools=["crm_lookup", "fetch_document", "refund"],
+                                  budget=LoopBudget(turns=8, tool_calls=12))
+    if result.status is LoopStatus.ANSWERED: ...
+
+Two halves. **The decisions are pure** (``begin``, ``exhausted``, ``decide``, ``answer``): a
+function from the loop's state and the model's answer to what happens next — call these
+tools (non-mutating ones together, mutating ones one after another in the model's order), or
+stop with this outcome — tested case by case and by property, with no effect in sight.
+**The driving** (``agent_loop``) turns those decisions into ordinary journaled effects:
+
+1. The offered tools are resolved once — each one's ``ToolSpec`` (``EffectDecl.description`` /
+   ``input_schema``: the agent's declaration first, then what the executor offers) and whether
+   it mutates — and journaled as one ``observe`` (``loop:tools``): a replay, or a restore under
+   a deployment whose tool descriptions changed since, builds exactly the requests it built.
+2. Each model turn is a ``generation`` (``ctx.generate`` with the conversation as messages and
+   ``tools=`` / ``tool_choice=``): announced before it is sent, journaled with its usage.
+3. Each proposed call is a ``tool`` effect with its declared recovery; the non-mutating calls
+   of one turn run as fan-out branches on their own slots (``planrun._dispatch``, decisions
+   §23), the mutating ones after them, one at a time in the order the model gave. The effect
+   names the model's call id (option ``proposal``): the sink gate finds the turn that proposed
+   it in the journal and labels its arguments exactly (``sinkgate``; docs/security.md).
+4. A refused call (``SinkRefused``), a failed one, one over the loop's tool-call budget, one to
+   a tool not offered: every proposed call is answered by exactly one tool message, an error
+   the model reads and may act on; the loop goes on.
+
+The conversation is rebuilt from journaled values only (the recorded ``Generation`` and tool
+results), so a replay serves every slot and calls nobody. Budgets end the loop with a typed
+outcome (``LoopStatus.BUDGET_EXHAUSTED`` and which ``Exhausted``), never an exception; the
+deployment policy's budget, when a turn hits it, ends the loop the same way (``POLICY``).
+
+**Approval.** ``approve``: an ``async (call, turn) -> CallVerdict`` asked for every call before
+it is performed, where a person approves, edits or rejects a proposed call (the worklist's
+``ctx.approve_call`` is wired here by whoever offers it); None asks nobody.
+
+**Long conversations** are not carried across continue-as-new here (not done): the way it would
+go is a checkpoint of the state ``LoopState.to_json`` holds (the messages, or a model-written
+summary of the early ones plus the last turns verbatim, and the usage so far), passed as the
+successor's input and resumed with ``resume=``; the labels would need the successor's input
+label to be the join of the summarised results' labels, which the admission input label
+(trusted/internal) does not say today.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from runplane.core.agents import EffectDecl, Generation
+from runplane.core.canonical import canonical_json
+from runplane.core.effect import Effect, EffectError, Op
+from runplane.core.planrun import _dispatch as dispatch
+from runplane.core.releases import BudgetExceeded
+from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
+
+if TYPE_CHECKING:
+    from runplane.core.ctx import StepCtx
+
+__all__ = [
+    "Act",
+    "CallRecord",
+    "CallVerdict",
+    "Exhausted",
+    "LoopBudget",
+    "LoopResult",
+    "LoopState",
+    "LoopStatus",
+    "NotAnswered",
+    "Proposal",
+    "Stop",
+    "Usage",
+    "agent_loop",
+    "answer",
+    "begin",
+    "decide",
+    "exhausted",
+]
+
+
+class LoopStatus(enum.StrEnum):
+    ANSWERED = "answered"  # the model answered without proposing a call
+    BUDGET_EXHAUSTED = "budget_exhausted"  # a budget ended the loop first
+
+
+class Exhausted(enum.StrEnum):
+    """Which budget ended the loop."""
+
+    TURNS = "turns"
+    TOKENS = "tokens"
+    COST_UNITS = "cost_units"
+    TOOL_CALLS = "tool_calls"
+    POLICY = "policy"  # the deployment policy's budget refused the next turn (BudgetExceeded)
+
+
+@dataclass(frozen=True)
+class LoopBudget:
+    """What one loop may spend; None: no limit of that kind. ``turns`` counts model turns,
+    ``tokens`` tokens in and out, ``cost_units`` the providers' cost, ``tool_calls`` the calls
+    performed (a call refused by the gate or not performed counts too: it was proposed and
+    answered, so a model cannot spin on refusals forever)."""
+
+    turns: int | None = None
+    tokens: int | None = None
+    cost_units: float | None = None
+    tool_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("turns", "tokens", "cost_units", "tool_calls"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"LoopBudget.{name} must be >= 0, got {value}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_units: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def plus(self, g: Generation) -> Usage:
+        return Usage(
+            self.tokens_in + g.tokens_in,
+            self.tokens_out + g.tokens_out,
+            self.cost_units + g.cost_units,
+        )
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One proposed call and how it was answered: ``ok`` with ``value``, or ``error`` (its
+    type, e.g. ``SinkRefused``, and message); ``performed`` is False for a call the loop did
+    not hand to the runtime (an unknown tool, over budget, rejected by a person)."""
+
+    turn: int
+    position: int  # where the call stood in the turn's proposal (the model's order)
+    call: ToolCall
+    ok: bool
+    value: Any = None
+    error_type: str | None = None
+    error: str | None = None
+    performed: bool = True
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """Where the loop is: the conversation so far, turns taken, usage, calls answered."""
+
+    messages: tuple[Message, ...]
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    calls: tuple[CallRecord, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": messages_to_json(self.messages),
+            "turns": self.turns,
+            "usage": {
+                "tokens_in": self.usage.tokens_in,
+                "tokens_out": self.usage.tokens_out,
+                "cost_units": self.usage.cost_units,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    """How a loop ended. ``text``: the model's last answer (a final one when ``ANSWERED``)."""
+
+    status: LoopStatus
+    text: str
+    turns: int
+    usage: Usage
+    calls: tuple[CallRecord, ...]
+    messages: tuple[Message, ...]
+    exhausted: Exhausted | None = None
+
+    @property
+    def refused(self) -> tuple[CallRecord, ...]:
+        """The calls the sink gate refused."""
+        return tuple(c for c in self.calls if c.error_type == "SinkRefused")
+
+
+@dataclass(frozen=True)
+class Act:
+    """The next actions: ``parallel`` calls (non-mutating, together), then ``serial`` ones
+    (mutating, one at a time, in the model's order); ``unanswerable`` calls are answered with
+    an error at once (not performed). Each call comes with its position in the proposal, which
+    orders the tool messages of the next prompt."""
+
+    state: LoopState
+    parallel: tuple[Proposal, ...]
+    serial: tuple[Proposal, ...]
+    unanswerable: tuple[tuple[Proposal, str, str], ...]  # (call, error type, message)
+
+
+@dataclass(frozen=True)
+class Stop:
+    state: LoopState
+    status: LoopStatus
+    text: str
+    exhausted: Exhausted | None = None
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    """A person's word on a proposed call (``approve``): perform ``call`` (possibly edited),
+    or, when ``rejected`` is set, answer the model with that reason instead."""
+
+    call: ToolCall
+    rejected: str | None = None
+
+
+Proposal = tuple[int, ToolCall]  # (position in the turn's proposal, the call)
+Approver = Callable[[ToolCall, int], Awaitable[CallVerdict]]
+
+
+def begin(instructions: str, input: Any) -> LoopState:
+    """The first conversation: the instructions as the system message, the input as the user's
+    (a string as it is, anything else as its canonical JSON)."""
+    text = input if isinstance(input, str) else canonical_json(input)
+    messages: tuple[Message, ...] = (Message(Role.USER, text),)
+    if instructions:
+        messages = (Message(Role.SYSTEM, instructions), *messages)
+    return LoopState(messages)
+
+
+def exhausted(state: LoopState, budget: LoopBudget) -> Exhausted | None:
+    """Whether a budget forbids another turn (checked before each turn is sent)."""
+    if budget.turns is not None and state.turns >= budget.turns:
+        return Exhausted.TURNS
+    if budget.tokens is not None and state.usage.tokens >= budget.tokens:
+        return Exhausted.TOKENS
+    if budget.cost_units is not None and state.usage.cost_units >= budget.cost_units:
+        return Exhausted.COST_UNITS
+    return None
+
+
+def _remaining(state: LoopState, budget: LoopBudget) -> int | None:
+    return None if budget.tool_calls is None else max(0, budget.tool_calls - len(state.calls))
+
+
+def decide(
+    state: LoopState,
+    generation: Generation,
+    budget: LoopBudget,
+    mutating: Mapping[str, bool],
+) -> Act | Stop:
+    """The model answered ``generation``: stop (no call proposed, or a call proposed with the
+    tool-call budget spent), or the calls to make. ``mutating``: the offered tools by name;
+    a call to any other tool is answered with an error, never performed. Over the tool-call
+    budget, the first calls (model order) are made and the rest answered with an error."""
+    said = Message(Role.ASSISTANT, generation.text, tool_calls=generation.tool_calls)
+    state = replace(
+        state,
+        messages=(*state.messages, said),
+        turns=state.turns + 1,
+        usage=state.usage.plus(generation),
+    )
+    proposed = generation.tool_calls
+    if not proposed:
+        return Stop(state, LoopStatus.ANSWERED, generation.text)
+    left = _remaining(state, budget)
+    if left == 0:
+        return Stop(state, LoopStatus.BUDGET_EXHAUSTED, generation.text, Exhausted.TOOL_CALLS)
+    parallel: list[Proposal] = []
+    serial: list[Proposal] = []
+    unanswerable: list[tuple[Proposal, str, str]] = []
+    seen: set[str] = set()
+    for position, call in enumerate(proposed):
+        p = (position, call)
+        if call.id in seen:
+            why = f"call id {call.id!r} was already proposed in this turn"
+            unanswerable.append((p, "DuplicateCallId", why))
+        elif call.name not in mutating:
+            unanswerable.append((p, "UnknownTool", f"no tool named {call.name!r} is offered"))
+        elif left is not None and len(parallel) + len(serial) >= left:
+            unanswerable.append((p, "LoopBudgetExceeded", "the loop's tool-call budget is spent"))
+        elif mutating[call.name]:
+            serial.append(p)
+        else:
+            parallel.append(p)
+        seen.add(call.id)
+    return Act(state, tuple(parallel), tuple(serial), tuple(unanswerable))
+
+
+def answer(state: LoopState, act: Act, records: Sequence[CallRecord]) -> LoopState:
+    """The state after ``act``'s calls are answered by ``records`` (one per proposed call):
+    one tool message each, in the model's order (by position: a repeated id is answered where
+    it stood). ``NotAnswered`` if a proposed call has no record, or two."""
+    proposed = state.messages[-1].tool_calls
+    positions = sorted(r.position for r in records)
+    if positions != list(range(len(proposed))):
+        raise NotAnswered(f"{len(proposed)} calls proposed, answered at positions {positions}")
+    ordered = sorted(records, key=lambda r: r.position)
+    messages = list(state.messages)
+    for call, record in zip(proposed, ordered, strict=True):
+        content = (
+            canonical_json(record.value) if record.ok else f"{record.error_type}: {record.error}"
+        )
+        messages.append(Message(Role.TOOL, content, tool_call_id=call.id, is_error=not record.ok))
+    return replace(state, messages=tuple(messages), calls=(*state.calls, *ordered))
+
+
+class NotAnswered(ValueError):
+    """The loop's own bug, never the model's: a proposed call without exactly one answer."""
+
+
+# -- driving: the decisions as journaled effects ---------------------------------------------
+
+
+def _decl(ctx: StepCtx, name: str) -> EffectDecl:
+    """The declaration a call to ``name`` is performed under, as the engine finds it (the
+    agent's, else the executor's offer, else the conservative default)."""
+    return ctx._rt.spec.decl_for(name) or ctx._rt.tools.get(name) or EffectDecl(name)
+
+
+def offered(ctx: StepCtx, tools: Sequence[str]) -> dict[str, Any]:
+    """What the model is offered: each tool's spec and whether it mutates (journaled once)."""
+    specs, mutating = [], {}
+    for name in tools:
+        decl = _decl(ctx, name)
+        schema = decl.input_schema or {"type": "object", "properties": {}}
+        specs.append(ToolSpec(name, decl.description, schema).to_json())
+        mutating[name] = decl.mutating
+    return {"specs": specs, "mutating": mutating}
+
+
+def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
+    """The tool effect of a proposed call: ``ctx.tool`` with the model's call id (option
+    ``proposal``, read by the sink gate)."""
+    e = ctx.tool(call.name, call.arguments)
+    return Effect(e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id})
+
+
+async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[CallRecord, ...]:
+    turn = act.state.turns
+    records: list[CallRecord] = [
+        CallRecord(turn, at, c, False, error_type=t, error=m, performed=False)
+        for (at, c), t, m in act.unanswerable
+    ]
+    parallel, serial = list(act.parallel), list(act.serial)
+    if approve is not None:  # the one place a person is asked about a proposed call
+        parallel = await _approved(parallel, turn, approve, records)
+        serial = await _approved(serial, turn, approve, records)
+    if parallel:
+        nodes = {f"t{turn}c{at}": (at, c) for at, c in parallel}
+        joined = await dispatch([(n, _proposed(ctx, c)) for n, (_, c) in nodes.items()])
+        for node, (at, call) in nodes.items():
+            r = joined[node]
+            if r["ok"]:
+                records.append(CallRecord(turn, at, call, True, r["value"]))
+            else:
+                err = r["error"]
+                records.append(CallRecord(turn, at, call, False, None, err["type"], err["message"]))
+    for at, call in serial:
+        try:
+            value = await _proposed(ctx, call)
+        except EffectError as exc:
+            records.append(CallRecord(turn, at, call, False, None, exc.type, exc.message))
+        else:
+            records.append(CallRecord(turn, at, call, True, value))
+    return tuple(records)
+
+
+async def _approved(
+    calls: list[Proposal], turn: int, approve: Approver, records: list[CallRecord]
+) -> list[Proposal]:
+    kept = []
+    for at, call in calls:
+        verdict = await approve(call, turn)
+        if verdict.rejected is not None:
+            records.append(
+                CallRecord(turn, at, call, False, None, "CallRejected", verdict.rejected, False)
+            )
+        else:
+            # An edit keeps the model's call id: the tool message still answers that call.
+            kept.append((at, replace(verdict.call, id=call.id)))
+    return kept
+
+
+async def agent_loop(
+    ctx: StepCtx,
+    provider: str,
+    model: str,
+    instructions: str,
+    input: Any,
+    *,
+    tools: Sequence[str],
+    budget: LoopBudget,
+    tool_choice: str = "auto",
+    params: Mapping[str, Any] | None = None,
+    approve: Approver | None = None,
+) -> LoopResult:
+    """Run the loop (module docstring) → ``LoopResult``."""
+    if len(set(tools)) != len(tools):
+        raise ValueError("agent_loop: a tool is offered once")
+    names = list(tools)
+    menu = await Effect(
+        "observe",
+        "loop:tools",
+        {"observe": "loop:tools", "tools": names},
+        Op.OBSERVE,
+        {"fn": lambda: offered(ctx, names)},
+    )
+    specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
+    state = begin(instructions, input)
+    last_text = ""
+    while True:
+        spent = exhausted(state, budget)
+        if spent is not None:
+            return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, spent)
+        try:
+            generation: Generation = await ctx.generate(
+                provider,
+                model,
+                messages_to_json(state.messages),
+                tools=specs,
+                tool_choice=tool_choice,
+                **dict(params or {}),
+            )
+        except BudgetExceeded:
+            return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, Exhausted.POLICY)
+        last_text = generation.text
+        step = decide(state, generation, budget, mutating)
+        if isinstance(step, Stop):
+            return _result(step.state, step.status, step.text, step.exhausted)
+        records = await _perform(ctx, step, approve)
+        state = answer(step.state, step, records)
+
+
+def _result(state: LoopState, status: LoopStatus, text: str, spent: Exhausted | None) -> LoopResult:
+    return LoopResult(status, text, state.turns, state.usage, state.calls, state.messages, spent)
