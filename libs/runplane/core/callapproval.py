@@ -97,7 +97,7 @@ def needs_approval(
     return ApprovalRule() if decl is not None and decl.needs_approval else None
 
 
-def label_json(label: Label) -> dict[str, Any]:
+def _label_json(label: Label) -> dict[str, Any]:
     return {
         "trust": str(label.trust),
         "sensitivity": str(label.sensitivity),
@@ -133,7 +133,7 @@ def call_request(
     call = {
         "tool": tool,
         "arguments": dict(arguments),
-        "labels": {name: label_json(label) for name, label in labels.items()},
+        "labels": {name: _label_json(label) for name, label in labels.items()},
         "turn": turn,
     }
     at = "" if turn is None else f" (proposed in turn {turn})"
