@@ -15,8 +15,9 @@ tasks and a cursor for the next page, never a scan of every task ever opened.
 A supervisor may release anyone's claim (the record notes it); the release is confirmed when
 the claim its holder had is gone.
 
-Decisions are :class:`Choice` values: approve/reject for approvals; retry, abandon or happened
-(with the observed result) for operator tasks. The pure rules refuse the wrong kind (422).
+Decisions are :class:`Choice` values: approve/reject for approvals (and edit, for a proposed
+call: approve it with some arguments changed); retry, abandon or happened (with the observed
+result) for operator tasks. The pure rules refuse the wrong kind (422).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import enum
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -74,6 +75,7 @@ class Choice(enum.StrEnum):
     RETRY = "retry"  # operator: it did not happen, perform it again
     ABANDON = "abandon"  # operator: give up, record the call failed
     HAPPENED = "happened"  # operator: it took effect; the comment is its observed result
+    EDIT = "edit"  # a proposed call: approve it with the arguments given changed
 
     @property
     def verdict(self) -> DecisionOutcome | None:
@@ -88,11 +90,14 @@ _VERDICTS = {
 }
 APPROVAL_CHOICES = (Choice.APPROVE, Choice.REJECT)
 OPERATOR_CHOICES = (Choice.RETRY, Choice.HAPPENED, Choice.ABANDON)
+CALL_CHOICES = (Choice.APPROVE, Choice.EDIT, Choice.REJECT)
 
 
 def choices_for(task: TaskRecord) -> tuple[Choice, ...]:
-    """The answers ``task``'s kind takes."""
-    return OPERATOR_CHOICES if task.task.kind is TaskKind.OPERATOR else APPROVAL_CHOICES
+    """The answers ``task``'s kind takes (a proposed call one person decides: edit too)."""
+    if task.task.kind is TaskKind.OPERATOR:
+        return OPERATOR_CHOICES
+    return CALL_CHOICES if task.task.editable and task.task.approvals == 1 else APPROVAL_CHOICES
 
 
 def result_comment(result: object) -> str:
@@ -277,10 +282,20 @@ class Worklist:
         holder = None if current is None else current.claimed_by
         return self._act("release", cmd, lambda t: t.claimed_by is None or t.claimed_by != holder)
 
-    def decide(self, who: Principal, task_id: str, choice: Choice, comment: str = "") -> TaskRecord:
+    def decide(
+        self,
+        who: Principal,
+        task_id: str,
+        choice: Choice,
+        comment: str = "",
+        edits: Mapping[str, Any] | None = None,
+    ) -> TaskRecord:
         """Decide: approve/reject an approval, or give an operator task its verdict (for
-        HAPPENED, ``comment`` is the observed result, see :func:`result_comment`)."""
-        approve = choice in (Choice.APPROVE, Choice.HAPPENED)
+        HAPPENED, ``comment`` is the observed result, see :func:`result_comment`). EDIT
+        approves a proposed call with ``edits`` (argument name → new value) changed."""
+        if (choice is Choice.EDIT) != (edits is not None):
+            raise ActionError(422, "edited arguments come with the decision 'edit', and only then")
+        approve = choice in (Choice.APPROVE, Choice.HAPPENED, Choice.EDIT)
         cmd = _build(
             DecideTask,
             task_id=task_id,
@@ -289,8 +304,9 @@ class Worklist:
             approve=approve,
             comment=comment,
             verdict=choice.verdict,
+            edits_json=None if edits is None else result_comment(dict(edits)),
         )
-        if choice is Choice.APPROVE:
+        if choice in (Choice.APPROVE, Choice.EDIT):
             return self._act("decide", cmd, lambda t: who.name in t.approved_by)
         return self._act(
             "decide",

@@ -16,7 +16,11 @@ authenticated.
   A claim is a lease (``claim_expires_ms``): past it the worklist hands the task back. A
   principal with the supervisor role may release anyone's claim; the task's ``claim_note``
   records who took it back from whom (or that the lease lapsed).
-  An approval takes ``{"decision": "approve"|"reject", "comment": "…"}``. An operator task
+  An approval takes ``{"decision": "approve"|"reject", "comment": "…"}``. A proposed tool call
+  (a task with ``editable`` arguments; its ``answer`` is the call: tool, arguments, each
+  argument's label, the turn that proposed it) also takes ``{"decision": "edit", "arguments":
+  {<name>: <new value>, …}, "comment": "…"}``: approved with those arguments changed — only
+  ones the task lists, any JSON value — which the run records as your release of them. An operator task
   (a call whose outcome is in doubt) takes ``{"decision": "retry"|"abandon", "comment": "…"}``
   or ``{"decision": "happened", "result": <the observed result, any JSON>}``.
 
@@ -106,6 +110,10 @@ class TaskOut(BaseModel):
     call: CallOut | None = Field(
         None, description="Operator tasks: the call whose outcome is in doubt"
     )
+    editable: list[str] = Field(
+        default_factory=list,
+        description="A proposed call: the arguments an 'edit' decision may change",
+    )
     choices: list[str] = Field(
         description="The decisions this task takes: approve/reject, or retry/happened/abandon"
     )
@@ -127,13 +135,17 @@ class Me(BaseModel):
 
 
 class DecideIn(BaseModel):
-    decision: Literal["approve", "reject", "retry", "abandon", "happened"] = Field(
-        description="approve/reject an approval; retry (it did not happen, perform it again), "
-        "abandon (record it failed) or happened (with result) for an operator task"
+    decision: Literal["approve", "reject", "edit", "retry", "abandon", "happened"] = Field(
+        description="approve/reject an approval (edit: approve a proposed call with arguments "
+        "changed); retry (it did not happen, perform it again), abandon (record it failed) or "
+        "happened (with result) for an operator task"
     )
     comment: str = Field("", max_length=4000)
     result: Any = Field(
         None, description="For 'happened' only: the call's observed result (any JSON)"
+    )
+    arguments: dict[str, Any] | None = Field(
+        None, description="For 'edit' only: argument name → the value to call with (any JSON)"
     )
 
     @field_validator("comment")
@@ -145,6 +157,25 @@ class DecideIn(BaseModel):
         except UnicodeEncodeError as exc:
             raise ValueError("comment must be valid Unicode text") from exc
         return v
+
+    @model_validator(mode="after")
+    def _arguments_only_with_an_edit(self) -> DecideIn:
+        if (self.decision == "edit") != (self.arguments is not None):
+            raise ValueError("arguments are given with the decision 'edit', and only then")
+        if self.arguments is None:
+            return self
+        if not self.arguments:
+            raise ValueError("an edit changes at least one argument")
+        if json_too_deep(self.arguments):
+            raise ValueError(f"arguments are nested deeper than {MAX_JSON_DEPTH} levels")
+        try:
+            text = result_comment(self.arguments)
+            text.encode("utf-8")
+        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+            raise ValueError(f"arguments must be JSON: {exc}") from exc
+        if len(text) > _MAX_RESULT:
+            raise ValueError(f"arguments are longer than {_MAX_RESULT} characters as JSON")
+        return self
 
     @model_validator(mode="after")
     def _result_only_when_it_happened(self) -> DecideIn:
@@ -214,6 +245,7 @@ def task_out(task: TaskRecord, worklist: Worklist, who: Principal) -> TaskOut:
         opened_ms=t.opened_ms,
         updated_ms=task.updated_ms,
         call=None if call is None else CallOut(**dataclasses.asdict(call)),
+        editable=list(t.editable),
         choices=[str(c) for c in choices_for(task)],
         you_may_act=why is None,
         why_not=why,
@@ -299,9 +331,12 @@ def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
 
     @app.post("/api/tasks/{task_id:path}/decide", response_model=TaskOut, responses=_ERRORS)
     def decide(task_id: TaskId, body: DecideIn, who: Who) -> TaskOut:
-        """Decide: approve/reject an approval (with a comment), or give an operator task its
-        verdict. An unclaimed task is claimed and decided at once."""
-        task = worklist.decide(who, task_id, Choice(body.decision), body.wire_comment())
+        """Decide: approve/reject an approval (with a comment) — or edit a proposed call's
+        arguments —, or give an operator task its verdict. An unclaimed task is claimed and
+        decided at once."""
+        task = worklist.decide(
+            who, task_id, Choice(body.decision), body.wire_comment(), body.arguments
+        )
         return task_out(task, worklist, who)
 
     @app.get("/api/tasks/{task_id:path}", response_model=TaskOut, responses=_ERRORS)

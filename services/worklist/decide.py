@@ -31,6 +31,14 @@ operator tasks with one approval) and becomes the TaskDecision's outcome as is. 
 an approval, or approve/reject on an operator task, is ``INVALID``: the run could not tell
 what was meant. Role and four-eyes checks are the same as for approvals.
 
+A call approval (a task with ``editable`` arguments, ``ctx.approve_call``) may also be
+approved with some arguments changed: ``DecideTask.edits_json``, a non-empty JSON object whose
+keys are among the task's ``editable`` arguments. Only with ``approve``, only on a task one
+person decides (``approvals == 1``: an edit by the last of several approvers would change what
+the others approved). The edits go on the decided record and its TaskDecision (``edits_json``);
+the run checks them again and records them as that person's release of those fields. Any other
+edit is ``INVALID``.
+
 Visibility (``visible_to``): a principal sees a task only when they hold its role (or the role
 it would escalate to), or initiated, claimed or decided it; a supervisor also sees every
 claimed task (so a claim left behind can be found and released). The API answers 404 for any
@@ -172,6 +180,7 @@ def _asked_again(task: TaskRecord, cmd: OpenTask, now_ms: int) -> TaskChange:
             approved_by=(),
             outcome=None,
             comment="",
+            edits_json=None,
             updated_ms=now_ms,
         )
         return TaskChange(task=reopened)
@@ -280,11 +289,14 @@ def _decision(
         comment=comment,
         decided_by=tuple(by),
         decided_ms=now_ms,
+        edits_json=task.edits_json if outcome is DecisionOutcome.APPROVED else None,
     )
 
 
 def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
     """Why ``cmd`` is the wrong kind of answer for ``task`` (approval vs operator), or None."""
+    if cmd.edits_json is not None:
+        return _edit_problem(task, cmd)
     if task.task.kind is not TaskKind.OPERATOR:
         if cmd.verdict is not None:
             return f"{cmd.verdict} is an operator verdict; an approval task is approved or rejected"
@@ -302,6 +314,30 @@ def _kind_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
             parse_json(cmd.comment)
         except ValueError as exc:
             return f"the observed result of a call that happened must be JSON: {exc}"
+    return None
+
+
+def _edit_problem(task: TaskRecord, cmd: DecideTask) -> str | None:
+    """Why ``cmd``'s edits cannot be taken on ``task``, or None (see the module docstring)."""
+    t = task.task
+    if not t.editable:
+        return "the task is no proposed call: it takes no edited arguments"
+    if not cmd.approve or cmd.verdict is not None:
+        return "edited arguments come with an approval"
+    if t.approvals > 1:
+        return f"a call that needs {t.approvals} approvals is approved or rejected as proposed"
+    try:
+        edits = parse_json(cmd.edits_json or "")
+    except ValueError as exc:
+        return f"the edited arguments must be JSON: {exc}"
+    if not isinstance(edits, dict) or not edits:
+        return "the edited arguments are a non-empty JSON object: argument name to new value"
+    unknown = sorted(set(edits) - set(t.editable))
+    if unknown:
+        return (
+            f"{', '.join(map(repr, unknown))}: not an argument of the proposed call "
+            f"(editable: {', '.join(t.editable)})"
+        )
     return None
 
 
@@ -346,6 +382,7 @@ def _decide(task: TaskRecord | None, cmd: DecideTask, now_ms: int, policy: Polic
         approved_by=approved_by,
         outcome=DecisionOutcome.APPROVED,
         comment=comment,
+        edits_json=cmd.edits_json,
         updated_ms=now_ms,
     )
     return TaskChange(

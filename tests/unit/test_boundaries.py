@@ -112,6 +112,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.planrun",
             "runplane.core.loop",
             "runplane.core.releases",
+            "runplane.core.callapproval",
         ),
     ),
     ("engine", ("runplane.core.engine", "runplane.core")),

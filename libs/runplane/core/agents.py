@@ -115,6 +115,9 @@ class EffectDecl:
     # it does, and the JSON Schema of its arguments (None: an object with any properties).
     description: str = ""
     input_schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # A person approves, rejects or edits each call a loop proposes to it before it is made
+    # (``ctx.approve_call``; the deployment policy can ask the same per sink, ``needs_approval``).
+    needs_approval: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:

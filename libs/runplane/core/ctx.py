@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.core import loop, planrun
 from runplane.core.agents import Generation, Recovery
+from runplane.core.callapproval import call_request
 from runplane.core.determinism import derive_randint, derive_random
 from runplane.core.effect import (
     Effect,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from runplane.core.loop import Approver, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
+    from runplane.wire import Label
 
 __all__ = ["InlineAnswers", "RunHost", "StepCtx"]
 
@@ -308,6 +310,49 @@ class StepCtx:
             # unlike ``expires_in``, which the worklist applies to the task.
             request["timeout"] = timer_request(timeout, None, calendar)
         return Effect("approval", f"approval:{role}", request, Op.APPROVAL)
+
+    def approve_call(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        role: str,
+        labels: Mapping[str, Label] | None = None,
+        turn: int | None = None,
+        approvals: int = 1,
+        expires_in: int | None = None,
+        timeout: Duration | None = None,
+        calendar: str = "wall",
+    ) -> Effect:
+        """Ask a person with ``role`` whether the proposed call of ``tool`` with ``arguments``
+        may be made → ``CallDecision`` (``runplane.core.callapproval``): approved as proposed,
+        rejected with a reason, or edited — the edited arguments come back as ``Released``
+        values, that person's journaled release of exactly those fields, so pass
+        ``decision.arguments`` to ``ctx.tool``.
+
+        The task shows the tool, the arguments, each argument's label (``labels``, by
+        argument name; an argument not named there gets ``label_of`` its value) and ``turn``,
+        the model turn that proposed it. Family ``approval``: journaled, four-eyes (the run's
+        initiator never decides it), served from the journal on replay. ``expires_in`` (ms of
+        the logical clock): past it the call is not made (``ApprovalExpired``); ``timeout``:
+        the run's own bound (``WaitTimedOut``)."""
+        plain, _ = _unwrap(dict(arguments), "$")
+        given = dict(labels or {})
+        unlabelled = {n: self.label_of(arguments[n]) for n in plain if n not in given}
+        shown = {**unlabelled, **given}
+        request = call_request(
+            tool,
+            plain,
+            shown,
+            role=role,
+            turn=turn,
+            approvals=approvals,
+            expires_in=expires_in,
+        )
+        if timeout is not None:
+            request["timeout"] = timer_request(timeout, None, calendar)
+        options = {"arguments": dict(arguments)}  # the decision hands back these, wrappers kept
+        return Effect("approval", f"approval:{role}", request, Op.APPROVAL, options)
 
     def human_panel(self, question: str, answer: Any, **rule: Any) -> Effect:
         """People on the worklist, a task per seat → Approved / Rejected / Split."""

@@ -13,6 +13,8 @@ comments and key order do not change it) is journaled with every gate decision.
         protected:
           - {path: $.recipient, sources: [tool://crm_lookup]}
           - {path: $.amount_cents}
+        approval: {role: finance, approvals: 1}   # a person approves each call first
+      "tool://send_mail": {approval: {role: support}}  # approval only: judged as before
     agents:
       payout:
         sinks: [tool://payout, tool://crm_lookup]   # the only sinks it may reach (absent: any)
@@ -36,6 +38,11 @@ call of every run all the same — a sink's declaration is the deployment's, els
 ``@sinks``, else the call's own ``mutating`` with no egress ceiling (``sink_decl``), so a
 mutating sink refuses untrusted arguments whether or not anyone declared it.
 
+A sink's ``approval`` (an ``ApprovalRule``: who, how many) says a person approves, rejects or
+edits every call an agent loop proposes to it before it is made (``ctx.approve_call``; the loop
+asks ``core.callapproval.needs_approval``). An entry that says nothing but ``approval`` declares
+no sink: the call is judged as it would be without the entry.
+
 Budget arithmetic is above the replay line: ``Spent`` is a fold over the run's result journal,
 and a refusal is journaled at the slot of the call it refused, so a replay serves the refusal
 and never recomputes it against a different policy.
@@ -57,9 +64,11 @@ from runplane.errors import ConfigError
 from runplane.wire import Label, ResultEntry, Sensitivity, Trust
 
 __all__ = [
+    "DEFAULT_APPROVAL_ROLE",
     "GATE_ERRORS",
     "UNATTRIBUTED_RULES",
     "AgentPolicy",
+    "ApprovalRule",
     "Budget",
     "Policy",
     "ReleaseGrant",
@@ -74,6 +83,27 @@ GATE_ERRORS: Final = frozenset({"SinkRefused", "BudgetExceeded", "DelegationRefu
 # How the gate labels bytes that match nothing: by the run's context (the default), or as the
 # agent's own (the weaker rule a deployment may name, agent by agent).
 UNATTRIBUTED_RULES: Final = ("context", "agent")
+# Who approves a call that only its tool's declaration marks as needing approval.
+DEFAULT_APPROVAL_ROLE: Final = "approver"
+
+
+@dataclass(frozen=True)
+class ApprovalRule:
+    """A person with ``role`` approves each proposed call to a sink (``approvals`` distinct
+    principals, never the run's initiator) before it is made; ``expires_in``: ms the task stays
+    open (None: until decided)."""
+
+    role: str = DEFAULT_APPROVAL_ROLE
+    approvals: int = 1
+    expires_in: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.role.strip():
+            raise ConfigError("policy: an approval names a role")
+        if self.approvals < 1:
+            raise ConfigError(f"policy: approval needs approvals >= 1, got {self.approvals}")
+        if self.expires_in is not None and self.expires_in <= 0:
+            raise ConfigError(f"policy: approval expires_in must be > 0 ms, got {self.expires_in}")
 
 
 @dataclass(frozen=True)
@@ -213,6 +243,8 @@ class Policy:
     # What the deployment says a source returns (trust, sensitivity), by journaled name: a
     # gated call's result is recorded at least this untrusted and this sensitive.
     sources: Mapping[str, Label] = field(default_factory=dict)
+    # Sinks whose every proposed call a person approves first, by journaled name.
+    approvals: Mapping[str, ApprovalRule] = field(default_factory=dict)
 
     def for_agent(self, capability: str) -> AgentPolicy:
         return self.agents.get(capability) or AgentPolicy()
@@ -243,7 +275,15 @@ def parse_policy(text: str) -> Policy:
         if not isinstance(doc, Mapping):
             raise ConfigError("policy: the document must be a mapping")
         digest = sha256_hex(canonical_bytes(doc))
-        sinks = {str(name): _sink(str(name), raw or {}) for name, raw in _map(doc, "sinks").items()}
+        declared = {str(name): raw or {} for name, raw in _map(doc, "sinks").items()}
+        sinks = {
+            name: _sink(name, raw) for name, raw in declared.items() if set(raw) != {"approval"}
+        }
+        approvals = {
+            name: _approval(raw["approval"])
+            for name, raw in declared.items()
+            if raw.get("approval") is not None
+        }
         agents = {str(cap): _agent(raw or {}) for cap, raw in _map(doc, "agents").items()}
         sources = {
             str(name): _label(raw or {}, default=Sensitivity.PUBLIC, provenance=())
@@ -253,7 +293,7 @@ def parse_policy(text: str) -> Policy:
         raise
     except (yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         raise ConfigError(f"policy: {type(exc).__name__}: {exc}") from exc
-    return Policy(sinks=sinks, agents=agents, digest=digest, sources=sources)
+    return Policy(sinks=sinks, agents=agents, digest=digest, sources=sources, approvals=approvals)
 
 
 def _map(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -278,6 +318,21 @@ def _sink(name: str, raw: Mapping[str, Any]) -> SinkDecl:
         mutating=bool(raw.get("mutating", True)),
         ceiling=_sensitivity(raw.get("ceiling")) or Sensitivity.SECRET,
         protected=protected,
+    )
+
+
+def _approval(raw: Any) -> ApprovalRule:
+    """``approval: finance`` (a role) or ``approval: {role:, approvals:, expires_in:}``."""
+    if isinstance(raw, str):
+        return ApprovalRule(role=raw)
+    if not isinstance(raw, Mapping) or set(raw) - {"role", "approvals", "expires_in"}:
+        raise ConfigError(
+            f"policy: a sink's approval is a role or {{role:, approvals:, expires_in:}}, got {raw!r}"
+        )
+    return ApprovalRule(
+        role=str(raw.get("role", DEFAULT_APPROVAL_ROLE)),
+        approvals=int(raw.get("approvals", 1)),
+        expires_in=_opt_int(raw.get("expires_in")),
     )
 
 

@@ -15,20 +15,27 @@ the decision. The gate honours it only when it is sent to ``destination`` at ``f
 only after finding the approved release in the run's journal under the witness of the request
 the ``Released`` carries, so one built by hand proves nothing. Anywhere else it is its value,
 exactly as untrusted as before.
+
+A person who edits a proposed call's arguments (``ctx.approve_call``) releases exactly the
+fields they changed: each is an ``edit_release`` of its new value, decided by them, found in
+the call approval's recorded decision (``approved_releases`` lists both kinds by witness).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from runplane.core.chain import request_witness
 from runplane.core.effect import EffectError
 from runplane.core.jsonpaths import parse
 from runplane.core.labels import Wrapper
-from runplane.wire import Sensitivity
+from runplane.wire import ResultEntry, Sensitivity
 
 __all__ = [
+    "APPROVAL_FAMILY",
     "RELEASE_FAMILY",
     "TYPED_ERRORS",
     "BudgetExceeded",
@@ -36,11 +43,14 @@ __all__ = [
     "ReleaseRefused",
     "Released",
     "SinkRefused",
+    "approved_releases",
+    "edit_release",
     "release_request",
     "released_from",
 ]
 
 RELEASE_FAMILY: Final = "release"
+APPROVAL_FAMILY: Final = "approval"  # a call approval's edits are releases too
 
 
 class SinkRefused(EffectError):
@@ -160,3 +170,46 @@ def released_from(request: Mapping[str, Any], decision: Mapping[str, Any]) -> Re
         decided_by=tuple(str(p) for p in decision.get("decided_by", ())),
         request=request,
     )
+
+
+def edit_release(destination: str, field: str, value: Any, approval: str) -> dict[str, Any]:
+    """The release one edited argument of a proposed call is: trust (a person chose the value;
+    its sensitivity is what it is) of ``value`` at ``field`` for ``destination``, bound to the
+    call approval whose request has the witness ``approval``."""
+    return {
+        "release": {
+            "destination": destination,
+            "field": field,
+            "trust": True,
+            "sensitivity": None,
+            "basis": "set by the person who approved the call",
+            "evidence": {"approval": approval},
+            "value": value,
+        }
+    }
+
+
+def approved_releases(entries: Iterable[ResultEntry]) -> dict[str, Mapping[str, Any]]:
+    """A run's approved releases in its result journal, by the witness of the release request
+    decided: every approved ``release`` decision, and each field a person edited in a call
+    approval (``edit_release``, with that approval's decision — its decider). What the gate
+    honours a ``Released`` by; nothing else in the journal is a release."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for e in entries:
+        if e.family not in (RELEASE_FAMILY, APPROVAL_FAMILY) or not e.ok or e.value_json is None:
+            continue
+        decision = json.loads(e.value_json)
+        if not isinstance(decision, dict) or decision.get("approved") is not True:
+            continue
+        if e.family == RELEASE_FAMILY:
+            out[e.request_witness] = decision
+            continue
+        edits = decision.get("edits")
+        if not isinstance(edits, dict):
+            continue  # an approval as asked: no release
+        for name, value in edits.items():
+            release = edit_release(
+                str(decision["destination"]), f"$.{name}", value, e.request_witness
+            )
+            out[request_witness(release)] = decision
+    return out

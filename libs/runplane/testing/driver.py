@@ -21,7 +21,7 @@ import inspect
 import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from runplane.core import (
@@ -204,6 +204,8 @@ class Driver(OperateVerbs, AdmissionVerbs):
         self.limits = limits  # a run's stated limits (runplane.core.limits); None: the defaults
         self.policy = policy  # the deployment policy runs are bound to (sink gate, budgets)
         self.sessions: dict[str, _Session] = {}
+        # Inbox events the runs refused (four-eyes, a bad edit), with the reason.
+        self.rejected: list[tuple[Event, str]] = []
         self.tool_calls: Counter[str] = Counter()
         self.live_calls = 0
         self.replayed = 0
@@ -241,15 +243,24 @@ class Driver(OperateVerbs, AdmissionVerbs):
         comment: str = "",
         by: tuple[str, ...] = ("reviewer",),
         task_id: str | None = None,
+        edits: Mapping[str, Any] | None = None,
     ) -> RunView:
         """Decide the run's open task (approval or operator verdict); ``task_id``: which one
-        (a panel has one per seat), else the first."""
+        (a panel has one per seat), else the first. ``edits``: a call approval's arguments
+        changed by the decider (``ctx.approve_call``), sent as the worklist sends them,
+        unchecked, so the engine's own check is what a test sees. A decision the run refuses
+        (four-eyes, a bad edit) is noted in ``rejected`` and its task stays open."""
         session = self.sessions[session_id]
         if not session.open_tasks:
             raise AssertionError(f"run {session_id} has no open task")
         task = session.open_tasks[task_id or next(iter(session.open_tasks))]
-        self._inbox.append(self._decision(task, outcome, comment, by))
+        decision = self._decision(task, outcome, comment, by)
+        if edits is not None:
+            decision = replace(decision, edits_json=canonical_json(dict(edits)))
+        self._inbox.append(decision)
         self._drain()
+        if self.rejected and self.rejected[-1][0] is decision:
+            session.open_tasks[task.task_id] = task  # the run still waits on it
         return self.view(session_id)
 
     def crash(self, session_id: str) -> None:
@@ -361,6 +372,8 @@ class Driver(OperateVerbs, AdmissionVerbs):
                 step = runtime.deliver(event, now_ms=self.clock.now_ms())
                 if step.rejected is None:
                     self._handle(session, runtime, step)
+                else:
+                    self.rejected.append((event, step.rejected))
             except Crash:
                 self._crashed(session)
                 # The event was not committed as consumed: it is delivered again after restart.

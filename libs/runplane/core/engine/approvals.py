@@ -1,7 +1,12 @@
 """Effect family: approvals — a human task opened with the run's actual answer.
 
 ``ctx.approval`` opens an APPROVAL task on the worklist and parks the run until its
-TaskDecision (four-eyes checked here again, behind the worklist). An ESCALATED decision keeps
+TaskDecision (four-eyes checked here again, behind the worklist). ``ctx.approve_call`` is the
+same task over a proposed tool call (its request's ``call``; ``core.callapproval``): the task
+lists the call's editable arguments, and an APPROVED decision may carry edits of them, checked
+here again against the call (``callapproval.edits_of``) and recorded in the decision with the
+call's destination — each edited field a release decided by ``decided_by``
+(``releases.approved_releases``). An ESCALATED decision keeps
 the run waiting on the same task; a decision on a task carried from an earlier era is
 journaled at that task's own slot. Inbox decisions for operator tasks go to ``doubt``, a panel seat's to ``panels``.
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from runplane.core.callapproval import CallDecision, call_decision, editable, edits_of
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Decision, Effect, EffectError, Op
 from runplane.core.engine.asking import answer_task, ask_person
@@ -47,8 +53,10 @@ def approval(run: Run, slot: Slot) -> Resolution:
     req = effect.request
     task_id = f"{run.session_id}/{run.era}/{call_seq}"
     expires = None if req["expires_in"] is None else run.clock_ms + int(req["expires_in"])
+    call = req.get("call")
+    fields = () if call is None else editable(call)
     try:
-        answer_json = canonical_json(req["answer"])
+        answer_json = canonical_json(req["answer"] if call is None else call)
     except (TypeError, ValueError) as exc:
         return Throw(EffectError("InvalidRequest", str(exc)))
     ask_person(
@@ -64,13 +72,20 @@ def approval(run: Run, slot: Slot) -> Resolution:
         on_expiry=ExpiryPolicy(str(req["on_expiry"]).upper()),
         allow_unattended=bool(req["allow_unattended"]),
         escalate_to=req.get("escalate_to"),
+        editable=fields,
     )
-    run.rec.at(
-        JournalKind.TASK_OPENED,
-        slot,
-        {"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])},
-    )
+    opened = {"task_id": task_id, "kind": "APPROVAL", "role": str(req["role"])}
+    if call is not None:
+        opened["call"] = f"tool://{call['tool']}"  # which sink the person is asked about
+    run.rec.at(JournalKind.TASK_OPENED, slot, opened)
     unattended_ok = _unattended_ok(req)
+    carried: dict[str, Any] = {"unattended_ok": unattended_ok}
+    if call is not None:  # what an early decision's edits are checked against
+        carried["call"] = {
+            "tool": str(call["tool"]),
+            "editable": list(fields),
+            "approvals": int(req["approvals"]),
+        }
     set_open(
         run,
         OpenRequest(
@@ -81,7 +96,7 @@ def approval(run: Run, slot: Slot) -> Resolution:
             effect.family,
             effect.name,
             witness,
-            {"unattended_ok": unattended_ok},
+            carried,
         ),
     )
     run.park(ParkKind.TASK, task_id, call_seq, RunStatus.AWAITING_HUMAN)
@@ -139,8 +154,14 @@ def _early_decision(
     journal it at the task's own slot; the side-effect log serves it when the era asks."""
     if decision.outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
         return Rejected(f"{decision.outcome} is an operator verdict, not an approval decision")
-    unattended_ok = bool((carried.value or {}).get("unattended_ok"))
-    value, error = _approval_result(decision, unattended_ok)
+    held = carried.value or {}
+    unattended_ok = bool(held.get("unattended_ok"))
+    call = held.get("call")
+    try:
+        needed = 1 if call is None else int(call["approvals"])
+        value, error = _approval_result(decision, unattended_ok, call, needed)
+    except ValueError as exc:
+        return Rejected(str(exc))
     attrs["answers"] = f"{carried.era}/{carried.call_seq}"
     run.open = None
     slot = Slot(
@@ -159,19 +180,39 @@ def _decide_approval(
     outcome = decision.outcome
     if outcome in (DecisionOutcome.RETRY, DecisionOutcome.ABANDON):
         return Rejected(f"{outcome} is an operator verdict, not an approval decision")
-    unattended_ok = _unattended_ok(wait.slot.effect.request)
+    req = wait.slot.effect.request
+    call = req.get("call")
+    proposed = None if call is None else {"tool": call["tool"], "editable": editable(call)}
+    try:
+        value, error = _approval_result(
+            decision, _unattended_ok(req), proposed, int(req["approvals"])
+        )
+    except ValueError as exc:
+        return Rejected(str(exc))  # dead-lettered; the run keeps waiting on its task
     run.waiting = None
     run.open = None
     run.unpark()
-    value, error = _approval_result(decision, unattended_ok)
     entry = run.rec.result(
         wait.slot, JournalKind.TASK_DECIDED, value=value, error=error, attrs=attrs
     )
     return serve(run.rec, wait.slot.effect, entry)
 
 
-def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[Any, ErrorInfo | None]:
-    """What an approval's decision records: (value, None), or (None, the failure)."""
+def _approval_result(
+    decision: TaskDecision,
+    unattended_ok: bool,
+    call: Mapping[str, Any] | None,
+    approvals: int,
+) -> tuple[Any, ErrorInfo | None]:
+    """What an approval's decision records: (value, None), or (None, the failure).
+    ``call``: a call approval's tool and editable arguments, which its edits are checked
+    against (``ValueError``: the decision cannot be taken)."""
+    edits = edits_of(
+        () if call is None else tuple(call["editable"]),
+        decision.edits_json,
+        decision.outcome,
+        approvals,
+    )
     outcome = decision.outcome
     if outcome is DecisionOutcome.EXPIRED_FAILED or (
         outcome is DecisionOutcome.EXPIRED_PROCEEDED and not unattended_ok
@@ -180,19 +221,24 @@ def _approval_result(decision: TaskDecision, unattended_ok: bool) -> tuple[Any, 
             type="ApprovalExpired", message=f"task {decision.task_id} expired", retryable=False
         )
     approved = outcome in (DecisionOutcome.APPROVED, DecisionOutcome.EXPIRED_PROCEEDED)
-    return (
-        {
-            "outcome": str(outcome),
-            "approved": approved,
-            "comment": decision.comment,
-            "decided_by": list(decision.decided_by),
-        },
-        None,
-    )
+    value: dict[str, Any] = {
+        "outcome": str(outcome),
+        "approved": approved,
+        "comment": decision.comment,
+        "decided_by": list(decision.decided_by),
+    }
+    if edits:  # only then: every other approval records what it always did
+        assert call is not None
+        value["edits"] = edits
+        value["destination"] = f"tool://{call['tool']}"
+    return value, None
 
 
-def decode(_effect: Effect, raw: Any) -> Decision:
-    """An approval's recorded decision, as the agent gets it."""
+def decode(effect: Effect, raw: Any) -> Decision | CallDecision:
+    """An approval's recorded decision, as the agent gets it (a call approval's: a
+    ``CallDecision``, with the arguments the agent proposed)."""
+    if isinstance(effect.request, Mapping) and "call" in effect.request:
+        return call_decision(effect.request, raw, effect.options.get("arguments"))
     return Decision(
         str(raw["outcome"]), bool(raw["approved"]), str(raw["comment"]), tuple(raw["decided_by"])
     )

@@ -39,8 +39,10 @@ def ask_person(
     on_expiry: ExpiryPolicy = ExpiryPolicy.FAIL,
     allow_unattended: bool = False,
     escalate_to: str | None = None,
+    editable: tuple[str, ...] = (),
 ) -> None:
-    """Queue the task in the run's current step (sent with the step's records)."""
+    """Queue the task in the run's current step (sent with the step's records). ``editable``:
+    a call approval's arguments a decider may edit (``core.callapproval``)."""
     run.rec.out.commands.append(
         OpenTask(
             task_id=task_id,
@@ -61,6 +63,7 @@ def ask_person(
             escalate_to=escalate_to,
             opened_ms=run.now,
             tenant=run.tenant,  # the worklist shows it to this tenant's principals only
+            editable=editable,
         )
     )
 

@@ -10,8 +10,9 @@ policy, ``AgentPolicy()``):
 1. checks the run's budget (policy) against what its result journal says it spent;
 2. checks that the policy grants the agent this sink (when it lists the agent's sinks);
 3. resolves every ``Released`` the call carries from the run's journal (``_releases``): the
-   release decision recorded under the witness of the request it carries, rebuilt from that
-   request and that decision. Destination, field, dimensions and decider are taken from
+   release decision recorded under the witness of the request it carries (a ``release``
+   decision, or a field a person edited in a call approval: ``releases.approved_releases``),
+   rebuilt from that request and that decision. Destination, field, dimensions and decider are taken from
    there, never from the wrapper; a ``Released`` that differs from it in anything, or that
    no approved release of this run has, is refused (``release_mismatch``);
 4. runs ``gate.judge`` on the exact JSON the call sends (a tool's ``args``, a model's
@@ -38,6 +39,7 @@ recorded at least that untrusted and that sensitive (``result_label``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import fields
 from functools import lru_cache
 from itertools import islice
@@ -72,7 +74,7 @@ from runplane.core.labels import (
 )
 from runplane.core.plan import Delegation
 from runplane.core.policy import AgentPolicy, Spent, sink_decl
-from runplane.core.releases import RELEASE_FAMILY, Released, ReleaseRefused, released_from
+from runplane.core.releases import Released, ReleaseRefused, approved_releases, released_from
 from runplane.errors import TerminalError
 from runplane.wire import ErrorInfo, JournalKind, Label, ResultEntry, Sensitivity, Trust
 
@@ -349,7 +351,7 @@ def _releases(run: Run, sink: str, wrapped: dict[str, Any]) -> list[Grant] | Ref
     offered = [(p, w) for p, w in wrapped.items() if isinstance(w, Released)]
     if not offered:
         return []
-    decisions = _release_decisions(run)
+    decisions = approved_releases(run.rec.results.values())
     grants = []
     for path, w in offered:
         journaled = _journaled(w, decisions)
@@ -362,19 +364,7 @@ def _releases(run: Run, sink: str, wrapped: dict[str, Any]) -> list[Grant] | Ref
     return grants
 
 
-def _release_decisions(run: Run) -> dict[str, dict[str, Any]]:
-    """The run's approved release decisions, by the witness of the request decided."""
-    out: dict[str, dict[str, Any]] = {}
-    for e in run.rec.results.values():
-        if e.family != RELEASE_FAMILY or not e.ok or e.value_json is None:
-            continue
-        decision = json.loads(e.value_json)
-        if isinstance(decision, dict) and decision.get("approved") is True:
-            out[e.request_witness] = decision
-    return out
-
-
-def _journaled(w: Released, decisions: dict[str, dict[str, Any]]) -> Released | str:
+def _journaled(w: Released, decisions: Mapping[str, Mapping[str, Any]]) -> Released | str:
     """The ``Released`` the journal holds for ``w``'s request, or why there is none like it."""
     try:
         witness = request_witness(w.request)
