@@ -173,16 +173,16 @@ def fold_slots(slots: dict[str, SlotStates], rec: JournalRecord) -> None:
     is body-free: it does not say which record carried a body digest, nor the witness a
     harmless repeat is compared by), so they are folded from ``journal`` itself, up to the
     offsets the service has committed — exactly the records its audit covers."""
-    sid = rec.session_id
-    slots[sid] = slots.get(sid, NO_SLOTS).after(rec)
+    run_id = rec.session_id
+    slots[run_id] = slots.get(run_id, NO_SLOTS).after(rec)
 
 
 def on_journal(state: PartitionState, msg: JournalIn, now_ms: int) -> list[Output]:
     """A journal record arrived: queue it behind its session's held records, then drain."""
     state.journal_idle_since = None
-    sid = msg.record.session_id
-    state.held.setdefault(sid, deque()).append(_Held(msg, now_ms))
-    return list(_drain(state, sid, now_ms))
+    run_id = msg.record.session_id
+    state.held.setdefault(run_id, deque()).append(_Held(msg, now_ms))
+    return list(_drain(state, run_id, now_ms))
 
 
 def on_result(state: PartitionState, msg: ResultIn, now_ms: int) -> list[Output]:
@@ -204,8 +204,8 @@ def on_end(state: PartitionState, topic: str, now_ms: int) -> None:
 def tick(state: PartitionState, now_ms: int) -> list[Output]:
     """Time passed: declare overdue bodies missing, drop stale cached bodies."""
     out: list[Output] = []
-    for sid in list(state.held):
-        out.extend(_drain(state, sid, now_ms))
+    for run_id in list(state.held):
+        out.extend(_drain(state, run_id, now_ms))
     _expire_bodies(state, now_ms)
     return out
 
@@ -227,12 +227,12 @@ def _body_overdue(state: PartitionState, held: _Held, now_ms: int) -> bool:
     return state.results_idle_since is not None and now_ms - held.read_ms >= state.body_grace_ms
 
 
-def _drain(state: PartitionState, sid: str, now_ms: int) -> Iterator[Output]:
-    queue = state.held.get(sid)
+def _drain(state: PartitionState, run_id: str, now_ms: int) -> Iterator[Output]:
+    queue = state.held.get(run_id)
     while queue:
         head = queue[0]
         rec = head.msg.record
-        tip = state.tips.get(sid) or Tip(sid)
+        tip = state.tips.get(run_id) or Tip(run_id)
         finding = check_links(tip, rec, head.msg.unsigned)
         if not finding.breaks and needs_body(rec):
             cached = state.bodies.get(body_key(rec))
@@ -244,7 +244,7 @@ def _drain(state: PartitionState, sid: str, now_ms: int) -> Iterator[Output]:
             state.bodies.pop(body_key(rec), None)
         queue.popleft()
         yield from _decided(state, tip, head.msg, finding, now_ms)
-    state.held.pop(sid, None)
+    state.held.pop(run_id, None)
 
 
 def _decided(

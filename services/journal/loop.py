@@ -175,7 +175,7 @@ class AuditLoop:
     ) -> dict[str, SlotStates]:
         """The slot states of the chains that can still take records, folded from ``journal``
         up to the committed offsets (``fold_slots``): what the audit cannot restore."""
-        live = {sid for sid, a in audits.items() if takes_records(restore_tip(a))}
+        live = {run_id for run_id, a in audits.items() if takes_records(restore_tip(a))}
         slots: dict[str, SlotStates] = {}
         if not live:
             return slots
@@ -187,8 +187,8 @@ class AuditLoop:
         until = {tp.partition: max(tp.offset, 0) for tp in committed}
 
         def visit(_p: int, key: str | bytes | None, value: str | bytes | None) -> None:
-            sid = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-            if sid not in live or value is None:
+            run_id = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+            if run_id not in live or value is None:
                 return
             try:
                 rec = self._serde.decode(

@@ -127,8 +127,11 @@ def test_the_cli_replays_a_folder_and_fails_on_a_tampered_file(tmp_path: Path) -
     from typer.testing import CliRunner
 
     from runplane.cli import app
+    from runplane.config import DEFAULT_AGENT_MODULES
 
-    runner = CliRunner()
+    # The goldens' agents, named as a deployment names them (not whatever other tests imported).
+    modules = ",".join((*DEFAULT_AGENT_MODULES, "examples.plan_triage"))
+    runner = CliRunner(env={"RUNPLANE_AGENT_MODULES": modules})
     ok = runner.invoke(app, ["replay", str(GOLDEN), "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["ok"] == len(list(GOLDEN.glob("*.json")))

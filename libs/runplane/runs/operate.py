@@ -127,18 +127,19 @@ def _send(
             "bad_request", f"the payload is over {DEFAULT_LIMITS.max_signal_bytes} bytes"
         )
     snap = resolve(target, run_or_key, tenant)
-    sid = signal_id if signal_id is not None else f"sig-{uuid.uuid4().hex}"
+    if signal_id is None:
+        signal_id = f"sig-{uuid.uuid4().hex}"
     target.to_inbox(
         Signal(
             session_id=snap.session_id,
             name=name,
             payload_json=payload_json,
             sent_ms=now_ms(),
-            signal_id=sid,
+            signal_id=signal_id,
             sent_by=sent_by,
         )
     )
-    return Sent(snap.session_id, name, sid)
+    return Sent(snap.session_id, name, signal_id)
 
 
 def cancel(

@@ -221,19 +221,19 @@ def replay_recording(
     spec: AgentSpec | None, recording: Recording, *, calendars: Calendars | None = None
 ) -> RunReplay:
     """OK, or the first divergence of the code in ``spec`` from ``recording``."""
-    sid, cap = recording.session_id, recording.capability
+    run_id, cap = recording.session_id, recording.capability
     problems = recording.problems()
     if problems:
-        return RunReplay(sid, cap, ReplayResult.BROKEN, detail="; ".join(problems))
+        return RunReplay(run_id, cap, ReplayResult.BROKEN, detail="; ".join(problems))
     if spec is None:
-        return RunReplay(sid, cap, ReplayResult.MISSING, detail=f"no agent {cap!r} is registered")
+        return RunReplay(run_id, cap, ReplayResult.MISSING, detail=f"no agent {cap!r} is registered")
     run, issued = _replay(spec, recording, calendars)
     replayed = run.rec.out.replayed
     found = _first_divergence(recording, run, issued)
     if found is None:
         detail = "ended as recorded" if recording.ended else "consistent to the end of its history"
-        return RunReplay(sid, cap, ReplayResult.OK, replayed, detail)
-    return RunReplay(sid, cap, ReplayResult.DIVERGED, replayed, found.reason, found)
+        return RunReplay(run_id, cap, ReplayResult.OK, replayed, detail)
+    return RunReplay(run_id, cap, ReplayResult.DIVERGED, replayed, found.reason, found)
 
 
 def replay_with(agents: AgentRegistry, recording: Recording) -> RunReplay:
