@@ -78,7 +78,7 @@ async def refund(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
     charge = await ctx.tool(
         "charge_card",
         {"invoice_id": input["invoice_id"], "amount_cents": -amount},
-        idempotency_key=f"refund/{ctx.session_id}",
+        idempotency_key=f"refund/{ctx.run_id}",
     )
     return {
         "status": "refunded",

@@ -72,7 +72,7 @@ async def _record_label(ctx: StepCtx, label: str) -> int:
     for _ in range(2):
         current = await ctx.case_state()
         state = dict(current.state or {})
-        state["triage"] = {"label": label, "by": ctx.session_id}
+        state["triage"] = {"label": label, "by": ctx.run_id}
         try:
             return int(await ctx.put_case_state(current.version, state))
         except CaseConflict:

@@ -60,7 +60,7 @@ def make_agent(program: Program) -> Callable[[StepCtx, dict[str, Any]], Any]:
                 acc = int((await ctx.tool("read", {"x": acc, "n": n}))["y"])
             elif op == "write":
                 reply = await ctx.tool(
-                    "write", {"x": acc, "n": n}, idempotency_key=f"{ctx.session_id}/{i}"
+                    "write", {"x": acc, "n": n}, idempotency_key=f"{ctx.run_id}/{i}"
                 )
                 acc = int(reply["y"])
             elif op == "gen":

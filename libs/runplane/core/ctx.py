@@ -89,7 +89,14 @@ class StepCtx:
 
     # -- identity ---------------------------------------------------------------------------
     @property
+    def run_id(self) -> str:
+        """The run's id (the wire's ``session_id``): the same in every era and replay, so it
+        is what idempotency keys derive from."""
+        return self._rt.session_id
+
+    @property
     def session_id(self) -> str:
+        """Deprecated: ``run_id`` (one name per concept); kept for one release."""
         return self._rt.session_id
 
     @property

@@ -32,7 +32,9 @@ __all__ = ["Finding", "LintFailed", "lint_function", "lint_source"]
 
 _CLOCK = "use ctx.now() (the logical clock; wall-clock reads differ on replay)"
 _RANDOM = "use ctx.random() or ctx.randint(a, b) (derived per call, identical on replay)"
-_IDS = "derive the id from the run (ctx.session_id, ctx.random()) or read it inside ctx.observe(name, fn)"
+_IDS = (
+    "derive the id from the run (ctx.run_id, ctx.random()) or read it inside ctx.observe(name, fn)"
+)
 _ENV = "pass configuration in the run input or a tool, or read it inside ctx.observe(name, fn)"
 _NET = "declare a tool and call it with ctx.tool(name, args) (journaled, retried, replayed)"
 

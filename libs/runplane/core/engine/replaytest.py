@@ -226,7 +226,9 @@ def replay_recording(
     if problems:
         return RunReplay(run_id, cap, ReplayResult.BROKEN, detail="; ".join(problems))
     if spec is None:
-        return RunReplay(run_id, cap, ReplayResult.MISSING, detail=f"no agent {cap!r} is registered")
+        return RunReplay(
+            run_id, cap, ReplayResult.MISSING, detail=f"no agent {cap!r} is registered"
+        )
     run, issued = _replay(spec, recording, calendars)
     replayed = run.rec.out.replayed
     found = _first_divergence(recording, run, issued)

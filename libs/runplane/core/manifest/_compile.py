@@ -75,7 +75,7 @@ async def _approve(ctx: StepCtx, m: Manifest, input: Any, answer: Any) -> Decisi
     expires_in = a.expires_in_ms
     obligation = None
     if a.expires_rule is not None and ctx.case_id is not None and ctx.patched(OBLIGATION_PATCH):
-        obligation = f"approval:{m.name}:{ctx.session_id}"
+        obligation = f"approval:{m.name}:{ctx.run_id}"
         due = await ctx.deadline(obligation, a.expires_rule, calendar=a.calendar, owner_role=a.role)
         expires_in = max(1, int(due) - ctx.now())  # the task's expiry is the obligation's
     decision: Decision = await ctx.approval(
@@ -160,7 +160,7 @@ async def _call(ctx: StepCtx, m: Manifest, step: ToolStep, scope: Mapping[str, A
     args = {name: resolve(src, scope, f"{step.id}.args.{name}") for name, src in step.args.items()}
     decl = next(d for d in m.tools if d.name == step.tool)
     # Derived from the run: every attempt, replay and era presents the same key to the peer.
-    key = f"{m.name}/{ctx.session_id}/{step.id}" if decl.mutating else None
+    key = f"{m.name}/{ctx.run_id}/{step.id}" if decl.mutating else None
     return await ctx.tool(step.tool, args, idempotency_key=key)
 
 
