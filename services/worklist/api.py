@@ -134,6 +134,19 @@ class Me(BaseModel):
     tenant: str = Field(description="The tenant whose tasks you see and decide")
 
 
+def _bounded_json(value: Any, what: str) -> None:
+    """``value`` must be JSON the wire can carry: not too deep, encodable, not too long."""
+    if json_too_deep(value):
+        raise ValueError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        text = result_comment(value)
+        text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+        raise ValueError(f"{what} must be JSON text: {exc}") from exc
+    if len(text) > _MAX_RESULT:
+        raise ValueError(f"{what} is longer than {_MAX_RESULT} characters as JSON")
+
+
 class DecideIn(BaseModel):
     decision: Literal["approve", "reject", "edit", "retry", "abandon", "happened"] = Field(
         description="approve/reject an approval (edit: approve a proposed call with arguments "
@@ -166,15 +179,7 @@ class DecideIn(BaseModel):
             return self
         if not self.arguments:
             raise ValueError("an edit changes at least one argument")
-        if json_too_deep(self.arguments):
-            raise ValueError(f"arguments are nested deeper than {MAX_JSON_DEPTH} levels")
-        try:
-            text = result_comment(self.arguments)
-            text.encode("utf-8")
-        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
-            raise ValueError(f"arguments must be JSON: {exc}") from exc
-        if len(text) > _MAX_RESULT:
-            raise ValueError(f"arguments are longer than {_MAX_RESULT} characters as JSON")
+        _bounded_json(self.arguments, "arguments")
         return self
 
     @model_validator(mode="after")
@@ -186,15 +191,7 @@ class DecideIn(BaseModel):
         if self.comment:
             # The wire has one comment, and for 'happened' it is the result.
             raise ValueError("a 'happened' verdict records the observed result, not a comment")
-        if json_too_deep(self.result):
-            raise ValueError(f"result is nested deeper than {MAX_JSON_DEPTH} levels")
-        try:
-            text = result_comment(self.result)
-            text.encode("utf-8")
-        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
-            raise ValueError(f"result must be JSON text: {exc}") from exc
-        if len(text) > _MAX_RESULT:
-            raise ValueError(f"result is longer than {_MAX_RESULT} characters as JSON")
+        _bounded_json(self.result, "result")
         return self
 
     def wire_comment(self) -> str:
