@@ -15,8 +15,10 @@ from runplane.serving.shutdown import catch_early, release_early
 catch_early()
 
 import sys  # noqa: E402
+from typing import Any  # noqa: E402
 
 import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
 
 from runplane.cli import (  # noqa: E402
     acls,
@@ -35,12 +37,28 @@ from runplane.cli import (  # noqa: E402
     topics,
     tree,
 )
+from runplane.errors import RunplaneError  # noqa: E402
+
+
+class _OneLineErrors(TyperGroup):
+    """The root command group: an error runplane raises on purpose (bad configuration, a
+    value the wire refuses, …) that a command did not turn into its own message becomes one
+    line and exit 2 — a person at the CLI never reads a traceback for a mistake of theirs."""
+
+    def invoke(self, ctx: Any) -> Any:  # click.Context (typer vendors its own click)
+        try:
+            return super().invoke(ctx)
+        except RunplaneError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
 
 app = typer.Typer(
     name="runplane",
     help="Durable AI agents and business workflows on Apache Kafka.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_OneLineErrors,
 )
 
 for _module in (

@@ -26,6 +26,15 @@ def _done(sent: Sent, what: str) -> None:
     Console().print(f"{what} sent to run [bold]{sent.run_id}[/bold] (id {sent.signal_id})")
 
 
+def _sender(sent_by: str | None, settings: Settings) -> str:
+    """Who sends it: ``--as``, else RUNPLANE_INITIATOR — asked before anything connects."""
+    who = sent_by if sent_by is not None else settings.initiator
+    if who is None or not who.strip():
+        typer.echo("error: no sender: pass --as NAME or set RUNPLANE_INITIATOR", err=True)
+        raise typer.Exit(2)
+    return who
+
+
 def _refused(exc: RunRefused) -> typer.Exit:
     Console(stderr=True).print(f"[red]refused ({exc.code}): {exc.reason}[/red]")
     return typer.Exit(2)
@@ -44,11 +53,11 @@ def signal_cmd(
         value = json.loads(payload)
     except ValueError as exc:
         raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
-    with Client(Settings.from_env()) as client:
+    settings = Settings.from_env()
+    who = _sender(sent_by, settings)
+    with Client(settings) as client:
         try:
-            sent = client.signal(
-                run, name, value, signal_id=signal_id, sent_by=sent_by, tenant=tenant
-            )
+            sent = client.signal(run, name, value, signal_id=signal_id, sent_by=who, tenant=tenant)
         except RunRefused as exc:
             raise _refused(exc) from None
     _done(sent, f"signal {name!r}")
@@ -62,10 +71,12 @@ def cancel_cmd(
     tenant: str | None = typer.Option(None, help="refuse unless the run is this tenant's"),
 ) -> None:
     """Cancel a live run: RUN_CANCELLED after its clean-up (docs/operations.md, "Cancel")."""
-    with Client(Settings.from_env()) as client:
+    settings = Settings.from_env()
+    who = _sender(sent_by, settings)
+    with Client(settings) as client:
         try:
             sent = client.cancel(
-                run, reason=reason, sent_by=sent_by, request_id=request_id, tenant=tenant
+                run, reason=reason, sent_by=who, request_id=request_id, tenant=tenant
             )
         except RunRefused as exc:
             raise _refused(exc) from None
