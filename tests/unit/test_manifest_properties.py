@@ -28,8 +28,9 @@ JSONS = st.recursive(
 
 @st.composite
 def manifests(draw: st.DrawFn) -> dict[str, Any]:
-    # kind "plan" has its own generator (test_manifest_plan.py): nodes, not steps.
-    kind = draw(st.sampled_from([k for k in KINDS if k != "plan"]))
+    # kinds "plan" and "agent-loop" have their own tests (test_manifest_plan.py,
+    # test_manifest_loop.py): nodes or a loop, not steps.
+    kind = draw(st.sampled_from([k for k in KINDS if k not in ("plan", "agent-loop")]))
     props = draw(st.lists(IDENT, min_size=1, max_size=4, unique=True))
     schema = {
         "type": "object",

@@ -36,6 +36,12 @@ all the problems). The behaviours:
   carrying what the earlier steps returned (at the end if no step mutates); rejected →
   ``{"status": "rejected", "comment", "steps"}``.
 
+- ``agent-loop``: the model chooses among the declared tools it is offered
+  (``execution.tools``) under ``instructions`` (a template over the input) until it answers
+  or its ``budget`` ends it (``turns`` required; ``tool_calls``, ``tokens``): ``ctx.agent_loop``
+  → ``{"status": "answered" | "budget_exhausted", "text", "turns", "calls", "refused",
+  "exhausted"?}``. No approval of its answer: a tool that needs a person is marked so.
+
 An approval with ``expires_in`` in a run that has a case first registers its obligation on
 the case (``approval:<capability>:<session>``, due ``expires_in`` on ``calendar``, default
 ``wall``); the task expires when the obligation is due, and a person's decision meets it (an

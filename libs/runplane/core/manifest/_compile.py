@@ -11,6 +11,7 @@ from runplane.core.agents import AgentFn, AgentSpec
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import StepCtx
 from runplane.core.effect import Decision, Effect, EffectError, Op
+from runplane.core.loop import LoopBudget
 from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep
 from runplane.core.manifest._parse import parse_manifest
 from runplane.core.manifest._plan import plan_contract
@@ -43,6 +44,8 @@ def _agent_fn(m: Manifest) -> AgentFn:
             return await _generate_then_approve(ctx, m, input)
         if m.kind == "plan":
             return await _plan(ctx, m, input)
+        if m.kind == "agent-loop":
+            return await _agent_loop(ctx, m, input)
         return await _tool_sequence(ctx, m, input)
 
     # The registry tells agents apart by qualified name: two manifests under one capability
@@ -150,6 +153,31 @@ async def _plan(ctx: StepCtx, m: Manifest, input: Any) -> Any:
         return outputs
     scope = {"input": input, **outputs}
     return {k: resolve(src, scope, f"output.{k}") for k, src in m.output.items()}
+
+
+async def _agent_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
+    """Kind ``agent-loop``: ``ctx.agent_loop`` over the declared tools → how it ended."""
+    assert m.model is not None and m.loop is not None  # parsed with the kind
+    spec = m.loop
+    result = await ctx.agent_loop(
+        m.model.provider,
+        m.model.name,
+        render(spec.instructions, input),
+        input,
+        tools=spec.tools,
+        budget=LoopBudget(turns=spec.turns, tool_calls=spec.tool_calls, tokens=spec.tokens),
+        params=dict(m.model.params),
+    )
+    out: dict[str, Any] = {
+        "status": str(result.status),
+        "text": result.text,
+        "turns": result.turns,
+        "calls": [c.call.name for c in result.calls],
+        "refused": [c.call.name for c in result.refused],
+    }
+    if result.exhausted is not None:
+        out["exhausted"] = str(result.exhausted)
+    return out
 
 
 def _done(m: Manifest, scope: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from runplane.core.plan import Plan
 from runplane.errors import ConfigError
 
 API_VERSION: Final = "runplane/v1"
-KINDS: Final = ("generate", "generate-then-approve", "tool-sequence", "plan")
+KINDS: Final = ("generate", "generate-then-approve", "tool-sequence", "plan", "agent-loop")
 RESERVED_SOURCES: Final = frozenset({"input", "generation", "const"})
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 STEP_ID = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -85,6 +85,18 @@ class Model:
 
 
 @dataclass(frozen=True)
+class LoopSpec:
+    """Kind ``agent-loop``: the model chooses among ``tools`` (declared in ``spec.tools``)
+    under ``instructions`` (a template over the input) until it answers or a budget ends it."""
+
+    instructions: str
+    tools: tuple[str, ...]
+    turns: int | None = None
+    tool_calls: int | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A validated manifest (build it with ``parse_manifest``); ``doc`` is the document."""
 
@@ -101,6 +113,7 @@ class Manifest:
     output: Mapping[str, Source] | None = None
     approval: Approval | None = None
     plan: Plan | None = None  # kind "plan" (_plan.py)
+    loop: LoopSpec | None = None  # kind "agent-loop"
 
     @property
     def approve_before(self) -> int:

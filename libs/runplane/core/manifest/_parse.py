@@ -15,6 +15,7 @@ from runplane.core.manifest._model import (
     NAME,
     Approval,
     Checker,
+    LoopSpec,
     Manifest,
     ManifestError,
     Model,
@@ -100,6 +101,7 @@ def _parse(doc: Any) -> tuple[Manifest | None, list[Problem]]:
         output=behaviour.output,
         approval=approval,
         plan=behaviour.plan,
+        loop=behaviour.loop,
     )
     return manifest, []
 
@@ -145,6 +147,7 @@ class _Behaviour:
     steps: tuple[ToolStep, ...] = ()
     output: Mapping[str, Source] | None = None
     plan: Plan | None = None
+    loop: LoopSpec | None = None
 
 
 _KIND_FIELDS: Final = {
@@ -152,6 +155,7 @@ _KIND_FIELDS: Final = {
     "generate-then-approve": {"kind", "prompt", "then"},
     "tool-sequence": {"kind", "steps", "output"},
     "plan": {"kind", "nodes", "output"},
+    "agent-loop": {"kind", "instructions", "tools", "budget"},
 }
 
 
@@ -169,7 +173,7 @@ def _execution(
             spec["execution"],
             "spec.execution",
             ("kind",),
-            ("prompt", "then", "steps", "output", "nodes"),
+            ("prompt", "then", "steps", "output", "nodes", "instructions", "tools", "budget"),
         )
         if "execution" in spec
         else None
@@ -196,7 +200,53 @@ def _execution(
         # (engine/commission.py), so a restored plan starts no second child.
         plan, output = parse_plan(c, name, execution, schema, tools)
         return _Behaviour("plan", output=output, plan=plan)
+    if kind == "agent-loop":
+        return _agent_loop(c, spec, execution, schema, tool_names, approval)
     return _tool_sequence(c, spec, execution, schema, tool_names)
+
+
+_BUDGETS: Final = ("turns", "tool_calls", "tokens")
+
+
+def _agent_loop(
+    c: Checker,
+    spec: Mapping[str, Any],
+    execution: Mapping[str, Any],
+    schema: Mapping[str, Any] | None,
+    tool_names: set[str],
+    approval: Approval | None,
+) -> _Behaviour:
+    """Kind ``agent-loop``: a model, its instructions, the declared tools it may call, and a
+    budget (``turns`` required: a loop with no bound on its turns is not reviewable)."""
+    model = model_section(c, spec.get("model"))
+    if approval is not None:
+        c.add(
+            "spec.oversight.approval.required",
+            "kind 'agent-loop' takes no approval of its answer: mark the tools that need one",
+        )
+    instructions = template(c, execution.get("instructions"), "spec.execution.instructions", schema)
+    offered: list[str] = []
+    raw_tools = execution.get("tools", [])
+    if not isinstance(raw_tools, list) or not all(isinstance(t, str) for t in raw_tools):
+        c.add("spec.execution.tools", "must be a list of tool names from spec.tools")
+    else:
+        for i, tool in enumerate(raw_tools):
+            if tool not in tool_names:
+                c.add(f"spec.execution.tools[{i}]", f"{tool!r} is not declared in spec.tools")
+            elif tool in offered:
+                c.add(f"spec.execution.tools[{i}]", f"{tool!r} is offered twice")
+            else:
+                offered.append(tool)
+    budget = c.fields(execution.get("budget"), "spec.execution.budget", ("turns",), _BUDGETS[1:])
+    limits = {}
+    if budget is not None:
+        for key in _BUDGETS:
+            if key in budget:
+                limits[key] = c.integer(budget[key], f"spec.execution.budget.{key}", 1)
+    if model is None or instructions is None or budget is None:
+        return _Behaviour("agent-loop", model)
+    loop = LoopSpec(instructions, tuple(offered), **limits)
+    return _Behaviour("agent-loop", model, loop=loop)
 
 
 def _generating(
