@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 
-from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.demo._plan import (
     APPROVER,
@@ -197,6 +196,10 @@ def verify_runs(
     statuses: Mapping[str, str | None],
     reporter: Reporter,
 ) -> DemoOutcome:
+    # Here, not at the top: runplane.cli imports this package (``runplane demo``), and the
+    # demo's model server (``python -m runplane.demo._support``) imports it first.
+    from runplane.cli.journal import verify_exit_code
+
     final = []
     for r in results:
         if r.run_id is None:
