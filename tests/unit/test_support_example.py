@@ -10,14 +10,18 @@ the refusal and the real refund is made, once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from examples import support as S
 from examples.crm import CUSTOMERS, crm_lookup
+from runplane.config import Settings
 from runplane.core import AgentRegistry, Generation, replay_history
 from runplane.core.turns import ToolSpec, messages_from_json
+from runplane.demo import demo_requests, platform_env
+from runplane.demo._plan import DemoPorts
 from runplane.demo._support import demo_model, support_verdict
 from runplane.testing import Driver
 from runplane.wire import JournalKind, RunStatus
@@ -99,3 +103,29 @@ def test_a_case_amount_out_of_bounds_is_refused_at_admission(amount: float) -> N
     problem = spec.input_problem({**CASE, "amount_eur": amount, "document_id": "d-honest"})
     assert problem is not None and problem.startswith("amount_eur:")
     assert spec.input_problem({**CASE, "document_id": "d-honest"}) is None
+
+
+def test_the_demo_runs_the_support_agent_twice_and_serves_it() -> None:
+    support = [r for r in demo_requests("n1") if r.capability == "support"]
+    assert [r.injected for r in support] == [False, True]
+    assert [r.input["document_id"] for r in support] == ["d-honest", "d-attack"]
+    spec = S.support.__runplane_agent__  # type: ignore[attr-defined]
+    assert all(spec.input_problem(dict(r.input)) is None for r in support)
+    env = platform_env(
+        Settings(state_dir=Path("/tmp/x")),
+        DemoPorts(),
+        principals_file=Path("/tmp/p.yaml"),
+        calendars_file=None,
+        base={},
+    )
+    assert "examples.support" in env["RUNPLANE_AGENT_MODULES"].split(",")
+    assert env["RUNPLANE_TOOLS_CONFIG"].endswith("billing.yaml")
+    # A deployment naming its own modules keeps them.
+    own = platform_env(
+        Settings(state_dir=Path("/tmp/x")),
+        DemoPorts(),
+        principals_file=Path("/tmp/p.yaml"),
+        calendars_file=None,
+        base={"RUNPLANE_AGENT_MODULES": "mine"},
+    )
+    assert own["RUNPLANE_AGENT_MODULES"] == "mine" and "RUNPLANE_TOOLS_CONFIG" not in own

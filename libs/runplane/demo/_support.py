@@ -7,21 +7,20 @@ CRM returned (both copied verbatim from what the model was shown), turn 2 answer
 with {...}`` in a tool result makes it propose that refund first. ``demo_model`` serves it to
 the support conversation (the one offered ``refund``) and echoes to every other run (triage).
 
-``python -m runplane.demo._support --port N`` serves ``demo_model`` on the OpenAI-compatible
-fake: the demo's model provider. ``support_verdict`` reads a support run's journal: how many
+``python -m runplane.demo._model_server --port N`` serves ``demo_model`` on the
+OpenAI-compatible fake: the demo's model provider. ``support_verdict`` reads a support run's journal: how many
 refunds were performed and how many the sink gate refused.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runplane.core.agents import Generation
 from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
-from runplane.fakes import FakeOpenAIServer, echo, obeys_instructions
+from runplane.fakes import echo, obeys_instructions
 from runplane.wire import JournalKind, JournalRecord
 
 REFUND_SINK = "tool://refund"
@@ -102,16 +101,3 @@ def support_verdict(records: Sequence[JournalRecord]) -> SupportVerdict:
         if r.kind is JournalKind.EFFECT_RECORDED and r.attrs.get("gate") == "refused"
     )
     return SupportVerdict(performed, refused)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m runplane.demo._support")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args(argv)
-    server = FakeOpenAIServer(model=demo_model, port=args.port)
-    print(server.url, flush=True)
-    server.serve_forever()
-
-
-if __name__ == "__main__":
-    main()
