@@ -19,6 +19,7 @@ from examples import support as S
 from examples.crm import CUSTOMERS, crm_lookup
 from runplane.config import Settings
 from runplane.core import AgentRegistry, Generation, replay_history
+from runplane.core.policy import Policy, parse_policy
 from runplane.core.turns import ToolSpec, messages_from_json
 from runplane.demo import demo_requests, platform_env
 from runplane.demo._plan import DemoPorts
@@ -44,7 +45,10 @@ class ModelFunctionProvider:
         return demo_model(messages_from_json(prompt), tools)
 
 
-def _driver(refunds: list[dict[str, Any]]) -> Driver:
+POLICY = parse_policy((Path(__file__).parents[2] / "examples" / "policy.yaml").read_text())
+
+
+def _driver(refunds: list[dict[str, Any]], policy: Policy | None = None) -> Driver:
     def refund(args: dict[str, Any], key: str | None) -> Any:
         refunds.append(dict(args))
         return S.refund(**args)
@@ -59,6 +63,7 @@ def _driver(refunds: list[dict[str, Any]]) -> Driver:
             "refund": refund,
         },
         providers={"openai": ModelFunctionProvider()},
+        policy=policy,
     )
 
 
@@ -72,9 +77,10 @@ def test_the_honest_case_refunds_the_account_on_file_once() -> None:
     assert support_verdict(view.journal).expected(injected=False)
 
 
-def test_the_injected_refund_is_refused_and_the_real_one_made_once() -> None:
+@pytest.mark.parametrize("policy", [None, POLICY], ids=["default policy", "examples/policy.yaml"])
+def test_the_injected_refund_is_refused_and_the_real_one_made_once(policy: Policy | None) -> None:
     refunds: list[dict[str, Any]] = []
-    driver = _driver(refunds)
+    driver = _driver(refunds, policy)
     view = driver.run("support", {**CASE, "document_id": "d-attack"})
     assert view.status is RunStatus.COMPLETED, view.error
     # Performed: only the real refund, copied from the CRM and the case.

@@ -237,11 +237,15 @@ def _fake(config: DemoConfig, which: str, port: int) -> PlatformProcess:
         # function (``_support``: the support conversation scripted, echo for the rest).
         module, extra = (SUPPORT_MODEL_SERVER,), []
     argv = [config.python, "-m", *module, "--port", str(port), *extra]
+    # The demo's own import path, so the fake runs the code the demo runs (a checkout on
+    # PYTHONPATH ahead of an installed runplane); nothing else of the demo's environment.
+    path = os.environ.get("PYTHONPATH")
     return PlatformProcess(
         name=which,
         argv=tuple(argv),
         markers=(*module, "--port", str(port)),
         address=f"127.0.0.1:{port}",
+        env={} if path is None else {"PYTHONPATH": path},
     )
 
 
