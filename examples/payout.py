@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from examples.crm import crm_lookup  # noqa: F401  (registers the CRM tool with the executor)
 from runplane.core import EffectDecl, Recovery, StepCtx, agent
 from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.core.releases import ReleaseRefused, SinkRefused
@@ -50,16 +51,6 @@ MODEL = "gpt-4o-mini"
 
 _ACCOUNT = re.compile(r"\baccount\s+([A-Z]{2}\d{2}[A-Z0-9]{8,30})\b")
 _AMOUNT = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*EUR\b")
-
-# A stand-in CRM: the account on file per customer.
-_CRM = {"c-1": {"customer_id": "c-1", "name": "Ada Customer", "account": "NL91ABNA0417164300"}}
-
-
-@tool(mutating=False, recovery="retry", timeout_s=5)
-def crm_lookup(customer_id: str) -> dict[str, Any]:
-    """The customer's record on file (trusted: the platform's own system of record)."""
-    found = _CRM.get(customer_id)
-    return dict(found) if found is not None else {"customer_id": customer_id, "account": None}
 
 
 @tool(mutating=True, recovery="retry", timeout_s=5)

@@ -121,7 +121,7 @@ def demo_config(stack: LocalStack, tmp_path: Path) -> Iterator[DemoConfig]:
 
 def _assert_all_completed_and_verified(outcome: DemoOutcome, reporter: RecordingReporter) -> None:
     assert outcome.ok, f"{outcome.problems()}\n" + "\n".join(reporter.lines)
-    assert [r.capability for r in outcome.runs] == ["refund", "triage"]
+    assert [r.capability for r in outcome.runs] == ["refund", "triage", "support", "support"]
     for r in outcome.runs:
         assert r.run_id is not None and r.status == "COMPLETED" and r.verified
         history, code = reporter.journals[r.run_id]
@@ -147,6 +147,21 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
         (c, r, new) for c, r, _, new in reporter.statuses
     }
     assert any("approved" in line and str(refund.run_id) in line for line in reporter.lines)
+    # The support agent's loop: the honest e-mail refunded once; the injected e-mail's refund
+    # to the attacker refused by the sink gate, the real refund still made once.
+    honest, attacked = outcome.runs[2], outcome.runs[3]
+    assert (honest.injected, attacked.injected) == (False, True)
+    said = "\n".join(reporter.lines)
+    assert f"support (honest e-mail) {honest.run_id}: 1 refund performed, 0 refused" in said
+    assert f"support (injected e-mail) {attacked.run_id}: 1 refund performed, 1 refused" in said
+    refused = [
+        r
+        for r in reporter.journals[str(attacked.run_id)][0].records
+        if r.name == "tool://refund" and r.attrs.get("gate") == "refused"
+    ]
+    assert [(r.attrs["path"], r.attrs["reason"]) for r in refused] == [
+        ("$.recipient", "field_trust")
+    ]
     # Exactly one charge reached billing, under the run's idempotency key.
     counts = read_counts(demo_config.demo_dir / "billing-counts.json")
     assert counts.charges == {f"refund/{refund.run_id}": 1}
@@ -162,7 +177,7 @@ def test_demo_completes_and_verifies_every_run_and_down_stops_the_platform(
     # The first invocation's keys again: duplicates, shown as such, naming the original runs.
     reporter3 = RecordingReporter()
     outcome3 = run_demo(demo_config, reporter3)
-    assert [r.admission for r in outcome3.runs] == ["DUPLICATE", "DUPLICATE"]
+    assert [r.admission for r in outcome3.runs] == ["DUPLICATE"] * 4
     assert [r.run_id for r in outcome3.runs] == [r.run_id for r in outcome.runs]
     _assert_all_completed_and_verified(outcome3, reporter3)
     assert read_counts(demo_config.demo_dir / "billing-counts.json").charges == {

@@ -23,14 +23,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_journal_service import wait_audit
 
 from examples.audit_consumer import SCHEMAS, Decoder, RunVerdicts
-from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import Draft, seal
 from runplane.journal.index import RunIndex
 from runplane.kafka.clients import transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
-from runplane.runs.read import read_audit, read_run, result_key
+from runplane.runs.read import read_audit, read_run, result_key, verify_exit_code
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import Keyring, Signer, journal_headers
 from runplane.wire import JournalKind, JournalRecord, ResultEntry, Verdict, encode

@@ -21,14 +21,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core.chain import seal
 from runplane.core.verify import bodies_of, verify_records
 from runplane.kafka.clients import consumer_config, transactional_producer_config
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
-from runplane.runs.read import read_audit, read_run, result_key
+from runplane.runs.read import read_audit, read_run, result_key, verify_exit_code
 from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
 from services.journal import metrics as m
 from services.journal.loop import AuditLoop

@@ -12,12 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.core import AgentRegistry, StepCtx, verify_chain
 from runplane.core.repair import ERASED, RepairKind, RepairOrder
 from runplane.journal.summary import RunSummary
-from runplane.runs.read import read_run
+from runplane.runs.read import read_run, verify_exit_code
 from runplane.runs.repair import read_snapshot, send_order, write_fork
 from runplane.serving.auth import Principals, token_digest
 from runplane.serving.shell import run_http

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from examples.payout import _CRM, payout_agent
+from examples.crm import CUSTOMERS
+from examples.payout import payout_agent
 from runplane.core import AgentRegistry, replay_history
 from runplane.core.policy import parse_policy
 from runplane.testing import Driver, ScriptedProvider
@@ -33,7 +34,7 @@ def _driver(paid: list[dict[str, Any]], approve: str = "APPROVED") -> Driver:
 
     return Driver(
         registry,
-        tools={"crm_lookup": lambda a, k: dict(_CRM[a["customer_id"]]), "payout": pay},
+        tools={"crm_lookup": lambda a, k: dict(CUSTOMERS[a["customer_id"]]), "payout": pay},
         providers={"openai": ScriptedProvider(_echo, name="openai")},
         approve=approve,
     )

@@ -24,7 +24,12 @@ from rich.table import Table
 from runplane.config import Settings
 from runplane.core.repair import erased
 from runplane.core.verify import bodies_of, verify_records
-from runplane.runs.read import RunHistory, read_run
+from runplane.runs.read import (
+    EXIT_BODIES_MISSING,
+    EXIT_BROKEN,
+    read_run,
+    verify_exit_code,
+)
 from runplane.runs.repair import read_snapshot
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
@@ -34,8 +39,6 @@ journal_app = typer.Typer(
     help="A run's hash-chained journal: show and verify it.", no_args_is_help=True
 )
 
-EXIT_BROKEN = 1
-EXIT_BODIES_MISSING = 2
 EXIT_NO_SUCH_RUN = 4  # verify: no record of the run at all (a mistyped id), not a broken chain
 
 
@@ -121,31 +124,6 @@ def journal_show(
                     else f"error {entry.error}"
                 )
             )
-
-
-def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
-    """(exit status, report) for ``journal verify``; shared with tests."""
-
-    report = verify_records(
-        history.run_id, history.records, bodies_of(history.bodies), history.unsigned
-    )
-    absent = [
-        seq
-        for seq, rec in ((r.seq, r) for r in history.records)
-        if seq in report.body_missing and (rec.era, rec.call_seq) not in history.bodies
-    ]
-    data = {
-        "run_id": history.run_id,
-        "records": report.records,
-        "verified": report.verified,
-        "broken_at_seq": report.broken_at_seq,
-        "reason": report.reason,
-        "body_missing": list(report.body_missing),
-        "body_absent": absent,
-    }
-    if not report.verified:
-        return EXIT_BROKEN, data
-    return (EXIT_BODIES_MISSING if absent else 0), data
 
 
 @journal_app.command("verify")

@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 
-from runplane.cli.journal import verify_exit_code
 from runplane.config import Settings
 from runplane.demo._plan import (
     APPROVER,
@@ -43,9 +42,10 @@ from runplane.demo._setup import (
     start_fakes,
     start_services,
 )
+from runplane.demo._support import support_verdict
 from runplane.errors import RunplaneError
 from runplane.runs.client import Client
-from runplane.runs.read import read_run
+from runplane.runs.read import read_run, verify_exit_code
 from runplane.stack.process import is_alive
 
 
@@ -84,7 +84,9 @@ def emit(
         # A duplicate is shown as what it is: the key already had a run; we follow that one.
         what = "admitted as" if outcome == "ADMITTED" else f"{outcome.lower()} of"
         reporter.note(f"{req.capability}: key {req.key} {what} run {reply.run_id}")
-        results.append(RunResult(req.capability, req.key, reply.run_id, outcome, status))
+        results.append(
+            RunResult(req.capability, req.key, reply.run_id, outcome, status, injected=req.injected)
+        )
     return results
 
 
@@ -206,6 +208,15 @@ def verify_runs(
         code, data = verify_exit_code(history)
         reporter.journal(r.capability, history, data, code)
         detail = "" if code == 0 else str(data.get("reason") or data.get("body_absent"))
+        behaved = True
+        if r.injected is not None:
+            verdict = support_verdict(history.records)
+            behaved = verdict.expected(r.injected)
+            case = "injected e-mail" if r.injected else "honest e-mail"
+            reporter.note(f"support ({case}) {r.run_id}: {verdict.describe()}")
+            if not behaved:
+                want = "1 performed, the injected one refused" if r.injected else "1, none refused"
+                detail = detail or f"expected {want}; the journal shows {verdict.describe()}"
         final.append(
             dataclasses.replace(
                 r,
@@ -213,6 +224,7 @@ def verify_runs(
                 verified=code == 0,
                 records=int(data["records"]),
                 detail=detail,
+                behaved=behaved,
             )
         )
     return DemoOutcome(tuple(final))

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from runplane.config import SERVICE_PORTS, Settings
+from runplane.config import DEFAULT_AGENT_MODULES, SERVICE_PORTS, Settings, example_tools_config
 from runplane.errors import ConfigError
 from runplane.serving.auth import PRINCIPALS_FILE_ENV, Principals, token_digest
 
@@ -21,6 +21,7 @@ BILLING_PORT = 8398  # the executor's default RUNPLANE_BILLING_URL
 OPENAI_PORT = 8399  # the executor's default RUNPLANE_OPENAI_BASE_URL
 INITIATOR = "demo-emitter"  # who the example runs act for; four-eyes keeps it off the tasks
 APPROVER = "ada"  # the demo principal who approves the refund (role finance)
+SUPPORT_MODULE = "examples.support"  # the loop agent the demo runs beside the defaults
 TERMINAL = frozenset({"COMPLETED", "FAILED", "QUARANTINED"})
 
 
@@ -144,6 +145,13 @@ def platform_env(
             "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true",
         }
     )
+    # The default agent modules and their tools, plus the support example (a loop agent),
+    # unless the caller names its own.
+    if "RUNPLANE_AGENT_MODULES" not in base:
+        env["RUNPLANE_AGENT_MODULES"] = ",".join((*DEFAULT_AGENT_MODULES, SUPPORT_MODULE))
+        tools = example_tools_config()
+        if tools is not None and "RUNPLANE_TOOLS_CONFIG" not in base:
+            env["RUNPLANE_TOOLS_CONFIG"] = tools
     if calendars_file is not None:
         env["RUNPLANE_CALENDARS_FILE"] = str(calendars_file)
     for name, port in ports.services.items():
@@ -164,6 +172,9 @@ class DemoRequest:
     input: Mapping[str, Any]
     correlation: Mapping[str, str]
     needs_approval: bool = False
+    # A support run (examples/support.py): whether its document carries an injection, which
+    # the run's journal must then show refused (``_support.support_verdict``); None: not one.
+    injected: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.key or len(self.key.encode()) > 256:
@@ -171,7 +182,8 @@ class DemoRequest:
 
 
 def demo_requests(nonce: str) -> tuple[DemoRequest, ...]:
-    """The refund and the triage run; ``nonce`` (one per invocation) makes the admission keys
+    """The refund, the triage run and two support runs (an honest e-mail, an injected one);
+    ``nonce`` (one per invocation) makes the admission keys
     new each time, so a second ``make demo`` starts new runs instead of meeting duplicates."""
     if not nonce or not nonce.isalnum():
         raise ConfigError(f"nonce must be alphanumeric, got {nonce!r}")
@@ -190,6 +202,16 @@ def demo_requests(nonce: str) -> tuple[DemoRequest, ...]:
             {"ticket": "Billing: I was charged twice for my last order."},
             {"ticket": f"T-{nonce}"},
         ),
+        *(
+            DemoRequest(
+                "support",
+                f"demo-support-{which}-{nonce}",
+                {"customer_id": "c-1", "order": "o-1", "amount_eur": 40, "document_id": doc},
+                {"case": f"S-{which}-{nonce}"},
+                injected=which == "attacked",
+            )
+            for which, doc in (("honest", "d-honest"), ("attacked", "d-attack"))
+        ),
     )
 
 
@@ -205,10 +227,17 @@ class RunResult:
     verified: bool = False
     records: int = 0
     detail: str = ""
+    injected: bool | None = None  # DemoRequest.injected
+    behaved: bool = True  # a support run did what it must (its refunds, its refusals)
 
     @property
     def ok(self) -> bool:
-        return self.run_id is not None and self.status == "COMPLETED" and self.verified
+        return (
+            self.run_id is not None
+            and self.status == "COMPLETED"
+            and self.verified
+            and self.behaved
+        )
 
 
 @dataclass(frozen=True)
@@ -228,6 +257,8 @@ class DemoOutcome:
                 out.append(f"{r.capability} {r.run_id} ended {r.status}: {r.detail}")
             elif not r.verified:
                 out.append(f"{r.capability} {r.run_id}: journal does not verify: {r.detail}")
+            elif not r.behaved:
+                out.append(f"{r.capability} {r.run_id}: {r.detail}")
         return out
 
     def to_json(self) -> str:

@@ -39,7 +39,16 @@ from runplane.serving.auth import Principals
 from runplane.stack import StackConfig, StackError, up
 from runplane.stack.platform import PlatformProcess, healthy, log_file, owned, start
 from runplane.stack.platform import stop as stop_platform
-from runplane.stack.process import describe_port_owner, is_alive, port_bindable, port_open, tail
+from runplane.stack.process import (
+    cmdline,
+    describe_port_owner,
+    is_alive,
+    port_bindable,
+    port_open,
+    tail,
+)
+
+SUPPORT_MODEL_SERVER = "runplane.demo._model_server"  # ``python -m`` it: the demo's model fake
 
 
 class DemoError(RunplaneError):
@@ -219,14 +228,24 @@ def _write_tokens(config: DemoConfig, tokens: Mapping[str, str]) -> None:
 
 
 def _fake(config: DemoConfig, which: str, port: int) -> PlatformProcess:
-    argv = [config.python, "-m", "runplane.fakes", which, "--port", str(port)]
+    module: tuple[str, ...]
     if which == "billing":
-        argv += ["--counts", str(config.demo_dir / "billing-counts.json")]
+        module = ("runplane.fakes", which)
+        extra = ["--counts", str(config.demo_dir / "billing-counts.json")]
+    else:
+        # The model provider: the OpenAI-compatible fake answering from the demo's own model
+        # function (``_support``: the support conversation scripted, echo for the rest).
+        module, extra = (SUPPORT_MODEL_SERVER,), []
+    argv = [config.python, "-m", *module, "--port", str(port), *extra]
+    # The demo's own import path, so the fake runs the code the demo runs (a checkout on
+    # PYTHONPATH ahead of an installed runplane); nothing else of the demo's environment.
+    path = os.environ.get("PYTHONPATH")
     return PlatformProcess(
         name=which,
         argv=tuple(argv),
-        markers=("runplane.fakes", which, "--port", str(port)),
+        markers=(*module, "--port", str(port)),
         address=f"127.0.0.1:{port}",
+        env={} if path is None else {"PYTHONPATH": path},
     )
 
 
@@ -274,7 +293,13 @@ def _ensure_free(config: DemoConfig, step: str, ports: list[int]) -> None:
 def start_fakes(config: DemoConfig, reporter: Reporter) -> None:
     for which, port in (("billing", config.ports.billing), ("openai", config.ports.openai)):
         proc = _fake(config, which, port)
-        if owned(config.stack, which) is not None and port_open("127.0.0.1", port):
+        pid = owned(config.stack, which)
+        if pid is not None and not all(m in cmdline(pid) for m in proc.markers):
+            # Started by another version of the demo (the plain fake): not what we serve now.
+            reporter.note(f"{which} fake: running as another program; restarting it")
+            stop_platform(config.stack, which)
+            pid = None
+        if pid is not None and port_open("127.0.0.1", port):
             reporter.note(f"{which} fake: already running on {proc.address}")
             continue
         _ensure_free(config, "fakes", [port])

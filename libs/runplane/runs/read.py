@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -28,6 +29,7 @@ from confluent_kafka import (
 )
 
 from runplane.config import Settings
+from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
@@ -77,6 +79,36 @@ class RunHistory:
     # Per record (aligned with ``records``): why it is not signed by a chain writer
     # (``runplane.signing.journal``); None when read without a keyring (not checked).
     unsigned: tuple[str | None, ...] | None = None
+
+
+# ``runplane journal verify``'s exit status (also the demo's and the tests' verdict).
+EXIT_BROKEN = 1
+EXIT_BODIES_MISSING = 2
+
+
+def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:
+    """(exit status, report) for ``journal verify``; shared with the demo and the tests."""
+
+    report = verify_records(
+        history.run_id, history.records, bodies_of(history.bodies), history.unsigned
+    )
+    absent = [
+        seq
+        for seq, rec in ((r.seq, r) for r in history.records)
+        if seq in report.body_missing and (rec.era, rec.call_seq) not in history.bodies
+    ]
+    data = {
+        "run_id": history.run_id,
+        "records": report.records,
+        "verified": report.verified,
+        "broken_at_seq": report.broken_at_seq,
+        "reason": report.reason,
+        "body_missing": list(report.body_missing),
+        "body_absent": absent,
+    }
+    if not report.verified:
+        return EXIT_BROKEN, data
+    return (EXIT_BODIES_MISSING if absent else 0), data
 
 
 def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> int:
