@@ -279,7 +279,7 @@ def test_digest_covers_the_whole_agent_and_ignores_key_order() -> None:
     [
         (
             lambda d: d["spec"]["execution"].update(kind="chat"),
-            "spec.execution.kind: must be one of generate, generate-then-approve, tool-sequence, plan, got 'chat'",
+            "spec.execution.kind: must be one of generate, generate-then-approve, tool-sequence, plan, agent-loop, got 'chat'",
         ),
         (lambda d: d["spec"].update(memory=True), "spec.memory: unknown field 'memory'"),
         (
