@@ -51,11 +51,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.agents import EffectDecl, Generation
+from runplane.core.callapproval import CallDecision, needs_approval
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
+from runplane.core.jsonpaths import under, unwrap
+from runplane.core.labels import Wrapper, join_all
 from runplane.core.planrun import _dispatch as dispatch
+from runplane.core.policy import ApprovalRule
 from runplane.core.releases import BudgetExceeded
 from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
+from runplane.wire import Label
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
@@ -323,14 +328,26 @@ def _decl(ctx: StepCtx, name: str) -> EffectDecl:
 
 
 def offered(ctx: StepCtx, tools: Sequence[str]) -> dict[str, Any]:
-    """What the model is offered: each tool's spec and whether it mutates (journaled once)."""
-    specs, mutating = [], {}
+    """What the model is offered: each tool's spec, whether it mutates, and who must approve a
+    call to it (``callapproval.needs_approval``: the run's policy, else the declaration) —
+    journaled once, so a replay, or a restore under a changed policy, asks whom it asked."""
+    specs, mutating, approval = [], {}, {}
     for name in tools:
         decl = _decl(ctx, name)
         schema = decl.input_schema or {"type": "object", "properties": {}}
         specs.append(ToolSpec(name, decl.description, schema).to_json())
         mutating[name] = decl.mutating
-    return {"specs": specs, "mutating": mutating}
+        rule = needs_approval(ctx._rt.policy, decl, name)
+        if rule is not None:
+            approval[name] = {
+                "role": rule.role,
+                "approvals": rule.approvals,
+                "expires_in": rule.expires_in,
+            }
+    menu: dict[str, Any] = {"specs": specs, "mutating": mutating}
+    if approval:  # only when some call needs one: a loop without records the bytes it did
+        menu["approval"] = approval
+    return menu
 
 
 def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
@@ -340,14 +357,19 @@ def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
     return Effect(e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id})
 
 
-async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[CallRecord, ...]:
+async def _perform(
+    ctx: StepCtx, act: Act, asks: Mapping[str, ApprovalRule], approve: Approver | None
+) -> tuple[CallRecord, ...]:
     turn = act.state.turns
     records: list[CallRecord] = [
         CallRecord(turn, at, c, False, error_type=t, error=m, performed=False)
         for (at, c), t, m in act.unanswerable
     ]
     parallel, serial = list(act.parallel), list(act.serial)
-    if approve is not None:  # the one place a person is asked about a proposed call
+    if asks:  # the calls a person must approve, asked on the worklist (``ctx.approve_call``)
+        parallel = await _asked(ctx, parallel, turn, asks, records)
+        serial = await _asked(ctx, serial, turn, asks, records)
+    if approve is not None:  # the agent's own hook, asked for every call still to be made
         parallel = await _approved(parallel, turn, approve, records)
         serial = await _approved(serial, turn, approve, records)
     if parallel:
@@ -356,18 +378,76 @@ async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[Ca
         for node, (at, call) in nodes.items():
             r = joined[node]
             if r["ok"]:
-                records.append(CallRecord(turn, at, call, True, r["value"]))
+                records.append(CallRecord(turn, at, _plain(call), True, r["value"]))
             else:
                 err = r["error"]
-                records.append(CallRecord(turn, at, call, False, None, err["type"], err["message"]))
+                records.append(
+                    CallRecord(turn, at, _plain(call), False, None, err["type"], err["message"])
+                )
     for at, call in serial:
         try:
             value = await _proposed(ctx, call)
         except EffectError as exc:
-            records.append(CallRecord(turn, at, call, False, None, exc.type, exc.message))
+            records.append(CallRecord(turn, at, _plain(call), False, None, exc.type, exc.message))
         else:
-            records.append(CallRecord(turn, at, call, True, value))
+            records.append(CallRecord(turn, at, _plain(call), True, value))
     return tuple(records)
+
+
+async def _asked(
+    ctx: StepCtx,
+    calls: list[Proposal],
+    turn: int,
+    asks: Mapping[str, ApprovalRule],
+    records: list[CallRecord],
+) -> list[Proposal]:
+    """The calls still to be made once a person decided each one that needs approval: as
+    proposed, or with the edited arguments (``Released`` values: the decider's journaled
+    release of exactly those fields, which the gate honours there and only there); a rejected
+    or expired one is answered to the model with the reason, not performed."""
+    kept = []
+    for at, call in calls:
+        rule = asks.get(call.name)
+        if rule is None:
+            kept.append((at, call))
+            continue
+        try:
+            decision: CallDecision = await ctx.approve_call(
+                call.name,
+                call.arguments,
+                role=rule.role,
+                labels=_argument_labels(ctx, call),
+                turn=turn,
+                approvals=rule.approvals,
+                expires_in=rule.expires_in,
+            )
+        except EffectError as exc:  # the task expired (``ApprovalExpired``): no call made
+            records.append(CallRecord(turn, at, call, False, None, exc.type, exc.message, False))
+            continue
+        if decision.approved:
+            kept.append((at, replace(call, arguments=dict(decision.arguments))))
+        else:
+            why = decision.reason or f"rejected by {', '.join(decision.decided_by) or 'a person'}"
+            records.append(CallRecord(turn, at, call, False, None, "CallRejected", why, False))
+    return kept
+
+
+def _argument_labels(ctx: StepCtx, call: ToolCall) -> dict[str, Label] | None:
+    """Each argument's label as the gate will find it (the turn's exact labels, joined over
+    the argument's paths), for the task to show; None: the journal holds no such proposal."""
+    exact = ctx._inline.call_labels(call.id, call.name, call.arguments)
+    if exact is None:
+        return None
+    return {
+        name: join_all(label for path, label in exact.items() if under(path, f"$.{name}"))
+        for name in call.arguments
+    }
+
+
+def _plain(call: ToolCall) -> ToolCall:
+    """The call as made, for the record: an edited argument as its plain value."""
+    plain, wrapped = unwrap(dict(call.arguments), Wrapper)
+    return replace(call, arguments=plain) if wrapped else call
 
 
 async def _approved(
@@ -411,6 +491,7 @@ async def agent_loop(
         {"fn": lambda: offered(ctx, names)},
     )
     specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
+    asks = {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()}
     state = begin(instructions, input)
     last_text = ""
     while True:
@@ -432,7 +513,7 @@ async def agent_loop(
         step = decide(state, generation, budget, mutating)
         if isinstance(step, Stop):
             return _result(step.state, step.status, step.text, step.exhausted)
-        records = await _perform(ctx, step, approve)
+        records = await _perform(ctx, step, asks, approve)
         state = answer(step.state, step, records)
 
 
