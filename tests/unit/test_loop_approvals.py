@@ -10,9 +10,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from runplane.core import replay_history
+from runplane.core import AgentRegistry, EffectDecl, Recovery, StepCtx, agent, replay_history
 from runplane.core.gate import FieldRule, SinkDecl
-from runplane.core.policy import ApprovalRule, Policy
+from runplane.core.policy import DEFAULT_APPROVAL_ROLE, ApprovalRule, Policy
 from runplane.testing import Call, Driver, RunView, ScriptedModel, Seen
 from runplane.wire import RunStatus, Trust
 from tests.helpers import support_loop as S
@@ -165,3 +165,34 @@ def test_a_call_needs_no_approval_unless_the_policy_or_its_declaration_says_so()
     run = driver.run("loop.support", INPUT)
     assert run.status is RunStatus.COMPLETED, run.error
     assert counts[REFUND] == 1 and not driver.tasks_opened
+
+
+DECLARED = AgentRegistry()
+
+
+@agent(
+    "loop.declared",
+    registry=DECLARED,
+    effects=(
+        EffectDecl("crm_lookup", mutating=False, recovery=Recovery.RETRY),
+        EffectDecl("refund", mutating=True, recovery=Recovery.RETRY, needs_approval=True),
+    ),
+    models=["scripted"],
+)
+async def declared(ctx: StepCtx, input: dict[str, Any]) -> list[Any]:
+    result = await ctx.agent_loop(
+        "scripted", "m", "", input, tools=["crm_lookup", "refund"], max_turns=4
+    )
+    return [[c.call.name, c.ok, c.error_type] for c in result.calls]
+
+
+def test_a_tool_declared_as_needing_approval_is_asked_by_the_default_role() -> None:
+    counts: dict[str, int] = {}
+    driver = Driver(DECLARED, tools=S.tools(counts), providers={"scripted": _script()})
+    run = driver.run("loop.declared", INPUT)
+    assert run.status is RunStatus.AWAITING_HUMAN, run.error
+    assert run.task is not None and run.task.role == DEFAULT_APPROVAL_ROLE
+    run = driver.decide(run.session_id, "APPROVED", by=("ada",))
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.output == [["crm_lookup", True, None], ["refund", True, None]]
+    assert counts[REFUND] == 1

@@ -75,8 +75,9 @@ class RunHost(Protocol):
 
 class InlineAnswers(Protocol):
     """The ``StepCtx`` calls the engine answers on the spot, with no effect for the agent to
-    await: the sink gate's label of a value or of a proposed call, and the patch markers. The engine's driver
-    provides them over the run (the sink gate and the markers sit above the run's state)."""
+    await: the sink gate's label of a value or of a proposed call, and the patch markers. The
+    engine's driver provides them over the run (the sink gate and the markers sit above the
+    run's state)."""
 
     def label_of(self, value: Any) -> Any: ...
 
@@ -494,7 +495,11 @@ class StepCtx:
         mutations in the model's order), until it answers or a budget ends it → ``LoopResult``
         (status ``answered`` or ``budget_exhausted`` with which budget). ``max_turns`` is
         ``budget.turns`` when no budget is given. A refused call is answered to the model as a
-        tool error; the loop goes on. ``approve``: asked for every call before it is made."""
+        tool error; the loop goes on. A call to a tool that needs approval (the deployment
+        policy's ``approval``, else its ``EffectDecl.needs_approval``) is asked through
+        ``approve_call`` first: approved, rejected (the reason is the model's tool error) or
+        edited (made with the person's released arguments). ``approve``: the agent's own hook,
+        asked then for every call still to be made."""
         if budget is None:
             budget = loop.LoopBudget(turns=max_turns)
         elif max_turns is not None:

@@ -12,9 +12,10 @@ stop with this outcome — tested case by case and by property, with no effect i
 **The driving** (``agent_loop``) turns those decisions into ordinary journaled effects:
 
 1. The offered tools are resolved once — each one's ``ToolSpec`` (``EffectDecl.description`` /
-   ``input_schema``: the agent's declaration first, then what the executor offers) and whether
-   it mutates — and journaled as one ``observe`` (``loop:tools``): a replay, or a restore under
-   a deployment whose tool descriptions changed since, builds exactly the requests it built.
+   ``input_schema``: the agent's declaration first, then what the executor offers), whether
+   it mutates and who must approve a call to it — and journaled as one ``observe``
+   (``loop:tools``): a replay, or a restore under a deployment whose tool descriptions or
+   policy changed since, builds exactly the requests it built.
 2. Each model turn is a ``generation`` (``ctx.generate`` with the conversation as messages and
    ``tools=`` / ``tool_choice=``): announced before it is sent, journaled with its usage.
 3. Each proposed call is a ``tool`` effect with its declared recovery; the non-mutating calls
@@ -31,9 +32,17 @@ results), so a replay serves every slot and calls nobody. Budgets end the loop w
 outcome (``LoopStatus.BUDGET_EXHAUSTED`` and which ``Exhausted``), never an exception; the
 deployment policy's budget, when a turn hits it, ends the loop the same way (``POLICY``).
 
-**Approval.** ``approve``: an ``async (call, turn) -> CallVerdict`` asked for every call before
-it is performed, where a person approves, edits or rejects a proposed call (the worklist's
-``ctx.approve_call`` is wired here by whoever offers it); None asks nobody.
+**Approval.** A call to a tool that needs approval (``callapproval.needs_approval``: the run's
+deployment policy, ``RunHost.policy``, else the tool's declaration) is asked through
+``ctx.approve_call`` before it is performed, with the model's arguments, each one's label as
+the gate will find it (the turn's exact labels) and the turn: approved, it is made as
+proposed; rejected, the reason is the model's tool error (``CallRejected``) and the loop goes
+on; edited, it is made with the edited arguments (``Released`` values: that person's journaled
+release of exactly those fields, which the gate honours there, labelling the rest as the turn
+proposed them). Who must approve is resolved once, with the offer, and journaled in the
+``loop:tools`` observe: a replay or a restore under a policy changed since asks exactly the
+tasks the recorded run asked. ``approve``, an ``async (call, turn) -> CallVerdict``, is the
+agent's own hook, asked after that for every call still to be made; None asks nothing more.
 
 **Long conversations** are not carried across continue-as-new here (not done): the way it would
 go is a checkpoint of the state ``LoopState.to_json`` holds (the messages, or a model-written
