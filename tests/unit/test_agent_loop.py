@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from runplane.core import LiveCall, replay_history
+from runplane.core import Generation, LiveCall, replay_history
+from runplane.core.turns import ToolCall
 from runplane.testing import Call, Driver, RunView, ScriptedModel
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import support_loop as S
@@ -209,3 +210,19 @@ def test_budgets_end_the_loop_with_a_typed_outcome() -> None:
         3,
     )
     assert model.calls == 3
+
+
+def test_a_model_function_drives_the_loop_like_a_script() -> None:
+    # ``model=``: a turn's logic by hand, the fakes' model function (Pydantic AI's FunctionModel).
+    def looks_up_then_answers(messages: Any, tools: Any) -> Generation:
+        if not any(m.role == "tool" for m in messages):
+            lookup = ToolCall("look-1", "crm_lookup", {"customer_id": "c-1"})
+            return Generation("", tool_calls=(lookup,), stop_reason="tool_calls")
+        return Generation(f"{len(tools)} tools offered, record read", stop_reason="end")
+
+    model = ScriptedModel(model=looks_up_then_answers)
+    run = _driver(model).run("loop.support", INPUT)
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.output["text"] == "5 tools offered, record read"
+    assert run.output["calls"] == [["crm_lookup", True, None]] and model.calls == 2
+    assert run.output["tokens"] > 0  # usage is counted by the provider, not the function
