@@ -116,9 +116,11 @@ def test_a_crash_repeats_no_recorded_turn_or_tool_call(
     assert driver.verify(run.session_id).ok
     # What was recorded before the crash was served, never performed or paid again: the only
     # repeats are the calls whose outcome the crash lost (a wave's unrecorded branches).
-    assert model.calls == _turns(run) + lost["turns"]
-    if where is _before_turn_3:  # announced, not sent: sent once, after the restart
-        assert lost["turns"] == 0
+    # No turn is paid twice: a turn's recorded outcome is committed before the calls it
+    # proposed are performed (``Step.performs_after_commit``), even reads whose announce
+    # rides with their outcome — so a crash mid fan-out loses their outcomes, not the turn.
+    assert lost["turns"] == 0
+    assert model.calls == _turns(run)
     assert sum(counts.values()) == _tool_results(run) + lost["performs"]
     assert (
         counts[
