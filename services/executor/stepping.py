@@ -3,7 +3,8 @@ the live calls it asks for launched, and their outcomes drained back into the ru
 
 A step leaves the engine through ``apply_step`` into a ``RunSink`` (the outbox and the run
 table); the live calls it asks for are launched at once, or after the batch commits when their
-announce must be durable first (announce-before-act). A call's outcome comes back as a
+announce must be durable first (announce-before-act) or the step records a paid outcome (a
+model turn's, which a crash during the calls would otherwise lose: ``Step.performs_after_commit``). A call's outcome comes back as a
 ``Completion`` on the ``Performer``'s queue and is drained on the loop thread, where the
 engine turns it into the next step. What raises while a run is served fails that run
 (``RunEnds.poisoned``), never the executor.
@@ -106,7 +107,7 @@ class StepApplier:
         # The step's trace context, for the spans of the calls it requested (None: untraced).
         parent = current_context() if self._outbox.trace else None
         for call in step.live_calls:
-            if call.announce_first:
+            if step.performs_after_commit(call):
                 self._outbox.after_commit(
                     functools.partial(self._launch, run_id, runtime, call, parent), time.monotonic()
                 )

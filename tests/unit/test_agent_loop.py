@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from runplane.core import LiveCall, replay_history
+from runplane.core import Generation, LiveCall, replay_history
+from runplane.core.turns import ToolCall
 from runplane.testing import Call, Driver, RunView, ScriptedModel
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import support_loop as S
@@ -115,9 +116,11 @@ def test_a_crash_repeats_no_recorded_turn_or_tool_call(
     assert driver.verify(run.session_id).ok
     # What was recorded before the crash was served, never performed or paid again: the only
     # repeats are the calls whose outcome the crash lost (a wave's unrecorded branches).
-    assert model.calls == _turns(run) + lost["turns"]
-    if where is _before_turn_3:  # announced, not sent: sent once, after the restart
-        assert lost["turns"] == 0
+    # No turn is paid twice: a turn's recorded outcome is committed before the calls it
+    # proposed are performed (``Step.performs_after_commit``), even reads whose announce
+    # rides with their outcome — so a crash mid fan-out loses their outcomes, not the turn.
+    assert lost["turns"] == 0
+    assert model.calls == _turns(run)
     assert sum(counts.values()) == _tool_results(run) + lost["performs"]
     assert (
         counts[
@@ -209,3 +212,19 @@ def test_budgets_end_the_loop_with_a_typed_outcome() -> None:
         3,
     )
     assert model.calls == 3
+
+
+def test_a_model_function_drives_the_loop_like_a_script() -> None:
+    # ``model=``: a turn's logic by hand, the fakes' model function (Pydantic AI's FunctionModel).
+    def looks_up_then_answers(messages: Any, tools: Any) -> Generation:
+        if not any(m.role == "tool" for m in messages):
+            lookup = ToolCall("look-1", "crm_lookup", {"customer_id": "c-1"})
+            return Generation("", tool_calls=(lookup,), stop_reason="tool_calls")
+        return Generation(f"{len(tools)} tools offered, record read", stop_reason="end")
+
+    model = ScriptedModel(model=looks_up_then_answers)
+    run = _driver(model).run("loop.support", INPUT)
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.output["text"] == "5 tools offered, record read"
+    assert run.output["calls"] == [["crm_lookup", True, None]] and model.calls == 2
+    assert run.output["tokens"] > 0  # usage is counted by the provider, not the function

@@ -94,8 +94,8 @@ async def test_parallel_calls_are_proposed_and_read(wire: Wire) -> None:
         "default", [{"role": "user", "content": "Refund ticket T-1."}], {"tools": TOOLS}
     )
     assert gen.tool_calls == (
-        ToolCall("call_0_0", "crm_lookup", {"id": "T-1"}),
-        ToolCall("call_0_1", "fetch_doc", {}),
+        ToolCall("call-0-0", "crm_lookup", {"id": "T-1"}),
+        ToolCall("call-0-1", "fetch_doc", {}),
     )
     assert gen.stop_reason == "tool_calls"
     assert (gen.text, gen.tokens_in) == ("", 3)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from runplane.core.loop import Approver, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
+    from runplane.core.policy import Policy
     from runplane.wire import Label
 
 __all__ = ["InlineAnswers", "RunHost", "StepCtx"]
@@ -66,16 +67,23 @@ class RunHost(Protocol):
     def seed(self) -> str: ...
     @property
     def tools(self) -> Mapping[str, EffectDecl]: ...
+    @property
+    def policy(self) -> Policy | None: ...  # the deployment policy the executor bound
 
     def take_derived_slot(self, family: str) -> int: ...
 
 
 class InlineAnswers(Protocol):
     """The ``StepCtx`` calls the engine answers on the spot, with no effect for the agent to
-    await: the sink gate's label of a value and the patch markers. The engine's driver
-    provides them over the run (the sink gate and the markers sit above the run's state)."""
+    await: the sink gate's label of a value or of a proposed call, and the patch markers. The
+    engine's driver provides them over the run (the sink gate and the markers sit above the
+    run's state)."""
 
     def label_of(self, value: Any) -> Any: ...
+
+    def call_labels(self, call_id: str, tool: str, arguments: Any) -> Any:
+        """The sink gate's exact labels (by path) of a call the model proposed in the last
+        turn that proposed calls, or None if that turn proposed no such call."""
 
     def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
 
@@ -494,7 +502,11 @@ class StepCtx:
         mutations in the model's order), until it answers or a budget ends it → ``LoopResult``
         (status ``answered`` or ``budget_exhausted`` with which budget). ``max_turns`` is
         ``budget.turns`` when no budget is given. A refused call is answered to the model as a
-        tool error; the loop goes on. ``approve``: asked for every call before it is made."""
+        tool error; the loop goes on. A call to a tool that needs approval (the deployment
+        policy's ``approval``, else its ``EffectDecl.needs_approval``) is asked through
+        ``approve_call`` first: approved, rejected (the reason is the model's tool error) or
+        edited (made with the person's released arguments). ``approve``: the agent's own hook,
+        asked then for every call still to be made."""
         if budget is None:
             budget = loop.LoopBudget(turns=max_turns)
         elif max_turns is not None:

@@ -12,9 +12,10 @@ stop with this outcome — tested case by case and by property, with no effect i
 **The driving** (``agent_loop``) turns those decisions into ordinary journaled effects:
 
 1. The offered tools are resolved once — each one's ``ToolSpec`` (``EffectDecl.description`` /
-   ``input_schema``: the agent's declaration first, then what the executor offers) and whether
-   it mutates — and journaled as one ``observe`` (``loop:tools``): a replay, or a restore under
-   a deployment whose tool descriptions changed since, builds exactly the requests it built.
+   ``input_schema``: the agent's declaration first, then what the executor offers), whether
+   it mutates and who must approve a call to it — and journaled as one ``observe``
+   (``loop:tools``): a replay, or a restore under a deployment whose tool descriptions or
+   policy changed since, builds exactly the requests it built.
 2. Each model turn is a ``generation`` (``ctx.generate`` with the conversation as messages and
    ``tools=`` / ``tool_choice=``): announced before it is sent, journaled with its usage.
 3. Each proposed call is a ``tool`` effect with its declared recovery; the non-mutating calls
@@ -31,9 +32,17 @@ results), so a replay serves every slot and calls nobody. Budgets end the loop w
 outcome (``LoopStatus.BUDGET_EXHAUSTED`` and which ``Exhausted``), never an exception; the
 deployment policy's budget, when a turn hits it, ends the loop the same way (``POLICY``).
 
-**Approval.** ``approve``: an ``async (call, turn) -> CallVerdict`` asked for every call before
-it is performed, where a person approves, edits or rejects a proposed call (the worklist's
-``ctx.approve_call`` is wired here by whoever offers it); None asks nobody.
+**Approval.** A call to a tool that needs approval (``callapproval.needs_approval``: the run's
+deployment policy, ``RunHost.policy``, else the tool's declaration) is asked through
+``ctx.approve_call`` before it is performed, with the model's arguments, each one's label as
+the gate will find it (the turn's exact labels) and the turn: approved, it is made as
+proposed; rejected, the reason is the model's tool error (``CallRejected``) and the loop goes
+on; edited, it is made with the edited arguments (``Released`` values: that person's journaled
+release of exactly those fields, which the gate honours there, labelling the rest as the turn
+proposed them). Who must approve is resolved once, with the offer, and journaled in the
+``loop:tools`` observe: a replay or a restore under a policy changed since asks exactly the
+tasks the recorded run asked. ``approve``, an ``async (call, turn) -> CallVerdict``, is the
+agent's own hook, asked after that for every call still to be made; None asks nothing more.
 
 **Long conversations** are not carried across continue-as-new here (not done): the way it would
 go is a checkpoint of the state ``LoopState.to_json`` holds (the messages, or a model-written
@@ -51,11 +60,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from runplane.core.agents import EffectDecl, Generation
+from runplane.core.callapproval import CallDecision, needs_approval
 from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
+from runplane.core.jsonpaths import under, unwrap
+from runplane.core.labels import Wrapper, join_all
 from runplane.core.planrun import _dispatch as dispatch
+from runplane.core.policy import ApprovalRule
 from runplane.core.releases import BudgetExceeded
 from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
+from runplane.wire import Label
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
@@ -323,14 +337,26 @@ def _decl(ctx: StepCtx, name: str) -> EffectDecl:
 
 
 def offered(ctx: StepCtx, tools: Sequence[str]) -> dict[str, Any]:
-    """What the model is offered: each tool's spec and whether it mutates (journaled once)."""
-    specs, mutating = [], {}
+    """What the model is offered: each tool's spec, whether it mutates, and who must approve a
+    call to it (``callapproval.needs_approval``: the run's policy, else the declaration) —
+    journaled once, so a replay, or a restore under a changed policy, asks whom it asked."""
+    specs, mutating, approval = [], {}, {}
     for name in tools:
         decl = _decl(ctx, name)
         schema = decl.input_schema or {"type": "object", "properties": {}}
         specs.append(ToolSpec(name, decl.description, schema).to_json())
         mutating[name] = decl.mutating
-    return {"specs": specs, "mutating": mutating}
+        rule = needs_approval(ctx._rt.policy, decl, name)
+        if rule is not None:
+            approval[name] = {
+                "role": rule.role,
+                "approvals": rule.approvals,
+                "expires_in": rule.expires_in,
+            }
+    menu: dict[str, Any] = {"specs": specs, "mutating": mutating}
+    if approval:  # only when some call needs one: a loop without records the bytes it did
+        menu["approval"] = approval
+    return menu
 
 
 def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
@@ -340,14 +366,19 @@ def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
     return Effect(e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id})
 
 
-async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[CallRecord, ...]:
+async def _perform(
+    ctx: StepCtx, act: Act, asks: Mapping[str, ApprovalRule], approve: Approver | None
+) -> tuple[CallRecord, ...]:
     turn = act.state.turns
     records: list[CallRecord] = [
         CallRecord(turn, at, c, False, error_type=t, error=m, performed=False)
         for (at, c), t, m in act.unanswerable
     ]
     parallel, serial = list(act.parallel), list(act.serial)
-    if approve is not None:  # the one place a person is asked about a proposed call
+    if asks:  # the calls a person must approve, asked on the worklist (``ctx.approve_call``)
+        parallel = await _asked(ctx, parallel, turn, asks, records)
+        serial = await _asked(ctx, serial, turn, asks, records)
+    if approve is not None:  # the agent's own hook, asked for every call still to be made
         parallel = await _approved(parallel, turn, approve, records)
         serial = await _approved(serial, turn, approve, records)
     if parallel:
@@ -356,18 +387,76 @@ async def _perform(ctx: StepCtx, act: Act, approve: Approver | None) -> tuple[Ca
         for node, (at, call) in nodes.items():
             r = joined[node]
             if r["ok"]:
-                records.append(CallRecord(turn, at, call, True, r["value"]))
+                records.append(CallRecord(turn, at, _plain(call), True, r["value"]))
             else:
                 err = r["error"]
-                records.append(CallRecord(turn, at, call, False, None, err["type"], err["message"]))
+                records.append(
+                    CallRecord(turn, at, _plain(call), False, None, err["type"], err["message"])
+                )
     for at, call in serial:
         try:
             value = await _proposed(ctx, call)
         except EffectError as exc:
-            records.append(CallRecord(turn, at, call, False, None, exc.type, exc.message))
+            records.append(CallRecord(turn, at, _plain(call), False, None, exc.type, exc.message))
         else:
-            records.append(CallRecord(turn, at, call, True, value))
+            records.append(CallRecord(turn, at, _plain(call), True, value))
     return tuple(records)
+
+
+async def _asked(
+    ctx: StepCtx,
+    calls: list[Proposal],
+    turn: int,
+    asks: Mapping[str, ApprovalRule],
+    records: list[CallRecord],
+) -> list[Proposal]:
+    """The calls still to be made once a person decided each one that needs approval: as
+    proposed, or with the edited arguments (``Released`` values: the decider's journaled
+    release of exactly those fields, which the gate honours there and only there); a rejected
+    or expired one is answered to the model with the reason, not performed."""
+    kept = []
+    for at, call in calls:
+        rule = asks.get(call.name)
+        if rule is None:
+            kept.append((at, call))
+            continue
+        try:
+            decision: CallDecision = await ctx.approve_call(
+                call.name,
+                call.arguments,
+                role=rule.role,
+                labels=_argument_labels(ctx, call),
+                turn=turn,
+                approvals=rule.approvals,
+                expires_in=rule.expires_in,
+            )
+        except EffectError as exc:  # the task expired (``ApprovalExpired``): no call made
+            records.append(CallRecord(turn, at, call, False, None, exc.type, exc.message, False))
+            continue
+        if decision.approved:
+            kept.append((at, replace(call, arguments=dict(decision.arguments))))
+        else:
+            why = decision.reason or f"rejected by {', '.join(decision.decided_by) or 'a person'}"
+            records.append(CallRecord(turn, at, call, False, None, "CallRejected", why, False))
+    return kept
+
+
+def _argument_labels(ctx: StepCtx, call: ToolCall) -> dict[str, Label] | None:
+    """Each argument's label as the gate will find it (the turn's exact labels, joined over
+    the argument's paths), for the task to show; None: the journal holds no such proposal."""
+    exact = ctx._inline.call_labels(call.id, call.name, call.arguments)
+    if exact is None:
+        return None
+    return {
+        name: join_all(label for path, label in exact.items() if under(path, f"$.{name}"))
+        for name in call.arguments
+    }
+
+
+def _plain(call: ToolCall) -> ToolCall:
+    """The call as made, for the record: an edited argument as its plain value."""
+    plain, wrapped = unwrap(dict(call.arguments), Wrapper)
+    return replace(call, arguments=plain) if wrapped else call
 
 
 async def _approved(
@@ -411,6 +500,7 @@ async def agent_loop(
         {"fn": lambda: offered(ctx, names)},
     )
     specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
+    asks = {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()}
     state = begin(instructions, input)
     last_text = ""
     while True:
@@ -432,7 +522,7 @@ async def agent_loop(
         step = decide(state, generation, budget, mutating)
         if isinstance(step, Stop):
             return _result(step.state, step.status, step.text, step.exhausted)
-        records = await _perform(ctx, step, approve)
+        records = await _perform(ctx, step, asks, approve)
         state = answer(step.state, step, records)
 
 

@@ -385,10 +385,11 @@ class Driver(OperateVerbs, AdmissionVerbs):
     def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
         """Carry out a step like the executor: announce rule, live calls, commit, commands."""
         held = [step]
-        calls = deque(step.live_calls)  # a fan-out hands over several at once
+        # A fan-out hands over several at once; each call with the step that asked for it.
+        calls = deque((step, call) for call in step.live_calls)
         while calls:
-            call = calls.popleft()
-            if call.announce_first:
+            owner, call = calls.popleft()
+            if owner.performs_after_commit(call):
                 self._commit(session, held)
                 held = []
             if self.crash_hook is not None and self.crash_hook("before_act", call):
@@ -396,8 +397,9 @@ class Driver(OperateVerbs, AdmissionVerbs):
             outcome = self._perform(call)
             if self.crash_hook is not None and self.crash_hook("after_act", call):
                 raise Crash("after_act")
-            held.append(runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms()))
-            calls.extend(held[-1].live_calls)
+            done = runtime.complete(call.call_seq, outcome, now_ms=self.clock.now_ms())
+            held.append(done)
+            calls.extend((done, c) for c in done.live_calls)
         self._commit(session, held)
 
     def _commit(self, session: _Session, steps: list[Step]) -> None:

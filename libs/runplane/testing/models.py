@@ -10,9 +10,14 @@
 
 Each turn of the script is the model's answer to one prompt: a string (the final answer), a
 list of ``Call`` (proposed together: the loop fans the reads out), or a function of what the
-model has ``Seen`` returning either. The reply is a pure function of the prompt (how many
-turns it holds, what its tool messages say) — no counter inside — so a crash, a restore or a
-replay that asks again gets the same answer, and the test can count calls (``calls``).
+model has ``Seen`` returning either. ``ScriptedModel`` is a ``ModelProvider`` around a model
+function of the fakes (``runplane.fakes.scripted``, ``obeys_instructions``): the same turn
+picker and the same injections as a fake model server, so the reply is a pure function of the
+prompt (how many turns it holds, what its tool messages say) — no counter inside — and a
+crash, a restore or a replay that asks again gets the same answer; the test can count calls
+(``calls``). ``model``: the model function it answers from (give one instead of a script to
+write a turn's logic by hand, as Pydantic AI's ``FunctionModel`` allows). Usage is counted
+here: tokens in, the prompt's words; out, the answer's words, or five per proposed call.
 
 ``obey_injections``: the model obeys an instruction it reads in a tool result. A tool message
 containing ``call NAME {json arguments}`` makes the next turn propose exactly that call (its id
@@ -22,19 +27,16 @@ injection defence must survive; it sees the refusal like any tool error.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runplane.core import Generation, canonical_json
-from runplane.core.turns import Message, Role, ToolCall, messages_from_json
+from runplane.core.turns import Message, Role, ToolSpec, messages_from_json
+from runplane.fakes import ModelFunction, ScriptExhausted, obeys_instructions, scripted
 
 __all__ = ["Call", "ScriptedModel", "Seen"]
-
-_INSTRUCTION = re.compile(r"call\s+([A-Za-z_][\w./-]*)\s*(\{.*\})", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,36 @@ Turn = str | Sequence[Call]
 Script = Sequence[Turn | Callable[[Seen], Turn]]
 
 
+def _said(turn: Turn) -> str | list[tuple[str, Mapping[str, Any]]]:
+    return turn if isinstance(turn, str) else [(c.name, c.arguments) for c in turn]
+
+
+def _turn(step: Turn | Callable[[Seen], Turn]) -> Any:
+    """A script's turn as the fakes' ``scripted`` takes it."""
+    if not callable(step):
+        return _said(step)
+
+    def answer(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Any:
+        return _said(step(Seen(messages, tuple(t.name for t in tools))))
+
+    return answer
+
+
 class ScriptedModel:
     """A ``ModelProvider`` for the Driver that proposes tool calls from a script."""
 
     def __init__(
-        self, script: Script, *, obey_injections: bool = False, name: str = "scripted"
+        self,
+        script: Script = (),
+        *,
+        obey_injections: bool = False,
+        name: str = "scripted",
+        model: ModelFunction | None = None,
     ) -> None:
         self.name = name
-        self._script = list(script)
         self.obey_injections = obey_injections
+        answers = scripted(*map(_turn, script)) if model is None else model
+        self.model = obeys_instructions(answers) if obey_injections else answers
         self.calls = 0
         self.prompts: list[tuple[Message, ...]] = []  # what each performed turn was sent
 
@@ -91,66 +114,13 @@ class ScriptedModel:
         self.calls += 1
         messages = messages_from_json(prompt)
         self.prompts.append(messages)
-        tools = tuple(str(t["name"]) for t in params.get("tools") or ())
-        turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
-        tokens_in = len(canonical_json(prompt).split())
-        injected = self._injection(messages) if self.obey_injections else None
-        if injected is not None:
-            return _proposing((injected,), tokens_in)
-        obeyed = sum(
-            1
-            for m in messages
-            if m.role is Role.ASSISTANT and any(c.id.startswith("inj-") for c in m.tool_calls)
-        )
-        index = turn - obeyed
-        step: Turn | Callable[[Seen], Turn] = (
-            self._script[index] if index < len(self._script) else "the script has ended"
-        )
-        said = step(Seen(messages, tools)) if callable(step) else step
-        if isinstance(said, str):
-            return Generation(said, tokens_in, len(said.split()), stop_reason="end")
-        calls = tuple(
-            ToolCall(f"call-{turn}-{i}", c.name, dict(c.arguments)) for i, c in enumerate(said)
-        )
-        return _proposing(calls, tokens_in)
+        tools = tuple(ToolSpec.from_json(t) for t in params.get("tools") or ())
+        try:
+            said = self.model(messages, tools)
+        except ScriptExhausted:
+            said = Generation("the script has ended", stop_reason="end")
+        out = 5 * len(said.tool_calls) if said.tool_calls else len(said.text.split())
+        return replace(said, tokens_in=len(canonical_json(prompt).split()), tokens_out=out)
 
     async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
         return self.reply(model, prompt, params)
-
-    @staticmethod
-    def _injection(messages: Sequence[Message]) -> ToolCall | None:
-        """The first planted instruction in a tool result not obeyed yet."""
-        proposed = {c.id for m in messages for c in m.tool_calls}
-        for m in messages:
-            if m.role is not Role.TOOL or m.is_error:
-                continue
-            inj_id = f"inj-{m.tool_call_id}"
-            if inj_id in proposed:
-                continue
-            text = m.content
-            with contextlib.suppress(ValueError):  # usually inside a JSON result's string
-                text = " ".join(str(v) for v in _strings(json.loads(text)))
-            found = _INSTRUCTION.search(text)
-            if found is None:
-                continue
-            try:
-                args = json.loads(found.group(2))
-            except ValueError:
-                continue
-            if isinstance(args, dict):
-                return ToolCall(inj_id, found.group(1), args)
-        return None
-
-
-def _proposing(calls: tuple[ToolCall, ...], tokens_in: int) -> Generation:
-    return Generation("", tokens_in, 5 * len(calls), tool_calls=calls, stop_reason="tool_calls")
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []

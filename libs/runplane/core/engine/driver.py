@@ -22,7 +22,7 @@ from runplane.core.engine.ends import fail, finish, quarantine
 from runplane.core.engine.eras import adopt, from_prior_era
 from runplane.core.engine.registry import HANDLERS
 from runplane.core.engine.replay import SlotCase, decide_slot
-from runplane.core.engine.sinkgate import value_label
+from runplane.core.engine.sinkgate import proposed_labels, value_label
 from runplane.core.engine.state import Mark, Run
 from runplane.core.engine.table import REWAIT
 from runplane.core.engine.tools import decl_for
@@ -60,12 +60,16 @@ def launch(run: Run) -> None:
 @dataclass(frozen=True)
 class _Inline:
     """What ``StepCtx`` asks the engine on the spot (``ctx.InlineAnswers``): the sink gate's
-    label of a value, over the outputs recorded before this point, and the patch markers."""
+    label of a value and of a proposed call's arguments, over the outputs recorded before
+    this point, and the patch markers."""
 
     run: Run
 
     def label_of(self, value: Any) -> Any:
         return value_label(self.run, value)
+
+    def call_labels(self, call_id: str, tool: str, arguments: Any) -> Any:
+        return proposed_labels(self.run, (self.run.era, self.run.cursor), call_id, tool, arguments)
 
     def patch(self, change_id: str, *, deprecated: bool) -> bool:
         if deprecated:

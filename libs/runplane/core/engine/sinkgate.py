@@ -23,7 +23,7 @@ policy, ``AgentPolicy()``):
    the weaker rule: the agent's own) — joined with explicit ``Labeled`` wrappers, improved
    only by the journaled releases for this sink at this path. A call a model proposed in the
    agent loop (option ``proposal``) whose proposing turn the journal holds is labelled
-   exactly instead (``_proposed_labels``, ``gate.exact_labels``): verbatim copies by their
+   exactly instead (``proposed_labels``, ``gate.exact_labels``): verbatim copies by their
    sources, composed values by the turn's label, the call itself by the turn's trust.
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
@@ -62,7 +62,7 @@ from runplane.core.gate import (
     judge,
     label_scalars,
 )
-from runplane.core.jsonpaths import unwrap
+from runplane.core.jsonpaths import InvalidPath, parse, unwrap
 from runplane.core.labels import (
     BOTTOM,
     Labeled,
@@ -78,7 +78,15 @@ from runplane.core.releases import Released, ReleaseRefused, approved_releases, 
 from runplane.errors import TerminalError
 from runplane.wire import ErrorInfo, JournalKind, Label, ResultEntry, Sensitivity, Trust
 
-__all__ = ["GateState", "carried", "gate", "input_label", "result_label", "value_label"]
+__all__ = [
+    "GateState",
+    "carried",
+    "gate",
+    "input_label",
+    "proposed_labels",
+    "result_label",
+    "value_label",
+]
 
 _NO_POLICY = AgentPolicy()
 
@@ -140,14 +148,7 @@ def gate(
     grants = _releases(run, sink, wrapped)
     if isinstance(grants, Refusal):
         return _refuse(run, slot, "SinkRefused", grants)
-    proposal = effect.options.get("proposal") if effect.family == "tool" else None
-    labels = None
-    if proposal is not None and not wrapped:
-        labels = _proposed_labels(run, slot, str(proposal), payload)
-    if labels is None:
-        explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
-        unmatched = _unattributed(ap, state.context)
-        labels = label_scalars(payload, state.matcher, explicit, grants, unmatched)
+    labels = _labels(run, slot, payload, wrapped, grants, state, ap)
     refusal = judge(rules, payload, labels)
     if refusal is not None:
         return _refuse(run, slot, "SinkRefused", refusal)
@@ -160,18 +161,56 @@ def gate(
     return None
 
 
-def _proposed_labels(run: Run, slot: Slot, call_id: str, args: Any) -> dict[str, Label] | None:
+def _labels(
+    run: Run,
+    slot: Slot,
+    payload: Any,
+    wrapped: Mapping[str, Any],
+    grants: list[Grant],
+    state: GateState,
+    ap: AgentPolicy,
+) -> dict[str, Label]:
+    """The label of each scalar the call sends: exactly, for a call the model proposed in the
+    agent loop (``proposed_labels``), else by matching (``label_scalars``)."""
+    effect = slot.effect
+    proposal = effect.options.get("proposal") if effect.family == "tool" else None
+    unmatched = _unattributed(ap, state.context)
+    if proposal is not None and all(isinstance(w, Released) for w in wrapped.values()):
+        tool = str(effect.options.get("tool", effect.name))
+        edited = _edited(grants)
+        bound = (run.era, slot.call_seq)
+        labels = proposed_labels(run, bound, str(proposal), tool, payload, edited)
+        if labels is not None:
+            if edited:
+                # The fields a person edited in a call approval (their releases, honoured
+                # here) are labelled as any released value is; every other one exactly.
+                mine = {name: payload[name] for name in edited}
+                labels.update(label_scalars(mine, state.matcher, {}, grants, unmatched))
+            return labels
+    explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
+    return label_scalars(payload, state.matcher, explicit, grants, unmatched)
+
+
+def proposed_labels(
+    run: Run,
+    bound: tuple[int, int],
+    call_id: str,
+    tool: str,
+    args: Any,
+    edited: frozenset[str] = frozenset(),
+) -> dict[str, Label] | None:
     """Exact labels for a call a model proposed in the agent loop (``gate.exact_labels``),
     everything read from the journal: the proposing turn is the latest generation recorded
-    before this slot that proposed calls, and it must have proposed exactly this call (its id,
-    this tool, these arguments, canonically equal) — else None, and the call is labelled by
-    matching like any other.
+    before ``bound`` (era, call_seq) that proposed calls, and it must have proposed exactly
+    this call (its id, this tool, these arguments, canonically equal — except the top-level
+    arguments named in ``edited``, which a person changed in a call approval and whose
+    releases the caller honours) — else None, and the call is labelled by matching like any
+    other.
 
     What the turn could read is the run's input and every result recorded before it, except
     earlier turns that proposed calls: a model's proposal is taken as a function of what it
     was shown (the loop's premise), and what it was shown is already in that join. A
     generation that only answered text stays an untrusted source, as everywhere."""
-    bound = (run.era, slot.call_seq)
     earlier = sorted(
         ((k, e) for k, e in run.rec.results.items() if k < bound), key=lambda ke: ke[0]
     )
@@ -183,12 +222,14 @@ def _proposed_labels(run: Run, slot: Slot, call_id: str, args: Any) -> dict[str,
             break
     if turn is None or turn_at is None:
         return None
-    tool = str(slot.effect.options.get("tool", slot.effect.name))
-    wanted = canonical_json(args)
+    if edited and not isinstance(args, Mapping):
+        return None
+    wanted = canonical_json(_without(args, edited))
     if not any(
         c.get("id") == call_id
         and c.get("name") == tool
-        and canonical_json(c.get("arguments")) == wanted
+        and (not edited or _same_keys(c.get("arguments"), args))
+        and canonical_json(_without(c.get("arguments"), edited)) == wanted
         for c in _proposals(turn)
     ):
         return None
@@ -204,6 +245,31 @@ def _proposed_labels(run: Run, slot: Slot, call_id: str, args: Any) -> dict[str,
     composed = Label(trust=read.trust, sensitivity=read.sensitivity, provenance=(turn.name,))
     choice = Label(trust=read.trust, sensitivity=Sensitivity.PUBLIC, provenance=read.provenance)
     return exact_labels(args, sources, composed, choice)
+
+
+def _without(args: Any, names: frozenset[str]) -> Any:
+    if not names or not isinstance(args, Mapping):
+        return args
+    return {k: v for k, v in args.items() if k not in names}
+
+
+def _same_keys(proposed: Any, args: Any) -> bool:
+    return (
+        isinstance(proposed, Mapping) and isinstance(args, Mapping) and set(proposed) == set(args)
+    )
+
+
+def _edited(grants: list[Grant]) -> frozenset[str]:
+    """The top-level arguments a honoured release covers whole (a call approval's edits)."""
+    names = set()
+    for grant in grants:
+        try:
+            members = parse(grant.path)
+        except InvalidPath:
+            continue
+        if len(members) == 1 and isinstance(members[0], str):
+            names.add(members[0])
+    return frozenset(names)
 
 
 def _proposals(entry: ResultEntry) -> list[dict[str, Any]]:

@@ -193,7 +193,7 @@ def snapshot_at_start(
 @dataclass(frozen=True)
 class Step:
     """The decisions of one engine step, to be committed together (except as
-    ``announce_first`` says). ``end`` is set when the run ended in this step; ``rejected``
+    ``performs_after_commit`` says). ``end`` is set when the run ended in this step; ``rejected``
     says why an event did not apply (nothing else in the step then)."""
 
     records: tuple[JournalRecord, ...]
@@ -228,3 +228,17 @@ class Step:
     def announce_first(self) -> bool:
         """True when this step must be durable before any of its live calls is performed."""
         return any(call.announce_first for call in self.live_calls)
+
+    @property
+    def records_cost(self) -> bool:
+        """True when this step records an outcome that was paid for (a generation's, with its
+        cost): it must be durable before any of its live calls is performed, announce or
+        not — else a crash during those calls (an agent loop's reads, fanned out, whose
+        announce rides with their outcome) loses it with them, and the turn is paid again."""
+        return any(r.cost is not None for r in self.records)
+
+    def performs_after_commit(self, call: LiveCall) -> bool:
+        """Whether ``call``, one of this step's live calls, waits until the step is durable:
+        its announce must be (announce-before-act), or the step records a paid outcome
+        (``records_cost``). The one rule the executor and the Driver both follow."""
+        return call.announce_first or self.records_cost
