@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runplane.core.agents import Generation
-from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
-from runplane.fakes import echo, obeys_instructions
+from runplane.core.turns import Message, Role, ToolSpec
+from runplane.fakes import Said, echo, obeys_instructions, scripted
 from runplane.wire import JournalKind, JournalRecord
 
 REFUND_SINK = "tool://refund"
@@ -36,37 +36,37 @@ def _results(messages: tuple[Message, ...]) -> dict[str, object]:
     return out
 
 
-def _calls(turn: int, *pairs: tuple[str, dict[str, object]]) -> Generation:
-    return Generation(
-        text="",
-        tool_calls=tuple(
-            ToolCall(id=f"call_{turn}_{i}", name=name, arguments=args)
-            for i, (name, args) in enumerate(pairs)
-        ),
-        stop_reason=str(StopReason.TOOL_CALLS),
-    )
-
-
-def support_turns(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Generation:
-    """The honest support conversation, turn by turn (picked by the assistant turns so far,
-    so a turn asked again answers the same)."""
+def _case(messages: tuple[Message, ...]) -> dict[str, object]:
+    """The run's input, as the loop's first user message carries it."""
     case = json.loads(next(m.content for m in messages if m.role is Role.USER))
-    turn = sum(1 for m in messages if m.role is Role.ASSISTANT)
-    if turn == 0:
-        return _calls(
-            0,
-            ("crm_lookup", {"customer_id": case["customer_id"]}),
-            ("fetch_document", {"document_id": case["document_id"]}),
-        )
-    if turn == 1:
-        crm = _results(messages)["crm_lookup"]
-        assert isinstance(crm, dict)
-        refund = {"recipient": crm["account"], "amount_eur": case["amount_eur"]}
-        return _calls(1, ("refund", {**refund, "order": case["order"]}))
-    said = f"Refunded {case['amount_eur']} EUR for order {case['order']} to the account on file."
-    return Generation(text=said, stop_reason=str(StopReason.END))
+    assert isinstance(case, dict)
+    return case
 
 
+def _look_up(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Said:
+    case = _case(messages)
+    return [
+        ("crm_lookup", {"customer_id": case["customer_id"]}),
+        ("fetch_document", {"document_id": case["document_id"]}),
+    ]
+
+
+def _refund(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Said:
+    case, crm = _case(messages), _results(messages)["crm_lookup"]
+    assert isinstance(crm, dict)
+    refund = {"recipient": crm["account"], "amount_eur": case["amount_eur"]}
+    return [("refund", {**refund, "order": case["order"]})]
+
+
+def _answer(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> Said:
+    case = _case(messages)
+    return f"Refunded {case['amount_eur']} EUR for order {case['order']} to the account on file."
+
+
+# The honest support conversation, turn by turn: both lookups at once, the refund to the account
+# on file, the answer (``scripted`` picks the turn by the model's own turns so far, so a turn
+# asked again answers the same, and an obeyed injection does not move the script on).
+support_turns = scripted(_look_up, _refund, _answer)
 support_model = obeys_instructions(support_turns)
 
 

@@ -25,6 +25,7 @@ from runplane.fakes._http import free_port
 from runplane.fakes._openai import FakeOpenAIServer
 from runplane.fakes._script import (
     ModelFunction,
+    Said,
     ScriptExhausted,
     echo,
     obeys_instructions,
@@ -37,6 +38,7 @@ __all__ = [
     "FakeBillingServer",
     "FakeOpenAIServer",
     "ModelFunction",
+    "Said",
     "ScriptExhausted",
     "echo",
     "free_port",
