@@ -29,7 +29,7 @@ from runplane.testing import Call, ScriptedModel
 from services.executor.settings import ExecutorSettings
 from tests.helpers.harness import admit, executor_thread, plain_producer
 
-RUNS = 30
+RUNS = 50
 WARM = 3
 TOOL_TURNS = 5
 TURNS = TOOL_TURNS + 1  # the last one answers
@@ -71,8 +71,8 @@ for _name, _width in SHAPES.items():
     REGISTRY.agent(f"plain{_width}", effects=[_READ], models=["instant"])(_plain_agent(_width))
 
 
-def _read(args: dict[str, Any]) -> dict[str, Any]:
-    return {"ok": True, **args}
+def _read(turn: int, i: int) -> dict[str, Any]:
+    return {"ok": True, "turn": turn, "i": i}
 
 
 def _lone(settings: Settings, watch: CompletionWatch, capability: str, runs: int) -> list[float]:
