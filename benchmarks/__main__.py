@@ -22,6 +22,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            one after another (wall time, ratio, calls seen in flight at once).
 - ``benchmarks.announce``   what announce-before-act costs a lone generation (two commits)
                            beside a lone in-process read whose announce rides (one commit).
+- ``benchmarks.loop``      the agent loop's overhead per turn and per tool call, beside bare
+                           ``ctx.generate`` / ``ctx.tool`` calls (instant model and tool).
 - ``benchmarks.txn``       one transaction shaped like admission's, phase by phase: back to
                            back with our ``retry.backoff.ms`` and with the old 5 ms, spaced out,
                            and by partitions written.
@@ -65,6 +67,7 @@ ORDER = (
     "retention",
     "fanout",
     "announce",
+    "loop",
     "txn",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -313,6 +313,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "parked": "Parked runs at scale: executor memory and restore after a kill",
         "fanout": "Fan-out: N slow tool calls in one run, at once vs in sequence (the baseline)",
         "announce": "Announce before act: a lone generation (two commits) vs a lone read (one)",
+        "loop": "Agent loop: overhead per turn and per tool call beside bare generate/tool calls",
         "txn": "One transaction, phase by phase: back to back, with the old backoff, spaced out",
     }
     for name, entry in benches.items():
