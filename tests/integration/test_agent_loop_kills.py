@@ -164,12 +164,7 @@ def test_three_sigkills_repeat_no_recorded_turn_or_call(
         if r.family == "tool" and r.kind is JournalKind.EFFECT_ANNOUNCED
     )
     performs = Counter(k.split(":", 1)[0] for k, n in hits.items() for _ in range(n))
-    if performs != announces:
-        pytest.xfail(
-            "known bug: fan-out branches (every non-mutating loop call) start before the "
-            "commit of their EFFECT_ANNOUNCED (core/engine/fanout.py builds the LiveCall with "
-            f"announce_first=False): performs {dict(performs)} vs announces {dict(announces)}"
-        )
+    assert performs == announces, (dict(performs), dict(announces))
 
 
 def _script_keys() -> list[str]:

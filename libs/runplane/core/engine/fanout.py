@@ -101,7 +101,8 @@ def branch(run: Run, slot: Slot) -> Resolution:
         decl.effective_recovery,
         decl.retry,
         decl.timeout_s,
-        False,
+        # Announce before act, as for every live call: only an in-process read may ride.
+        not decl.announce_rides,
         idempotency_key(run, effect, call_seq, decl),
     )
     run.rec.out.live.append(call)
