@@ -25,6 +25,7 @@ from test_journal_service import running, wait_audit
 from runplane.config import Settings
 from runplane.core import verify_chain
 from runplane.fakes import FakeAnthropicServer, FakeOpenAIServer
+from runplane.providers import ToolRegistry
 from runplane.wire import JournalKind, RunStatus
 from services.executor.settings import ExecutorSettings
 from tests.helpers import loop_broker as L
@@ -32,6 +33,14 @@ from tests.helpers.harness import admit, chain_of, executor_thread, plain_produc
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(autouse=True)
+def _no_python_tools_of_other_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor here offers the tools config's HTTP tools only: ``@tool`` functions that
+    example modules imported by earlier tests registered in this process (``crm_lookup``)
+    would clash with them, as a deployment's would."""
+    monkeypatch.setattr("runplane.providers._catalog.TOOLS", ToolRegistry())
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ the refusal and the real refund is made, once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,26 @@ def test_the_demo_runs_the_support_agent_twice_and_serves_it() -> None:
         base={"RUNPLANE_AGENT_MODULES": "mine"},
     )
     assert own["RUNPLANE_AGENT_MODULES"] == "mine" and "RUNPLANE_TOOLS_CONFIG" not in own
+
+
+class TextErrorsProvider(ModelFunctionProvider):
+    """As chat completions carries it: a tool message has no error flag, so a refused call
+    reaches the model as text (``error: SinkRefused: …``)."""
+
+    def reply(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
+        self.calls += 1
+        tools = tuple(ToolSpec.from_json(t) for t in params.get("tools") or ())
+        messages = tuple(
+            replace(m, is_error=False, content=f"error: {m.content}") if m.is_error else m
+            for m in messages_from_json(prompt)
+        )
+        return demo_model(messages, tools)
+
+
+def test_the_demo_model_reads_a_refusal_carried_as_text() -> None:
+    refunds: list[dict[str, Any]] = []
+    driver = _driver(refunds)
+    driver.providers["openai"] = TextErrorsProvider()
+    view = driver.run("support", {**CASE, "document_id": "d-attack"})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert refunds == [{"recipient": ON_FILE, "amount_eur": 40, "order": "o-1"}]

@@ -14,6 +14,7 @@ refunds were performed and how many the sink gate refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,11 @@ def _results(messages: tuple[Message, ...]) -> dict[str, object]:
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     out: dict[str, object] = {}
     for m in messages:
-        if m.role is Role.TOOL and not m.is_error and m.tool_call_id in names:
+        if m.role is not Role.TOOL or m.is_error or m.tool_call_id not in names:
+            continue
+        # A protocol with no error flag on a tool message (chat completions) carries a failed
+        # or refused call as text ("error: SinkRefused: …"), not as a result.
+        with contextlib.suppress(ValueError):
             out[names[m.tool_call_id]] = json.loads(m.content)
     return out
 
