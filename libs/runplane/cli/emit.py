@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from runplane.config import Settings
-from runplane.errors import ConfigError, RetryableError, WireError
+from runplane.errors import RetryableError
 from runplane.runs.client import Client
 from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, RunStatus, SessionSnapshot, to_dict
@@ -108,9 +108,7 @@ def emit_command(
                     timeout=max(timeout, 300.0),
                     since=Client.floor_for(reply, mark),
                 )
-    except (WireError, ConfigError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from None
+    # A WireError or ConfigError (a bad value, no key) is the root group's one line, exit 2.
     except RetryableError as exc:
         typer.echo(f"error: {exc} (retrying with the same key is safe)", err=True)
         raise typer.Exit(code=3) from None

@@ -84,12 +84,8 @@ def serve_command(
     names = list(SERVICES) if name == "all" else [name]
     stop = threading.Event()
     install_signal_handlers(stop)
-    try:
-        code = run_services(names, settings, stop)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from None
-    raise typer.Exit(code=code)
+    # A ConfigError at start-up is the root group's one line, exit 2 (runplane.cli).
+    raise typer.Exit(code=run_services(names, settings, stop))
 
 
 def register(app: typer.Typer) -> None:
