@@ -226,7 +226,8 @@ class Step:
 
     @property
     def announce_first(self) -> bool:
-        """True when this step must be durable before any of its live calls is performed."""
+        """True when one of this step's live calls must have its announce durable before it is
+        performed (whether the step waits for its commit is ``performs_after_commit``)."""
         return any(call.announce_first for call in self.live_calls)
 
     @property
