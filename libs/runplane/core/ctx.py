@@ -37,7 +37,7 @@ from runplane.core.waits import Duration, timer_request
 
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec, EffectDecl
-    from runplane.core.loop import Approver, LoopBudget, LoopResult
+    from runplane.core.loop import Approver, Handoff, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.planrun import Proposer
     from runplane.core.policy import Policy
@@ -496,6 +496,7 @@ class StepCtx:
         tool_choice: str = "auto",
         params: Mapping[str, Any] | None = None,
         approve: Approver | None = None,
+        handoffs: Sequence[Handoff] = (),
     ) -> Coroutine[Any, Any, LoopResult]:
         """The agent loop (``runplane.core.loop``): the model proposes calls to ``tools``, each
         turn a journaled generation, each call a journaled tool effect (reads fanned out,
@@ -506,7 +507,9 @@ class StepCtx:
         policy's ``approval``, else its ``EffectDecl.needs_approval``) is asked through
         ``approve_call`` first: approved, rejected (the reason is the model's tool error) or
         edited (made with the person's released arguments). ``approve``: the agent's own hook,
-        asked then for every call still to be made."""
+        asked then for every call still to be made. ``handoffs``: capabilities offered to the
+        model as tools (``loop.Handoff``), each call a commission of that agent under a
+        narrowed delegation, its output the tool's result."""
         if budget is None:
             budget = loop.LoopBudget(turns=max_turns)
         elif max_turns is not None:
@@ -522,6 +525,7 @@ class StepCtx:
             tool_choice=tool_choice,
             params=params,
             approve=approve,
+            handoffs=handoffs,
         )
 
     def panel(

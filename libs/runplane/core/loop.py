@@ -65,7 +65,9 @@ from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
 from runplane.core.jsonpaths import under, unwrap
 from runplane.core.labels import Wrapper, join_all
+from runplane.core.plan import Delegation
 from runplane.core.planrun import _dispatch as dispatch
+from runplane.core.planrun import commission_effect
 from runplane.core.policy import ApprovalRule
 from runplane.core.releases import BudgetExceeded
 from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
@@ -79,6 +81,7 @@ __all__ = [
     "CallRecord",
     "CallVerdict",
     "Exhausted",
+    "Handoff",
     "LoopBudget",
     "LoopResult",
     "LoopState",
@@ -232,6 +235,55 @@ class CallVerdict:
     rejected: str | None = None
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """A capability offered to the model as a tool (``agent_loop(handoffs=…)``): a call to it
+    commissions that agent (``ctx.commission``: a child run through admission, one child per
+    call, ever) with the call's arguments as the child's input, and the child's output is the
+    tool's result (provenance ``agent/<capability>``); a failed or refused child is a tool
+    error the model reads.
+
+    The child runs under a narrowed delegation: ``delegation`` when given (rebuilt under the
+    one this run holds, so it can only narrow), else the run's own delegation narrowed to this
+    one capability; a run that holds none (not itself commissioned) hands none, as
+    ``ctx.commission`` does — the deployment policy's sinks (``agent/<capability>``) and
+    the sink gate bound it then. The arguments are labelled exactly, as a tool call's are
+    (the proposing turn's labels), so a policy can protect a handoff's fields like a tool's.
+
+    ``tool``: the name the model sees (default ``handoff_<capability>``, dots and other
+    characters a provider refuses in a tool name as ``_``); ``mutates``: whether the child may
+    change the world — then its call is made in the model's order with the other mutations,
+    else fanned out with the reads."""
+
+    capability: str
+    description: str = ""
+    input_schema: Mapping[str, Any] | None = None
+    delegation: Delegation | None = None
+    tool: str = ""
+    mutates: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.capability:
+            raise ValueError("Handoff: a capability is named")
+        if not self.tool:
+            name = "handoff_" + "".join(
+                c if c.isalnum() or c in "_-" else "_" for c in self.capability
+            )
+            object.__setattr__(self, "tool", name[:64])
+
+    def spec(self) -> ToolSpec:
+        description = self.description or (
+            f"Hand this to the {self.capability} agent; its answer is this tool's result."
+        )
+        return ToolSpec(self.tool, description, dict(self.input_schema or _HANDOFF_SCHEMA))
+
+
+_HANDOFF_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"request": {"type": "string", "description": "What the agent is asked."}},
+    "required": ["request"],
+}
+
 Proposal = tuple[int, ToolCall]  # (position in the turn's proposal, the call)
 Approver = Callable[[ToolCall, int], Awaitable[CallVerdict]]
 
@@ -336,10 +388,11 @@ def _decl(ctx: StepCtx, name: str) -> EffectDecl:
     return ctx._rt.spec.decl_for(name) or ctx._rt.tools.get(name) or EffectDecl(name)
 
 
-def offered(ctx: StepCtx, tools: Sequence[str]) -> dict[str, Any]:
+def offered(ctx: StepCtx, tools: Sequence[str], handoffs: Sequence[Handoff] = ()) -> dict[str, Any]:
     """What the model is offered: each tool's spec, whether it mutates, and who must approve a
-    call to it (``callapproval.needs_approval``: the run's policy, else the declaration) —
-    journaled once, so a replay, or a restore under a changed policy, asks whom it asked."""
+    call to it (``callapproval.needs_approval``: the run's policy, else the declaration), then
+    each handoff's (``handoffs``: its tool name → the capability it commissions) — journaled
+    once, so a replay, or a restore under a changed policy, asks whom it asked."""
     specs, mutating, approval = [], {}, {}
     for name in tools:
         decl = _decl(ctx, name)
@@ -353,9 +406,14 @@ def offered(ctx: StepCtx, tools: Sequence[str]) -> dict[str, Any]:
                 "approvals": rule.approvals,
                 "expires_in": rule.expires_in,
             }
+    for h in handoffs:
+        specs.append(h.spec().to_json())
+        mutating[h.tool] = h.mutates
     menu: dict[str, Any] = {"specs": specs, "mutating": mutating}
     if approval:  # only when some call needs one: a loop without records the bytes it did
         menu["approval"] = approval
+    if handoffs:  # likewise: only a loop that offers one records it
+        menu["handoffs"] = {h.tool: h.capability for h in handoffs}
     return menu
 
 
@@ -366,8 +424,23 @@ def _proposed(ctx: StepCtx, call: ToolCall) -> Effect:
     return Effect(e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id})
 
 
+def _handed(call: ToolCall, handoff: Handoff) -> Effect:
+    """The commission of a proposed handoff: the call's arguments as the child's input, under
+    the handoff's delegation (else the run's, narrowed to the capability: ``narrow``), with
+    the model's call id and tool name (options ``proposal`` / ``tool``) for the sink gate's
+    exact labels."""
+    e = commission_effect(handoff.capability, call.arguments, handoff.delegation, narrow=True)
+    return Effect(
+        e.family, e.name, e.request, e.op, {**e.options, "proposal": call.id, "tool": call.name}
+    )
+
+
 async def _perform(
-    ctx: StepCtx, act: Act, asks: Mapping[str, ApprovalRule], approve: Approver | None
+    ctx: StepCtx,
+    act: Act,
+    asks: Mapping[str, ApprovalRule],
+    approve: Approver | None,
+    handoffs: Mapping[str, Handoff],
 ) -> tuple[CallRecord, ...]:
     turn = act.state.turns
     records: list[CallRecord] = [
@@ -382,18 +455,11 @@ async def _perform(
         parallel = await _approved(parallel, turn, approve, records)
         serial = await _approved(serial, turn, approve, records)
     if parallel:
-        nodes = {f"t{turn}c{at}": (at, c) for at, c in parallel}
-        joined = await dispatch([(n, _proposed(ctx, c)) for n, (_, c) in nodes.items()])
-        for node, (at, call) in nodes.items():
-            r = joined[node]
-            if r["ok"]:
-                records.append(CallRecord(turn, at, _plain(call), True, r["value"]))
-            else:
-                err = r["error"]
-                records.append(
-                    CallRecord(turn, at, _plain(call), False, None, err["type"], err["message"])
-                )
+        records += await _fanned(ctx, turn, parallel, handoffs)
     for at, call in serial:
+        if call.name in handoffs:  # a child run, alone in its ready set, in the model's order
+            records += await _fanned(ctx, turn, [(at, call)], handoffs)
+            continue
         try:
             value = await _proposed(ctx, call)
         except EffectError as exc:
@@ -401,6 +467,31 @@ async def _perform(
         else:
             records.append(CallRecord(turn, at, _plain(call), True, value))
     return tuple(records)
+
+
+async def _fanned(
+    ctx: StepCtx, turn: int, calls: Sequence[Proposal], handoffs: Mapping[str, Handoff]
+) -> list[CallRecord]:
+    """``calls`` as the branches of one ready set (``planrun._dispatch``): tools, and handoffs
+    as commissions; → one record each."""
+    nodes = {f"t{turn}c{at}": (at, c) for at, c in calls}
+    joined = await dispatch(
+        [
+            (n, _handed(c, handoffs[c.name]) if c.name in handoffs else _proposed(ctx, c))
+            for n, (_, c) in nodes.items()
+        ]
+    )
+    records = []
+    for node, (at, call) in nodes.items():
+        r = joined[node]
+        if r["ok"]:
+            records.append(CallRecord(turn, at, _plain(call), True, r["value"]))
+        else:
+            err = r["error"]
+            records.append(
+                CallRecord(turn, at, _plain(call), False, None, err["type"], err["message"])
+            )
+    return records
 
 
 async def _asked(
@@ -487,17 +578,23 @@ async def agent_loop(
     tool_choice: str = "auto",
     params: Mapping[str, Any] | None = None,
     approve: Approver | None = None,
+    handoffs: Sequence[Handoff] = (),
 ) -> LoopResult:
     """Run the loop (module docstring) → ``LoopResult``."""
-    if len(set(tools)) != len(tools):
-        raise ValueError("agent_loop: a tool is offered once")
     names = list(tools)
+    offers = [*names, *(h.tool for h in handoffs)]
+    if len(set(offers)) != len(offers):
+        raise ValueError("agent_loop: a tool or handoff is offered once, under its own name")
+    handed = {h.tool: h for h in handoffs}
+    request: dict[str, Any] = {"observe": "loop:tools", "tools": names}
+    if handoffs:
+        request["handoffs"] = {h.tool: h.capability for h in handoffs}
     menu = await Effect(
         "observe",
         "loop:tools",
-        {"observe": "loop:tools", "tools": names},
+        request,
         Op.OBSERVE,
-        {"fn": lambda: offered(ctx, names)},
+        {"fn": lambda: offered(ctx, names, handoffs)},
     )
     specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
     asks = {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()}
@@ -522,7 +619,7 @@ async def agent_loop(
         step = decide(state, generation, budget, mutating)
         if isinstance(step, Stop):
             return _result(step.state, step.status, step.text, step.exhausted)
-        records = await _perform(ctx, step, asks, approve)
+        records = await _perform(ctx, step, asks, approve, handed)
         state = answer(step.state, step, records)
 
 

@@ -67,16 +67,24 @@ Proposer = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 
 
 def commission_effect(
-    capability: str, input: Any, delegation: Delegation | None = None, *, node: str = ""
+    capability: str,
+    input: Any,
+    delegation: Delegation | None = None,
+    *,
+    node: str = "",
+    narrow: bool = False,
 ) -> Effect:
     """A commission as a fan-out branch: a child run of ``capability`` (provenance
-    ``agent/<capability>``)."""
+    ``agent/<capability>``). ``narrow`` (no ``delegation`` given): the child runs under this
+    run's own delegation narrowed to ``capability`` alone, not under it unchanged."""
     # ``Labeled`` / ``Released`` wrappers come out of the input (the child gets plain JSON)
     # and go to the sink gate, as a tool's arguments do: it judges the exact input sent.
     plain, wrapped = unwrap(input, Wrapper)
     request: dict[str, Any] = {"capability": capability, "input": plain, "node": node}
     if delegation is not None:
         request["delegation"] = delegation.to_json()
+    elif narrow:  # only then: a commission without it keeps the bytes it always had
+        request["narrow"] = True
     options = {"wrapped": wrapped} if wrapped else {}
     return Effect("commission", f"agent/{capability}", request, Op.BRANCH, options)
 

@@ -80,7 +80,9 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
     request = effect.request
     capability = str(request["capability"])
     key, prior = _identity(run, slot)
-    delegation, refusal = _delegation(run, capability, request.get("delegation"))
+    delegation, refusal = _delegation(
+        run, capability, request.get("delegation"), narrow=bool(request.get("narrow"))
+    )
     outcome: Outcome | None = None
     attrs: dict[str, str] = {}
     if prior is not None:
@@ -156,20 +158,24 @@ def _identity(run: Run, slot: Slot) -> tuple[str, tuple[Outcome, dict[str, str]]
 
 
 def _delegation(
-    run: Run, capability: str, data: Any
+    run: Run, capability: str, data: Any, *, narrow: bool = False
 ) -> tuple[Delegation | None, tuple[Outcome, Reason] | None]:
     """The delegation the child runs under, or why the commission may not go out.
 
     It is the one the commission carries, rebuilt ``under`` the delegation this run itself
     runs under (a child commissioning a grandchild can only narrow what it holds), or that
-    one unchanged when the commission carries none; it must admit this capability for this
-    agent and still be valid on the run's logical clock. A widened chain does not even read."""
+    one unchanged when the commission carries none — narrowed to ``capability`` alone when
+    the commission asks (``narrow``: an agent loop's handoff); it must admit this capability
+    for this agent and still be valid on the run's logical clock. A widened chain does not
+    even read."""
     held = carried(run)
     if isinstance(held, str):
         return None, _refused(held, Reason.NOT_DELEGATED)
     try:
         offered = None if data is None else Delegation.from_json(data)
         delegation = held if offered is None else offered if held is None else offered.under(held)
+        if narrow and offered is None and held is not None:
+            delegation = held.delegate(capabilities=held.scope.capabilities & {capability})
     except TerminalError as exc:
         return None, _refused(str(exc), Reason.NOT_DELEGATED)
     if delegation is None:

@@ -173,7 +173,8 @@ def _labels(
     """The label of each scalar the call sends: exactly, for a call the model proposed in the
     agent loop (``proposed_labels``), else by matching (``label_scalars``)."""
     effect = slot.effect
-    proposal = effect.options.get("proposal") if effect.family == "tool" else None
+    # A tool call or a handoff (a commission) the model proposed in the agent loop.
+    proposal = effect.options.get("proposal") if effect.family in ("tool", "commission") else None
     unmatched = _unattributed(ap, state.context)
     if proposal is not None and all(isinstance(w, Released) for w in wrapped.values()):
         tool = str(effect.options.get("tool", effect.name))
