@@ -20,14 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runplane.core import loop, planrun
+from runplane.core import loop, memory, planrun
 from runplane.core.agents import Generation, Recovery
 from runplane.core.callapproval import call_request
 from runplane.core.determinism import derive_randint, derive_random
-from runplane.core.effect import (
-    Effect,
-    Op,
-)
+from runplane.core.effect import Decision, Effect, Op
 from runplane.core.groups import Group
 from runplane.core.jsonpaths import unwrap
 from runplane.core.labels import Wrapper
@@ -497,6 +494,7 @@ class StepCtx:
         params: Mapping[str, Any] | None = None,
         approve: Approver | None = None,
         handoffs: Sequence[Handoff] = (),
+        remember: bool = False,
     ) -> Coroutine[Any, Any, LoopResult]:
         """The agent loop (``runplane.core.loop``): the model proposes calls to ``tools``, each
         turn a journaled generation, each call a journaled tool effect (reads fanned out,
@@ -509,7 +507,9 @@ class StepCtx:
         edited (made with the person's released arguments). ``approve``: the agent's own hook,
         asked then for every call still to be made. ``handoffs``: capabilities offered to the
         model as tools (``loop.Handoff``), each call a commission of that agent under a
-        narrowed delegation, its output the tool's result."""
+        narrowed delegation, its output the tool's result. ``remember``: the model is offered
+        ``remember`` (``core.memory``), its notes held in ``LoopResult.notes`` and kept on the
+        case only through ``approve_answer``, once a person approves."""
         if budget is None:
             budget = loop.LoopBudget(turns=max_turns)
         elif max_turns is not None:
@@ -526,7 +526,28 @@ class StepCtx:
             params=params,
             approve=approve,
             handoffs=handoffs,
+            remember=remember,
         )
+
+    async def approve_answer(
+        self,
+        result: LoopResult,
+        question: str,
+        *,
+        role: str,
+        approvals: int = 1,
+        expires_in: int | None = None,
+    ) -> Decision:
+        """Ask a person to approve a loop's answer together with the notes it means to keep
+        (``LoopResult.notes``), as one worklist task; approved, the notes are appended to the
+        run's case (``memory.keep_approved``), else dropped (``core.memory``: memory is formed after
+        approval) → the Decision."""
+        answer = {"text": result.text, "notes": [n.text for n in result.notes]}
+        decision: Decision = await self.approval(
+            question, answer, role=role, approvals=approvals, expires_in=expires_in
+        )
+        await memory.keep_approved(self, result.notes, decision)
+        return decision
 
     def panel(
         self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int

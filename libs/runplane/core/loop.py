@@ -44,6 +44,13 @@ proposed them). Who must approve is resolved once, with the offer, and journaled
 tasks the recorded run asked. ``approve``, an ``async (call, turn) -> CallVerdict``, is the
 agent's own hook, asked after that for every call still to be made; None asks nothing more.
 
+**Handoffs** (``handoffs=[Handoff(...)]``) offer other agents as tools: a call to one is a
+commission (a child run under the run's delegation narrowed to that capability), fanned out
+with the reads or made in the model's order as the handoff says, its output the tool's result.
+**Memory** (``remember=True``) offers ``remember``: the loop answers it itself, the notes are
+held in ``LoopResult.notes`` and kept on the case only once a person approves the answer
+(``ctx.approve_answer``, ``runplane.core.memory``).
+
 **Long conversations** are not carried across continue-as-new here (not done): the way it would
 go is a checkpoint of the state ``LoopState.to_json`` holds (the messages, or a model-written
 summary of the early ones plus the last turns verbatim, and the usage so far), passed as the
@@ -65,6 +72,8 @@ from runplane.core.canonical import canonical_json
 from runplane.core.effect import Effect, EffectError, Op
 from runplane.core.jsonpaths import under, unwrap
 from runplane.core.labels import Wrapper, join_all
+from runplane.core.memory import HELD, REMEMBER, Note, note_of
+from runplane.core.memory import SPEC as REMEMBER_SPEC
 from runplane.core.plan import Delegation
 from runplane.core.planrun import _dispatch as dispatch
 from runplane.core.planrun import commission_effect
@@ -198,6 +207,9 @@ class LoopResult:
     calls: tuple[CallRecord, ...]
     messages: tuple[Message, ...]
     exhausted: Exhausted | None = None
+    # What the model asked to keep for later runs (``remember=True``): held, not written —
+    # ``ctx.approve_answer`` keeps them on the case only once a person approves (core.memory).
+    notes: tuple[Note, ...] = ()
 
     @property
     def refused(self) -> tuple[CallRecord, ...]:
@@ -388,7 +400,9 @@ def _decl(ctx: StepCtx, name: str) -> EffectDecl:
     return ctx._rt.spec.decl_for(name) or ctx._rt.tools.get(name) or EffectDecl(name)
 
 
-def offered(ctx: StepCtx, tools: Sequence[str], handoffs: Sequence[Handoff] = ()) -> dict[str, Any]:
+def offered(
+    ctx: StepCtx, tools: Sequence[str], handoffs: Sequence[Handoff] = (), remember: bool = False
+) -> dict[str, Any]:
     """What the model is offered: each tool's spec, whether it mutates, and who must approve a
     call to it (``callapproval.needs_approval``: the run's policy, else the declaration), then
     each handoff's (``handoffs``: its tool name → the capability it commissions) — journaled
@@ -409,6 +423,9 @@ def offered(ctx: StepCtx, tools: Sequence[str], handoffs: Sequence[Handoff] = ()
     for h in handoffs:
         specs.append(h.spec().to_json())
         mutating[h.tool] = h.mutates
+    if remember:  # answered by the loop itself, never performed (core.memory)
+        specs.append(REMEMBER_SPEC.to_json())
+        mutating[REMEMBER] = False
     menu: dict[str, Any] = {"specs": specs, "mutating": mutating}
     if approval:  # only when some call needs one: a loop without records the bytes it did
         menu["approval"] = approval
@@ -441,6 +458,7 @@ async def _perform(
     asks: Mapping[str, ApprovalRule],
     approve: Approver | None,
     handoffs: Mapping[str, Handoff],
+    remember: bool,
 ) -> tuple[CallRecord, ...]:
     turn = act.state.turns
     records: list[CallRecord] = [
@@ -448,6 +466,14 @@ async def _perform(
         for (at, c), t, m in act.unanswerable
     ]
     parallel, serial = list(act.parallel), list(act.serial)
+    if remember:  # a note is held, not performed: answered here, kept after approval
+        for at, call in [p for p in parallel if p[1].name == REMEMBER]:
+            note = note_of(call, turn)
+            if isinstance(note, Note):
+                records.append(CallRecord(turn, at, call, True, HELD, performed=False))
+            else:
+                records.append(CallRecord(turn, at, call, False, None, "InvalidNote", note, False))
+        parallel = [p for p in parallel if p[1].name != REMEMBER]
     if asks:  # the calls a person must approve, asked on the worklist (``ctx.approve_call``)
         parallel = await _asked(ctx, parallel, turn, asks, records)
         serial = await _asked(ctx, serial, turn, asks, records)
@@ -579,22 +605,25 @@ async def agent_loop(
     params: Mapping[str, Any] | None = None,
     approve: Approver | None = None,
     handoffs: Sequence[Handoff] = (),
+    remember: bool = False,
 ) -> LoopResult:
     """Run the loop (module docstring) → ``LoopResult``."""
     names = list(tools)
-    offers = [*names, *(h.tool for h in handoffs)]
+    offers = [*names, *(h.tool for h in handoffs), *([REMEMBER] if remember else [])]
     if len(set(offers)) != len(offers):
         raise ValueError("agent_loop: a tool or handoff is offered once, under its own name")
     handed = {h.tool: h for h in handoffs}
     request: dict[str, Any] = {"observe": "loop:tools", "tools": names}
     if handoffs:
         request["handoffs"] = {h.tool: h.capability for h in handoffs}
+    if remember:
+        request["remember"] = True
     menu = await Effect(
         "observe",
         "loop:tools",
         request,
         Op.OBSERVE,
-        {"fn": lambda: offered(ctx, names, handoffs)},
+        {"fn": lambda: offered(ctx, names, handoffs, remember)},
     )
     specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
     asks = {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()}
@@ -603,7 +632,7 @@ async def agent_loop(
     while True:
         spent = exhausted(state, budget)
         if spent is not None:
-            return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, spent)
+            return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, spent, remember)
         try:
             generation: Generation = await ctx.generate(
                 provider,
@@ -614,14 +643,27 @@ async def agent_loop(
                 **dict(params or {}),
             )
         except BudgetExceeded:
-            return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, Exhausted.POLICY)
+            return _result(
+                state, LoopStatus.BUDGET_EXHAUSTED, last_text, Exhausted.POLICY, remember
+            )
         last_text = generation.text
         step = decide(state, generation, budget, mutating)
         if isinstance(step, Stop):
-            return _result(step.state, step.status, step.text, step.exhausted)
-        records = await _perform(ctx, step, asks, approve, handed)
+            return _result(step.state, step.status, step.text, step.exhausted, remember)
+        records = await _perform(ctx, step, asks, approve, handed, remember)
         state = answer(step.state, step, records)
 
 
-def _result(state: LoopState, status: LoopStatus, text: str, spent: Exhausted | None) -> LoopResult:
-    return LoopResult(status, text, state.turns, state.usage, state.calls, state.messages, spent)
+def _result(
+    state: LoopState, status: LoopStatus, text: str, spent: Exhausted | None, remember: bool
+) -> LoopResult:
+    held = tuple(
+        note
+        for c in state.calls
+        if remember and c.call.name == REMEMBER and c.ok
+        for note in [note_of(c.call, c.turn)]
+        if isinstance(note, Note)
+    )
+    return LoopResult(
+        status, text, state.turns, state.usage, state.calls, state.messages, spent, held
+    )

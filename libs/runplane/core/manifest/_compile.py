@@ -15,6 +15,7 @@ from runplane.core.loop import LoopBudget
 from runplane.core.manifest._model import PLACEHOLDER, Manifest, Source, ToolStep
 from runplane.core.manifest._parse import parse_manifest
 from runplane.core.manifest._plan import plan_contract
+from runplane.core.memory import keep_approved
 from runplane.core.plan import MISSING, lookup, parse_path
 
 
@@ -167,6 +168,7 @@ async def _agent_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
         tools=spec.tools,
         budget=LoopBudget(turns=spec.turns, tool_calls=spec.tool_calls, tokens=spec.tokens),
         params=dict(m.model.params),
+        remember=spec.memory,
     )
     out: dict[str, Any] = {
         "status": str(result.status),
@@ -177,6 +179,11 @@ async def _agent_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
     }
     if result.exhausted is not None:
         out["exhausted"] = str(result.exhausted)
+    if spec.memory:  # memory after approval: the notes are asked with the answer, kept on yes
+        held = [n.text for n in result.notes]
+        decision = await _approve(ctx, m, input, {"text": result.text, "notes": held})
+        kept = await keep_approved(ctx, result.notes, decision)
+        out.update(approved=decision.approved, notes=held, notes_kept=kept)
     return out
 
 

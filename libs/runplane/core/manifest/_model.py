@@ -94,6 +94,7 @@ class LoopSpec:
     turns: int | None = None
     tool_calls: int | None = None
     tokens: int | None = None
+    memory: bool = False  # ``memory: case``: notes kept on the case after approval
 
 
 @dataclass(frozen=True)

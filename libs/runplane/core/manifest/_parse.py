@@ -155,7 +155,7 @@ _KIND_FIELDS: Final = {
     "generate-then-approve": {"kind", "prompt", "then"},
     "tool-sequence": {"kind", "steps", "output"},
     "plan": {"kind", "nodes", "output"},
-    "agent-loop": {"kind", "instructions", "tools", "budget"},
+    "agent-loop": {"kind", "instructions", "tools", "budget", "memory"},
 }
 
 
@@ -173,7 +173,17 @@ def _execution(
             spec["execution"],
             "spec.execution",
             ("kind",),
-            ("prompt", "then", "steps", "output", "nodes", "instructions", "tools", "budget"),
+            (
+                "prompt",
+                "then",
+                "steps",
+                "output",
+                "nodes",
+                "instructions",
+                "tools",
+                "budget",
+                "memory",
+            ),
         )
         if "execution" in spec
         else None
@@ -217,13 +227,12 @@ def _agent_loop(
     approval: Approval | None,
 ) -> _Behaviour:
     """Kind ``agent-loop``: a model, its instructions, the declared tools it may call, and a
-    budget (``turns`` required: a loop with no bound on its turns is not reviewable)."""
+    budget (``turns`` required: a loop with no bound on its turns is not reviewable).
+    ``memory: case``: the model may ``remember`` notes, kept on the run's case once a person
+    approves the answer (``core.memory``) — so it needs ``spec.oversight.approval``, which
+    is otherwise not taken (mark the tools that need one instead)."""
     model = model_section(c, spec.get("model"))
-    if approval is not None:
-        c.add(
-            "spec.oversight.approval.required",
-            "kind 'agent-loop' takes no approval of its answer: mark the tools that need one",
-        )
+    memory = _loop_memory(c, execution.get("memory"), approval)
     instructions = template(c, execution.get("instructions"), "spec.execution.instructions", schema)
     offered: list[str] = []
     raw_tools = execution.get("tools", [])
@@ -245,8 +254,27 @@ def _agent_loop(
                 limits[key] = c.integer(budget[key], f"spec.execution.budget.{key}", 1)
     if model is None or instructions is None or budget is None:
         return _Behaviour("agent-loop", model)
-    loop = LoopSpec(instructions, tuple(offered), **limits)
+    loop = LoopSpec(instructions, tuple(offered), **limits, memory=memory)
     return _Behaviour("agent-loop", model, loop=loop)
+
+
+def _loop_memory(c: Checker, memory: Any, approval: Approval | None) -> bool:
+    """Whether an agent-loop keeps ``memory: case`` — which needs the answer's approval, and
+    is the one reason such a loop takes an approval of its answer."""
+    if memory is not None and memory != "case":
+        c.add("spec.execution.memory", "the one memory a loop keeps is 'case'")
+    if memory == "case" and approval is None:
+        c.add(
+            "spec.execution.memory",
+            "memory is formed after approval: memory: case needs spec.oversight.approval",
+        )
+    if approval is not None and memory != "case":
+        c.add(
+            "spec.oversight.approval.required",
+            "kind 'agent-loop' takes no approval of its answer (unless it keeps memory: case):"
+            " mark the tools that need one",
+        )
+    return bool(memory == "case")
 
 
 def _generating(
