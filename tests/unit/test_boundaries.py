@@ -113,6 +113,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.loop",
             "runplane.core.releases",
             "runplane.core.callapproval",
+            "runplane.core.memory",
         ),
     ),
     ("engine", ("runplane.core.engine", "runplane.core")),

@@ -49,6 +49,7 @@ from runplane.wire import (
 )
 
 __all__ = [
+    "INPUT_LABEL",
     "TERMINAL_KINDS",
     "ChainCheck",
     "ChainFault",
@@ -70,6 +71,10 @@ __all__ = [
 ]
 
 _HASH_PLACEHOLDER = ZERO_HASH
+
+# Where a run's input label, when its input carries more than an admission input (a
+# successor's), is written: seq 0's attr and the snapshot's part of that name.
+INPUT_LABEL = "input_label"
 
 
 def request_witness(request: Any) -> str:
@@ -244,6 +249,7 @@ def run_start(
     attrs: Mapping[str, str] | None = None,
     agent_version: str | None = None,
     delegation_json: str | None = None,
+    input_label_json: str | None = None,
 ) -> tuple[JournalRecord, StartRun]:
     """Seq 0 of a new run and the StartRun that hands its hash to the executor.
 
@@ -252,11 +258,15 @@ def run_start(
     always states the facts seq 0 commits to (the executor links seq 1 to ``admitted_hash``).
     ``delegation_json``: the Delegation a commissioned child runs under — in seq 0's attrs
     (``delegation``, so the chain commits to it) and the StartRun. ``tenant`` is validated
-    here (``TenantId``), before seq 0 names it.
+    here (``TenantId``), before seq 0 names it. ``input_label_json``: what a successor's input
+    carries from its predecessor (a Label) — in seq 0's attrs (``input_label``) and the
+    StartRun.
     """
     tenant = TenantId(tenant)
     if delegation_json is not None:
         attrs = {**(attrs or {}), "delegation": delegation_json}
+    if input_label_json is not None:
+        attrs = {**(attrs or {}), INPUT_LABEL: input_label_json}
     admitted = run_admitted(
         session_id,
         capability=capability,
@@ -283,6 +293,7 @@ def run_start(
         admitted_ms=now_ms,
         agent_version=agent_version,
         delegation_json=delegation_json,
+        input_label_json=input_label_json,
     )
     return admitted, start
 

@@ -495,6 +495,8 @@ class StepCtx:
         approve: Approver | None = None,
         handoffs: Sequence[Handoff] = (),
         remember: bool = False,
+        resume: Mapping[str, Any] | None = None,
+        history_turns: int | None = None,
     ) -> Coroutine[Any, Any, LoopResult]:
         """The agent loop (``runplane.core.loop``): the model proposes calls to ``tools``, each
         turn a journaled generation, each call a journaled tool effect (reads fanned out,
@@ -509,7 +511,9 @@ class StepCtx:
         model as tools (``loop.Handoff``), each call a commission of that agent under a
         narrowed delegation, its output the tool's result. ``remember``: the model is offered
         ``remember`` (``core.memory``), its notes held in ``LoopResult.notes`` and kept on the
-        case only through ``approve_answer``, once a person approves."""
+        case only through ``approve_answer``, once a person approves. ``history_turns``: stop
+        after that many turns in this run (``LoopStatus.CONTINUE``) to continue as new with
+        ``result.checkpoint()``; ``resume``: that checkpoint, in the successor."""
         if budget is None:
             budget = loop.LoopBudget(turns=max_turns)
         elif max_turns is not None:
@@ -527,6 +531,8 @@ class StepCtx:
             approve=approve,
             handoffs=handoffs,
             remember=remember,
+            resume=resume,
+            history_turns=history_turns,
         )
 
     async def approve_answer(

@@ -51,12 +51,20 @@ with the reads or made in the model's order as the handoff says, its output the 
 held in ``LoopResult.notes`` and kept on the case only once a person approves the answer
 (``ctx.approve_answer``, ``runplane.core.memory``).
 
-**Long conversations** are not carried across continue-as-new here (not done): the way it would
-go is a checkpoint of the state ``LoopState.to_json`` holds (the messages, or a model-written
-summary of the early ones plus the last turns verbatim, and the usage so far), passed as the
-successor's input and resumed with ``resume=``; the labels would need the successor's input
-label to be the join of the summarised results' labels, which the admission input label
-(trusted/internal) does not say today.
+**Long conversations** end their history through continue-as-new: with ``history_turns=N``
+the loop stops after N turns in this run (``LoopStatus.CONTINUE``) and the agent continues as
+new with ``result.checkpoint()`` in the successor's input, whose loop goes on with
+``resume=``. The checkpoint keeps what the loop needs: the instructions and the request, the
+last ``keep_turns`` turns verbatim (each with the tool messages answering it), and the turns,
+calls and usage so far, so every budget counts across the generations. What it drops is the
+middle of the conversation — the model no longer sees those results verbatim; an agent that
+needs them says so in the successor's input (a summary it asked the model for). The labels
+follow: the successor's input carries the join of everything the predecessor had read
+(``sinkgate.carried_input_label``, seq 0's ``input_label``), so a conversation that read an
+untrusted document does not come back as a trusted admission input — conservatively, a value
+copied from a carried result no longer counts as a copy of its tool's result (its source is
+the carried input), and a protected field whose source must be that tool needs the tool
+called again in the successor.
 """
 
 from __future__ import annotations
@@ -79,7 +87,14 @@ from runplane.core.planrun import _dispatch as dispatch
 from runplane.core.planrun import commission_effect
 from runplane.core.policy import ApprovalRule
 from runplane.core.releases import BudgetExceeded
-from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
+from runplane.core.turns import (
+    Message,
+    Role,
+    ToolCall,
+    ToolSpec,
+    messages_from_json,
+    messages_to_json,
+)
 from runplane.wire import Label
 
 if TYPE_CHECKING:
@@ -110,6 +125,8 @@ __all__ = [
 class LoopStatus(enum.StrEnum):
     ANSWERED = "answered"  # the model answered without proposing a call
     BUDGET_EXHAUSTED = "budget_exhausted"  # a budget ended the loop first
+    # This run took ``history_turns`` turns: continue as new with ``LoopResult.checkpoint()``.
+    CONTINUE = "continue"
 
 
 class Exhausted(enum.StrEnum):
@@ -183,17 +200,46 @@ class LoopState:
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     calls: tuple[CallRecord, ...] = ()
+    earlier_calls: int = 0  # calls answered in the runs this one continues (checkpoint)
+
+    @property
+    def answered(self) -> int:
+        """Calls answered over the whole loop, the runs it continues included."""
+        return self.earlier_calls + len(self.calls)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "messages": messages_to_json(self.messages),
             "turns": self.turns,
+            "calls": self.answered,
             "usage": {
                 "tokens_in": self.usage.tokens_in,
                 "tokens_out": self.usage.tokens_out,
                 "cost_units": self.usage.cost_units,
             },
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> LoopState:
+        """A checkpoint (``LoopResult.checkpoint``) read back through the constructors:
+        ``ValueError`` for anything else."""
+        if not isinstance(data, Mapping) or not {"messages", "turns", "usage"} <= set(data):
+            raise ValueError("a loop checkpoint is {messages, turns, calls, usage}")
+        usage, turns, calls = data["usage"], data["turns"], data.get("calls", 0)
+        if not isinstance(usage, Mapping):
+            raise ValueError("a loop checkpoint's usage is {tokens_in, tokens_out, cost_units}")
+        for name, value in (("turns", turns), ("calls", calls)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"a loop checkpoint's {name} is a count, got {value!r}")
+        messages = messages_from_json(data["messages"])
+        if not messages:
+            raise ValueError("a loop checkpoint holds the conversation")
+        spent = Usage(
+            int(usage.get("tokens_in", 0)),
+            int(usage.get("tokens_out", 0)),
+            float(usage.get("cost_units", 0.0)),
+        )
+        return cls(messages, turns, spent, (), calls)
 
 
 @dataclass(frozen=True)
@@ -210,11 +256,21 @@ class LoopResult:
     # What the model asked to keep for later runs (``remember=True``): held, not written —
     # ``ctx.approve_answer`` keeps them on the case only once a person approves (core.memory).
     notes: tuple[Note, ...] = ()
+    earlier_calls: int = 0  # calls answered in the runs this one continues
 
     @property
     def refused(self) -> tuple[CallRecord, ...]:
         """The calls the sink gate refused."""
         return tuple(c for c in self.calls if c.error_type == "SinkRefused")
+
+    def checkpoint(self, keep_turns: int = 4) -> dict[str, Any]:
+        """What a successor needs to go on (``agent_loop(resume=…)``): the conversation cut
+        to its opening (the instructions and the request) and its last ``keep_turns`` turns
+        verbatim — each turn with the tool messages answering it, so no proposed call lacks
+        its answer — with the turns, calls and usage so far, so budgets count across runs."""
+        messages = _kept(self.messages, keep_turns)
+        state = LoopState(messages, self.turns, self.usage, self.calls, self.earlier_calls)
+        return state.to_json()
 
 
 @dataclass(frozen=True)
@@ -322,7 +378,20 @@ def exhausted(state: LoopState, budget: LoopBudget) -> Exhausted | None:
 
 
 def _remaining(state: LoopState, budget: LoopBudget) -> int | None:
-    return None if budget.tool_calls is None else max(0, budget.tool_calls - len(state.calls))
+    return None if budget.tool_calls is None else max(0, budget.tool_calls - state.answered)
+
+
+def _kept(messages: Sequence[Message], keep_turns: int) -> tuple[Message, ...]:
+    """The opening (the leading system and user messages) and the last ``keep_turns``
+    assistant turns, each with the tool messages after it (``LoopResult.checkpoint``)."""
+    if keep_turns < 1:
+        raise ValueError("a checkpoint keeps at least the last turn")
+    opening = 0
+    while opening < len(messages) and messages[opening].role in (Role.SYSTEM, Role.USER):
+        opening += 1
+    starts = [i for i in range(opening, len(messages)) if messages[i].role is Role.ASSISTANT]
+    cut = starts[-keep_turns] if len(starts) > keep_turns else opening
+    return (*messages[:opening], *messages[cut:])
 
 
 def decide(
@@ -606,8 +675,12 @@ async def agent_loop(
     approve: Approver | None = None,
     handoffs: Sequence[Handoff] = (),
     remember: bool = False,
+    resume: Mapping[str, Any] | None = None,
+    history_turns: int | None = None,
 ) -> LoopResult:
     """Run the loop (module docstring) → ``LoopResult``."""
+    if history_turns is not None and history_turns < 1:
+        raise ValueError("agent_loop: history_turns is at least 1")
     names = list(tools)
     offers = [*names, *(h.tool for h in handoffs), *([REMEMBER] if remember else [])]
     if len(set(offers)) != len(offers):
@@ -627,12 +700,15 @@ async def agent_loop(
     )
     specs, mutating = menu["specs"], {k: bool(v) for k, v in menu["mutating"].items()}
     asks = {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()}
-    state = begin(instructions, input)
+    state = begin(instructions, input) if resume is None else LoopState.from_json(resume)
+    first_turn = state.turns
     last_text = ""
     while True:
         spent = exhausted(state, budget)
         if spent is not None:
             return _result(state, LoopStatus.BUDGET_EXHAUSTED, last_text, spent, remember)
+        if history_turns is not None and state.turns - first_turn >= history_turns:
+            return _result(state, LoopStatus.CONTINUE, last_text, None, remember)
         try:
             generation: Generation = await ctx.generate(
                 provider,
@@ -665,5 +741,13 @@ def _result(
         if isinstance(note, Note)
     )
     return LoopResult(
-        status, text, state.turns, state.usage, state.calls, state.messages, spent, held
+        status,
+        text,
+        state.turns,
+        state.usage,
+        state.calls,
+        state.messages,
+        spent,
+        held,
+        state.earlier_calls,
     )

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runplane.core.canonical import canonical_json
-from runplane.core.chain import default_label, seal
+from runplane.core.chain import INPUT_LABEL, default_label, seal
 from runplane.errors import TerminalError
 from runplane.wire import (
     ZERO_HASH,
@@ -324,6 +324,8 @@ def fork(
         updated_ms=now_ms,
         era_started_ms=now_ms,
         delegation_json=old.delegation_json,  # a fork stays bounded as its original was
+        # ...and its input carries what the original's did (a successor's predecessor reads).
+        parts={k: v for k, v in old.parts.items() if k == INPUT_LABEL},
     )
     return ForkPlan(session_id, (*resealed, link), tuple(copied), snapshot)
 

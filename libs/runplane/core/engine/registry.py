@@ -38,6 +38,7 @@ from runplane.core.engine import (
     panels,
     release,
     signals,
+    sinkgate,
     successor,
     table,
     timeouts,
@@ -175,7 +176,11 @@ FAMILIES: Final = (
         interruptible=frozenset({WaitKind.TIMER}),
         parts=(timeouts.TIMER,),
     ),
-    Family("successor", {Op.CONTINUE_AS_NEW: successor.continue_as_new}),
+    Family(
+        "successor",
+        {Op.CONTINUE_AS_NEW: successor.continue_as_new},
+        parts=(sinkgate.INPUT_LABEL,),
+    ),
     # Panels of people: a task per seat; the TaskDecisions of its seats are claimed.
     Family(
         "panel",

@@ -20,7 +20,7 @@ from runplane.core.engine.ends import fail, quarantine
 from runplane.core.engine.eras import new_era
 from runplane.core.engine.recorder import Recorder
 from runplane.core.engine.registry import INBOX
-from runplane.core.engine.sinkgate import result_label
+from runplane.core.engine.sinkgate import INPUT_LABEL, result_label
 from runplane.core.engine.state import Run, run_from_snapshot
 from runplane.core.engine.step import TERMINAL, Event, Quarantine, Step, inbox_event
 from runplane.core.engine.values import (
@@ -97,6 +97,8 @@ class Runtime:
         )
         run.policy = policy
         run.delegation_json = start.delegation_json  # a child runs under it (sinkgate, commission)
+        if start.input_label_json is not None:  # a successor's input: what its predecessor read
+            INPUT_LABEL.put(run, INPUT_LABEL.decode(start.input_label_json))
         if policy is not None:
             # The first record the executor writes for the run names the policy it runs under.
             rec.stamp_attrs = {"policy": policy.digest}

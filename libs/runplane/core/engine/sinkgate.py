@@ -43,13 +43,15 @@ from collections.abc import Mapping
 from dataclasses import fields
 from functools import lru_cache
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 from runplane.core.agents import EffectDecl
 from runplane.core.canonical import canonical_json
+from runplane.core.chain import INPUT_LABEL as INPUT_LABEL_PART
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import Part
 from runplane.core.engine.vocab import Resolution, Slot
 from runplane.core.gate import (
     Grant,
@@ -76,11 +78,22 @@ from runplane.core.plan import Delegation
 from runplane.core.policy import AgentPolicy, Spent, sink_decl
 from runplane.core.releases import Released, ReleaseRefused, approved_releases, released_from
 from runplane.errors import TerminalError
-from runplane.wire import ErrorInfo, JournalKind, Label, ResultEntry, Sensitivity, Trust
+from runplane.wire import (
+    ErrorInfo,
+    JournalKind,
+    Label,
+    ResultEntry,
+    Sensitivity,
+    Trust,
+    from_dict,
+    to_dict,
+)
 
 __all__ = [
+    "INPUT_LABEL",
     "GateState",
     "carried",
+    "carried_input_label",
     "gate",
     "input_label",
     "proposed_labels",
@@ -234,18 +247,25 @@ def proposed_labels(
         for c in _proposals(turn)
     ):
         return None
-    first = Source("input:admission", input_label(run), json.loads(run.input_json))
-    sources = [first]
-    for key, entry in earlier:
-        if key >= turn_at or _proposals(entry):
-            continue
-        source = _taken_in(run, entry)
-        if source is not None:
-            sources.append(source)
+    sources = _read(run, [(k, e) for k, e in earlier if k < turn_at])
     read = join_all(s.label for s in sources)
     composed = Label(trust=read.trust, sensitivity=read.sensitivity, provenance=(turn.name,))
     choice = Label(trust=read.trust, sensitivity=Sensitivity.PUBLIC, provenance=read.provenance)
     return exact_labels(args, sources, composed, choice)
+
+
+def _read(run: Run, results: list[tuple[tuple[int, int], ResultEntry]]) -> list[Source]:
+    """What a model turn reads, as sources: the run's input and each of ``results`` but the
+    turns that proposed calls (``proposed_labels``: a proposal is a function of what the model
+    was shown, already in this join; a generation that only answered text stays a source)."""
+    sources = [Source("input:admission", input_label(run), json.loads(run.input_json))]
+    for _, entry in results:
+        if _proposals(entry):
+            continue
+        source = _taken_in(run, entry)
+        if source is not None:
+            sources.append(source)
+    return sources
 
 
 def _without(args: Any, names: frozenset[str]) -> Any:
@@ -361,14 +381,55 @@ def _unattributed(ap: AgentPolicy, context: Label) -> Label:
 
 
 def input_label(run: Run) -> Label:
-    """The label of the run's admission input: the policy's, else trusted and internal (the
-    emitter is an authenticated principal)."""
+    """The label of the run's input: the admission input's — the policy's, else trusted and
+    internal (the emitter is an authenticated principal) — joined with what the input carries
+    from the run before it (``INPUT_LABEL``: a successor's, from its StartRun)."""
     declared = None if run.policy is None else run.policy.for_agent(run.spec.capability)
     if declared is not None and declared.input_label is not None:
-        return declared.input_label
-    return Label(
-        trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=("input:admission",)
-    )
+        admitted = declared.input_label
+    else:
+        admitted = Label(
+            trust=Trust.TRUSTED, sensitivity=Sensitivity.INTERNAL, provenance=("input:admission",)
+        )
+    carried_over = INPUT_LABEL.of(run)
+    return admitted if carried_over is None else join(admitted, carried_over)
+
+
+def _label_text(label: Label) -> str:
+    return canonical_json(to_dict(label))
+
+
+def _read_label(text: str) -> Label:
+    return from_dict(Label, json.loads(text))
+
+
+# What a run's input carries from the run that handed it over (a successor's: the join of
+# everything its predecessor had read), None for an admission input. The successor family's
+# part: set from the StartRun, kept in the snapshot, joined into ``input_label``.
+INPUT_LABEL: Final[Part[Label | None]] = Part(
+    INPUT_LABEL_PART, None, encode=lambda label: _label_text(_present(label)), decode=_read_label
+)
+
+
+def _present(label: Label | None) -> Label:
+    if label is None:  # pragma: no cover - a Part encodes only values other than its default
+        raise TerminalError("no input label to encode")
+    return label
+
+
+def carried_input_label(run: Run) -> str | None:
+    """What a successor's input carries, as the StartRun's ``input_label_json``: the join of
+    everything this run has read as a model turn would (``_read``: its input and every
+    recorded result but the agent loop's proposing turns) — None when that is the admission
+    input's label alone (nothing read beyond it: a successor like any run). The provenance
+    is left out: a carried value's origin is the predecessor, its trust and sensitivity are
+    what travel."""
+    admitted = input_label(run)
+    read = join_all(s.label for s in _read(run, sorted(run.rec.results.items())))
+    carried = Label(trust=read.trust, sensitivity=read.sensitivity, provenance=())
+    if INPUT_LABEL.of(run) is None and join(admitted, carried) == admitted:
+        return None
+    return _label_text(carried)
 
 
 def _state(run: Run) -> GateState:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from runplane.core.chain import INPUT_LABEL
 from runplane.core.engine.table import snapshot_parts
 from runplane.core.engine.values import InFlight, LiveCall, OpenRequest, doubts_to_json
 from runplane.wire import (
@@ -187,6 +188,9 @@ def snapshot_at_start(
         stranded_json=stranded_json,
         held_json=held_json,
         delegation_json=delegation_json,
+        # A successor's input label (its StartRun's), so a run started later from this
+        # snapshot (a stranded one released) still labels its input as carried.
+        parts={} if start.input_label_json is None else {INPUT_LABEL: start.input_label_json},
     )
 
 
