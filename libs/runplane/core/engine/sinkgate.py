@@ -49,6 +49,7 @@ from runplane.core.agents import EffectDecl
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
+from runplane.core.engine.planlabels import planned_labels
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import Resolution, Slot
 from runplane.core.gate import (
@@ -187,6 +188,14 @@ def _labels(
                 mine = {name: payload[name] for name in edited}
                 labels.update(label_scalars(mine, state.matcher, {}, grants, unmatched))
             return labels
+    planned = effect.options.get("planned") if effect.family == "tool" else None
+    if planned is not None and not wrapped:  # a planned loop's call (``planlabels``)
+        earlier = sorted((k, e) for k, e in run.rec.results.items() if k < (run.era, slot.call_seq))
+        first = Source("input:admission", input_label(run), json.loads(run.input_json))
+        tool = str(effect.options.get("tool", effect.name))
+        exact = planned_labels(earlier, first, lambda e: _taken_in(run, e), planned, tool, payload)
+        if exact is not None:
+            return exact
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
     return label_scalars(payload, state.matcher, explicit, grants, unmatched)
 
