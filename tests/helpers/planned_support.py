@@ -92,7 +92,13 @@ async def planned_support(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]
         "problems": list(result.problems),
         "plan": None if result.plan is None else result.plan.hash,
         "nodes": [
-            {"node": n.node, "ok": n.ok, "error": n.error_type, "args": dict(n.arguments)}
+            {
+                "node": n.node,
+                "ok": n.ok,
+                "error": n.error_type,
+                "args": dict(n.arguments),
+                "value": n.value,
+            }
             for n in result.nodes
         ],
         "output": result.output,
