@@ -24,7 +24,9 @@ policy, ``AgentPolicy()``):
    only by the journaled releases for this sink at this path. A call a model proposed in the
    agent loop (option ``proposal``) whose proposing turn the journal holds is labelled
    exactly instead (``proposed_labels``, ``gate.exact_labels``): verbatim copies by their
-   sources, composed values by the turn's label, the call itself by the turn's trust.
+   sources, composed values by the turn's label, the call itself by the turn's trust. A call
+   of a planned loop's plan (option ``planned``) is labelled from the journaled plan, its
+   planner turn and the results its arguments are bound to (``planlabels``).
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
 chain attrs ``gate``, ``sink``, ``reason``, ``path`` and the policy digest) and raised into the

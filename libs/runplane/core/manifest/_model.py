@@ -87,13 +87,15 @@ class Model:
 @dataclass(frozen=True)
 class LoopSpec:
     """Kind ``agent-loop``: the model chooses among ``tools`` (declared in ``spec.tools``)
-    under ``instructions`` (a template over the input) until it answers or a budget ends it."""
+    under ``instructions`` (a template over the input) until it answers or a budget ends it;
+    ``mode="planned"``: it writes the plan over them first (``ctx.planned_loop``)."""
 
     instructions: str
     tools: tuple[str, ...]
     turns: int | None = None
     tool_calls: int | None = None
     tokens: int | None = None
+    mode: str = "free"
 
 
 @dataclass(frozen=True)
