@@ -111,6 +111,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.panels",
             "runplane.core.planrun",
             "runplane.core.loop",
+            "runplane.core.plannedloop",
             "runplane.core.releases",
             "runplane.core.callapproval",
             "runplane.core.memory",

@@ -34,6 +34,7 @@ KERNEL = frozenset(
         "eras",
         "operated",
         "patches",
+        "planlabels",
         "recorder",
         "replay",
         "sinkgate",

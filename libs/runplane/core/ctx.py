@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runplane.core import loop, memory, planrun
+from runplane.core import loop, memory, plannedloop, planrun
 from runplane.core.agents import Generation, Recovery
 from runplane.core.callapproval import call_request
 from runplane.core.determinism import derive_randint, derive_random
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec, EffectDecl
     from runplane.core.loop import Approver, Handoff, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
+    from runplane.core.plannedloop import PlannedResult
     from runplane.core.planrun import Proposer
     from runplane.core.policy import Policy
     from runplane.wire import Label
@@ -554,6 +555,26 @@ class StepCtx:
         )
         await memory.keep_approved(self, result.notes, decision)
         return decision
+
+    def planned_loop(
+        self,
+        provider: str,
+        model: str,
+        instructions: str,
+        input: Any,
+        *,
+        tools: Sequence[str],
+        params: Mapping[str, Any] | None = None,
+    ) -> Coroutine[Any, Any, PlannedResult]:
+        """The planned loop (``runplane.core.plannedloop``): the model writes a plan over
+        ``tools`` from the instructions and ``input`` alone (a journaled generation offered no
+        tools), checked and journaled before any of it runs; then the plan runs, untrusted
+        content read by quarantined model turns that fill typed fields and call no tool, every
+        argument resolved from its binding → ``PlannedResult`` (status ``completed``,
+        ``plan_refused`` with its problems, or ``node_failed``)."""
+        return plannedloop.planned_loop(
+            self, provider, model, instructions, input, tools=tools, params=params
+        )
 
     def panel(
         self, reviewers: Sequence[str], input: Any, *, approve_at: int, reject_at: int

@@ -24,7 +24,9 @@ policy, ``AgentPolicy()``):
    only by the journaled releases for this sink at this path. A call a model proposed in the
    agent loop (option ``proposal``) whose proposing turn the journal holds is labelled
    exactly instead (``proposed_labels``, ``gate.exact_labels``): verbatim copies by their
-   sources, composed values by the turn's label, the call itself by the turn's trust.
+   sources, composed values by the turn's label, the call itself by the turn's trust. A call
+   of a planned loop's plan (option ``planned``) is labelled from the journaled plan, its
+   planner turn and the results its arguments are bound to (``planlabels``).
 
 A refusal is recorded at the call's slot as a failure (``SinkRefused`` / ``BudgetExceeded``,
 chain attrs ``gate``, ``sink``, ``reason``, ``path`` and the policy digest) and raised into the
@@ -50,6 +52,7 @@ from runplane.core.canonical import canonical_json
 from runplane.core.chain import INPUT_LABEL as INPUT_LABEL_PART
 from runplane.core.chain import request_witness
 from runplane.core.engine.decode import serve
+from runplane.core.engine.planlabels import planned_labels
 from runplane.core.engine.state import Run
 from runplane.core.engine.table import Part
 from runplane.core.engine.vocab import Resolution, Slot
@@ -201,6 +204,14 @@ def _labels(
                 mine = {name: payload[name] for name in edited}
                 labels.update(label_scalars(mine, state.matcher, {}, grants, unmatched))
             return labels
+    planned = effect.options.get("planned") if effect.family == "tool" else None
+    if planned is not None and not wrapped:  # a planned loop's call (``planlabels``)
+        earlier = sorted((k, e) for k, e in run.rec.results.items() if k < (run.era, slot.call_seq))
+        first = Source("input:admission", input_label(run), json.loads(run.input_json))
+        tool = str(effect.options.get("tool", effect.name))
+        exact = planned_labels(earlier, first, lambda e: _taken_in(run, e), planned, tool, payload)
+        if exact is not None:
+            return exact
     explicit = {p: w.label for p, w in wrapped.items() if isinstance(w, Labeled)}
     return label_scalars(payload, state.matcher, explicit, grants, unmatched)
 

@@ -41,6 +41,10 @@ all the problems). The behaviours:
   or its ``budget`` ends it (``turns`` required; ``tool_calls``, ``tokens``): ``ctx.agent_loop``
   → ``{"status": "answered" | "budget_exhausted", "text", "turns", "calls", "refused",
   "exhausted"?}``. No approval of its answer: a tool that needs a person is marked so.
+  ``mode: planned`` (no budget): the model writes the plan over those tools first, from the
+  instructions and the input alone, and the plan runs (``ctx.planned_loop``) →
+  ``{"status": "completed" | "plan_refused" | "node_failed", "plan", "nodes", "refused",
+  "output", "problems"?, "failed"?}``.
 
 An approval with ``expires_in`` in a run that has a case first registers its obligation on
 the case (``approval:<capability>:<session>``, due ``expires_in`` on ``calendar``, default

@@ -160,6 +160,8 @@ async def _agent_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
     """Kind ``agent-loop``: ``ctx.agent_loop`` over the declared tools → how it ended."""
     assert m.model is not None and m.loop is not None  # parsed with the kind
     spec = m.loop
+    if spec.mode == "planned":
+        return await _planned_loop(ctx, m, input)
     result = await ctx.agent_loop(
         m.model.provider,
         m.model.name,
@@ -184,6 +186,32 @@ async def _agent_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
         decision = await _approve(ctx, m, input, {"text": result.text, "notes": held})
         kept = await keep_approved(ctx, result.notes, decision)
         out.update(approved=decision.approved, notes=held, notes_kept=kept)
+    return out
+
+
+async def _planned_loop(ctx: StepCtx, m: Manifest, input: Any) -> dict[str, Any]:
+    """Kind ``agent-loop`` with ``mode: planned``: ``ctx.planned_loop`` → how it ended."""
+    assert m.model is not None and m.loop is not None  # parsed with the kind
+    result = await ctx.planned_loop(
+        m.model.provider,
+        m.model.name,
+        render(m.loop.instructions, input),
+        input,
+        tools=m.loop.tools,
+        params=dict(m.model.params),
+    )
+    out: dict[str, Any] = {
+        "status": str(result.status),
+        "plan": None if result.plan is None else result.plan.hash,
+        "nodes": [n.node for n in result.nodes if n.ok],
+        "refused": [n.node for n in result.refused],
+        "output": result.output,
+    }
+    if result.problems:
+        out["problems"] = list(result.problems)
+    failed = [n for n in result.nodes if not n.ok]
+    if failed:
+        out["failed"] = {n.node: f"{n.error_type}: {n.error}" for n in failed}
     return out
 
 

@@ -87,7 +87,8 @@ class Model:
 @dataclass(frozen=True)
 class LoopSpec:
     """Kind ``agent-loop``: the model chooses among ``tools`` (declared in ``spec.tools``)
-    under ``instructions`` (a template over the input) until it answers or a budget ends it."""
+    under ``instructions`` (a template over the input) until it answers or a budget ends it;
+    ``mode="planned"``: it writes the plan over them first (``ctx.planned_loop``)."""
 
     instructions: str
     tools: tuple[str, ...]
@@ -95,6 +96,7 @@ class LoopSpec:
     tool_calls: int | None = None
     tokens: int | None = None
     memory: bool = False  # ``memory: case``: notes kept on the case after approval
+    mode: str = "free"
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ _KIND_FIELDS: Final = {
     "generate-then-approve": {"kind", "prompt", "then"},
     "tool-sequence": {"kind", "steps", "output"},
     "plan": {"kind", "nodes", "output"},
-    "agent-loop": {"kind", "instructions", "tools", "budget", "memory"},
+    "agent-loop": {"kind", "instructions", "tools", "budget", "memory", "mode"},
 }
 
 
@@ -183,6 +183,7 @@ def _execution(
                 "tools",
                 "budget",
                 "memory",
+                "mode",
             ),
         )
         if "execution" in spec
@@ -227,35 +228,59 @@ def _agent_loop(
     approval: Approval | None,
 ) -> _Behaviour:
     """Kind ``agent-loop``: a model, its instructions, the declared tools it may call, and a
-    budget (``turns`` required: a loop with no bound on its turns is not reviewable).
+    budget (``turns`` required: a loop with no bound on its turns is not reviewable) — or,
+    ``mode: planned``, no budget (the plan the model writes first bounds the loop).
     ``memory: case``: the model may ``remember`` notes, kept on the run's case once a person
     approves the answer (``core.memory``) — so it needs ``spec.oversight.approval``, which
     is otherwise not taken (mark the tools that need one instead)."""
     model = model_section(c, spec.get("model"))
     memory = _loop_memory(c, execution.get("memory"), approval)
     instructions = template(c, execution.get("instructions"), "spec.execution.instructions", schema)
-    offered: list[str] = []
-    raw_tools = execution.get("tools", [])
-    if not isinstance(raw_tools, list) or not all(isinstance(t, str) for t in raw_tools):
-        c.add("spec.execution.tools", "must be a list of tool names from spec.tools")
-    else:
-        for i, tool in enumerate(raw_tools):
-            if tool not in tool_names:
-                c.add(f"spec.execution.tools[{i}]", f"{tool!r} is not declared in spec.tools")
-            elif tool in offered:
-                c.add(f"spec.execution.tools[{i}]", f"{tool!r} is offered twice")
-            else:
-                offered.append(tool)
+    offered = _offered(c, execution.get("tools", []), tool_names)
+    mode = c.choice(execution.get("mode", "free"), "spec.execution.mode", ("free", "planned"))
+    if mode == "planned":
+        # The plan bounds a planned loop: one planner turn, then its nodes (the contract's
+        # size limits), so a turn budget would say nothing.
+        if "budget" in execution:
+            c.add("spec.execution.budget", "mode 'planned' takes no budget: its plan bounds it")
+        if model is None or instructions is None:
+            return _Behaviour("agent-loop", model)
+        return _Behaviour(
+            "agent-loop", model, loop=LoopSpec(instructions, tuple(offered), mode=mode)
+        )
     budget = c.fields(execution.get("budget"), "spec.execution.budget", ("turns",), _BUDGETS[1:])
     limits = {}
     if budget is not None:
         for key in _BUDGETS:
             if key in budget:
                 limits[key] = c.integer(budget[key], f"spec.execution.budget.{key}", 1)
-    if model is None or instructions is None or budget is None:
+    if model is None or instructions is None or budget is None or mode is None:
         return _Behaviour("agent-loop", model)
-    loop = LoopSpec(instructions, tuple(offered), **limits, memory=memory)
+    loop = LoopSpec(
+        instructions,
+        tuple(offered),
+        turns=limits.get("turns"),
+        tool_calls=limits.get("tool_calls"),
+        tokens=limits.get("tokens"),
+        memory=memory,
+    )
     return _Behaviour("agent-loop", model, loop=loop)
+
+
+def _offered(c: Checker, raw_tools: Any, tool_names: set[str]) -> list[str]:
+    """``execution.tools``: names declared in ``spec.tools``, each once."""
+    offered: list[str] = []
+    if not isinstance(raw_tools, list) or not all(isinstance(t, str) for t in raw_tools):
+        c.add("spec.execution.tools", "must be a list of tool names from spec.tools")
+        return offered
+    for i, tool in enumerate(raw_tools):
+        if tool not in tool_names:
+            c.add(f"spec.execution.tools[{i}]", f"{tool!r} is not declared in spec.tools")
+        elif tool in offered:
+            c.add(f"spec.execution.tools[{i}]", f"{tool!r} is offered twice")
+        else:
+            offered.append(tool)
+    return offered
 
 
 def _loop_memory(c: Checker, memory: Any, approval: Approval | None) -> bool:
