@@ -1,6 +1,6 @@
 """The agent loop survives SIGKILL: one run of the six-turn loop (``tests.helpers.loop_broker``)
-on the stock executor process (OpenAI-compatible protocol, over HTTP), killed three times by
-``kill -9`` and finished by a fourth process:
+on the stock executor process, in each protocol (OpenAI-compatible and Anthropic Messages, over
+HTTP), killed three times by ``kill -9`` and finished by a fourth process:
 
 1. **mid fan-out** — turn 1's three parallel reads: two answered, the third (slow) in flight;
 2. **before a turn is sent** — 5 ms after turn 2's one call is answered, before turn 3 leaves;
@@ -40,11 +40,13 @@ DOC = L.call_key("fetch_document", {"document_id": "d-9"})
 
 
 @pytest.fixture
-def peers(tmp_path: Path) -> Iterator[tuple[L.ToolServer, FakeOpenAIServer, Path]]:
+def peers(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[L.ToolServer, FakeOpenAIServer | FakeAnthropicServer, Path]]:
     with (
         L.ToolServer(delay_s=1.5) as tools,
         FakeOpenAIServer(model=L.model()) as openai,
-        FakeAnthropicServer() as claude,
+        FakeAnthropicServer(model=L.model()) as claude,
     ):
         tools.slow = {O3, O4}
         config = L.write_tools_config(
@@ -53,7 +55,7 @@ def peers(tmp_path: Path) -> Iterator[tuple[L.ToolServer, FakeOpenAIServer, Path
             openai_url=openai.url,
             claude_url=claude.url,
         )
-        yield tools, openai, config
+        yield tools, openai if request.param == "openai" else claude, config
 
 
 def _executor(settings: Settings, n: int, config: Path, logs: Path) -> ExecutorProcess:
@@ -71,10 +73,14 @@ def _kill_when(proc: ExecutorProcess, cond: Callable[[], bool], what: str) -> No
     proc.proc.wait(10)
 
 
+@pytest.mark.parametrize("peers", ["openai", "claude"], indirect=True)
 def test_three_sigkills_repeat_no_recorded_turn_or_call(
-    settings: Settings, peers: tuple[L.ToolServer, FakeOpenAIServer, Path], tmp_path: Path
+    settings: Settings,
+    peers: tuple[L.ToolServer, FakeOpenAIServer | FakeAnthropicServer, Path],
+    tmp_path: Path,
 ) -> None:
     tools, model, config = peers
+    provider = "openai" if isinstance(model, FakeOpenAIServer) else "claude"
     procs: list[ExecutorProcess] = []
 
     def start() -> ExecutorProcess:
@@ -83,7 +89,7 @@ def test_three_sigkills_repeat_no_recorded_turn_or_call(
 
     try:
         a = start()
-        [run] = admit(plain_producer(settings), settings, L.PROTOCOLS["openai"], [{"t": 1}])
+        [run] = admit(plain_producer(settings), settings, L.PROTOCOLS[provider], [{"t": 1}])
 
         # 1. Mid fan-out: two branches of turn 1 answered (and given time to be recorded),
         # the third in flight.
