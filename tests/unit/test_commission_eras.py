@@ -98,8 +98,15 @@ def test_a_parent_that_ends_first_leaves_its_child_to_run_and_refuses_its_result
     assert d.verify(view.session_id).ok and d.verify(child).ok
 
 
-def test_a_cancelled_parent_ends_once_its_children_do_and_cancelling_them_is_explicit() -> None:
-    d = Driver(_parent_of_slow())
+def test_a_cancelled_parent_whose_commission_waits_ends_once_its_child_does() -> None:
+    # Close policy ``wait``: the child is left to its own end; the parent waits for it.
+    reg = _checkpointed()
+
+    @reg.agent("p")
+    async def p(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.commission("slow", {}, on_parent_cancel="wait")
+
+    d = Driver(reg)
     view = d.run("p", {})
     child = _child(d)
     d.cancel(view.session_id, "no longer needed")

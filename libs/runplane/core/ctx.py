@@ -446,12 +446,19 @@ class StepCtx:
 
     # -- plans, fan-out, commissions (runplane.core.planrun) ------------------------------------
     def commission(
-        self, capability: str, input: Any, *, delegation: Delegation | None = None
+        self,
+        capability: str,
+        input: Any,
+        *,
+        delegation: Delegation | None = None,
+        on_parent_cancel: str = "cancel",
     ) -> Coroutine[Any, Any, Any]:
         """Start a child run of ``capability`` through admission (derived admission key: one
         child, ever) and wait, parked, for its output (provenance ``agent/<capability>``);
-        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise."""
-        return planrun.commission(capability, input, delegation)
+        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise. ``on_parent_cancel``:
+        ``cancel`` (default: this run's cancel cancels the child, and its children) or
+        ``wait`` (the child runs to its own end first)."""
+        return planrun.commission(capability, input, delegation, on_parent_cancel)
 
     def parallel(self, branches: Mapping[str, Effect]) -> Coroutine[Any, Any, BatchStatus]:
         """Run non-mutating tool calls, generations and commissions together → BatchStatus."""

@@ -73,10 +73,15 @@ def commission_effect(
     *,
     node: str = "",
     narrow: bool = False,
+    on_parent_cancel: str = "cancel",
 ) -> Effect:
     """A commission as a fan-out branch: a child run of ``capability`` (provenance
     ``agent/<capability>``). ``narrow`` (no ``delegation`` given): the child runs under this
-    run's own delegation narrowed to ``capability`` alone, not under it unchanged."""
+    run's own delegation narrowed to ``capability`` alone, not under it unchanged.
+    ``on_parent_cancel``: the close policy — ``cancel`` (this run's cancel cancels the child)
+    or ``wait`` (the child runs to its own end; the cancelled run waits for it)."""
+    if on_parent_cancel not in ("cancel", "wait"):
+        raise ValueError(f"on_parent_cancel is cancel or wait, got {on_parent_cancel!r}")
     # ``Labeled`` / ``Released`` wrappers come out of the input (the child gets plain JSON)
     # and go to the sink gate, as a tool's arguments do: it judges the exact input sent.
     plain, wrapped = unwrap(input, Wrapper)
@@ -85,6 +90,8 @@ def commission_effect(
         request["delegation"] = delegation.to_json()
     elif narrow:  # only then: a commission without it keeps the bytes it always had
         request["narrow"] = True
+    if on_parent_cancel != "cancel":  # likewise: the default is not written
+        request["on_parent_cancel"] = on_parent_cancel
     options = {"wrapped": wrapped} if wrapped else {}
     return Effect("commission", f"agent/{capability}", request, Op.BRANCH, options)
 
@@ -147,9 +154,15 @@ async def panel(
     return quorum.outcome
 
 
-async def commission(capability: str, input: Any, delegation: Delegation | None = None) -> Any:
+async def commission(
+    capability: str,
+    input: Any,
+    delegation: Delegation | None = None,
+    on_parent_cancel: str = "cancel",
+) -> Any:
     """One child run; its output, or ``EffectError`` (``ChildFailed``, ``DelegationRefused``)."""
-    joined = await _dispatch([("child", commission_effect(capability, input, delegation))])
+    effect = commission_effect(capability, input, delegation, on_parent_cancel=on_parent_cancel)
+    joined = await _dispatch([("child", effect)])
     outcome = joined["child"]
     if not outcome["ok"]:
         kind, message = outcome["error"]["type"], outcome["error"]["message"]

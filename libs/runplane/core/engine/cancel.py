@@ -30,12 +30,13 @@ from typing import Final
 from runplane.core.engine.decode import serve
 from runplane.core.engine.operated import CANCEL, CancelRequest
 from runplane.core.engine.state import Run
-from runplane.core.engine.table import INTERRUPTIBLE
+from runplane.core.engine.table import CANCEL_HOOKS, INTERRUPTIBLE
 from runplane.core.engine.tasks import withdraw_open
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
+from runplane.core.keys import child_root, parent_of
 from runplane.wire import ErrorInfo, JournalKind, Signal
 
-__all__ = ["CANCEL_SIGNAL", "at_slot", "on_request", "untold"]
+__all__ = ["CANCEL_SIGNAL", "CASCADE_ID", "at_slot", "on_request", "untold"]
 
 # The reserved signal name of a cancel request (names under ``runplane.`` are the platform's).
 CANCEL_SIGNAL: Final = "runplane.cancel"
@@ -45,6 +46,11 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
     by = signal.sent_by
     if by is None or not by.strip():
         return Rejected("a cancel must name who asked for it (sent_by)", "unauthenticated")
+    cascaded = _cascaded_from(signal)
+    if cascaded is not None and not _from_parent(run, cascaded):
+        # A parent's cancel names the parent and the key it commissioned this run under: a
+        # forged child-started signal cannot turn a parent's cancel against another run.
+        return Rejected(f"a cascaded cancel from {cascaded[0]}, which is not this run's parent")
     if CANCEL.of(run) is not None:
         return SUSPEND  # already cancelling: a repeated request changes nothing
     request = CancelRequest(_reason(signal.payload_json), by, run.now)
@@ -52,6 +58,8 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
     attrs = {"reason": request.reason, "requested_by": by}
     if signal.signal_id is not None:
         attrs["signal_id"] = signal.signal_id
+    for hook in CANCEL_HOOKS:  # e.g. the commission family cancels the run's children
+        attrs.update(hook(run))
     run.rec.seal(JournalKind.CANCEL_REQUESTED, attrs=attrs)
     wait = run.waiting
     # Waits the cancel interrupts at once (each family's row says which of its own); any
@@ -59,6 +67,28 @@ def on_request(run: Run, signal: Signal) -> Resolution | Rejected:
     if wait is not None and wait.kind in INTERRUPTIBLE:
         return at_slot(run, wait.slot)
     return SUSPEND
+
+
+# The signal id a parent's cascaded cancel carries: ``cascade:<parent>:<child key>``.
+CASCADE_ID: Final = "cascade:"
+
+
+def _cascaded_from(signal: Signal) -> tuple[str, str] | None:
+    """(parent session, child key) of a cascaded cancel, None for an operator's."""
+    sid = signal.signal_id or ""
+    if not sid.startswith(CASCADE_ID):
+        return None
+    parent, _, key = sid[len(CASCADE_ID) :].partition(":")
+    return parent, key
+
+
+def _from_parent(run: Run, cascaded: tuple[str, str]) -> bool:
+    mine = parent_of(run.admission_key)
+    return (
+        mine is not None
+        and mine[0] == cascaded[0]
+        and child_root(run.admission_key) == (cascaded[1])
+    )
 
 
 def untold(run: Run) -> bool:

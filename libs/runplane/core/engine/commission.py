@@ -25,9 +25,20 @@ module dispatches carries how its child's result signal reads), never the other 
   ``parent_call`` in its attrs, and the parent's result record the child's session id
   (``child_run``): ``runplane runs tree`` and the journal's runs page walk both ways.
 - **Fates.** A failed, cancelled or quarantined child is a failed branch (``ChildFailed`` in
-  the parent, which decides). A parent never cancels its children: its own cancel waits for
-  the join; one that ends first leaves them to run to their own end, and their result signal
-  is refused by the ended parent (dead-lettered, visible). Decision 28.
+  the parent, which decides). A parent that ends first (quarantined, say) leaves its children
+  to run to their own end, and their result signal is refused by the ended parent
+  (dead-lettered, visible). Decision 28.
+- **Cancellation down the tree.** A child tells its parent its run id in its first step (a
+  ``Signal`` named ``runplane.child-started:<key>``; a continue-as-new successor tells it
+  again), kept as the family's part of the parent (``CHILDREN``, in the snapshot). A parent
+  that accepts a cancel (``cascade``, the row's ``on_cancel``) sends each child still open a
+  cancel of its own — ``runplane.cancel``, the parent's requester as ``sent_by``, the reason
+  naming the parent — unless the commission's close policy is ``wait``
+  (``ctx.commission(..., on_parent_cancel="wait")``); a child that tells its run id after
+  the parent's cancel is cancelled then. Each child unwinds as any cancelled run (its groups'
+  compensations run), cascades to its own children, ends, and answers; the parent's join
+  completes and the parent ends RUN_CANCELLED once its children have. CANCEL_REQUESTED names
+  the children it reached (``cascaded_to``). Decision 28.
 """
 
 from __future__ import annotations
@@ -37,9 +48,12 @@ from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
 from runplane.core.canonical import canonical_json
+from runplane.core.engine.cancel import CANCEL_SIGNAL, CASCADE_ID
 from runplane.core.engine.fanout import Branch, held_refusal, hold, on_outcome
+from runplane.core.engine.operated import CANCEL, CancelRequest
 from runplane.core.engine.sinkgate import carried
 from runplane.core.engine.state import Run
+from runplane.core.engine.table import Part
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.gate import Reason
@@ -49,15 +63,38 @@ from runplane.errors import TerminalError
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal, StartRun
 
 __all__ = [
+    "CHILDREN",
     "CHILD_SIGNAL",
+    "STARTED_SIGNAL",
     "branch",
+    "cascade",
     "child_reply",
+    "child_started",
     "claims",
     "on_signal",
     "start_child",
 ]
 
 CHILD_SIGNAL: Final = "runplane.child:"
+STARTED_SIGNAL: Final = "runplane.child-started:"
+CASCADE_REASON: Final = "the parent run {parent} was cancelled: {reason}"
+WAIT: Final = "wait"  # a commission's close policy that leaves its child to its own end
+CLOSE_POLICIES: Final = ("cancel", WAIT)
+
+
+def _encode_children(children: tuple[tuple[str, str], ...]) -> str:
+    return canonical_json(dict(children))
+
+
+def _decode_children(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(json.loads(text).items()))
+
+
+# The run ids the run's children told it (``STARTED_SIGNAL``), by the key each was
+# commissioned under: what a cancel reaches them by. Sorted pairs: an immutable value.
+CHILDREN: Final[Part[tuple[tuple[str, str], ...]]] = Part(
+    "children", (), encode=_encode_children, decode=_decode_children
+)
 _ENDED: Final = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED)
 
 
@@ -193,14 +230,17 @@ def _refused(message: str, reason: Reason) -> tuple[Outcome, Reason]:
 
 
 def claims(_run: Run, signal: Signal) -> bool:
-    """Whether ``signal`` is a child's result (the registry routes it here; every other
-    signal is the signal family's)."""
-    return signal.name.startswith(CHILD_SIGNAL)
+    """Whether ``signal`` is a child's result or its run id (the registry routes it here;
+    every other signal is the signal family's)."""
+    return signal.name.startswith((CHILD_SIGNAL, STARTED_SIGNAL))
 
 
 def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     """A child's result on the inbox (``claims``): it goes to its branch, or is buffered
-    until the branch exists again (after a restore)."""
+    until the branch exists again (after a restore). A child's run id (``STARTED_SIGNAL``)
+    is kept (``CHILDREN``) — and, the run cancelling, the child is cancelled now."""
+    if signal.name.startswith(STARTED_SIGNAL):
+        return _on_started(run, signal)
     for call_seq, held in run.branches.items():
         if held.signal == signal.name and held.outcome is None and call_seq == min(run.branches):
             # Next in ready order: applied now. A later branch's result is buffered instead
@@ -212,6 +252,75 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
     run.pending.append(signal)
     run.rec.seal(JournalKind.SIGNAL_RECEIVED, attrs={"signal": signal.name, "buffered": "true"})
     return SUSPEND
+
+
+def _on_started(run: Run, signal: Signal) -> Resolution | Rejected:
+    key = signal.name[len(STARTED_SIGNAL) :]
+    try:
+        child = str(json.loads(signal.payload_json)["child"])
+    except (ValueError, KeyError, TypeError):
+        return Rejected("a child's start names its run id ({child})", "malformed")
+    known = dict(CHILDREN.of(run))
+    if known.get(key) == child:
+        return SUSPEND  # told again (a redelivery): nothing changes
+    known[key] = child
+    CHILDREN.put(run, tuple(sorted(known.items())))
+    request = CANCEL.of(run)
+    if request is not None and key in _open(run):
+        run.rec.out.commands.append(_cancel(run, request, key, child))
+    return SUSPEND
+
+
+def _open(run: Run) -> set[str]:
+    """The keys of the run's open commissions whose close policy cancels the child."""
+    return {
+        held.signal[len(CHILD_SIGNAL) :]
+        for held in run.branches.values()
+        if held.signal is not None
+        and held.outcome is None
+        and held.slot.effect.request.get("on_parent_cancel") != WAIT
+    }
+
+
+def _cancel(run: Run, request: CancelRequest, key: str, child: str) -> Signal:
+    reason = CASCADE_REASON.format(parent=run.session_id, reason=request.reason)
+    return Signal(
+        session_id=child,
+        name=CANCEL_SIGNAL,
+        payload_json=canonical_json({"reason": reason[:500]}),
+        sent_ms=run.rec.now,
+        # One per (parent, child): a redelivered or repeated cascade is accepted once.
+        signal_id=f"{CASCADE_ID}{run.session_id}:{key}",
+        sent_by=request.by,  # the principal who cancelled the parent, as authenticated
+    )
+
+
+def cascade(run: Run) -> dict[str, str]:
+    """The run accepted a cancel (its ``CANCEL`` part is set): a cancel to each open child it
+    knows the run id of (close policy ``cancel``) → attrs naming them (``cascaded_to``)."""
+    request = CANCEL.of(run)
+    if request is None:  # pragma: no cover - called once the cancel is accepted
+        return {}
+    known = dict(CHILDREN.of(run))
+    reached = sorted(k for k in _open(run) if k in known)
+    for key in reached:
+        run.rec.out.commands.append(_cancel(run, request, key, known[key]))
+    return {"cascaded_to": ",".join(known[k] for k in reached)} if reached else {}
+
+
+def child_started(run: Run) -> Signal | None:
+    """The signal a commissioned child (or a successor of one) sends its parent in its
+    first step: its run id, so the parent's cancel can reach it (None for other runs)."""
+    parent = parent_of(run.admission_key)
+    if parent is None:
+        return None
+    return Signal(
+        session_id=parent[0],
+        name=STARTED_SIGNAL + child_root(run.admission_key),
+        payload_json=canonical_json({"child": run.session_id}),
+        sent_ms=run.rec.now,
+        signal_id=f"started:{run.session_id}",
+    )
 
 
 def _outcome(signal: Signal) -> tuple[Outcome, dict[str, str]]:

@@ -86,7 +86,8 @@ class Family:
     ``logged``: those whose log the family serves itself, in its own order; ``interruptible``:
     its waits a cancel interrupts at once (any other first reaches its disposition);
     ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out);
-    ``parts``: its own parts of a run's state, carried by the snapshot (``table.Part``)."""
+    ``parts``: its own parts of a run's state, carried by the snapshot (``table.Part``);
+    ``on_cancel``: what it does when its run accepts a cancel (→ attrs for CANCEL_REQUESTED)."""
 
     name: str
     ops: Mapping[Op, Handler]
@@ -99,6 +100,7 @@ class Family:
     interruptible: frozenset[WaitKind] = frozenset()
     bounded: frozenset[WaitKind] = frozenset()
     parts: tuple[Part[Any], ...] = ()
+    on_cancel: Callable[[Run], Mapping[str, str]] | None = None
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
@@ -202,6 +204,8 @@ FAMILIES: Final = (
         "fanout",
         {Op.BRANCH: _or_else(commission.branch, fanout.branch), Op.JOIN: fanout.join},
         claims={Signal: Claim(commission.claims, commission.on_signal)},
+        parts=(commission.CHILDREN,),
+        on_cancel=commission.cascade,
         logged=frozenset({"commission"}),
     ),
 )
@@ -268,4 +272,5 @@ table.install(
     interruptible={w for f in FAMILIES for w in f.interruptible},
     bounded={w for f in FAMILIES for w in f.bounded},
     parts=part_table(FAMILIES),
+    on_cancel=[f.on_cancel for f in FAMILIES if f.on_cancel is not None],
 )

@@ -347,6 +347,10 @@ class Runtime:
                     seq=rec.next_seq - 1,
                 )
             )
+        if run.status_before is RunStatus.ADMITTED and run.status is not RunStatus.ADMITTED:
+            started = commission.child_started(run)  # a child tells its parent its run id
+            if started is not None:
+                rec.out.commands.append(started)
         if run.status in TERMINAL and run.status != run.status_before:
             reply = commission.child_reply(run)  # a commissioned child tells its parent
             if reply is not None:

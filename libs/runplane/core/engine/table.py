@@ -12,7 +12,7 @@ reader holds them from its own import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
@@ -22,6 +22,7 @@ from runplane.wire import ParkKind, SessionSnapshot
 
 __all__ = [
     "BOUNDED",
+    "CANCEL_HOOKS",
     "CROSS_ERA",
     "DECODE",
     "INTERRUPTIBLE",
@@ -44,6 +45,9 @@ CROSS_ERA: Final[set[str]] = set()
 LOGGED: Final[set[str]] = set()
 INTERRUPTIBLE: Final[set[WaitKind]] = set()
 BOUNDED: Final[set[WaitKind]] = set()
+# What a family does when its run accepts a cancel (a commission cancels its children) →
+# attrs for the CANCEL_REQUESTED record.
+CANCEL_HOOKS: Final[list[Callable[[Any], Mapping[str, str]]]] = []
 
 T = TypeVar("T")
 
@@ -142,6 +146,7 @@ def install(
     interruptible: set[WaitKind],
     bounded: set[WaitKind],
     parts: Mapping[str, Part[Any]],
+    on_cancel: Sequence[Callable[[Any], Mapping[str, str]]] = (),
 ) -> None:
     """Fill the table (once: the registry's rows are final)."""
     if DECODE or REWAIT or LOGGED or PARTS:
@@ -153,3 +158,4 @@ def install(
     INTERRUPTIBLE.update(interruptible)
     BOUNDED.update(bounded)
     PARTS.update(parts)
+    CANCEL_HOOKS.extend(on_cancel)
