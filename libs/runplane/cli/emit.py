@@ -16,7 +16,7 @@ import typer
 
 from runplane.config import Settings
 from runplane.errors import RetryableError
-from runplane.runs.client import Client
+from runplane.runs.client import Client, RunResult, final_status
 from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, RunStatus, SessionSnapshot, to_dict
 
@@ -90,24 +90,33 @@ def emit_command(
         # An explicit file wins over RUNPLANE_EMITTER_KEY; without one, the environment's key.
         signing = SigningKey.from_env({EMITTER_KEY_FILE_ENV: key_file} if key_file else None)
         with Client(settings, signing_key=signing) as client:
-            # Taken before the request: the wait for a run admitted now never reads back past it.
-            mark = client.mark() if wait else None
-            reply = client.admit(
-                capability,
-                key,
-                value,
-                correlation=correlation,
-                tenant=tenant,
-                initiator=who,
-                timeout=timeout,
-            )
-            final = None
-            if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
-                final = client.wait(
-                    reply.run_id,
-                    timeout=max(timeout, 300.0),
-                    since=Client.floor_for(reply, mark),
+            # With --wait, admission's answer and how the run ended (Client.admit's RunResult).
+            result = (
+                client.admit(
+                    capability,
+                    key,
+                    value,
+                    correlation=correlation,
+                    tenant=tenant,
+                    initiator=who,
+                    timeout=timeout,
+                    wait=True,
+                    wait_timeout=max(timeout, 300.0),
                 )
+                if wait
+                else RunResult(
+                    client.admit(
+                        capability,
+                        key,
+                        value,
+                        correlation=correlation,
+                        tenant=tenant,
+                        initiator=who,
+                        timeout=timeout,
+                    )
+                )
+            )
+            reply, final = result.reply, result.snapshot
     # A WireError or ConfigError (a bad value, no key) is the root group's one line, exit 2.
     except RetryableError as exc:
         typer.echo(f"error: {exc} (retrying with the same key is safe)", err=True)
@@ -130,22 +139,25 @@ _OUTPUT_CHARS = 2_000
 
 
 def completed(snapshot: SessionSnapshot) -> bool:
-    return snapshot.status is RunStatus.COMPLETED
+    return final_status(snapshot) is RunStatus.COMPLETED
 
 
 def ended_line(snapshot: SessionSnapshot) -> str:
     """How a waited-for run ended, for a person: its output, or what it failed with (a
     cancel named as one, with its reason) — never a bare status that hides the result."""
     head = f"run {snapshot.session_id} ended: "
-    if completed(snapshot):
+    status = final_status(snapshot)
+    if status is RunStatus.COMPLETED:
         output = snapshot.output_json or "null"
         if len(output) > _OUTPUT_CHARS:
             output = output[:_OUTPUT_CHARS] + f"… ({len(output)} characters; runs show has all)"
         return head + f"completed, output {output}"
     error = snapshot.error
-    if error is not None and error.type == "RunCancelled":
-        return head + f"cancelled: {error.message or 'no reason given'}"
-    what = snapshot.status.value.lower()
+    if status is RunStatus.CANCELLED:
+        return (
+            head + f"cancelled: {error.message if error and error.message else 'no reason given'}"
+        )
+    what = status.value.lower()
     if error is None:
         return head + what
     return head + f"{what}: {error.type}: {error.message}"

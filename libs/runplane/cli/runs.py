@@ -21,7 +21,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runplane.cli.journal import _print_json, _ts, _verdict_cell, journal_app
+from runplane.cli.journal import (
+    _print_json,
+    _ts,
+    _verdict_cell,
+    find_run,
+    journal_app,
+    no_such_run,
+    result_of,
+    result_rows,
+)
 from runplane.config import Settings
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import summarize
@@ -156,19 +165,24 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """One run: status, capability, case, era, cost, timestamps, what it is parked on."""
+def runs_show(
+    run_id: str = typer.Argument(..., metavar="RUN", help="run id or admission key"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """One run: status, how it ended (output, or why it failed and who cancelled it), its
+    input, capability, case, era, cost, timestamps, what it is parked on."""
     settings = Settings.from_env()
+    asked = run_id
+    run_id, snap = find_run(settings, asked)
     summary = RunIndex.from_url(settings.redis_url, settings.topic_prefix).get(run_id)
     if summary is None:
         audits = read_audit(settings, run_id)
         if not audits:
-            typer.echo(f"no run {run_id!r}", err=True)
-            raise typer.Exit(1)
+            raise no_such_run(asked)
         summary = summarize(run_id, audits)
     data = summary.to_json()
     if as_json:
-        _print_json(data)
+        _print_json({**data, **result_of(snap)})
         return
     table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
@@ -183,8 +197,13 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         "verdict",
         "broken_at_seq",
         "reason",
+        "ended_reason",
+        "error_type",
+        "cancelled_by",
     ):
         table.add_row(k, "" if data[k] is None else str(data[k]))
+    for name, text in result_rows(snap):
+        table.add_row(name, text)
     version = (summary.parked_on or "").removeprefix("version:")
     if version != (summary.parked_on or ""):
         table.add_row(
