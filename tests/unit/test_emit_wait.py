@@ -9,6 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from runplane.cli import app, emit
+from runplane.config import Settings
+from runplane.runs.client import Client, RunResult
 from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
@@ -79,32 +81,89 @@ class _Client:
 
     def __exit__(self, *exc: object) -> None: ...
 
-    def mark(self) -> None:
-        return None
+    def admit(self, *args: Any, wait: bool = False, **kwargs: Any) -> AdmissionReply | RunResult:
+        return RunResult(_ADMITTED, self.ended) if wait else _ADMITTED
 
-    def admit(self, *args: Any, **kwargs: Any) -> AdmissionReply:
-        return AdmissionReply(
-            admission_key="k-1", outcome=AdmissionOutcome.ADMITTED, run_id="r-1", replied_ms=1
-        )
 
-    def wait(self, *args: Any, **kwargs: Any) -> SessionSnapshot:
-        return self.ended
-
-    @staticmethod
-    def floor_for(reply: Any, mark: Any) -> None:
-        return None
+_ADMITTED = AdmissionReply(
+    admission_key="k-1", outcome=AdmissionOutcome.ADMITTED, run_id="r-1", replied_ms=1
+)
+_CANCELLED = ErrorInfo(type="RunCancelled", message="wrong customer")
 
 
 @pytest.mark.parametrize(
-    ("status", "code"),
-    [(RunStatus.COMPLETED, 0), (RunStatus.FAILED, 1), (RunStatus.QUARANTINED, 1)],
+    ("ended", "code", "word"),
+    [
+        (_snapshot(RunStatus.COMPLETED, output_json="1"), 0, "completed"),
+        (_snapshot(RunStatus.FAILED), 1, "failed"),
+        (_snapshot(RunStatus.QUARANTINED), 1, "quarantined"),
+        # cancelled as today's executor records it, and as its own status
+        (_snapshot(RunStatus.FAILED, error=_CANCELLED), 1, "cancelled"),
+        (_snapshot(RunStatus.CANCELLED, error=_CANCELLED), 1, "cancelled"),
+    ],
 )
 def test_emit_wait_exits_non_zero_unless_the_run_completed(
-    monkeypatch: pytest.MonkeyPatch, status: RunStatus, code: int
+    monkeypatch: pytest.MonkeyPatch, ended: SessionSnapshot, code: int, word: str
 ) -> None:
-    _Client.ended = _snapshot(status, output_json="1" if status is RunStatus.COMPLETED else None)
+    _Client.ended = ended
     monkeypatch.setattr(emit, "Client", _Client)
     monkeypatch.setenv("RUNPLANE_INITIATOR", "alice")
     result = CliRunner().invoke(app, ["emit", "refund", "--key", "k-1", "--wait"])
     assert result.exit_code == code, result.output
-    assert f"run r-1 ended: {status.value.lower()}" in result.output
+    assert f"run r-1 ended: {word}" in result.output
+
+
+class _Wire:
+    """Client's Kafka side, replaced: admission answers ``reply``, the run ends ``ended``."""
+
+    def __init__(self, reply: AdmissionReply, ended: SessionSnapshot) -> None:
+        self.reply, self.ended = reply, ended
+        self.waited: list[str] = []
+
+    def send(self, request: Any, *, timeout: float) -> AdmissionReply:
+        return self.reply
+
+    def wait(self, run_id: str, *, timeout: float, since: Any) -> SessionSnapshot:
+        self.waited.append(run_id)
+        return self.ended
+
+    def mark(self) -> None:
+        return None
+
+
+def _client(wire: _Wire) -> Client:
+    client = Client.__new__(Client)  # no broker: the methods that reach it are replaced
+    client._settings = Settings.from_env({})  # type: ignore[misc]
+    for name in ("send", "wait", "mark"):
+        object.__setattr__(client, name, getattr(wire, name))
+    return client
+
+
+@pytest.mark.parametrize(
+    ("ended", "status", "output"),
+    [
+        (
+            _snapshot(RunStatus.COMPLETED, output_json='{"refunded":12}'),
+            "COMPLETED",
+            {"refunded": 12},
+        ),
+        (_snapshot(RunStatus.FAILED, error=_CANCELLED), "CANCELLED", None),
+    ],
+)
+def test_admit_wait_returns_the_final_status_and_output(
+    ended: SessionSnapshot, status: str, output: Any
+) -> None:
+    wire = _Wire(_ADMITTED, ended)
+    result = _client(wire).admit("refund", "k-1", {}, initiator="alice", wait=True)
+    assert wire.waited == ["r-1"]
+    assert result.status is RunStatus(status) and result.output == output
+    assert result.run_id == "r-1" and result.outcome is AdmissionOutcome.ADMITTED
+
+
+def test_admit_wait_of_a_refused_request_waits_for_nothing() -> None:
+    refused = AdmissionReply(
+        admission_key="k-1", outcome=AdmissionOutcome.REFUSED, reason="no", replied_ms=1
+    )
+    wire = _Wire(refused, _snapshot(RunStatus.COMPLETED))
+    result = _client(wire).admit("refund", "k-1", {}, initiator="alice", wait=True)
+    assert wire.waited == [] and result.status is None and result.reply is refused

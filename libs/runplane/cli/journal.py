@@ -24,19 +24,20 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runplane.config import Settings
 from runplane.core.repair import erased
 from runplane.core.verify import bodies_of, verify_records
+from runplane.runs.client import Client
+from runplane.runs.operate import lookup
 from runplane.runs.read import (
     EXIT_BODIES_MISSING,
     EXIT_BROKEN,
     read_run,
     verify_exit_code,
 )
-from runplane.runs.client import Client
-from runplane.runs.operate import lookup
 from runplane.runs.repair import read_snapshot
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
@@ -170,7 +171,7 @@ def journal_show(
     console = Console()
     console.print(table)
     for name, text in result_rows(snap):
-        console.print(f"[bold]{name}[/bold]: {text}", highlight=False, markup=False)
+        console.print(f"[bold]{name}[/bold]: {escape(text)}", highlight=False)
     if bodies:
         for (era, call), entry in sorted(history.bodies.items()):
             console.print(

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runplane.cli.journal import (
@@ -203,7 +204,7 @@ def runs_show(
     ):
         table.add_row(k, "" if data[k] is None else str(data[k]))
     for name, text in result_rows(snap):
-        table.add_row(name, text)
+        table.add_row(name, escape(text))
     version = (summary.parked_on or "").removeprefix("version:")
     if version != (summary.parked_on or ""):
         table.add_row(
