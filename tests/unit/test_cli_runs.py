@@ -44,7 +44,17 @@ def test_resume_fork_and_erase_name_the_operator_and_refusals_exit_1(url: str) -
     assert code == 0 and "as r-fork" in out
     code, out = _cli(url, "o", "runs", "fork", "r-q", "--from-seq", "9")
     assert code == 1 and "409" in out
-    code, out = _cli(url, "a", "journal", "erase", "r-q")
+    code, out = _cli(url, "a", "journal", "erase", "r-q", "--yes")
     assert code == 1 and "403" in out
     code, out = _cli(url, "", "runs", "resume", "r-q")
     assert code == 1 and "token is required" in out
+
+
+def test_erase_asks_first_and_a_no_or_no_answer_erases_nothing(url: str) -> None:
+    env = {"RUNPLANE_JOURNAL_URL": url, "RUNPLANE_WORKLIST_TOKEN": "o"}
+    for answer in ("n\n", ""):
+        result = CliRunner().invoke(app, ["journal", "erase", "r-q"], env=env, input=answer)
+        assert result.exit_code == 1 and "not erased (pass --yes" in result.output
+        assert "accepted" not in result.output
+    result = CliRunner().invoke(app, ["journal", "erase", "r-q"], env=env, input="y\n")
+    assert result.exit_code == 0 and "erase accepted (by ops)" in result.output

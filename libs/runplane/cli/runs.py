@@ -109,9 +109,25 @@ def runs_fork(
 
 @journal_app.command("erase")
 def journal_erase(
-    run_id: str, token: Token = "", url: JournalUrl = DEFAULT_JOURNAL_URL, reason: Reason = ""
+    run_id: str,
+    token: Token = "",
+    url: JournalUrl = DEFAULT_JOURNAL_URL,
+    reason: Reason = "",
+    yes: bool = typer.Option(False, "--yes", "-y", help="erase without asking"),
 ) -> None:
-    """Tombstone an ended run's bodies; its chain still verifies ("bodies erased")."""
+    """Tombstone an ended run's bodies (asks first; ``--yes`` skips the question); its chain
+    still verifies ("bodies erased"). Erased bodies cannot be brought back."""
+    if not yes:
+        # Irreversible: a person confirms; a script says so with --yes (no answer = no).
+        question = (
+            f"erase every body of run {run_id} (input, output, results)? this cannot be undone"
+        )
+        try:
+            confirmed = typer.confirm(question, default=False)
+        except typer.Abort:  # no answer at all (stdin closed): no
+            confirmed = False
+        if not confirmed:
+            raise _exit(f"{run_id}: not erased (pass --yes to erase without asking)", 1)
     out = request_repair(url, token, run_id, "erase", {"reason": reason})
     typer.echo(f"{run_id}: erase accepted (by {out['by']}); `runplane journal verify` shows it")
 
