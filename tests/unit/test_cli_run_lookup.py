@@ -156,3 +156,38 @@ def test_journal_show_shows_the_output_of_a_completed_run() -> None:
     assert data["input"] == {"invoice_id": "inv-7"} and data["error"] is None
     code, out = _cli("journal", "show", RUN)
     assert 'output: {"refunded":12}' in out
+
+
+# --- one verdict for an erased run ------------------------------------------------------
+
+ERASED_BY = ErrorInfo(type="BodiesErased", message="bodies erased by ops")
+
+
+def _erased_history(settings: Any, run_id: str, **kwargs: Any) -> RunHistory:
+    records, results = sample_run(RUN, calls=2)
+    return RunHistory(RUN, 0, tuple(records), dict.fromkeys(results))  # every body tombstoned
+
+
+def test_an_erased_run_has_one_verdict_in_verify_show_and_replay(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from runplane.core.recording import Recording, dump_recordings
+
+    erased = _snapshot(status=RunStatus.COMPLETED, input_json="null", error=ERASED_BY)
+    _Client.tables[("sessions", RUN)] = erased
+    monkeypatch.setattr(journal_cli, "read_run", _erased_history)
+    monkeypatch.setattr(runs_cli, "read_run", _erased_history)
+    verdict = "VERIFIED, 2 bodies erased"
+
+    code, out = _cli("journal", "verify", RUN)
+    assert code == 0 and f"{RUN}: {verdict} (" in out, out
+    code, out = _cli("runs", "show", RUN)
+    assert code == 0 and verdict in out, out
+    assert json.loads(_cli("runs", "show", RUN, "--json")[1])["erased_bodies"] == 2
+
+    records, _ = sample_run(RUN, calls=2)
+    file = tmp_path / "erased.json"
+    file.write_text(dump_recordings([Recording(erased, tuple(records), {})]))
+    code, out = _cli("replay", str(file))
+    assert code == 0 and f"{RUN}: {verdict}: not replayed" in out, out
+    assert "broken" not in out.lower()

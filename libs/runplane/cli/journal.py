@@ -35,6 +35,7 @@ from runplane.runs.operate import lookup
 from runplane.runs.read import (
     EXIT_BODIES_MISSING,
     EXIT_BROKEN,
+    erased_verdict,
     read_run,
     verify_exit_code,
 )
@@ -203,13 +204,13 @@ def journal_verify(
     code, data = verify_exit_code(history)
     if code == EXIT_BODIES_MISSING:
         code = _erased_since(settings, run_id, data)
+    if code == 0:
+        erased = len(data["body_missing"])
+        data["verdict"] = erased_verdict(erased) if erased else "VERIFIED"
     if as_json:
         _print_json(data)
     elif code == 0:
-        typer.echo(
-            f"{run_id}: verified {data['records']} records"
-            + (f" ({len(data['body_missing'])} bodies erased)" if data["body_missing"] else "")
-        )
+        typer.echo(f"{run_id}: {data['verdict']} ({data['records']} records)")
     elif code == EXIT_BROKEN:
         typer.echo(f"{run_id}: BROKEN at seq {data['broken_at_seq']}: {data['reason']}")
     else:

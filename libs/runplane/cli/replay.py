@@ -24,8 +24,11 @@ from runplane.config import Settings
 from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modules
 from runplane.core.engine import ReplayResult, RunReplay, attach_requests, replay_with
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
+from runplane.core.repair import erased
+from runplane.core.verify import verify_records
 from runplane.core.versions import VersionNotDeployed
 from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
+from runplane.runs.read import erased_verdict
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -86,16 +89,36 @@ def replay(
         raise typer.Exit(EXIT_USAGE)
     settings = Settings.from_env()
     _registry(settings)
+    erased_runs: list[str] = []
     if file is None:
         reports = _from_kafka(settings, capability, sample)
     else:
         recordings = [r for r in _from_file(file) if capability in (None, r.capability)]
-        reports = [replay_with(REGISTRY, r) for r in _sampled(recordings, sample)]
-    _print(reports, as_json)
-    if not reports and file is not None:
+        reports = []
+        for r in _sampled(recordings, sample):
+            # An erased run has no bodies left to replay with: not broken, and it says so.
+            line = _erased_line(r)
+            if line is None:
+                reports.append(replay_with(REGISTRY, r))
+            else:
+                erased_runs.append(line)
+    _print(reports, as_json, erased_runs)
+    if not reports and not erased_runs and file is not None:
         raise typer.Exit(EXIT_USAGE)  # an empty file is a mistake; no runs in flight is not
     if not all(r.ok for r in reports):
         raise typer.Exit(EXIT_DIVERGED)
+
+
+def _erased_line(recording: Recording) -> str | None:
+    """An erased run's verdict, the one ``journal verify`` and ``runs show`` give it; None
+    for a run that was not erased, or whose chain does not verify (replaying reports it)."""
+    if not erased(recording.snapshot):
+        return None
+    report = verify_records(recording.session_id, recording.journal, dict(recording.results))
+    if not report.verified:
+        return None
+    verdict = erased_verdict(len(report.body_missing))
+    return f"{recording.session_id}: {verdict}: not replayed (its bodies are gone)"
 
 
 def _from_file(file: Path) -> list[Recording]:
@@ -129,20 +152,26 @@ def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> li
     return reports
 
 
-def _print(reports: list[RunReplay], as_json: bool) -> None:
+def _print(reports: list[RunReplay], as_json: bool, erased_runs: list[str]) -> None:
     if as_json:
         summary = {
             "runs": len(reports),
             "ok": sum(r.ok for r in reports),
             "diverged": sum(not r.ok for r in reports),
             "reports": [r.to_json() for r in reports],
+            "erased": erased_runs,
         }
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
     for r in reports:
         typer.echo(r.explain())
+    for line in erased_runs:
+        typer.echo(line)
     bad = sum(not r.ok for r in reports)
-    typer.echo(f"{len(reports)} run(s) replayed: {len(reports) - bad} ok, {bad} not ok")
+    typer.echo(
+        f"{len(reports)} run(s) replayed: {len(reports) - bad} ok, {bad} not ok"
+        + (f"; {len(erased_runs)} erased, not replayed" if erased_runs else "")
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -33,10 +33,12 @@ from runplane.cli.journal import (
     result_rows,
 )
 from runplane.config import Settings
+from runplane.core.repair import erased
+from runplane.core.verify import verify_records
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import summarize
-from runplane.runs.read import read_audit
-from runplane.wire import RunStatus
+from runplane.runs.read import erased_verdict, read_audit, read_run
+from runplane.wire import RunStatus, SessionSnapshot, Verdict
 
 DEFAULT_JOURNAL_URL = "http://127.0.0.1:8306"
 
@@ -198,9 +200,14 @@ def runs_show(
             raise no_such_run(asked)
         summary = summarize(run_id, audits)
     data = summary.to_json()
+    erased_bodies = _erased_bodies(settings, run_id, snap)
+    if erased_bodies is not None:
+        data["erased_bodies"] = erased_bodies
     if as_json:
         _print_json({**data, **result_of(snap)})
         return
+    if erased_bodies is not None and summary.verdict is not Verdict.BROKEN:
+        data["verdict"] = erased_verdict(erased_bodies)  # not the index's verdict at the end
     table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -234,6 +241,15 @@ def runs_show(
     for k in ("started_ms", "updated_ms", "ended_ms"):
         table.add_row(k.removesuffix("_ms"), _ts(data[k]))
     Console().print(table)
+
+
+def _erased_bodies(settings: Settings, run_id: str, snap: SessionSnapshot | None) -> int | None:
+    """How many bodies an erased run lost (its chain's calls that carry one); None when the
+    run was not erased. The index only knows the verdict the run had when it ended."""
+    if snap is None or not erased(snap):
+        return None
+    records = read_run(settings, run_id, bodies=False).records
+    return len(verify_records(run_id, records, {}).body_missing)
 
 
 def register(app: typer.Typer) -> None:
