@@ -57,6 +57,7 @@ from fastavro import schemaless_reader
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
 from runplane.core.keys import CASE_KEY, RESERVED_PREFIX, parent_of
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.core.plan import Delegation
 from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.errors import TerminalError
@@ -84,7 +85,6 @@ _RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
 _CASE_ID_DOMAIN = b"runplane/admission/case-id/v2\x00"
 _TENANT_TAG_DOMAIN = b"runplane/admission/tenant-tag/v1\x00"
 
-DEFAULT_MAX_INPUT_BYTES = 512 * 1024
 # How deeply an input may nest. Business inputs are a few levels deep; a deeper one is refused
 # here rather than blowing the recursion limit of a JSON encoder, schema validator or the
 # canonical hasher later (in admission or in the executor).

@@ -3,7 +3,8 @@ exits non-zero when it did not complete (a failed run must not look like success
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -167,3 +168,75 @@ def test_admit_wait_of_a_refused_request_waits_for_nothing() -> None:
     wire = _Wire(refused, _snapshot(RunStatus.COMPLETED))
     result = _client(wire).admit("refund", "k-1", {}, initiator="alice", wait=True)
     assert wire.waited == [] and result.status is None and result.reply is refused
+
+
+# --- inputs from files, and an input too large refused before anything is sent -----------
+
+
+class _Sending(_Wire):
+    sent: ClassVar[list[Any]] = []
+
+    def send(self, request: Any, *, timeout: float) -> AdmissionReply:
+        self.sent.append(request)
+        return self.reply
+
+
+def _real_client(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """``emit`` with the real ``Client.admit`` over a wire that records what it sends."""
+    _Sending.sent = []
+    wire = _Sending(_ADMITTED, _snapshot(RunStatus.COMPLETED, output_json="1"))
+
+    class Factory:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.client = _client(wire)
+
+        def __enter__(self) -> Client:
+            return self.client
+
+        def __exit__(self, *exc: object) -> None: ...
+
+    monkeypatch.setattr(emit, "Client", Factory)
+    monkeypatch.setenv("RUNPLANE_INITIATOR", "alice")
+    return _Sending.sent
+
+
+def test_input_from_a_file_and_from_stdin(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    sent = _real_client(monkeypatch)
+    big = {"lines": ["x" * 100] * 2000}  # ~200 KB: more than a shell passes in one argument
+    path = tmp_path / "input.json"
+    path.write_text(json.dumps(big))
+    result = CliRunner().invoke(app, ["emit", "refund", "--key", "k-1", "--input", f"@{path}"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(
+        app, ["emit", "refund", "--key", "k-2", "--input", "-"], input='{"from": "stdin"}'
+    )
+    assert result.exit_code == 0, result.output
+    assert [json.loads(r.input_json) for r in sent] == [big, {"from": "stdin"}]
+
+
+@pytest.mark.parametrize(
+    ("argument", "says"),
+    [("@/nonexistent/input.json", "cannot read it"), ("{nope", "is not JSON")],
+)
+def test_a_bad_input_is_one_line_exit_2(
+    monkeypatch: pytest.MonkeyPatch, argument: str, says: str
+) -> None:
+    sent = _real_client(monkeypatch)
+    result = CliRunner().invoke(app, ["emit", "refund", "--key", "k-1", "--input", argument])
+    assert result.exit_code == 2 and says in result.output and sent == []
+    assert "Traceback" not in result.output
+
+
+def test_an_oversized_input_is_refused_with_the_limit_before_it_is_sent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    sent = _real_client(monkeypatch)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps("x" * 1_500_000))  # 1.5 MB: Kafka's raw error before
+    result = CliRunner().invoke(app, ["emit", "refund", "--key", "k-1", "--input", f"@{path}"])
+    assert result.exit_code == 2, result.output
+    assert "over admission's limit of 524288 bytes" in result.output and sent == []
+    assert len(result.output.strip().splitlines()) == 1
+    monkeypatch.setenv("RUNPLANE_ADMISSION_MAX_INPUT_BYTES", "2000000")  # a larger limit
+    result = CliRunner().invoke(app, ["emit", "refund", "--key", "k-1", "--input", f"@{path}"])
+    assert result.exit_code == 0 and len(sent) == 1

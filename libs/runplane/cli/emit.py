@@ -1,5 +1,8 @@
 """CLI: ``runplane emit CAPABILITY --key KEY --input JSON`` — ask admission for a run.
 
+``--input`` takes the JSON itself, ``@FILE`` (read from a file) or ``-`` (read from stdin); an
+input over admission's size limit is refused before anything is sent (one line, exit 2).
+
 Prints the run id and whether it was admitted, a duplicate (of which run, in which status)
 or refused (and why). Exit status: 0 admitted or duplicate, 1 refused, 2 bad arguments
 (including no initiator), 3 no answer in time (retrying with the same key is safe).
@@ -10,6 +13,8 @@ The initiator is never guessed from the OS user: ``--initiator`` or ``RUNPLANE_I
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -31,6 +36,25 @@ def _parse_case(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _input(given: str) -> Any:
+    """The run's input: JSON text, ``@FILE`` (a file's JSON) or ``-`` (stdin's) — a large input
+    does not fit on a command line. Bad JSON or an unreadable file is a one-line error."""
+    where = "--input"
+    text = given
+    if given == "-":
+        where, text = "stdin", sys.stdin.read()
+    elif given.startswith("@"):
+        where = given[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(f"--input {given}: cannot read it: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{where} is not JSON: {exc}") from None
+
+
 def _render(reply: AdmissionReply) -> str:
     match reply.outcome:
         case AdmissionOutcome.ADMITTED:
@@ -50,7 +74,11 @@ def _render(reply: AdmissionReply) -> str:
 def emit_command(
     capability: str = typer.Argument(..., help="the agent to run, e.g. refund"),
     key: str = typer.Option(..., "--key", help="admission key: one key, at most one run, ever"),
-    input_json: str = typer.Option("{}", "--input", help="the run's input as JSON"),
+    input_json: str = typer.Option(
+        "{}",
+        "--input",
+        help="the run's input as JSON, @FILE to read it from a file, or - for stdin",
+    ),
     case: list[str] = typer.Option([], "--case", help="business key KEY=VALUE (repeatable)"),
     tenant: str = typer.Option("default", "--tenant"),
     initiator: str | None = typer.Option(
@@ -75,10 +103,7 @@ def emit_command(
     ),
 ) -> None:
     """Ask admission for a run of CAPABILITY."""
-    try:
-        value: Any = json.loads(input_json)
-    except ValueError as exc:
-        raise typer.BadParameter(f"--input is not JSON: {exc}") from None
+    value = _input(input_json)
     correlation = _parse_case(case)
     settings = Settings.from_env()
     who = initiator if initiator is not None else settings.initiator

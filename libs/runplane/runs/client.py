@@ -37,6 +37,7 @@ registered for. Without one, requests go unsigned, which only a dev-mode admissi
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,7 +54,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from runplane.config import Settings
+from runplane.config import Settings, env_int
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV
 from runplane.core.repair import CANCELLED
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
@@ -105,6 +107,19 @@ def final_status(snapshot: SessionSnapshot) -> RunStatus:
     if snapshot.status is RunStatus.FAILED and error is not None and error.type == CANCELLED:
         return RunStatus.CANCELLED
     return snapshot.status
+
+
+def _check_input_size(input_json: str) -> None:
+    """Refuse an input admission would refuse, before it is produced — a larger one than
+    Kafka carries would otherwise end in the producer's raw error. The limit is admission's
+    (``RUNPLANE_ADMISSION_MAX_INPUT_BYTES``, read here from the same variable)."""
+    limit = env_int(os.environ, MAX_INPUT_BYTES_ENV, DEFAULT_MAX_INPUT_BYTES)
+    size = len(input_json.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise WireError(
+            f"the input is {size} bytes, over admission's limit of {limit} bytes "
+            f"({MAX_INPUT_BYTES_ENV}); nothing was sent"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +313,8 @@ class Client:
         ``input`` is any JSON value. ``initiator`` defaults to ``RUNPLANE_INITIATOR``; with
         neither, ``ConfigError``. ``agent_version`` pins the run to that version (the newest of
         its line); without it the run starts on the newest version deployed. Raises ``WireError`` for a request that cannot even be built
-        (empty or oversized key, bad tenant) and ``RetryableError`` on timeout.
+        (empty or oversized key, bad tenant, an input over admission's size limit — nothing
+        is sent) and ``RetryableError`` on timeout.
         """
         who = initiator if initiator is not None else self._settings.initiator
         if who is None or not who.strip():
@@ -306,10 +322,12 @@ class Client:
                 "no initiator: pass one (the worklist principal the run acts for) "
                 "or set RUNPLANE_INITIATOR"
             )
+        input_json = json.dumps(input, separators=(",", ":"), ensure_ascii=False)
+        _check_input_size(input_json)
         request = AdmissionRequest(
             admission_key=key,
             capability=capability,
-            input_json=json.dumps(input, separators=(",", ":"), ensure_ascii=False),
+            input_json=input_json,
             correlation_keys=dict(correlation or {}),
             tenant=TenantId(tenant),
             initiator=who,
