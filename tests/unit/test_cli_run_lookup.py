@@ -191,3 +191,34 @@ def test_an_erased_run_has_one_verdict_in_verify_show_and_replay(
     code, out = _cli("replay", str(file))
     assert code == 0 and f"{RUN}: {verdict}: not replayed" in out, out
     assert "broken" not in out.lower()
+
+
+# --- runs found by business key -------------------------------------------------------------
+
+
+def test_runs_list_finds_a_run_by_its_business_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runplane.core.keys import case_id_for
+    from runplane.journal.index import RunFilter
+
+    case = case_id_for("default", {"order": "101"})
+    other = case_id_for("acme", {"order": "101"})  # the same key of another tenant
+    runs = [RunSummary("r-1", case_id=case), RunSummary("r-2", case_id=other)]
+
+    class Listing:
+        def offsets(self) -> dict[int, int]:
+            return {0: 2}
+
+        def list(self, f: RunFilter) -> list[RunSummary]:
+            return [s for s in runs if f.matches(s)]
+
+    monkeypatch.setattr(runs_cli.RunIndex, "from_url", classmethod(lambda cls, *a: Listing()))
+
+    def listed(*args: str) -> list[str]:
+        code, out = _cli("runs", "list", "--json", *args)
+        assert code == 0, out
+        return [r["run_id"] for r in json.loads(out)]
+
+    assert listed("--case", "order=101") == ["r-1"]
+    assert listed("--case", "order=101", "--tenant", "acme") == ["r-2"]
+    assert listed("--case", str(case)) == ["r-1"]  # the case id itself still works
+    assert listed("--case", "order=999") == []

@@ -26,7 +26,8 @@ from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, RunStatus, SessionSnapshot, to_dict
 
 
-def _parse_case(pairs: list[str]) -> dict[str, str]:
+def parse_case(pairs: list[str]) -> dict[str, str]:
+    """Business keys from ``--case KEY=VALUE`` options (``emit``, ``runs list``)."""
     out: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -104,7 +105,7 @@ def emit_command(
 ) -> None:
     """Ask admission for a run of CAPABILITY."""
     value = _input(input_json)
-    correlation = _parse_case(case)
+    correlation = parse_case(case)
     settings = Settings.from_env()
     who = initiator if initiator is not None else settings.initiator
     if who is None or not who.strip():

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from runplane.cli.emit import parse_case
 from runplane.cli.journal import (
     _print_json,
     _ts,
@@ -33,6 +34,7 @@ from runplane.cli.journal import (
     result_rows,
 )
 from runplane.config import Settings
+from runplane.core.keys import case_id_for
 from runplane.core.repair import erased
 from runplane.core.verify import verify_records
 from runplane.journal.index import RunFilter, RunIndex
@@ -138,7 +140,13 @@ def journal_erase(
 def runs_list(
     status: RunStatus | None = typer.Option(None, help="only runs in this status"),
     capability: str | None = typer.Option(None),
-    case: str | None = typer.Option(None, help="only runs of this case"),
+    case: list[str] = typer.Option(
+        [],
+        "--case",
+        help="only runs of this case: its id, or its business keys KEY=VALUE (repeatable, "
+        "as emit took them)",
+    ),
+    tenant: str = typer.Option("default", "--tenant", help="whose business keys --case names"),
     since_ms: int | None = typer.Option(None, help="started at or after (ms since epoch)"),
     until_ms: int | None = typer.Option(None, help="started at or before (ms since epoch)"),
     limit: int = typer.Option(50, min=1, max=1000),
@@ -151,7 +159,8 @@ def runs_list(
     if index.offsets() is None:
         typer.echo("the run index is empty or missing: is the journal service running?", err=True)
         raise typer.Exit(1)
-    runs = index.list(RunFilter(status, capability, case, since_ms, until_ms, limit))
+    case_id = case_of(case, tenant)
+    runs = index.list(RunFilter(status, capability, case_id, since_ms, until_ms, limit))
     if as_json:
         _print_json([r.to_json() for r in runs])
         return
@@ -241,6 +250,16 @@ def runs_show(
     for k in ("started_ms", "updated_ms", "ended_ms"):
         table.add_row(k.removesuffix("_ms"), _ts(data[k]))
     Console().print(table)
+
+
+def case_of(given: list[str], tenant: str) -> str | None:
+    """The case id ``--case`` names: a case id as it is, or the one admission resolved these
+    business keys to for ``tenant`` (``core.keys.case_id_for``, the same hash)."""
+    if not given:
+        return None
+    if len(given) == 1 and "=" not in given[0]:
+        return given[0]
+    return case_id_for(tenant, parse_case(given))
 
 
 def _erased_bodies(settings: Settings, run_id: str, snap: SessionSnapshot | None) -> int | None:
