@@ -222,3 +222,23 @@ def test_runs_list_finds_a_run_by_its_business_key(monkeypatch: pytest.MonkeyPat
     assert listed("--case", "order=101", "--tenant", "acme") == ["r-2"]
     assert listed("--case", str(case)) == ["r-1"]  # the case id itself still works
     assert listed("--case", "order=999") == []
+
+
+def test_journal_export_takes_an_admission_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from runplane.cli import replay as replay_cli
+    from runplane.core.recording import Recording, load_recordings
+
+    snap = _snapshot(status=RunStatus.COMPLETED, error=None, output_json="1")
+    records, results = sample_run(RUN, calls=1)
+    monkeypatch.setattr(replay_cli, "read_snapshots", lambda settings: {RUN: snap})
+    monkeypatch.setattr(
+        replay_cli, "read_recording", lambda settings, s: Recording(s, tuple(records), results)
+    )
+    out = tmp_path / "runs.json"
+    code, text = _cli("journal", "export", KEY, "--out", str(out), "--no-requests")
+    assert code == 0, text
+    assert [r.session_id for r in load_recordings(out.read_text())] == [RUN]
+    code, text = _cli("journal", "export", "r-typo", "--out", str(out), "--no-requests")
+    assert code == 2 and "no such run: 'r-typo'" in text

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import typer
 
-from runplane.cli.journal import journal_app
+from runplane.cli.journal import find_run, journal_app, no_such_run
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modules
 from runplane.core.engine import ReplayResult, RunReplay, attach_requests, replay_with
@@ -48,7 +48,9 @@ def _with_requests(recording: Recording) -> Recording:
 
 @journal_app.command("export")
 def journal_export(
-    run_ids: list[str] = typer.Argument(..., help="the runs to export"),
+    run_ids: list[str] = typer.Argument(
+        ..., metavar="RUN...", help="the runs to export (run ids or admission keys)"
+    ),
     out: Path = typer.Option(..., "--out", help="the file to write"),
     requests: bool = typer.Option(
         True, help="attach request bodies re-issued by the agent code importable here"
@@ -58,10 +60,11 @@ def journal_export(
 
     settings = Settings.from_env()
     snapshots = read_snapshots(settings)
+    # A run named by its admission key is found as every command finds it (find_run).
+    run_ids = [r if r in snapshots else find_run(settings, r)[0] for r in run_ids]
     missing = [r for r in run_ids if r not in snapshots]
     if missing:
-        typer.echo(f"no such run(s): {', '.join(missing)}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise no_such_run(", ".join(missing))
     if requests:
         _registry(settings)
     recordings = [read_recording(settings, snapshots[r]) for r in run_ids]

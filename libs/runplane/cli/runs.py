@@ -3,6 +3,9 @@
 ``runs list`` reads the journal service's Redis run index; ``runs show`` reads it too and
 falls back to folding the run's ``audit`` records.
 
+Every command takes a run by its id or its admission key (``cli/journal.py``'s ``find_run``);
+a run nobody knows is "no such run", exit 2.
+
 The repair commands are operator actions (``runplane.core.repair``): they ask the journal
 service's API (``RUNPLANE_JOURNAL_URL``, default http://127.0.0.1:8306) with your bearer token
 (``RUNPLANE_WORKLIST_TOKEN``, the same principals file; the role ``operator`` is needed), which
@@ -89,31 +92,45 @@ def _exit(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="run id or admission key")]
+
+
+def _repaired(run: str) -> str:
+    """The run id of the run a repair names (by id or admission key): a repair needs the run's
+    snapshot, so a run without one is "no such run" here, before the journal API is asked."""
+    run_id, snap = find_run(Settings.from_env(), run)
+    if snap is None:
+        raise no_such_run(run)
+    return run_id
+
+
 @runs_app.command("resume")
 def runs_resume(
-    run_id: str, token: Token = "", url: JournalUrl = DEFAULT_JOURNAL_URL, reason: Reason = ""
+    run_id: RunArg, token: Token = "", url: JournalUrl = DEFAULT_JOURNAL_URL, reason: Reason = ""
 ) -> None:
     """Replay a QUARANTINED or FAILED run again against the code deployed now."""
+    run_id = _repaired(run_id)
     out = request_repair(url, token, run_id, "resume", {"reason": reason})
     typer.echo(f"{run_id}: resume accepted (by {out['by']})")
 
 
 @runs_app.command("fork")
 def runs_fork(
-    run_id: str,
+    run_id: RunArg,
     from_seq: int = typer.Option(..., "--from-seq", min=1, help="keep records 0..N-1"),
     token: Token = "",
     url: JournalUrl = DEFAULT_JOURNAL_URL,
     reason: Reason = "",
 ) -> None:
     """Start a new run from the first N records of RUN's chain; everything after runs again."""
+    run_id = _repaired(run_id)
     out = request_repair(url, token, run_id, "fork", {"from_seq": from_seq, "reason": reason})
     typer.echo(f"{run_id}: forked at seq {from_seq} as {out['fork_id']} (by {out['by']})")
 
 
 @journal_app.command("erase")
 def journal_erase(
-    run_id: str,
+    run_id: RunArg,
     token: Token = "",
     url: JournalUrl = DEFAULT_JOURNAL_URL,
     reason: Reason = "",
@@ -121,6 +138,7 @@ def journal_erase(
 ) -> None:
     """Tombstone an ended run's bodies (asks first; ``--yes`` skips the question); its chain
     still verifies ("bodies erased"). Erased bodies cannot be brought back."""
+    run_id = _repaired(run_id)
     if not yes:
         # Irreversible: a person confirms; a script says so with --yes (no answer = no).
         question = (
