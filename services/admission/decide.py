@@ -46,7 +46,6 @@ import enum
 import hashlib
 import io
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,7 +55,15 @@ from fastavro import schemaless_reader
 
 from runplane.core import canonical_bytes
 from runplane.core.chain import run_start
-from runplane.core.keys import CASE_KEY, RESERVED_PREFIX, parent_of
+from runplane.core.keys import (
+    CASE_ID,
+    CASE_KEY,
+    RESERVED_PREFIX,
+    case_belongs_to,
+    case_id_for,
+    parent_of,
+)
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.core.plan import Delegation
 from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.errors import TerminalError
@@ -80,17 +87,11 @@ from services.admission.identity import identity_problem
 
 # Domain separation: these digests can never collide with any other hash runplane computes.
 _RUN_ID_DOMAIN = b"runplane/admission/run-id/v1\x00"
-# v2: the id starts with the tenant tag (v1 ids were 24 hex of H(tenant, keys)).
-_CASE_ID_DOMAIN = b"runplane/admission/case-id/v2\x00"
-_TENANT_TAG_DOMAIN = b"runplane/admission/tenant-tag/v1\x00"
 
-DEFAULT_MAX_INPUT_BYTES = 512 * 1024
 # How deeply an input may nest. Business inputs are a few levels deep; a deeper one is refused
 # here rather than blowing the recursion limit of a JSON encoder, schema validator or the
 # canonical hasher later (in admission or in the executor).
 MAX_INPUT_DEPTH = 64
-
-_CASE_ID = re.compile(r"c-[0-9a-f]{24}")
 
 
 class Refusal(enum.StrEnum):
@@ -201,33 +202,6 @@ def mint_run_id(admission_key: str, position: Position) -> str:
     return f"r-{uuid.UUID(bytes=digest[:16], version=5)}"
 
 
-def tenant_tag(tenant: str) -> str:
-    """8 hex of a domain-separated SHA-256 of the tenant: the first part of its case ids."""
-    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[
-        :8
-    ]
-
-
-def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:
-    """``c-`` + tenant tag (8 hex) + 16 hex of H(tenant, sorted keys); None without keys.
-
-    The same business keys always resolve to the same case — across runs, instances and
-    restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases, and
-    the id itself says which tenant it belongs to (:func:`case_belongs_to`).
-    """
-    if CASE_KEY in correlation:
-        return correlation[CASE_KEY]  # checked by correlation_problem before admission
-    if not correlation:
-        return None
-    body = canonical_bytes({"tenant": tenant, "keys": dict(sorted(correlation.items()))})
-    return "c-" + tenant_tag(tenant) + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:16]
-
-
-def case_belongs_to(case_id: str, tenant: str) -> bool:
-    """Whether ``case_id`` (as :func:`case_id_for` mints them) carries ``tenant``'s tag."""
-    return _CASE_ID.fullmatch(case_id) is not None and case_id[2:10] == tenant_tag(tenant)
-
-
 def correlation_problem(correlation: Mapping[str, str], tenant: str | None = None) -> str | None:
     """Why these correlation keys cannot be admitted for ``tenant``, or None.
 
@@ -240,7 +214,7 @@ def correlation_problem(correlation: Mapping[str, str], tenant: str | None = Non
     explicit = correlation.get(CASE_KEY)
     if explicit is None:
         return None
-    if not _CASE_ID.fullmatch(explicit):
+    if not CASE_ID.fullmatch(explicit):
         return f"{CASE_KEY} must be a case id (c- and 24 lowercase hex), got {explicit[:80]!r}"
     if tenant is not None and not case_belongs_to(explicit, tenant):
         return f"{CASE_KEY} {explicit} is not a case of tenant {tenant!r}"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.errors import WireError
 from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import DeadLetter
 from services.admission.decide import (
-    DEFAULT_MAX_INPUT_BYTES,
     CapabilitySpec,
     Decision,
     Position,

@@ -8,7 +8,8 @@ left out of lists and answers 404, as an unknown id does.
 - ``GET /runs`` — runs from the Redis index, newest first; filters: status, capability, case,
   time range (``since_ms``/``until_ms`` on the start time), ``limit``.
 - ``GET /runs/{id}`` — one run: status, capability, case, era, cost, timestamps, parked on,
-  the audit verdict.
+  the audit verdict, and how it ended (a failure's reason and error type; CANCELLED with who
+  cancelled it and why — body-free facts of its end record).
 - ``GET /runs/{id}/journal`` — the run's records, read from ``journal`` itself; with
   ``bodies=true`` also each call's body from ``results``, only for a bearer token whose
   principal has the role ``auditor`` (401 without a valid token, 403 without the role).
@@ -64,7 +65,8 @@ class CostOut(BaseModel):
 class RunOut(BaseModel):
     run_id: str
     status: str | None = Field(
-        description="ADMITTED, RUNNING, AWAITING_HUMAN, PARKED, COMPLETED, FAILED, QUARANTINED"
+        description="ADMITTED, RUNNING, AWAITING_HUMAN, PARKED, COMPLETED, FAILED, QUARANTINED,"
+        " CANCELLED"
     )
     capability: str | None
     tenant: str | None = Field(None, description="The run's tenant (only its principals see it)")
@@ -81,6 +83,11 @@ class RunOut(BaseModel):
     broken_at_seq: int | None
     reason: str | None
     body_missing: int
+    ended_reason: str | None = Field(
+        None, description="Why the run failed, was quarantined or was cancelled (its end record)"
+    )
+    error_type: str | None = Field(None, description="The error type of a failure")
+    cancelled_by: str | None = Field(None, description="Who cancelled the run")
 
 
 class RunList(BaseModel):

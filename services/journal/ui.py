@@ -64,6 +64,7 @@ _STATUS_CLASS = {
     RunStatus.QUARANTINED: "bad",
     RunStatus.AWAITING_HUMAN: "wait",
     RunStatus.PARKED: "wait",
+    RunStatus.CANCELLED: "wait",  # ended on purpose by an operator: not a failure (not red)
 }
 
 

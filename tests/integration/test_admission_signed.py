@@ -23,6 +23,7 @@ from test_cases_support import cases_service, reply_to, send
 from test_processor import read_all
 
 from runplane.config import Settings
+from runplane.core.keys import case_id_for
 from runplane.runs.client import Client
 from runplane.serving.health import Health
 from runplane.serving.shell import make_app, run_http
@@ -41,7 +42,7 @@ from runplane.wire import (
     DeadLetter,
     StartRun,
 )
-from services.admission.decide import CapabilitySpec, case_id_for
+from services.admission.decide import CapabilitySpec
 from services.admission.http import HttpAdmission
 from services.admission.serve import authentication, build
 from services.admission.settings import AdmissionSettings

@@ -17,7 +17,7 @@ from test_cases_support import cases_service, read_all, reply_to, send
 
 from runplane.config import Settings
 from runplane.core.calendars import WallClock
-from runplane.core.keys import CASE_KEY
+from runplane.core.keys import CASE_KEY, case_id_for
 from runplane.runs.client import Client
 from runplane.wire import (
     AdmissionOutcome,
@@ -27,7 +27,7 @@ from runplane.wire import (
     RegisterDeadline,
     StartRun,
 )
-from services.admission.decide import CapabilitySpec, case_id_for
+from services.admission.decide import CapabilitySpec
 from services.admission.serve import build
 from services.admission.settings import AdmissionSettings
 from tests.helpers.waiting import wait_for

@@ -84,14 +84,14 @@ def test_cases_close_from_the_cli_is_refused_until_the_obligation_is_met(
     )
     with cases_service(settings):
         send_case_command(settings, register)
-        accepted, reason = close_case(settings, case_id)
+        accepted, reason = close_case(settings, case_id, "ops")
         assert not accepted and reason == "obligations still open: reply"
         case = latest_case(settings, case_id)
         assert case is not None and not case.closed
         send_case_command(
             settings, MeetDeadline(case_id=case_id, request_id="t/meet", name="reply")
         )
-        assert close_case(settings, case_id) == (True, None)
+        assert close_case(settings, case_id, "ops") == (True, None)
     case = latest_case(settings, case_id)
     assert case is not None and case.closed
 

@@ -127,9 +127,9 @@ def test_a_crash_mid_generation_leaves_the_intention_on_the_journal(settings: Se
         assert ("EFFECT_RECORDED", "generation") not in rows
         # A mistyped id is not a broken chain (a reader must tell the two apart).
         missing = CliRunner().invoke(app, ["journal", "verify", run.run_id + "x"], env=env)
-        assert missing.exit_code == 4 and "no journal records" in missing.output
+        assert missing.exit_code == 2 and "no such run" in missing.output
         untreed = CliRunner().invoke(app, ["runs", "tree", run.run_id + "x"], env=env)
-        assert untreed.exit_code == 4 and "no journal records" in untreed.output
+        assert untreed.exit_code == 2 and "no such run" in untreed.output
 
         model.delay_s = 0
         with executor_thread(own, registry=AGENTS):

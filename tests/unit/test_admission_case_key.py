@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from runplane.core.keys import CASE_KEY
+from runplane.core.keys import CASE_KEY, case_belongs_to, case_id_for, tenant_tag
 from runplane.wire import AdmissionRequest, BreachDeadline, CaseRecord, Obligation, RegisterDeadline
 from services.admission.decide import (
     Admitted,
@@ -15,10 +15,7 @@ from services.admission.decide import (
     Position,
     Refusal,
     Refused,
-    case_belongs_to,
-    case_id_for,
     decide,
-    tenant_tag,
 )
 
 CAPS = {"triage.escalate": CapabilitySpec(None), "free": CapabilitySpec(None)}

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from runplane.core import AgentRegistry, AgentSpec, Durability, Runtime, StepCtx, days, run_admitted
-from runplane.core.keys import CASE_KEY, TENANT_KEY
+from runplane.core.keys import CASE_KEY, TENANT_KEY, case_id_for
 from runplane.errors import WireError
 from runplane.wire import BreachDeadline, CaseRecord, RegisterDeadline, StartRun
-from services.admission.decide import case_id_for
 from services.cases.breach import followup
 from services.cases.decide import evaluate, tenant_of
 

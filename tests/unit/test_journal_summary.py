@@ -83,3 +83,41 @@ def test_terminal_status_is_not_undone_by_a_late_record() -> None:
     assert s.status is RunStatus.FAILED
     assert dataclasses.replace(s, status=None).to_json()["status"] is None
     assert RunSummary("x").to_json()["cost"]["tokens"] == 0
+
+
+def test_a_cancelled_run_is_cancelled_with_who_and_why_not_failed() -> None:
+    s = summarize(
+        "r-s",
+        [
+            rec(0, K.RUN_ADMITTED),
+            rec(1, K.CANCEL_REQUESTED, attrs={"reason": "wrong customer", "requested_by": "ops"}),
+            rec(2, K.RUN_CANCELLED, attrs={"reason": "wrong customer", "cancelled_by": "ops"}),
+        ],
+    )
+    assert s.status is RunStatus.CANCELLED and s.ended_ms == 102
+    assert (s.ended_reason, s.cancelled_by) == ("wrong customer", "ops")
+    # an ended run stays ended, whatever arrives after
+    assert apply(s, rec(3, K.SIGNAL_RECEIVED)).status is RunStatus.CANCELLED
+
+
+def test_a_failure_keeps_its_reason_and_error_type_through_the_index() -> None:
+    from runplane.journal.index import summary_from_json
+
+    s = summarize(
+        "r-s",
+        [
+            rec(0, K.RUN_ADMITTED),
+            rec(1, K.RUN_FAILED, attrs={"error_type": "ToolError", "reason": "card declined"}),
+        ],
+    )
+    assert (s.status, s.ended_reason, s.error_type) == (
+        RunStatus.FAILED,
+        "card declined",
+        "ToolError",
+    )
+    import json
+
+    assert summary_from_json("r-s", json.dumps(s.to_json())) == s
+    # an index entry written before these fields reads with none
+    old = {k: v for k, v in s.to_json().items() if k not in ("ended_reason", "error_type")}
+    assert summary_from_json("r-s", json.dumps(old)).ended_reason is None

@@ -1,9 +1,12 @@
 """CLI: ``runplane cases show CASE [--json]`` — a case's state, version and obligations —
-and ``runplane cases close CASE`` (refused while an obligation is open).
+and ``runplane cases close CASE --as NAME`` (refused while an obligation is open).
 
 Reads the compacted ``cases`` topic directly (the cases service's own table): only the
 case's partition, to its end under ``read_committed``, last record for the key wins. No
 service needs to be running to show a case; closing one is a command the cases service answers.
+Closing names who asks (``--as`` or ``RUNPLANE_INITIATOR``, as ``signal`` does; on Kafka the
+topic's ACLs authenticate it), and a case nobody knows is refused before anything is sent
+("no case", exit 2): a close must never create the case it closes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
+from runplane.cli.operate import _sender as sender
 from runplane.config import Settings
 from runplane.errors import RetryableError, WireError
 from runplane.kafka.clients import producer_config
@@ -114,13 +118,15 @@ def show(
 
 
 def close_case(
-    settings: Settings, case_id: str, *, timeout_s: float = 60.0
+    settings: Settings, case_id: str, by: str, *, timeout_s: float = 60.0
 ) -> tuple[bool, str | None]:
-    """Ask the cases service to close ``case_id``; (accepted, reason) once it has answered.
+    """Ask the cases service to close ``case_id`` for ``by``; (accepted, reason) once it has
+    answered.
 
     The command carries no ``reply_to``: the answer is the entry the service remembers under
-    the command's request id in the case record (``applied``), read back from ``cases``."""
-    request_id = f"cli/close/{uuid.uuid4().hex}"
+    the command's request id in the case record (``applied``), read back from ``cases``. The
+    request id names who asked, so the case's record keeps it."""
+    request_id = f"cli/close/{by}/{uuid.uuid4().hex}"
     command = CloseCase(case_id=case_id, request_id=request_id)
     producer = Producer(producer_config(settings))
     producer.produce(
@@ -145,9 +151,20 @@ def close_case(
 
 
 @cases_app.command("close")
-def close(case_id: str = typer.Argument(..., help="The case id, e.g. c-1a2b3c…")) -> None:
-    """Close a case; refused (exit 1, with the reason) while an obligation is open or warned."""
-    accepted, reason = close_case(Settings.from_env(), case_id)
+def close(
+    case_id: str = typer.Argument(..., help="The case id, e.g. c-1a2b3c…"),
+    sent_by: str | None = typer.Option(
+        None, "--as", help="who closes it (default RUNPLANE_INITIATOR)"
+    ),
+) -> None:
+    """Close a case; refused (exit 1, with the reason) while an obligation is open or warned,
+    and (exit 2) when there is no such case."""
+    settings = Settings.from_env()
+    who = sender(sent_by, settings)
+    if read_case(settings, case_id) is None:
+        typer.echo(f"no case {case_id!r} in {settings.topic('cases')}: nothing closed", err=True)
+        raise typer.Exit(2)
+    accepted, reason = close_case(settings, case_id, who)
     if not accepted:
         raise typer.Exit(_fail(f"{case_id}: refused: {reason}"))
     typer.echo(f"{case_id}: closed" + (f" ({reason})" if reason else ""))

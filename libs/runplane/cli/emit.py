@@ -1,5 +1,8 @@
 """CLI: ``runplane emit CAPABILITY --key KEY --input JSON`` — ask admission for a run.
 
+``--input`` takes the JSON itself, ``@FILE`` (read from a file) or ``-`` (read from stdin); an
+input over admission's size limit is refused before anything is sent (one line, exit 2).
+
 Prints the run id and whether it was admitted, a duplicate (of which run, in which status)
 or refused (and why). Exit status: 0 admitted or duplicate, 1 refused, 2 bad arguments
 (including no initiator), 3 no answer in time (retrying with the same key is safe).
@@ -10,18 +13,21 @@ The initiator is never guessed from the OS user: ``--initiator`` or ``RUNPLANE_I
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from runplane.config import Settings
 from runplane.errors import RetryableError
-from runplane.runs.client import Client
+from runplane.runs.client import Client, RunResult, final_status
 from runplane.signing.admission import EMITTER_KEY_FILE_ENV, SigningKey
 from runplane.wire import AdmissionOutcome, AdmissionReply, RunStatus, SessionSnapshot, to_dict
 
 
-def _parse_case(pairs: list[str]) -> dict[str, str]:
+def parse_case(pairs: list[str]) -> dict[str, str]:
+    """Business keys from ``--case KEY=VALUE`` options (``emit``, ``runs list``)."""
     out: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -29,6 +35,25 @@ def _parse_case(pairs: list[str]) -> dict[str, str]:
             raise typer.BadParameter(f"--case expects KEY=VALUE, got {pair!r}")
         out[name] = value
     return out
+
+
+def _input(given: str) -> Any:
+    """The run's input: JSON text, ``@FILE`` (a file's JSON) or ``-`` (stdin's) — a large input
+    does not fit on a command line. Bad JSON or an unreadable file is a one-line error."""
+    where = "--input"
+    text = given
+    if given == "-":
+        where, text = "stdin", sys.stdin.read()
+    elif given.startswith("@"):
+        where = given[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(f"--input {given}: cannot read it: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{where} is not JSON: {exc}") from None
 
 
 def _render(reply: AdmissionReply) -> str:
@@ -50,7 +75,11 @@ def _render(reply: AdmissionReply) -> str:
 def emit_command(
     capability: str = typer.Argument(..., help="the agent to run, e.g. refund"),
     key: str = typer.Option(..., "--key", help="admission key: one key, at most one run, ever"),
-    input_json: str = typer.Option("{}", "--input", help="the run's input as JSON"),
+    input_json: str = typer.Option(
+        "{}",
+        "--input",
+        help="the run's input as JSON, @FILE to read it from a file, or - for stdin",
+    ),
     case: list[str] = typer.Option([], "--case", help="business key KEY=VALUE (repeatable)"),
     tenant: str = typer.Option("default", "--tenant"),
     initiator: str | None = typer.Option(
@@ -75,11 +104,8 @@ def emit_command(
     ),
 ) -> None:
     """Ask admission for a run of CAPABILITY."""
-    try:
-        value: Any = json.loads(input_json)
-    except ValueError as exc:
-        raise typer.BadParameter(f"--input is not JSON: {exc}") from None
-    correlation = _parse_case(case)
+    value = _input(input_json)
+    correlation = parse_case(case)
     settings = Settings.from_env()
     who = initiator if initiator is not None else settings.initiator
     if who is None or not who.strip():
@@ -90,24 +116,33 @@ def emit_command(
         # An explicit file wins over RUNPLANE_EMITTER_KEY; without one, the environment's key.
         signing = SigningKey.from_env({EMITTER_KEY_FILE_ENV: key_file} if key_file else None)
         with Client(settings, signing_key=signing) as client:
-            # Taken before the request: the wait for a run admitted now never reads back past it.
-            mark = client.mark() if wait else None
-            reply = client.admit(
-                capability,
-                key,
-                value,
-                correlation=correlation,
-                tenant=tenant,
-                initiator=who,
-                timeout=timeout,
-            )
-            final = None
-            if wait and reply.run_id is not None and reply.outcome != AdmissionOutcome.REFUSED:
-                final = client.wait(
-                    reply.run_id,
-                    timeout=max(timeout, 300.0),
-                    since=Client.floor_for(reply, mark),
+            # With --wait, admission's answer and how the run ended (Client.admit's RunResult).
+            result = (
+                client.admit(
+                    capability,
+                    key,
+                    value,
+                    correlation=correlation,
+                    tenant=tenant,
+                    initiator=who,
+                    timeout=timeout,
+                    wait=True,
+                    wait_timeout=max(timeout, 300.0),
                 )
+                if wait
+                else RunResult(
+                    client.admit(
+                        capability,
+                        key,
+                        value,
+                        correlation=correlation,
+                        tenant=tenant,
+                        initiator=who,
+                        timeout=timeout,
+                    )
+                )
+            )
+            reply, final = result.reply, result.snapshot
     # A WireError or ConfigError (a bad value, no key) is the root group's one line, exit 2.
     except RetryableError as exc:
         typer.echo(f"error: {exc} (retrying with the same key is safe)", err=True)
@@ -130,22 +165,25 @@ _OUTPUT_CHARS = 2_000
 
 
 def completed(snapshot: SessionSnapshot) -> bool:
-    return snapshot.status is RunStatus.COMPLETED
+    return final_status(snapshot) is RunStatus.COMPLETED
 
 
 def ended_line(snapshot: SessionSnapshot) -> str:
     """How a waited-for run ended, for a person: its output, or what it failed with (a
     cancel named as one, with its reason) — never a bare status that hides the result."""
     head = f"run {snapshot.session_id} ended: "
-    if completed(snapshot):
+    status = final_status(snapshot)
+    if status is RunStatus.COMPLETED:
         output = snapshot.output_json or "null"
         if len(output) > _OUTPUT_CHARS:
             output = output[:_OUTPUT_CHARS] + f"… ({len(output)} characters; runs show has all)"
         return head + f"completed, output {output}"
     error = snapshot.error
-    if error is not None and error.type == "RunCancelled":
-        return head + f"cancelled: {error.message or 'no reason given'}"
-    what = snapshot.status.value.lower()
+    if status is RunStatus.CANCELLED:
+        return (
+            head + f"cancelled: {error.message if error and error.message else 'no reason given'}"
+        )
+    what = status.value.lower()
     if error is None:
         return head + what
     return head + f"{what}: {error.type}: {error.message}"

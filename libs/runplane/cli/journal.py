@@ -5,9 +5,14 @@
 fold the service runs, so the two agree. ``journal erase`` is an operator's request to the
 journal service's API (``cli/runs.py`` says how the CLI reaches it).
 
+RUN is a run id or the admission key it was admitted under (``runplane.runs.operate.lookup``,
+the resolver ``signal`` and ``cancel`` use); a run nobody knows is "no such run", exit 2, in
+every command that takes one. ``journal show`` also prints the run's input and output (or what
+it failed with) from its latest snapshot: a reader with access to ``sessions`` may read bodies.
+
 Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed, also once the
-log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken or
-no records, 2 intact but some bodies are absent from ``results``.
+log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken,
+2 intact but some bodies are absent from ``results`` — or no such run (the message says which).
 """
 
 from __future__ import annotations
@@ -19,27 +24,78 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runplane.config import Settings
 from runplane.core.repair import erased
 from runplane.core.verify import bodies_of, verify_records
+from runplane.runs.client import Client
+from runplane.runs.operate import lookup
 from runplane.runs.read import (
     EXIT_BODIES_MISSING,
     EXIT_BROKEN,
+    erased_verdict,
     read_run,
     verify_exit_code,
 )
 from runplane.runs.repair import read_snapshot
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
-from runplane.wire import Verdict, to_dict
+from runplane.wire import SessionSnapshot, Verdict, to_dict
 
 journal_app = typer.Typer(
     help="A run's hash-chained journal: show and verify it.", no_args_is_help=True
 )
 
-EXIT_NO_SUCH_RUN = 4  # verify: no record of the run at all (a mistyped id), not a broken chain
+# No record of the run at all (a mistyped id or key): a bad argument, as everywhere in the CLI.
+EXIT_NO_SUCH_RUN = 2
+
+
+def no_such_run(run: str) -> typer.Exit:
+    """The one answer every command gives for a run nobody knows."""
+    typer.echo(f"no such run: {run!r} (neither a run id nor an admission key)", err=True)
+    return typer.Exit(EXIT_NO_SUCH_RUN)
+
+
+def find_run(settings: Settings, run_or_key: str) -> tuple[str, SessionSnapshot | None]:
+    """(run id, latest snapshot) for a run id or an admission key. Without a snapshot (a run
+    known only by its journal) the argument is taken as the run id: its records decide."""
+    with Client(settings) as client:
+        snap = lookup(client, run_or_key)
+    return (run_or_key, None) if snap is None else (snap.session_id, snap)
+
+
+def result_of(snap: SessionSnapshot | None) -> dict[str, Any]:
+    """A run's input, output and error (bodies) from its snapshot, for ``--json``."""
+    if snap is None:
+        return {"input": None, "output": None, "error": None}
+    return {
+        "input": _parsed(snap.input_json),
+        "output": _parsed(snap.output_json),
+        "error": None if snap.error is None else to_dict(snap.error),
+    }
+
+
+def result_rows(snap: SessionSnapshot | None) -> list[tuple[str, str]]:
+    """The same, as (field, text) rows for a person: input, then output or error."""
+    if snap is None:
+        return []
+    rows = [("input", snap.input_json)]
+    if snap.output_json is not None:
+        rows.append(("output", snap.output_json))
+    if snap.error is not None:
+        rows.append(("error", f"{snap.error.type}: {snap.error.message}"))
+    return rows
+
+
+def _parsed(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _ts(ms: int | None) -> str:
@@ -59,19 +115,22 @@ def _verdict_cell(v: Verdict) -> str:
 
 @journal_app.command("show")
 def journal_show(
-    run_id: str,
+    run_id: str = typer.Argument(..., metavar="RUN", help="run id or admission key"),
     bodies: bool = typer.Option(False, "--bodies", help="also print each call's result body"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The run's journal records as they are on the topic, with a verdict per record."""
 
-    history = read_run(Settings.from_env(), run_id, bodies=True, keyring=_keyring())
+    settings = Settings.from_env()
+    asked = run_id
+    run_id, snap = find_run(settings, asked)
+    history = read_run(settings, run_id, bodies=True, keyring=_keyring())
     if not history.records:
-        typer.echo(f"no journal records for run {run_id!r}", err=True)
-        raise typer.Exit(1)
+        raise no_such_run(asked)
     report = verify_records(run_id, history.records, bodies_of(history.bodies), history.unsigned)
     if as_json:
         out: dict[str, Any] = {
+            **result_of(snap),
             "run_id": run_id,
             "records": [
                 {**to_dict(r), "verdict": str(f.verdict), "reason": f.reason}
@@ -112,6 +171,8 @@ def journal_show(
         )
     console = Console()
     console.print(table)
+    for name, text in result_rows(snap):
+        console.print(f"[bold]{name}[/bold]: {escape(text)}", highlight=False)
     if bodies:
         for (era, call), entry in sorted(history.bodies.items()):
             console.print(
@@ -127,25 +188,29 @@ def journal_show(
 
 
 @journal_app.command("verify")
-def journal_verify(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def journal_verify(
+    run_id: str = typer.Argument(..., metavar="RUN", help="run id or admission key"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies (1 broken,
-    2 bodies missing, 4 no record of the run)."""
+    2 bodies missing or no such run)."""
     settings = Settings.from_env()
+    asked = run_id
+    run_id, _ = find_run(settings, asked)
     history = read_run(settings, run_id, bodies=True, keyring=_keyring())
     if not history.records:
-        # A mistyped id is not a broken chain: say there is nothing, with its own exit status.
-        typer.echo(f"no journal records for run {run_id!r}", err=True)
-        raise typer.Exit(EXIT_NO_SUCH_RUN)
+        # A mistyped id is not a broken chain: say there is nothing.
+        raise no_such_run(asked)
     code, data = verify_exit_code(history)
     if code == EXIT_BODIES_MISSING:
         code = _erased_since(settings, run_id, data)
+    if code == 0:
+        erased = len(data["body_missing"])
+        data["verdict"] = erased_verdict(erased) if erased else "VERIFIED"
     if as_json:
         _print_json(data)
     elif code == 0:
-        typer.echo(
-            f"{run_id}: verified {data['records']} records"
-            + (f" ({len(data['body_missing'])} bodies erased)" if data["body_missing"] else "")
-        )
+        typer.echo(f"{run_id}: {data['verdict']} ({data['records']} records)")
     elif code == EXIT_BROKEN:
         typer.echo(f"{run_id}: BROKEN at seq {data['broken_at_seq']}: {data['reason']}")
     else:

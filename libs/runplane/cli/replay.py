@@ -19,13 +19,16 @@ from pathlib import Path
 
 import typer
 
-from runplane.cli.journal import journal_app
+from runplane.cli.journal import find_run, journal_app, no_such_run
 from runplane.config import Settings
 from runplane.core.agents import REGISTRY, UnknownCapability, import_agent_modules
 from runplane.core.engine import ReplayResult, RunReplay, attach_requests, replay_with
 from runplane.core.recording import Recording, RecordingError, dump_recordings, load_recordings
+from runplane.core.repair import erased
+from runplane.core.verify import verify_records
 from runplane.core.versions import VersionNotDeployed
 from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
+from runplane.runs.read import erased_verdict
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -45,7 +48,9 @@ def _with_requests(recording: Recording) -> Recording:
 
 @journal_app.command("export")
 def journal_export(
-    run_ids: list[str] = typer.Argument(..., help="the runs to export"),
+    run_ids: list[str] = typer.Argument(
+        ..., metavar="RUN...", help="the runs to export (run ids or admission keys)"
+    ),
     out: Path = typer.Option(..., "--out", help="the file to write"),
     requests: bool = typer.Option(
         True, help="attach request bodies re-issued by the agent code importable here"
@@ -55,10 +60,11 @@ def journal_export(
 
     settings = Settings.from_env()
     snapshots = read_snapshots(settings)
+    # A run named by its admission key is found as every command finds it (find_run).
+    run_ids = [r if r in snapshots else find_run(settings, r)[0] for r in run_ids]
     missing = [r for r in run_ids if r not in snapshots]
     if missing:
-        typer.echo(f"no such run(s): {', '.join(missing)}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise no_such_run(", ".join(missing))
     if requests:
         _registry(settings)
     recordings = [read_recording(settings, snapshots[r]) for r in run_ids]
@@ -86,16 +92,36 @@ def replay(
         raise typer.Exit(EXIT_USAGE)
     settings = Settings.from_env()
     _registry(settings)
+    erased_runs: list[str] = []
     if file is None:
         reports = _from_kafka(settings, capability, sample)
     else:
         recordings = [r for r in _from_file(file) if capability in (None, r.capability)]
-        reports = [replay_with(REGISTRY, r) for r in _sampled(recordings, sample)]
-    _print(reports, as_json)
-    if not reports and file is not None:
+        reports = []
+        for r in _sampled(recordings, sample):
+            # An erased run has no bodies left to replay with: not broken, and it says so.
+            line = _erased_line(r)
+            if line is None:
+                reports.append(replay_with(REGISTRY, r))
+            else:
+                erased_runs.append(line)
+    _print(reports, as_json, erased_runs)
+    if not reports and not erased_runs and file is not None:
         raise typer.Exit(EXIT_USAGE)  # an empty file is a mistake; no runs in flight is not
     if not all(r.ok for r in reports):
         raise typer.Exit(EXIT_DIVERGED)
+
+
+def _erased_line(recording: Recording) -> str | None:
+    """An erased run's verdict, the one ``journal verify`` and ``runs show`` give it; None
+    for a run that was not erased, or whose chain does not verify (replaying reports it)."""
+    if not erased(recording.snapshot):
+        return None
+    report = verify_records(recording.session_id, recording.journal, dict(recording.results))
+    if not report.verified:
+        return None
+    verdict = erased_verdict(len(report.body_missing))
+    return f"{recording.session_id}: {verdict}: not replayed (its bodies are gone)"
 
 
 def _from_file(file: Path) -> list[Recording]:
@@ -129,20 +155,26 @@ def _from_kafka(settings: Settings, capability: str | None, n: int | None) -> li
     return reports
 
 
-def _print(reports: list[RunReplay], as_json: bool) -> None:
+def _print(reports: list[RunReplay], as_json: bool, erased_runs: list[str]) -> None:
     if as_json:
         summary = {
             "runs": len(reports),
             "ok": sum(r.ok for r in reports),
             "diverged": sum(not r.ok for r in reports),
             "reports": [r.to_json() for r in reports],
+            "erased": erased_runs,
         }
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
     for r in reports:
         typer.echo(r.explain())
+    for line in erased_runs:
+        typer.echo(line)
     bad = sum(not r.ok for r in reports)
-    typer.echo(f"{len(reports)} run(s) replayed: {len(reports) - bad} ok, {bad} not ok")
+    typer.echo(
+        f"{len(reports)} run(s) replayed: {len(reports) - bad} ok, {bad} not ok"
+        + (f"; {len(erased_runs)} erased, not replayed" if erased_runs else "")
+    )
 
 
 def register(app: typer.Typer) -> None:

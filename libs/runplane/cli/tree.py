@@ -11,6 +11,7 @@ import json
 
 import typer
 
+from runplane.cli.journal import find_run, no_such_run
 from runplane.cli.runs import runs_app
 from runplane.config import Settings
 from runplane.journal.tree import parent_link, tree
@@ -18,18 +19,22 @@ from runplane.runs.read import read_run
 from runplane.wire import JournalRecord
 
 
-def runs_tree(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_tree(
+    run_id: str = typer.Argument(..., metavar="RUN", help="run id or admission key"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """A run's commission tree: the children it started (recursively) and its parent."""
     settings = Settings.from_env()
 
     def read(rid: str) -> list[JournalRecord]:
         return list(read_run(settings, rid, bodies=False).records)
 
+    asked = run_id
+    run_id, _ = find_run(settings, asked)
     own = read(run_id)
     if not own:
-        # Nothing to draw: a mistyped id, not a run of unknown status (exit 4, as journal verify).
-        typer.echo(f"no journal records for run {run_id!r}", err=True)
-        raise typer.Exit(4)
+        # Nothing to draw: a mistyped id or key, not a run of unknown status.
+        raise no_such_run(asked)
     root = tree(run_id, read)
     parent = parent_link(own)
     if as_json:

@@ -6,6 +6,10 @@ id outright: admission honours it (for a case of the request's tenant) and the c
 puts it on a breach's follow-up request. ``runplane.tenant`` (``TENANT_KEY``) is where a case
 records its tenant.
 
+**Case ids.** Business keys resolve to a case id by a hash (:func:`case_id_for`): admission
+mints it, and a reader given the keys (``runplane runs list --case order=101``) finds the same
+case without asking anyone.
+
 **A sweeper decision's deterministic names.** Everything the sweeper sends is named from the
 obligation it is about — (case, obligation name, due instant) — never from the instance, the
 tick or the wall clock. So two sweepers, two ticks or a restarted sweeper that decide the same
@@ -21,29 +25,67 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from typing import Final
 
 from runplane.core.canonical import canonical_bytes
 
 __all__ = [
+    "CASE_ID",
     "CASE_KEY",
     "CHILD_PREFIX",
     "RESERVED_PREFIX",
     "TENANT_KEY",
     "breach_request_id",
     "carried_child_key",
+    "case_belongs_to",
+    "case_id_for",
     "child_key",
     "child_root",
     "followup_admission_key",
     "obligation_digest",
     "parent_of",
     "sweep_run_id",
+    "tenant_tag",
     "warn_request_id",
 ]
 
 RESERVED_PREFIX: Final = "runplane."
 CASE_KEY: Final = "runplane.case"
 TENANT_KEY: Final = "runplane.tenant"
+
+# Domain separation: these digests can never collide with any other hash runplane computes.
+# v2: the id starts with the tenant tag (v1 ids were 24 hex of H(tenant, keys)).
+_CASE_ID_DOMAIN = b"runplane/admission/case-id/v2\x00"
+_TENANT_TAG_DOMAIN = b"runplane/admission/tenant-tag/v1\x00"
+CASE_ID: Final = re.compile(r"c-[0-9a-f]{24}")
+
+
+def tenant_tag(tenant: str) -> str:
+    """8 hex of a domain-separated SHA-256 of the tenant: the first part of its case ids."""
+    return hashlib.sha256(_TENANT_TAG_DOMAIN + tenant.encode("utf-8", "surrogatepass")).hexdigest()[
+        :8
+    ]
+
+
+def case_id_for(tenant: str, correlation: Mapping[str, str]) -> str | None:
+    """``c-`` + tenant tag (8 hex) + 16 hex of H(tenant, sorted keys); None without keys.
+
+    The same business keys always resolve to the same case — across runs, instances and
+    restarts — and the tenant is part of it, so two tenants' "dispute D-17" are two cases, and
+    the id itself says which tenant it belongs to (:func:`case_belongs_to`).
+    """
+    if CASE_KEY in correlation:
+        return correlation[CASE_KEY]  # checked by correlation_problem before admission
+    if not correlation:
+        return None
+    body = canonical_bytes({"tenant": tenant, "keys": dict(sorted(correlation.items()))})
+    return "c-" + tenant_tag(tenant) + hashlib.sha256(_CASE_ID_DOMAIN + body).hexdigest()[:16]
+
+
+def case_belongs_to(case_id: str, tenant: str) -> bool:
+    """Whether ``case_id`` (as :func:`case_id_for` mints them) carries ``tenant``'s tag."""
+    return CASE_ID.fullmatch(case_id) is not None and case_id[2:10] == tenant_tag(tenant)
 
 
 def obligation_digest(

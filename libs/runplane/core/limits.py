@@ -21,8 +21,9 @@ limit                       default     when exceeded
 ``max_buffered_bytes``      524,288     ... or past this many payload bytes buffered
 ==========================  ==========  ==============================================================
 
-Input size is admission's (``RUNPLANE_ADMISSION_MAX_INPUT_BYTES``): a run never starts with an
-input it could not carry. The executor reads these from ``RUNPLANE_MAX_*`` (``limits_from_env``).
+Input size is admission's (``RUNPLANE_ADMISSION_MAX_INPUT_BYTES``, default
+``DEFAULT_MAX_INPUT_BYTES``): a run never starts with an input it could not carry, and the
+emitter client refuses a larger one before it produces anything (``Client.admit``). The executor reads these from ``RUNPLANE_MAX_*`` (``limits_from_env``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,19 @@ from typing import Final
 from runplane.errors import ConfigError
 from runplane.wire import ErrorInfo
 
-__all__ = ["DEFAULT_LIMITS", "HISTORY_GRACE", "Limits", "limits_from_env", "too_large"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_INPUT_BYTES",
+    "HISTORY_GRACE",
+    "MAX_INPUT_BYTES_ENV",
+    "Limits",
+    "limits_from_env",
+    "too_large",
+]
+
+# A run's input, at most (admission refuses more; well under Kafka's 1 MiB message).
+DEFAULT_MAX_INPUT_BYTES: Final = 512 * 1024
+MAX_INPUT_BYTES_ENV: Final = "RUNPLANE_ADMISSION_MAX_INPUT_BYTES"
 
 # Records a run may still write after its first HistoryTooLong (to clean up and continue as
 # new); past them the run is failed.

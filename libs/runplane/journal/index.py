@@ -58,6 +58,9 @@ def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
         parked_on=data.get("parked_on"),
         verdict=Verdict(data.get("verdict", "VERIFIED")),
         broken_at_seq=data.get("broken_at_seq"),
+        ended_reason=data.get("ended_reason"),
+        error_type=data.get("error_type"),
+        cancelled_by=data.get("cancelled_by"),
         reason=data.get("reason"),
         body_missing=int(data.get("body_missing", 0)),
     )

@@ -24,11 +24,16 @@ _STATUS_OF_KIND: Mapping[JournalKind, RunStatus] = {
     JournalKind.RUN_COMPLETED: RunStatus.COMPLETED,
     JournalKind.RUN_FAILED: RunStatus.FAILED,
     JournalKind.RUN_QUARANTINED: RunStatus.QUARANTINED,
-    JournalKind.RUN_CANCELLED: RunStatus.FAILED,  # a cancelled run ends FAILED (RunCancelled)
+    JournalKind.RUN_CANCELLED: RunStatus.CANCELLED,
 }
 # Kinds that say nothing about where the run is.
 _NEUTRAL = frozenset({JournalKind.DEADLINE_REGISTERED, JournalKind.CANCEL_REQUESTED})
-TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+TERMINAL = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED, RunStatus.CANCELLED}
+)
+# The end records whose attrs say why the run ended (body-free: the journal keeps only the
+# reason, its error type and who cancelled; the output itself is a body).
+_ENDS = frozenset({JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED, JournalKind.RUN_CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,12 @@ class RunSummary:
     broken_at_seq: int | None = None
     reason: str | None = None
     body_missing: int = 0
+    # How the run ended, from its end record's attrs: why it failed, was quarantined or was
+    # cancelled (``reason``'s sibling above is the *verdict's* reason), the error type of a
+    # failure, and who cancelled it.
+    ended_reason: str | None = None
+    error_type: str | None = None
+    cancelled_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -137,7 +148,7 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
     if audit.kind in _NEUTRAL:
         parked = summary.parked_on
     broken = summary.verdict is Verdict.BROKEN
-    return replace(
+    after = replace(
         summary,
         status=status,
         capability=summary.capability or audit.capability,
@@ -159,6 +170,20 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
         if broken
         else (audit.reason if audit.verdict is Verdict.BROKEN else summary.reason),
         body_missing=summary.body_missing + (audit.verdict is Verdict.BODY_MISSING),
+    )
+    return _ended(after, audit)
+
+
+def _ended(summary: RunSummary, audit: AuditRecord) -> RunSummary:
+    """With the fields an end record sets (the first end wins: nothing follows it)."""
+    if audit.kind not in _ENDS or summary.ended_reason is not None:
+        return summary
+    attrs = audit.attrs
+    return replace(
+        summary,
+        ended_reason=attrs.get("reason", ""),
+        error_type=attrs.get("error_type"),
+        cancelled_by=attrs.get("cancelled_by"),
     )
 
 

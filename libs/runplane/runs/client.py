@@ -14,8 +14,9 @@ at most one run, ever — so a timeout is a ``RetryableError``.
 that principal on the run's tasks). It is never guessed from the OS user: pass it, or set
 ``RUNPLANE_INITIATOR`` (``Settings.initiator``); with neither, ``admit`` raises ConfigError.
 
-With ``wait=True`` it then waits for the run to complete, fail or be quarantined
-(``Client.wait`` returns that SessionSnapshot).
+With ``wait=True`` it then waits for the run to end (complete, fail, be quarantined or be
+cancelled) and returns a :class:`RunResult`: admission's answer and how the run ended — its
+final status, output or error (``Client.wait`` alone returns the SessionSnapshot).
 
 Waiting costs what happened since the run last changed, never the partition's history.
 ``sessions`` is compacted by session, so a run's latest snapshot is the last record with its
@@ -36,11 +37,12 @@ registered for. Without one, requests go unsigned, which only a dev-mode admissi
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from confluent_kafka import (
     OFFSET_END,
@@ -52,7 +54,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from runplane.config import Settings
+from runplane.config import Settings, env_int
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV
+from runplane.core.repair import CANCELLED
 from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
@@ -63,6 +67,7 @@ from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
     AdmissionRequest,
+    ErrorInfo,
     RunStatus,
     SessionSnapshot,
     Signal,
@@ -70,7 +75,15 @@ from runplane.wire import (
     serde_for,
 )
 
-__all__ = ["FINAL_STATUSES", "Client", "Mark", "last_stable_offsets", "ready_batch"]
+__all__ = [
+    "FINAL_STATUSES",
+    "Client",
+    "Mark",
+    "RunResult",
+    "final_status",
+    "last_stable_offsets",
+    "ready_batch",
+]
 
 _SETTLING = frozenset(
     {
@@ -82,7 +95,66 @@ _SETTLING = frozenset(
     }
 )
 
-FINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
+FINAL_STATUSES = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED, RunStatus.CANCELLED}
+)
+
+
+def final_status(snapshot: SessionSnapshot) -> RunStatus:
+    """The run's status as a person means it: a run an operator cancelled is CANCELLED,
+    also from an executor that records it as FAILED with error type ``RunCancelled``."""
+    error = snapshot.error
+    if snapshot.status is RunStatus.FAILED and error is not None and error.type == CANCELLED:
+        return RunStatus.CANCELLED
+    return snapshot.status
+
+
+def _check_input_size(input_json: str) -> None:
+    """Refuse an input admission would refuse, before it is produced — a larger one than
+    Kafka carries would otherwise end in the producer's raw error. The limit is admission's
+    (``RUNPLANE_ADMISSION_MAX_INPUT_BYTES``, read here from the same variable)."""
+    limit = env_int(os.environ, MAX_INPUT_BYTES_ENV, DEFAULT_MAX_INPUT_BYTES)
+    size = len(input_json.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise WireError(
+            f"the input is {size} bytes, over admission's limit of {limit} bytes "
+            f"({MAX_INPUT_BYTES_ENV}); nothing was sent"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What ``admit(wait=True)`` returns: admission's answer and, unless the request was
+    refused, the run's final snapshot."""
+
+    reply: AdmissionReply
+    snapshot: SessionSnapshot | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return self.reply.run_id
+
+    @property
+    def outcome(self) -> AdmissionOutcome:
+        return self.reply.outcome
+
+    @property
+    def status(self) -> RunStatus | None:
+        """The final status (None for a refused request)."""
+        return None if self.snapshot is None else final_status(self.snapshot)
+
+    @property
+    def output(self) -> Any:
+        """The run's output, decoded (None unless it completed)."""
+        if self.snapshot is None or self.snapshot.output_json is None:
+            return None
+        return json.loads(self.snapshot.output_json)
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        """What the run failed (or was cancelled) with."""
+        return None if self.snapshot is None else self.snapshot.error
+
 
 # The first backward window; each next one doubles, so reading back d records costs < 2d + this.
 _FIRST_WINDOW = 256
@@ -186,6 +258,38 @@ class Client:
 
     # --- admission -------------------------------------------------------------------------
 
+    @overload
+    def admit(
+        self,
+        capability: str,
+        key: str,
+        input: Any,
+        *,
+        correlation: Mapping[str, str] | None = None,
+        tenant: str = "default",
+        initiator: str | None = None,
+        wait: Literal[False] = False,
+        timeout: float = 30.0,
+        wait_timeout: float | None = None,
+        agent_version: str | None = None,
+    ) -> AdmissionReply: ...
+
+    @overload
+    def admit(
+        self,
+        capability: str,
+        key: str,
+        input: Any,
+        *,
+        correlation: Mapping[str, str] | None = None,
+        tenant: str = "default",
+        initiator: str | None = None,
+        wait: Literal[True],
+        timeout: float = 30.0,
+        wait_timeout: float | None = None,
+        agent_version: str | None = None,
+    ) -> RunResult: ...
+
     def admit(
         self,
         capability: str,
@@ -197,14 +301,20 @@ class Client:
         initiator: str | None = None,
         wait: bool = False,
         timeout: float = 30.0,
+        wait_timeout: float | None = None,
         agent_version: str | None = None,
-    ) -> AdmissionReply:
-        """Request a run and return admission's answer (after the run ends, with ``wait``).
+    ) -> AdmissionReply | RunResult:
+        """Request a run and return admission's answer — with ``wait``, a :class:`RunResult`
+        once the run has ended (its final status and output or error).
+
+        ``timeout`` bounds the wait for admission's answer, ``wait_timeout`` (default:
+        ``timeout``) the wait for the run's end.
 
         ``input`` is any JSON value. ``initiator`` defaults to ``RUNPLANE_INITIATOR``; with
         neither, ``ConfigError``. ``agent_version`` pins the run to that version (the newest of
         its line); without it the run starts on the newest version deployed. Raises ``WireError`` for a request that cannot even be built
-        (empty or oversized key, bad tenant) and ``RetryableError`` on timeout.
+        (empty or oversized key, bad tenant, an input over admission's size limit — nothing
+        is sent) and ``RetryableError`` on timeout.
         """
         who = initiator if initiator is not None else self._settings.initiator
         if who is None or not who.strip():
@@ -212,21 +322,31 @@ class Client:
                 "no initiator: pass one (the worklist principal the run acts for) "
                 "or set RUNPLANE_INITIATOR"
             )
+        input_json = json.dumps(input, separators=(",", ":"), ensure_ascii=False)
+        _check_input_size(input_json)
         request = AdmissionRequest(
             admission_key=key,
             capability=capability,
-            input_json=json.dumps(input, separators=(",", ":"), ensure_ascii=False),
+            input_json=input_json,
             correlation_keys=dict(correlation or {}),
             tenant=TenantId(tenant),
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
             agent_version=agent_version,
         )
+        # Taken before the request: the wait for a run admitted now never reads back past it.
         mark = self.mark() if wait else None
         reply = self.send(request, timeout=timeout)
-        if wait and reply.outcome != AdmissionOutcome.REFUSED and reply.run_id is not None:
-            self.wait(reply.run_id, timeout=timeout, since=self.floor_for(reply, mark))
-        return reply
+        if not wait:
+            return reply
+        if reply.outcome == AdmissionOutcome.REFUSED or reply.run_id is None:
+            return RunResult(reply)
+        ended = self.wait(
+            reply.run_id,
+            timeout=timeout if wait_timeout is None else wait_timeout,
+            since=self.floor_for(reply, mark),
+        )
+        return RunResult(reply, ended)
 
     @staticmethod
     def floor_for(reply: AdmissionReply, mark: Mark | None) -> Mark | None:

@@ -70,14 +70,22 @@ class Target(Protocol):
     def to_inbox(self, record: Signal) -> None: ...
 
 
-def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnapshot:
-    """The run's latest snapshot, by run id or admission key; refused if unknown to ``tenant``
-    (None: any tenant — a caller already trusted for all of them) or ended."""
+def lookup(target: Target, run_or_key: str) -> SessionSnapshot | None:
+    """The run's latest snapshot by run id or, failing that, by the admission key it was
+    admitted under (``admission.claims``); None when neither names a run. Every command that
+    takes a run resolves it here."""
     snap = target.latest("sessions", run_or_key)
     if not isinstance(snap, SessionSnapshot):
         claim = target.latest("admission.claims", run_or_key)
         if isinstance(claim, AdmissionClaim):
             snap = target.latest("sessions", claim.run_id)
+    return snap if isinstance(snap, SessionSnapshot) else None
+
+
+def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnapshot:
+    """The run's latest snapshot, by run id or admission key; refused if unknown to ``tenant``
+    (None: any tenant — a caller already trusted for all of them) or ended."""
+    snap = lookup(target, run_or_key)
     if not isinstance(snap, SessionSnapshot) or (tenant is not None and snap.tenant != tenant):
         raise RunRefused("unknown", f"no run {run_or_key!r} (not started yet, or not yours)")
     if snap.status in _ENDED:
