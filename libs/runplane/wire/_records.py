@@ -53,6 +53,8 @@ __all__ = [
     "SessionSnapshot",
     "Signal",
     "StartRun",
+    "StreamEvent",
+    "StreamKind",
     "TaskDecision",
     "TaskKind",
     "TaskRecord",
@@ -156,6 +158,22 @@ class Sensitivity(enum.StrEnum):
     INTERNAL = "INTERNAL"
     CONFIDENTIAL = "CONFIDENTIAL"
     SECRET = "SECRET"
+
+
+class StreamKind(enum.StrEnum):
+    """What happened."""
+
+    TURN_STARTED = "TURN_STARTED"
+    TEXT_DELTA = "TEXT_DELTA"
+    TOOL_CALL_DELTA = "TOOL_CALL_DELTA"
+    TOOL_CALL_PROPOSED = "TOOL_CALL_PROPOSED"
+    TOOL_CALL_STARTED = "TOOL_CALL_STARTED"
+    TOOL_CALL_FINISHED = "TOOL_CALL_FINISHED"
+    TOOL_CALL_REFUSED = "TOOL_CALL_REFUSED"
+    PARKED = "PARKED"
+    RESUMED = "RESUMED"
+    ENDED = "ENDED"
+    PROGRESS = "PROGRESS"
 
 
 class TaskKind(enum.StrEnum):
@@ -780,6 +798,26 @@ class StartRun(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StreamEvent(Record):
+    """One event of a run's live stream (topic runs.stream): a view for people and clients watching, produced as it happens, best effort, never the truth (the journal is)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.StreamEvent"
+
+    session_id: str
+    era: int
+    #: The slot's call_seq within the era; -1 for an event of no call (progress, parked, ended).
+    call_seq: int
+    #: Which attempt at the slot: the ms its executor began it, strictly increasing per executor; a new value for the same slot is a restart (a retry, or another executor after a crash), whose events supersede the earlier attempt's.
+    attempt: int
+    #: The event's place among its attempt's events, from 0: a gap is an event lost.
+    seq: int
+    kind: StreamKind
+    #: The kind's facts as a JSON object (a text delta's text, a call's id, name, arguments).
+    payload_json: str
+    stamp_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskDecision(Record):
     """A human (or expiry) decided a task (topic runs.inbox)."""
 
@@ -879,6 +917,7 @@ SCHEMAS: dict[str, str] = {
     'runplane.v1.SessionSnapshot': '{"type":"record","name":"SessionSnapshot","namespace":"runplane.v1","doc":"The executor\'s compacted view of one session (topic sessions, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is.","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED"]}},{"name":"era","type":"int"},{"name":"next_seq","type":"long"},{"name":"last_hash","type":"string"},{"name":"parked_on","type":["null",{"type":"record","name":"ParkedOn","namespace":"runplane.v1","doc":"What a run waits for.","fields":[{"name":"kind","type":{"type":"enum","name":"ParkKind","namespace":"runplane.v1","doc":"The kind of wait.","symbols":["SIGNAL","TASK","CASE_REPLY","OPERATOR","WAKE"]}},{"name":"ref","type":"string","doc":"Signal name, task id, case request id."},{"name":"call_seq","type":["null","long"],"default":null},{"name":"era","type":"int","default":0}]}],"default":null},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"input_json","type":"string"},{"name":"checkpoint_json","type":["null","string"],"default":null,"doc":"Last reported checkpoint state (checkpointed runs)."},{"name":"output_json","type":["null","string"],"default":null},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"started_ms","type":"long"},{"name":"updated_ms","type":"long"},{"name":"in_flight_json","type":["null","string"],"default":null,"doc":"The announced call with no recorded outcome, as canonical JSON {era, call_seq, family, name, witness, recovery}: what a restore finds in doubt."},{"name":"pending_signals","type":{"type":"array","items":{"type":"record","name":"Signal","namespace":"runplane.v1","doc":"An external event for a run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"name","type":"string"},{"name":"payload_json","type":"string"},{"name":"sent_ms","type":"long"},{"name":"signal_id","type":["null","string"],"default":null,"doc":"The sender\'s idempotency id: a second signal with the same id for the run is not delivered again. Null = no deduplication (older senders)."},{"name":"sent_by","type":["null","string"],"default":null,"doc":"The authenticated principal that sent it (from the credential, never the body); journaled with the signal."}]}},"default":[],"doc":"Signals delivered before the run waited for them, in delivery order."},{"name":"era_started_ms","type":"long","default":0,"doc":"Stamp that opened the current era (the logical clock before its first call); 0 = started_ms."},{"name":"open_request_json","type":["null","string"],"default":null,"doc":"The request the run waits an answer for (an approval task or a case command), as canonical JSON {kind, ref, era, call_seq, family, name, witness, value}: kept across a checkpointed restore so the new era adopts it instead of asking again."},{"name":"doubts_json","type":["null","string"],"default":null,"doc":"Announced calls from earlier eras whose outcome is still unknown (checkpointed runs), as a canonical JSON list of {era, call_seq, family, name, witness, recovery, origin}: every later restore runs each one\'s declared recovery before the same call can be performed live again. Null = none."},{"name":"wake_at_ms","type":["null","long"],"default":null,"doc":"The journaled instant a durable timer (ctx.sleep, or a wait\'s timeout) wakes the run; the executor owning the partition delivers a Wake at or after it. Null = no timer."},{"name":"signal_ids","type":{"type":"array","items":"string"},"default":[],"doc":"Ids of the signals already accepted by the run (the most recent ones, bounded), so a redelivered signal is not delivered twice."},{"name":"cancel_json","type":["null","string"],"default":null,"doc":"A cancel request accepted and not yet ended, as canonical JSON {reason, by, at_ms, delivered}: the run ends RUN_CANCELLED once the agent has observed it and finished its clean-up."},{"name":"agent_version","type":["null","string"],"default":null,"doc":"The agent version serving the run (runplane.core.versions): a run continues on the newest deployed version of its line. Null: unversioned, or a writer older than this field."},{"name":"stranded_json","type":["null","string"],"default":null,"doc":"Set while no deployed version of the run\'s line can serve it (runplane.core.versions): canonical JSON {version, status, wake_at_ms} - the version it waits for and the status and timer it had, given back when an executor hosting its line takes it. The run is PARKED meanwhile (RUN_PARKED parked_on version:<v> journaled). Null = not stranded."},{"name":"held_json","type":["null","string"],"default":null,"doc":"Inbox records for the run that arrived while it was stranded, in arrival order, as a canonical JSON list of {topic, partition, offset, key, value, at_ms, reason} (key and value base64): served in that order, before anything newer, once a version of its line is deployed; never dead-lettered. Null = none."},{"name":"delegation_json","type":["null","string"],"default":null,"doc":"The Delegation the run runs under (from its StartRun), kept so a rebuilt run stays bounded by it. Null: none."},{"name":"parts","type":{"type":"map","values":"string"},"default":{},"doc":"Each effect family\'s own part of the run\'s state, by part name (the family\'s registry row says how its value is written and read): text a newer writer adds while it still writes the older fields above (wake_at_ms, signal_ids, cancel_json) for older readers. A reader takes a part from here first, from the older fields when it is absent. Absent = the part\'s default."}]}',
     'runplane.v1.Signal': '{"type":"record","name":"Signal","namespace":"runplane.v1","doc":"An external event for a run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"name","type":"string"},{"name":"payload_json","type":"string"},{"name":"sent_ms","type":"long"},{"name":"signal_id","type":["null","string"],"default":null,"doc":"The sender\'s idempotency id: a second signal with the same id for the run is not delivered again. Null = no deduplication (older senders)."},{"name":"sent_by","type":["null","string"],"default":null,"doc":"The authenticated principal that sent it (from the credential, never the body); journaled with the signal."}]}',
     'runplane.v1.StartRun': '{"type":"record","name":"StartRun","namespace":"runplane.v1","doc":"Start a run (topic runs.inbox, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"input_json","type":"string"},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"admitted_hash","type":"string","doc":"Hash of the RunAdmitted record (seq 0): the chain\'s handover."},{"name":"admitted_ms","type":"long"},{"name":"agent_version","type":["null","string"],"default":null,"doc":"The emitter\'s version pin (the executor starts the run on the newest deployed version of that line); null: the newest version the executor hosts (or an unversioned agent, or a writer older than this field)."},{"name":"delegation_json","type":["null","string"],"default":null,"doc":"The Delegation the run runs under (see AdmissionRequest.delegation_json), also in seq 0\'s attrs (delegation). Null: none."}]}',
+    'runplane.v1.StreamEvent': '{"type":"record","name":"StreamEvent","namespace":"runplane.v1","doc":"One event of a run\'s live stream (topic runs.stream): a view for people and clients watching, produced as it happens, best effort, never the truth (the journal is).","fields":[{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":"int","doc":"The slot\'s call_seq within the era; -1 for an event of no call (progress, parked, ended)."},{"name":"attempt","type":"long","doc":"Which attempt at the slot: the ms its executor began it, strictly increasing per executor; a new value for the same slot is a restart (a retry, or another executor after a crash), whose events supersede the earlier attempt\'s."},{"name":"seq","type":"long","doc":"The event\'s place among its attempt\'s events, from 0: a gap is an event lost."},{"name":"kind","type":{"type":"enum","name":"StreamKind","namespace":"runplane.v1","doc":"What happened.","symbols":["TURN_STARTED","TEXT_DELTA","TOOL_CALL_DELTA","TOOL_CALL_PROPOSED","TOOL_CALL_STARTED","TOOL_CALL_FINISHED","TOOL_CALL_REFUSED","PARKED","RESUMED","ENDED","PROGRESS"]}},{"name":"payload_json","type":"string","doc":"The kind\'s facts as a JSON object (a text delta\'s text, a call\'s id, name, arguments)."},{"name":"stamp_ms","type":"long"}]}',
     'runplane.v1.TaskDecision': '{"type":"record","name":"TaskDecision","namespace":"runplane.v1","doc":"A human (or expiry) decided a task (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"task_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"outcome","type":{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call.","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}},{"name":"comment","type":"string","default":""},{"name":"decided_by","type":{"type":"array","items":"string"},"default":[],"doc":"Principals from authenticated requests; empty for unattended expiry."},{"name":"decided_ms","type":"long"},{"name":"edits_json","type":["null","string"],"default":null,"doc":"An APPROVED call approval with arguments changed by decided_by: a JSON object, argument name to the value set. The run records it as that person\'s release of exactly those fields. Null otherwise."}]}',
     'runplane.v1.TaskRecord': '{"type":"record","name":"TaskRecord","namespace":"runplane.v1","doc":"A human task (topic tasks, key task_id).","fields":[{"name":"task","type":{"type":"record","name":"OpenTask","namespace":"runplane.v1","doc":"Open a human task (topic tasks.commands, key task_id).","fields":[{"name":"task_id","type":"string"},{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"kind","type":{"type":"enum","name":"TaskKind","namespace":"runplane.v1","doc":"Approval or an operator verdict on an in-doubt call.","symbols":["APPROVAL","OPERATOR"]}},{"name":"question","type":"string"},{"name":"answer_json","type":"string","doc":"The run\'s actual proposed answer."},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"role","type":"string"},{"name":"approvals","type":"int","default":1},{"name":"initiator","type":"string"},{"name":"expires_ms","type":["null","long"],"default":null},{"name":"on_expiry","type":{"type":"enum","name":"ExpiryPolicy","namespace":"runplane.v1","doc":"What expiry does.","symbols":["FAIL","PROCEED","ESCALATE"]}},{"name":"allow_unattended","type":"boolean","default":false},{"name":"escalate_to","type":["null","string"],"default":null},{"name":"opened_ms","type":"long"},{"name":"tenant","type":["null","string"],"default":null,"doc":"The run\'s tenant: only principals of this tenant see and decide the task. Null from writers older than this field (read as the tenant default)."},{"name":"trace_parent","type":["null","string"],"default":null,"doc":"The W3C traceparent of the run\'s step that opened the task (runplane.tracing), so the decision joins the run\'s trace. Null when untraced."},{"name":"editable","type":{"type":"array","items":"string"},"default":[],"doc":"A call approval (ctx.approve_call): the arguments of the proposed call a decider may edit (answer_json shows the call). Empty for every other task: no edit is taken."}]}},{"name":"status","type":{"type":"enum","name":"TaskStatus","namespace":"runplane.v1","doc":"Where a task is.","symbols":["OPEN","CLAIMED","DECIDED","EXPIRED","CLOSED"]}},{"name":"claimed_by","type":["null","string"],"default":null},{"name":"approved_by","type":{"type":"array","items":"string"},"default":[]},{"name":"outcome","type":["null",{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call.","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}],"default":null},{"name":"comment","type":"string","default":""},{"name":"updated_ms","type":"long"},{"name":"claim_note","type":["null","string"],"default":null,"doc":"How the last claim was taken back without a decision, for the record: its lease lapsed (the worklist\'s tick) or a supervisor released it. null until that happens."},{"name":"edits_json","type":["null","string"],"default":null,"doc":"The arguments the decider changed when approving a proposed call (DecideTask.edits_json), so a decision sent again carries them. Null otherwise."}]}',
     'runplane.v1.Wake': '{"type":"record","name":"Wake","namespace":"runplane.v1","doc":"Wake a parked or evicted run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"reason","type":"string"},{"name":"sent_ms","type":"long"}]}',
@@ -917,6 +956,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     SessionSnapshot,
     Signal,
     StartRun,
+    StreamEvent,
     TaskDecision,
     TaskRecord,
     Wake,
@@ -932,6 +972,7 @@ ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (
     ParkKind,
     RunStatus,
     Sensitivity,
+    StreamKind,
     TaskKind,
     TaskStatus,
     Trust,
