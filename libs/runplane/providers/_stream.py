@@ -26,9 +26,11 @@ provider reports as an unreadable reply, like a malformed JSON body.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from runplane.core.agents import Generation
 
 
 class StreamError(ValueError):
@@ -62,6 +64,18 @@ class Delta:
 
 
 DeltaSink = Callable[[Delta], None]
+
+
+@runtime_checkable
+class StreamingProvider(Protocol):
+    """A model provider that can also stream (both of ours do; a provider that cannot is
+    called with ``generate``, and its generation simply arrives whole)."""
+
+    name: str
+
+    async def stream(
+        self, model: str, prompt: Any, params: Mapping[str, Any], sink: DeltaSink
+    ) -> Generation: ...
 
 
 @dataclass(frozen=True)
