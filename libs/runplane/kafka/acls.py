@@ -134,7 +134,7 @@ ACCESS: dict[str, Access] = {
         txn_prefix="journal",
     ),
     "emitter": Access(
-        reads=("admission.replies", "sessions"),
+        reads=("admission.replies", "sessions", "runs.stream"),
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),
