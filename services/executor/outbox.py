@@ -17,6 +17,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import Message
 
@@ -33,6 +34,7 @@ from runplane.wire import (
     RunStatus,
     Serde,
     SessionSnapshot,
+    StreamKind,
 )
 from services.executor.batch import Out
 from services.executor.committer import GroupCommit
@@ -122,6 +124,15 @@ class Outbox:
         if self._streams is not None:
             # A watcher is told a fact (parked, refused, ended) once it is durable.
             self.after_commit(functools.partial(self._streams.journaled, session_id, records), now)
+
+    def progress(self, session_id: str, era: int, notes: list[dict[str, Any]]) -> None:
+        """Publish an agent's progress notes (``ctx.progress``) on the run's live stream at
+        once: ephemeral, outside the batch, never journaled."""
+        if self._streams is None or not notes:
+            return
+        stream = self._streams.facts(session_id, era)
+        for note in notes:
+            stream.emit(StreamKind.PROGRESS, note)
 
     def tombstone(self, topic: str, key: str, partition: int, now: float) -> None:
         """Queue the deletion of a table row (an erased body)."""
