@@ -20,6 +20,7 @@ The journal service's ``GET /runs/{id}/stream`` and ``Client.stream`` are both t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -204,7 +205,10 @@ async def follow(
     stop = threading.Event()
 
     def put(got: list[StreamItem] | BaseException | None) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, got)
+        if stop.is_set():
+            return  # the follower is gone: nobody to hand it to
+        with contextlib.suppress(RuntimeError):  # its event loop closed meanwhile
+            loop.call_soon_threadsafe(queue.put_nowait, got)
 
     def read() -> None:
         _read(_Reader, (settings, run_id, after, since_ms), to_end, stop, put)
