@@ -22,7 +22,7 @@ from runplane.fakes import FakeAnthropicServer, FakeOpenAIServer
 from runplane.fakes._anthropic import Messages
 from runplane.fakes._model import Usage, pieces
 from runplane.fakes._openai import ChatCompletions
-from runplane.providers import AnthropicProvider, OpenAIProvider
+from runplane.providers import AnthropicProvider, ModelReplyError, OpenAIProvider
 from runplane.providers._anthropic import read_message
 from runplane.providers._openai import _read
 from runplane.providers._stream import (
@@ -183,3 +183,34 @@ async def test_a_provider_streams_over_http_what_it_generates(fake: Any) -> None
     args = [d for d in deltas if d.kind == "tool_call" and d.index == 0 and d.arguments]
     assert len(args) > 1  # the call's arguments arrived split
     assert json.loads("".join(d.arguments for d in args)) == {"q": "order 42", "deep": True}
+
+
+async def test_a_server_that_ignores_stream_is_read_as_unstreamed() -> None:
+    with FakeOpenAIServer() as server:
+        provider = OpenAIProvider(base_url=server.url, model="m")
+        bad_args = {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c",
+                                "type": "function",
+                                "function": {"name": "lookup", "arguments": "{nope"},
+                            }
+                        ],
+                    },
+                }
+            ]
+        }
+        server.respond_next(200, bad_args)  # a whole JSON reply to a stream request
+        deltas: list[Delta] = []
+        with pytest.raises(ModelReplyError, match="not JSON"):
+            await provider.stream("default", "hi", PARAMS, deltas.append)
+        server.script("plain")
+        server.respond_next(200, {"choices": [{"message": {"content": "whole"}}]})
+        got = await provider.stream("default", "hi", {}, deltas.append)
+    assert got.text == "whole" and deltas == []

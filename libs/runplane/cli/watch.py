@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 
+from runplane.cli.runs import runs_app
 from runplane.config import Settings
 from runplane.runs.client import Client
 from runplane.runs.stream import event_json
@@ -107,6 +108,4 @@ def watch_cmd(
 
 def register(app: typer.Typer) -> None:
     """``watch`` in the ``runs`` group."""
-    from runplane.cli.runs import runs_app
-
     runs_app.command("watch")(watch_cmd)

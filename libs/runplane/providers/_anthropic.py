@@ -133,10 +133,12 @@ class AnthropicProvider:
         try:
             if self._client is None:
                 async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0)) as own:
-                    await post_events(own, url, body, self._headers(), events.feed, sink)
+                    whole = await post_events(own, url, body, self._headers(), events.feed, sink)
             else:
-                await post_events(self._client, url, body, self._headers(), events.feed, sink)
-            data = events.message()
+                whole = await post_events(
+                    self._client, url, body, self._headers(), events.feed, sink
+                )
+            data = events.message() if whole is None else whole
         except StreamError as exc:
             raise _unreadable(exc) from exc
         return read_message(data, turn)

@@ -127,7 +127,7 @@ class OpenAIProvider:
         }
         chunks = ChatChunks()
         try:
-            await post_events(
+            whole = await post_events(
                 self._http(),
                 f"{self.base_url}/chat/completions",
                 body,
@@ -135,7 +135,7 @@ class OpenAIProvider:
                 chunks.feed,
                 sink,
             )
-            data = chunks.completion()
+            data = chunks.completion() if whole is None else whole
         except StreamError as exc:
             raise _unreadable(exc) from exc
         return _read(turn, data)

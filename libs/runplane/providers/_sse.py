@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from runplane.providers._errors import classify_status, classify_transport
-from runplane.providers._stream import Delta, DeltaSink, SSEDecoder, SSEEvent
+from runplane.providers._stream import Delta, DeltaSink, SSEDecoder, SSEEvent, StreamError
 
 
 async def post_events(
@@ -24,9 +24,10 @@ async def post_events(
     headers: Mapping[str, str],
     feed: Callable[[SSEEvent], list[Delta]],
     sink: DeltaSink,
-) -> None:
+) -> dict[str, Any] | None:
     """POST ``body`` to ``url`` and feed each event of the reply to ``feed``, its fragments
-    to ``sink`` as they arrive."""
+    to ``sink`` as they arrive. A server that answers with a whole JSON reply instead (some
+    compatible servers ignore ``stream``) has that reply returned, to be read as unstreamed."""
     decoder = SSEDecoder()
     try:
         async with client.stream(
@@ -35,6 +36,15 @@ async def post_events(
             if response.status_code // 100 != 2:
                 await response.aread()
                 raise classify_status(response)
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await response.aread()
+                try:
+                    whole = response.json()
+                except ValueError as exc:
+                    raise StreamError(f"neither events nor JSON: {response.text[:200]!r}") from exc
+                if not isinstance(whole, dict):
+                    raise StreamError(f"a reply is an object, got {type(whole).__name__}")
+                return whole
             async for line in response.aiter_lines():
                 event = decoder.feed(line.rstrip("\r"))
                 if event is None:
@@ -45,5 +55,6 @@ async def post_events(
             if event is not None:
                 for delta in feed(event):
                     sink(delta)
+        return None
     except httpx.TransportError as exc:
         raise classify_transport(exc) from exc
