@@ -40,6 +40,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Annotated, Any, Protocol
 
+from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
@@ -305,6 +306,9 @@ def _install_stream_route(app: FastAPI, runs: Runs, follow: Follow | None) -> No
             try:
                 async for item in events:
                     yield b": keep-alive\n\n" if item is None else sse(item)
+            except (RunplaneError, KafkaException) as exc:
+                # The head is sent: end the stream; the client reconnects with Last-Event-ID.
+                log.warning("run stream %s ended early: %s", run_id, exc)
             finally:
                 await events.aclose()  # a watcher gone: its reader thread stops now
 

@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -109,10 +110,7 @@ class _Reader:
         )
         self.at_end = False
         try:
-            meta = self._consumer.list_topics(self._topic, timeout=10).topics.get(self._topic)
-            if meta is None or meta.error is not None or not meta.partitions:
-                raise RetryableError(f"topic {self._topic} is not available", retry_after=1.0)
-            self._partition = partition_for(run_id, len(meta.partitions))
+            self._partition = partition_for(run_id, self._partitions())
             start = OFFSET_BEGINNING if after is None else after + 1
             if after is None and since_ms is not None:
                 found = self._consumer.offsets_for_times(
@@ -124,6 +122,17 @@ class _Reader:
         except BaseException:
             self._consumer.close()
             raise
+
+    def _partitions(self, wait_s: float = 10.0) -> int:
+        # A topic created a moment ago may not be in the metadata yet: ask again briefly.
+        deadline = time.monotonic() + wait_s
+        while True:
+            meta = self._consumer.list_topics(self._topic, timeout=wait_s).topics.get(self._topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                return len(meta.partitions)
+            if time.monotonic() > deadline:
+                raise RetryableError(f"topic {self._topic} is not available", retry_after=1.0)
+            time.sleep(0.1)
 
     def poll(self, timeout_s: float) -> list[StreamItem]:
         out: list[StreamItem] = []
