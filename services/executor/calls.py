@@ -16,10 +16,12 @@ from opentelemetry.context import Context
 
 from runplane.core import Generation, LiveCall, ModelProvider, Outcome, Runtime, Tool
 from runplane.errors import TerminalError
+from runplane.providers import StreamingProvider
 from runplane.serving.tracing import current_headers, effect_span
-from runplane.wire import Label
+from runplane.wire import Label, StreamKind
 from services.executor.live import CallPolicy, CallStatus, LiveCallRunner, LiveOutcome
 from services.executor.metrics import executor_metrics
+from services.executor.streaming import AttemptStream, RunStreams
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,13 @@ class Performer:
         providers: Mapping[str, ModelProvider],
         max_inflight: int,
         call_timeout_s: float,
+        streams: RunStreams | None = None,
     ) -> None:
         self._tools = dict(tools)
         self._providers = dict(providers)
         self._runner = LiveCallRunner(max_inflight)
         self._call_timeout_s = call_timeout_s
+        self._streams = streams  # None: nothing is streamed, generations arrive whole
         # Finished calls, in the order they finished: the loop drains them on its thread.
         self.completions: deque[Completion] = deque()
         self._metrics = executor_metrics()
@@ -95,17 +99,53 @@ class Performer:
         return children
 
     async def _call_once(self, call: LiveCall) -> Any:
-        request = call.request
+        # One attempt, so one attempt on the run's stream: a retry is told apart.
+        live = (
+            None
+            if self._streams is None
+            else self._streams.attempt(call.session_id, call.era, call.call_seq)
+        )
         if call.family == "generation":
-            provider = self._providers.get(call.target)
-            if provider is None:
-                raise TerminalError(f"no model provider named {call.target!r}")
-            gen = await provider.generate(
-                str(request.get("model", "")),
-                request.get("prompt"),
-                dict(request.get("params") or {}),
+            return await self._generate(call, live)
+        if live is None:
+            return await self._use_tool(call)
+        live.emit(StreamKind.TOOL_CALL_STARTED, {"name": call.name, "family": call.family})
+        try:
+            value = await self._use_tool(call)
+        except Exception as exc:
+            live.emit(
+                StreamKind.TOOL_CALL_FINISHED,
+                {"name": call.name, "ok": False, "error": type(exc).__name__},
             )
-            return gen
+            raise
+        live.emit(StreamKind.TOOL_CALL_FINISHED, {"name": call.name, "ok": True})
+        return value
+
+    async def _generate(self, call: LiveCall, live: AttemptStream | None) -> Generation:
+        request = call.request
+        provider = self._providers.get(call.target)
+        if provider is None:
+            raise TerminalError(f"no model provider named {call.target!r}")
+        args = (
+            str(request.get("model", "")),
+            request.get("prompt"),
+            dict(request.get("params") or {}),
+        )
+        if live is None:
+            return await provider.generate(*args)
+        live.emit(StreamKind.TURN_STARTED, {"provider": call.target, "model": args[0]})
+        if isinstance(provider, StreamingProvider):
+            gen = await provider.stream(*args, live.delta)
+        else:
+            gen = await provider.generate(*args)
+            if gen.text:
+                live.emit(StreamKind.TEXT_DELTA, {"text": gen.text})
+        for index, proposed in enumerate(gen.tool_calls):
+            live.emit(StreamKind.TOOL_CALL_PROPOSED, {"index": index, **proposed.to_json()})
+        return gen
+
+    async def _use_tool(self, call: LiveCall) -> Any:
+        request = call.request
         tool = self._tools.get(call.target)
         if tool is None:
             raise TerminalError(f"no tool named {call.target!r}")

@@ -92,6 +92,7 @@ from services.executor.repair import Repair
 from services.executor.settings import ExecutorSettings
 from services.executor.state import PartitionState, RunTable
 from services.executor.stepping import StepApplier
+from services.executor.streaming import KafkaPublish, RunStreams
 from services.executor.timers import Timers
 from services.executor.topology import INPUT, OUTPUTS, SERVICE, group_id
 from services.executor.versions import VersionGate
@@ -157,6 +158,9 @@ class Executor:
             wall_ms=wall_ms,
             metrics=metrics,
         )
+        # The live stream (runs.stream): produced outside the transactions, best effort.
+        self._publish = KafkaPublish(base, self._serde) if settings.stream else None
+        streams = None if self._publish is None else RunStreams(self._publish, wall_ms)
         self._outbox = Outbox(
             self._group,
             self._serde,
@@ -164,6 +168,7 @@ class Executor:
             metrics=metrics,
             wall_ms=wall_ms,
             emitter_key=settings.emitter_key,
+            streams=streams,
         )
         self._ends = RunEnds(self._table, self._outbox, metrics=metrics, wall_ms=wall_ms)
         # What every runtime is built with: calendars, tool declarations, limits, policy.
@@ -173,6 +178,7 @@ class Executor:
             providers=providers,
             max_inflight=settings.max_inflight,
             call_timeout_s=settings.call_timeout_s,
+            streams=streams,
         )
         self._steps = StepApplier(
             self._table,
@@ -281,6 +287,8 @@ class Executor:
         self._steps.close()
         self._table.close()
         self._loop.close()
+        if self._publish is not None:
+            self._publish.close()
 
     # ------------------------------------------------------------------ rebalancing (hooks)
     def _revoke(self, partitions: list[int], lost: bool) -> None:

@@ -17,6 +17,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import Message
 
@@ -33,12 +34,14 @@ from runplane.wire import (
     RunStatus,
     Serde,
     SessionSnapshot,
+    StreamKind,
 )
 from services.executor.batch import Out
 from services.executor.committer import GroupCommit
 from services.executor.metrics import ExecutorMetrics
 from services.executor.policy import count_refusal
 from services.executor.state import RunTable, results_key
+from services.executor.streaming import RunStreams
 from services.executor.topology import SERVICE
 
 log = logging.getLogger("services.executor.executor")
@@ -58,6 +61,7 @@ class Outbox:
         metrics: ExecutorMetrics,
         wall_ms: Callable[[], int],
         emitter_key: SigningKey | None,
+        streams: RunStreams | None = None,
     ) -> None:
         self._group = group  # its ``batch`` is a new one after every seal: read it each time
         self._serde = serde
@@ -65,6 +69,7 @@ class Outbox:
         self._metrics = metrics
         self._wall_ms = wall_ms
         self._emitter_key = emitter_key
+        self._streams = streams  # the live stream's facts, published once committed
         # The trace context of the step being applied, as headers (None: not traced); set by
         # the loop around a message or a live call's outcome.
         self.trace: list[tuple[str, bytes]] | None = None
@@ -116,6 +121,18 @@ class Outbox:
             if record.kind is JournalKind.EFFECT_IN_DOUBT:
                 self._metrics.in_doubt.labels(record.attrs.get("recovery", "unknown")).inc()
             count_refusal(record)  # the sink gate's refusals, by sink and reason
+        if self._streams is not None:
+            # A watcher is told a fact (parked, refused, ended) once it is durable.
+            self.after_commit(functools.partial(self._streams.journaled, session_id, records), now)
+
+    def progress(self, session_id: str, era: int, notes: list[dict[str, Any]]) -> None:
+        """Publish an agent's progress notes (``ctx.progress``) on the run's live stream at
+        once: ephemeral, outside the batch, never journaled."""
+        if self._streams is None or not notes:
+            return
+        stream = self._streams.facts(session_id, era)
+        for note in notes:
+            stream.emit(StreamKind.PROGRESS, note)
 
     def tombstone(self, topic: str, key: str, partition: int, now: float) -> None:
         """Queue the deletion of a table row (an erased body)."""

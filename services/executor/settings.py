@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runplane.config import Settings, env_float, env_int, env_str
+from runplane.config import Settings, env_bool, env_float, env_int, env_str
 from runplane.core.limits import Limits, limits_from_env
 from runplane.errors import ConfigError
 from runplane.signing.admission import SigningKey
@@ -53,6 +53,8 @@ class ExecutorSettings:
     limits: Limits = field(default_factory=Limits)
     # RUNPLANE_POLICY: the deployment policy file (sink gate, grants, budgets); None: none.
     policy_path: str | None = None
+    # RUNPLANE_EXECUTOR_STREAM: publish runs' live events on runs.stream (providers stream).
+    stream: bool = True
 
     def __post_init__(self) -> None:
         if self.idle_grace_s < 0:
@@ -108,6 +110,7 @@ class ExecutorSettings:
             journal_signer=Signer.from_env(e),
             limits=limits_from_env(e),
             policy_path=env_str(e, "RUNPLANE_POLICY"),
+            stream=env_bool(e, "RUNPLANE_EXECUTOR_STREAM", d.stream),
         )
 
     @property

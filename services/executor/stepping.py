@@ -101,6 +101,8 @@ class StepApplier:
     # ------------------------------------------------------------------ steps
     def apply(self, run_id: str, p: int, runtime: Runtime, step: Step) -> None:
         """Apply ``step`` of ``runtime`` and start its calls."""
+        # The agent's progress notes go out now, not with the batch: they are ephemeral.
+        self._outbox.progress(run_id, runtime.era, runtime.take_progress())
         sink = RunSink(self._outbox, self._table, run_id, p)
         if apply_step(step, sink):
             return

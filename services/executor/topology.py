@@ -18,6 +18,7 @@ OUTPUTS = (
     "admission",
     "deadletter",
     "runs.inbox",  # a continue-as-new successor's StartRun; a commissioned child's result
+    "runs.stream",  # runs' live events, produced outside the transactions (streaming.py)
 )
 
 

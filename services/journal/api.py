@@ -15,6 +15,12 @@ left out of lists and answers 404, as an unknown id does.
   principal has the role ``auditor`` (401 without a valid token, 403 without the role).
 - ``GET /runs/{id}/verify`` — the chain verified now, from the topics (the same fold as the
   service and ``runplane journal verify``), next to the service's own audit verdict.
+- ``GET /runs/{id}/stream`` — the run's live stream as server-sent events (``runs.stream``:
+  text and tool-call fragments, calls started and finished, parked, resumed, ended, progress);
+  each event's ``id`` is its place in the stream, and a reconnect with ``Last-Event-ID`` (or
+  ``?after=``) resumes right after it, with no gap and no duplicate. It ends after the run's
+  ``ENDED`` event (a run already over: at the end of what the stream retains). A view, never
+  the truth: the journal is (``runplane.runs.stream``).
 - ``GET /ui`` — the runs UI for people (``services.journal.ui``), same tokens and tenancy.
 
 Reading a run from Kafka costs a scan of its session's partition, so the API bounds it: a run
@@ -29,25 +35,29 @@ the reason; nothing is a 500.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Annotated, Any, Protocol
 
+from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter, RunIndex
-from runplane.journal.summary import RunSummary
+from runplane.journal.summary import TERMINAL, RunSummary
+from runplane.runs.stream import BadEventId, StreamItem, sse
+from runplane.runs.stream import last_event_id as last_event_id_of
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.serving.shell import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
 from services.journal.repair import Repairer, install_repair_routes
-from services.journal.runs import DEFAULT_MAX_SCANS, RunReader, Runs, ScanLimit
+from services.journal.runs import DEFAULT_MAX_SCANS, RunReader, Runs, ScanLimit, scan_since
 from services.journal.ui import install_ui
 
 log = logging.getLogger(__name__)
@@ -139,6 +149,7 @@ def build_api(
     ui: bool = True,
     public_origin: str | None = None,
     repairer: Repairer | None = None,
+    stream: Follow | None = None,
 ) -> FastAPI:
     """The run-query app; ``index`` returns None when no Redis index is configured.
 
@@ -146,6 +157,8 @@ def build_api(
     ``max_scans``: how many Kafka partition scans (journal, verify) may run at once.
     ``ui``: serve the runs UI at ``/ui`` (``services.journal.ui``) on the same app;
     ``public_origin``: the address people reach it at (its form posts are checked against it).
+    ``stream``: follows a run's live stream (``runplane.runs.stream.follow`` bound to the
+    settings); None: ``GET /runs/{id}/stream`` answers 503.
     """
     app = FastAPI(title=title, version="1", description=__doc__)
     app.state.readers = readers
@@ -158,6 +171,7 @@ def build_api(
     runs = Runs(index, reader, readers, ScanLimit(max_scans))
     _install_index_routes(app, runs)
     _install_journal_routes(app, runs)
+    _install_stream_route(app, runs, stream)
     install_repair_routes(app, runs, readers, repairer)  # POST resume/fork/erase (operators)
     if ui:
         install_ui(app, runs, readers, public_origin=public_origin)
@@ -245,6 +259,68 @@ def _install_journal_routes(app: FastAPI, runs: Runs) -> None:
             body_missing=list(report.body_missing),
             service_verdict=str(summary.verdict),
         )
+
+
+class Follow(Protocol):
+    """``runplane.runs.stream.follow`` with the deployment's settings bound."""
+
+    def __call__(
+        self,
+        run_id: str,
+        *,
+        after: int | None,
+        since_ms: int | None,
+        to_end: bool,
+        idle_s: float | None,
+    ) -> AsyncGenerator[StreamItem | None]: ...
+
+
+KEEP_ALIVE_S = 15.0
+
+
+def _install_stream_route(app: FastAPI, runs: Runs, follow: Follow | None) -> None:
+    """``GET /runs/{id}/stream``: the run's live events as server-sent events."""
+
+    @app.get(
+        "/runs/{run_id}/stream",
+        response_class=StreamingResponse,
+        responses={**_AUTH_ERRORS, 400: {}, 404: {}, 503: {}},
+        summary="The run's live events (server-sent events, resumable with Last-Event-ID)",
+    )
+    async def stream_run(
+        run_id: RunId,
+        who: Who,
+        last_event_id: str | None = Header(None),
+        after: int | None = Query(None, ge=0, description="resume after this event id"),
+    ) -> StreamingResponse:
+        try:
+            resume = last_event_id_of(last_event_id)
+        except BadEventId as exc:
+            raise HTTPException(400, str(exc)) from exc
+        resume = after if resume is None else resume
+        summary = await asyncio.to_thread(runs.known, run_id, who)  # 404: unknown, or not yours
+        if follow is None:
+            raise HTTPException(503, "streaming is not configured on this instance")
+        events = follow(
+            run_id,
+            after=resume,
+            since_ms=None if resume is not None else scan_since(summary),
+            to_end=summary.status in TERMINAL,
+            idle_s=KEEP_ALIVE_S,
+        )
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for item in events:
+                    yield b": keep-alive\n\n" if item is None else sse(item)
+            except (RunplaneError, KafkaException) as exc:
+                # The head is sent: end the stream; the client reconnects with Last-Event-ID.
+                log.warning("run stream %s ended early: %s", run_id, exc)
+            finally:
+                await events.aclose()  # a watcher gone: its reader thread stops now
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:

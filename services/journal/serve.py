@@ -14,6 +14,7 @@ same transactional.id, which aborts whatever it left open.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from runplane.core.repair import RepairOrder
 from runplane.journal.index import RunIndex
 from runplane.runs.read import RunHistory, read_audit, read_case, read_run
 from runplane.runs.repair import read_snapshot, send_order, write_fork
+from runplane.runs.stream import follow
 from runplane.serving.auth import PrincipalsFile
 from runplane.serving.health import Health
 from runplane.serving.shell import health_routes, run_http
@@ -91,6 +93,7 @@ def serve(
         max_scans=js.max_scans,
         public_origin=js.public_origin,
         repairer=KafkaRepairer(settings, js.journal_signer),
+        stream=functools.partial(follow, settings),
     )
     app.router.routes.extend(health_routes(health))
     loop = AuditLoop(js, probe=health.probe("audit"))

@@ -24,6 +24,7 @@ from runplane.kafka.topics import (
 DESIGN_TOPICS = {
     "admission", "admission.claims", "admission.replies", "runs.inbox", "journal", "results",
     "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "audit", "deadletter",
+    "runs.stream",
 }  # fmt: skip
 
 
@@ -38,6 +39,8 @@ def test_state_never_expires_and_the_journal_is_kept_forever() -> None:
         assert expected_config(settings, name) == {"cleanup.policy": "compact"}
     assert expected_config(settings, "journal")["retention.ms"] == "-1"
     assert int(expected_config(settings, "audit")["retention.ms"]) >= 365 * 86_400_000
+    # The live stream is a view: bounded, a day.
+    assert expected_config(settings, "runs.stream")["retention.ms"] == str(86_400_000)
 
 
 def test_names_carry_the_prefix() -> None:

@@ -36,6 +36,7 @@ from runplane.cli import (  # noqa: E402
     tasks,
     topics,
     tree,
+    watch,
 )
 from runplane.errors import RunplaneError  # noqa: E402
 
@@ -78,6 +79,7 @@ for _module in (
     _module.register(app)
 operate.register(app)  # after runs: it adds `runs cancel` to the runs group
 policy.register(app)  # runplane policy check
+watch.register(app)  # runplane runs watch
 tree.register(app)  # `runs tree` (commissions): after runs, which owns the runs group
 
 # Versions and replay testing: `journal export`, `replay`, `agents list`.

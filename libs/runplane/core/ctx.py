@@ -85,6 +85,9 @@ class InlineAnswers(Protocol):
 
     def patch(self, change_id: str, *, deprecated: bool) -> bool: ...
 
+    def progress(self, note: Mapping[str, Any]) -> None:
+        """Hold an agent's progress note for the run's live stream (dropped on replay)."""
+
 
 class StepCtx:
     """The context of one run inside one era. Built by the Runtime; agents only call it."""
@@ -150,6 +153,16 @@ class StepCtx:
         (docs/security.md). Journals nothing; the same on replay (only outputs recorded before
         this point count)."""
         return self._inline.label_of(value)
+
+    def progress(self, message: str = "", **data: Any) -> None:
+        """Tell whoever watches the run how it is going (``runs.stream``, kind ``PROGRESS``).
+
+        **Ephemeral**: journals nothing, takes no call_seq, never changes what the run does,
+        and is best effort — a watcher may miss it, a replay does not repeat it (a note made
+        while the run replays its history is dropped), and ``runplane runs show`` never shows
+        it. Use it for "read 3 of 10 documents", never for anything a decision depends on.
+        ``data`` must be JSON-serialisable."""
+        self._inline.progress({"message": str(message), **data})
 
     # -- patch markers (runplane.core.engine.patches) ---------------------------------------
     def patched(self, change_id: str) -> bool:

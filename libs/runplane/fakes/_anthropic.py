@@ -8,17 +8,19 @@ and ``tool_choice`` in; ``content`` blocks (``text``, ``tool_use`` with its ``in
 protocol: a ``system`` role among the messages, a ``tool_result`` not in the user message right
 after the assistant message that called it, a call left unanswered there, results after other
 content, a ``tool_choice`` naming a tool not offered. Its answers come from a model function,
-or the texts of ``script()`` and then the echo (``runplane.fakes._model``).
+or the texts of ``script()`` and then the echo (``runplane.fakes._model``). A request with
+``stream: true`` is answered as the Messages API streams (``Messages.events``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runplane.core.agents import Generation
 from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
 from runplane.fakes._http import JSON, Request, Response
-from runplane.fakes._model import BadRequest, ModelFake, Usage
+from runplane.fakes._model import BadRequest, ModelFake, Split, Usage, sse
 
 _STOP = {str(StopReason.TOOL_CALLS): "tool_use", str(StopReason.MAX_TOKENS): "max_tokens"}
 
@@ -93,6 +95,52 @@ class Messages:
             "stop_sequence": None,
             "usage": {"input_tokens": usage.tokens_in, "output_tokens": usage.tokens_out},
         }
+
+    def events(self, reply: JSON, body: JSON, split: Split) -> tuple[bytes, ...]:
+        """The Messages API's events: ``message_start`` (no content yet, input usage), per
+        block ``content_block_start``, its ``text_delta`` / ``input_json_delta`` pieces and
+        ``content_block_stop``, then ``message_delta`` (stop reason, output usage) and
+        ``message_stop``."""
+        usage = reply["usage"]
+        start = {
+            **reply,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+        }
+        out = [sse({"type": "message_start", "message": start}, "message_start")]
+        for i, block in enumerate(reply["content"]):
+            if block["type"] == "text":
+                opening: JSON = {"type": "text", "text": ""}
+                deltas = [{"type": "text_delta", "text": p} for p in split(block["text"])]
+            else:
+                opening = {**block, "input": {}}
+                raw = json.dumps(block["input"])
+                deltas = [{"type": "input_json_delta", "partial_json": p} for p in split(raw)]
+            out.append(
+                sse(
+                    {"type": "content_block_start", "index": i, "content_block": opening},
+                    "content_block_start",
+                )
+            )
+            out.extend(
+                sse({"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta")
+                for d in deltas
+            )
+            out.append(sse({"type": "content_block_stop", "index": i}, "content_block_stop"))
+        ending = {"stop_reason": reply["stop_reason"], "stop_sequence": reply["stop_sequence"]}
+        out.append(
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": ending,
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+                "message_delta",
+            )
+        )
+        out.append(sse({"type": "message_stop"}, "message_stop"))
+        return tuple(out)
 
 
 def _unanswered(i: int, pending: set[str]) -> str:

@@ -35,9 +35,14 @@ class Request:
 
 @dataclass(frozen=True)
 class Response:
+    """A reply: ``body`` as JSON, or — with ``events`` — a server-sent event stream, each
+    event written (chunked) ``pace_s`` after the one before, as a streaming peer sends."""
+
     status: int
     body: JSON
     headers: Mapping[str, str] = field(default_factory=dict)
+    events: tuple[bytes, ...] | None = None
+    pace_s: float = 0.0
 
 
 Route = Callable[[Request], Response]
@@ -72,6 +77,9 @@ def _handler_class(route: Route) -> type[BaseHTTPRequestHandler]:
             self._reply(route(request))
 
         def _reply(self, response: Response) -> None:
+            if response.events is not None:
+                self._stream(response)
+                return
             data = json.dumps(response.body).encode()
             self.send_response(response.status)
             self.send_header("Content-Type", "application/json")
@@ -80,6 +88,22 @@ def _handler_class(route: Route) -> type[BaseHTTPRequestHandler]:
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
+
+        def _stream(self, response: Response) -> None:
+            self.send_response(response.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            for k, v in response.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            pause = threading.Event()
+            for i, event in enumerate(response.events or ()):
+                if i and response.pace_s > 0:
+                    pause.wait(response.pace_s)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
 
         do_GET = _serve
         do_POST = _serve

@@ -7,15 +7,18 @@ API does, a request that breaks the protocol (HTTP 400) — and how a turn's ``G
 written back. Everything else is here, once: the model function, or the queued texts of
 ``script()`` and then the echo of the last user message (what the fakes always answered);
 ``fail_next`` and ``respond_next`` (any status and body, such as a reply no model should send);
-``delay_s``; ``requests`` and ``bodies``, which is how a test proves a replay did not re-pay a
+``delay_s``; a request with ``stream: true`` answered as the protocol streams (``events``),
+text word by word (``split``), an event every ``chunk_delay_s``; ``requests`` and ``bodies``, which is how a test proves a replay did not re-pay a
 generation.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
 
@@ -24,6 +27,27 @@ from runplane.core.canonical import canonical_json
 from runplane.core.turns import Message, ToolSpec
 from runplane.fakes._http import JSON, LoopbackServer, Request, Response
 from runplane.fakes._script import ModelFunction, echo
+
+# How a streamed reply cuts a string into the pieces its events carry.
+Split = Callable[[str], list[str]]
+
+
+def words(value: str) -> list[str]:
+    """The fakes' default cut for text: word by word, each with the spaces before it (as a
+    model streams tokens)."""
+    return re.findall(r"\s*\S+\s*?(?=\s|$)|\s+$", value) or ([value] if value else [])
+
+
+def pieces(size: int) -> Split:
+    """A cut into pieces of ``size`` characters (tool-call arguments, split mid-token)."""
+    return lambda value: [value[i : i + size] for i in range(0, len(value), size)]
+
+
+def sse(data: JSON | str, event: str | None = None) -> bytes:
+    """One server-sent event."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
 
 
 class BadRequest(ValueError):
@@ -56,6 +80,10 @@ class Codec(Protocol):
     def error(self, status: int, kind: str, message: str) -> Response:
         """An error reply in the protocol's shape."""
 
+    def events(self, reply: JSON, body: JSON, split: Split) -> tuple[bytes, ...]:
+        """``reply`` (what ``write`` returned) as the protocol streams it, each text and
+        argument string cut into the pieces ``split`` makes."""
+
 
 class ModelFake:
     """A fake model server on 127.0.0.1, speaking the protocol its class names (``CODEC``)."""
@@ -69,12 +97,17 @@ class ModelFake:
         model: ModelFunction | None = None,
         api_key: str | None = None,
         delay_s: float = 0.0,
+        chunk_delay_s: float = 0.0,
+        split: Split = words,
         port: int = 0,
     ) -> None:
         self.codec = self.CODEC()
         self.model = model  # None: the queued replies, then the echo
         self.api_key = api_key
         self.delay_s = delay_s
+        # A request that asks to stream is answered as events, one every chunk_delay_s.
+        self.chunk_delay_s = chunk_delay_s
+        self.split = split
         self._lock = threading.Lock()
         self._replies: deque[str] = deque(replies)
         self._failures: deque[int] = deque()
@@ -153,7 +186,11 @@ class ModelFake:
             )
         except Exception as exc:  # the script's own failure, said to the test as a 500
             return self.codec.error(500, "api_error", f"the model function failed: {exc!r}")
-        return Response(200, self.codec.write(gen, _usage(gen, messages), req.body, n))
+        reply = self.codec.write(gen, _usage(gen, messages), req.body, n)
+        if req.body.get("stream") is True:
+            events = self.codec.events(reply, req.body, self.split)
+            return Response(200, {}, events=events, pace_s=self.chunk_delay_s)
+        return Response(200, reply)
 
 
 def _usage(gen: Generation, messages: tuple[Message, ...]) -> Usage:

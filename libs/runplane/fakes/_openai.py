@@ -7,7 +7,8 @@ with a 400, as the real API does, a request that breaks the protocol: a ``tool``
 answers no pending call, an assistant's call left unanswered, arguments that are not a JSON
 string, a ``tool_choice`` naming a tool not offered. What it answers is a model function
 (``runplane.fakes._script``; ``model=``), or, without one, the texts of ``script()`` and then a
-deterministic echo of the last user message, so a test can predict them.
+deterministic echo of the last user message, so a test can predict them. A request with
+``stream: true`` is answered as chat completions streams (``ChatCompletions.events``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from runplane.core.agents import Generation
 from runplane.core.canonical import canonical_json
 from runplane.core.turns import Message, Role, StopReason, ToolCall, ToolSpec
 from runplane.fakes._http import JSON, Request, Response
-from runplane.fakes._model import BadRequest, ModelFake, Usage
+from runplane.fakes._model import BadRequest, ModelFake, Split, Usage, sse
 
 _FINISH = {str(StopReason.TOOL_CALLS): "tool_calls", str(StopReason.MAX_TOKENS): "length"}
 
@@ -105,6 +106,43 @@ class ChatCompletions:
                 "total_tokens": usage.tokens_in + usage.tokens_out,
             },
         }
+
+    def events(self, reply: JSON, body: JSON, split: Split) -> tuple[bytes, ...]:
+        """``chat.completion.chunk`` events: the role, the text in pieces, each call opened
+        (id, name) then its arguments in pieces, the finish reason, the usage alone last when
+        ``stream_options.include_usage`` asks for it, then ``[DONE]``."""
+        choice = reply["choices"][0]
+        message = choice["message"]
+        head = {k: reply[k] for k in ("id", "created", "model")}
+
+        def chunk(delta: JSON, finish: str | None = None) -> bytes:
+            one = {"index": 0, "delta": delta, "finish_reason": finish}
+            return sse({**head, "object": "chat.completion.chunk", "choices": [one]})
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        out.extend(chunk({"content": piece}) for piece in split(message.get("content") or ""))
+        for i, call in enumerate(message.get("tool_calls") or []):
+            fn = call["function"]
+            opening = {"index": i, "id": call["id"], "type": "function"}
+            out.append(chunk({"tool_calls": [{**opening, "function": {"name": fn["name"]}}]}))
+            out.extend(
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                for piece in split(fn["arguments"])
+            )
+        out.append(chunk({}, choice["finish_reason"]))
+        if (body.get("stream_options") or {}).get("include_usage") is True:
+            out.append(
+                sse(
+                    {
+                        **head,
+                        "object": "chat.completion.chunk",
+                        "choices": [],
+                        "usage": reply["usage"],
+                    }
+                )
+            )
+        out.append(sse("[DONE]"))
+        return tuple(out)
 
 
 def _text(m: JSON, i: int) -> str:

@@ -99,7 +99,7 @@ ACCESS: dict[str, Access] = {
         reads=("runs.inbox", "results", "sessions"),
         # runs.inbox: a continue-as-new successor's StartRun.
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter", "runs.inbox"),  # runs.inbox: a successor's StartRun, a child's result
+                "deadletter", "runs.inbox", "runs.stream"),  # runs.inbox: a successor's StartRun, a child's result
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",
@@ -125,7 +125,7 @@ ACCESS: dict[str, Access] = {
         txn_prefix="worklist",
     ),
     "journal": Access(
-        reads=("journal", "results", "audit", "sessions", "cases"),
+        reads=("journal", "results", "audit", "sessions", "cases", "runs.stream"),
         # journal/results/sessions: an operator's fork (runplane.runs.repair.write_fork);
         # cases: a run's case on the runs UI's run page (runplane.runs.read.read_case)
         writes=("audit", "runs.inbox", "deadletter", "journal", "results", "sessions"),
@@ -134,7 +134,7 @@ ACCESS: dict[str, Access] = {
         txn_prefix="journal",
     ),
     "emitter": Access(
-        reads=("admission.replies", "sessions"),
+        reads=("admission.replies", "sessions", "runs.stream"),
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),

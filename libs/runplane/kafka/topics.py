@@ -79,6 +79,8 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("tasks.commands", "task", "delete", 7, "task commands"),
     _spec("tasks", "task", "compact", None, "TaskRecord"),
     _spec("audit", "session", "delete", 3650, "AuditRecord: the verified public stream"),
+    # A view, never the truth: a run's live events are worth a day (a reconnect, a late look).
+    _spec("runs.stream", "session", "delete", 1, "StreamEvent: runs' live deltas and progress"),
     _spec("deadletter", "original key", "delete", 30, "undecodable or invalid records"),
 )
 

@@ -11,6 +11,8 @@
 * :func:`load_tools_config` — the tools config file (``RUNPLANE_TOOLS_CONFIG``): HTTP tools,
   model providers and MCP servers; :func:`build_tools` / :func:`build_providers` make the
   live objects, :class:`Offer` the names admission checks a capability's needs against.
+* :class:`StreamingProvider` — a provider's ``stream``: the same generation, its text and
+  tool-call fragments handed to a :data:`DeltaSink` as :class:`Delta`\ s as they arrive.
 * :class:`PeerCallError` / :class:`Reach` — the "did it reach the peer?" classification the
   live-call runner retries by.
 
@@ -34,11 +36,14 @@ from runplane.providers._http_tool import HttpTool
 from runplane.providers._mcp import McpSession, McpTool, open_mcp_sessions, schema_digest
 from runplane.providers._openai import Completion, OpenAIProvider
 from runplane.providers._registry import TOOLS, ToolRegistry, tool
+from runplane.providers._stream import Delta, DeltaSink, StreamingProvider
 
 __all__ = [
     "TOOLS",
     "AnthropicProvider",
     "Completion",
+    "Delta",
+    "DeltaSink",
     "FunctionTool",
     "HttpTool",
     "McpSession",
@@ -48,6 +53,7 @@ __all__ = [
     "OpenAIProvider",
     "PeerCallError",
     "Reach",
+    "StreamingProvider",
     "ToolRegistry",
     "ToolsConfig",
     "build_providers",

@@ -31,6 +31,8 @@ from runplane.providers._errors import (
     classify_status,
     classify_transport,
 )
+from runplane.providers._sse import post_events
+from runplane.providers._stream import DeltaSink, MessageEvents, StreamError
 from runplane.providers._turns import Turn, tool_call
 
 API_VERSION = "2023-06-01"
@@ -92,11 +94,15 @@ class AnthropicProvider:
                 body["tool_choice"] = _choice(turn.choice)
         return body
 
-    async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
-        turn = Turn.read(self.name, prompt, params)
+    def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
+        return headers
+
+    async def generate(self, model: str, prompt: Any, params: Mapping[str, Any]) -> Generation:
+        turn = Turn.read(self.name, prompt, params)
+        headers = self._headers()
         body = self._body(turn, model, params)
         try:
             if self._client is None:
@@ -114,12 +120,43 @@ class AnthropicProvider:
             raise classify_status(response)
         return parse_message(response, turn)
 
+    async def stream(
+        self, model: str, prompt: Any, params: Mapping[str, Any], sink: DeltaSink
+    ) -> Generation:
+        """``generate``, streamed (``stream: true``): each text and ``tool_use`` input
+        fragment goes to ``sink`` as it arrives; the events are assembled into the message a
+        non-streaming call returns, read by the same code (:func:`read_message`)."""
+        turn = Turn.read(self.name, prompt, params)
+        body = {**self._body(turn, model, params), "stream": True}
+        events = MessageEvents()
+        url = f"{self.base_url}/v1/messages"
+        try:
+            if self._client is None:
+                async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0)) as own:
+                    whole = await post_events(own, url, body, self._headers(), events.feed, sink)
+            else:
+                whole = await post_events(
+                    self._client, url, body, self._headers(), events.feed, sink
+                )
+            data = events.message() if whole is None else whole
+        except StreamError as exc:
+            raise _unreadable(exc) from exc
+        return read_message(data, turn)
+
 
 def parse_message(response: httpx.Response, turn: Turn) -> Generation:
-    """The generation a Messages API reply records: its text blocks joined, its ``tool_use``
-    blocks as tool calls in their order, its usage and stop reason."""
+    """The generation a Messages API reply records."""
     try:
         data = response.json()
+    except ValueError as exc:
+        raise _unreadable(exc) from exc
+    return read_message(data, turn)
+
+
+def read_message(data: Any, turn: Turn) -> Generation:
+    """The generation a ``message`` records (streamed or not): its text blocks joined, its
+    ``tool_use`` blocks as tool calls in their order, its usage and stop reason."""
+    try:
         blocks = data["content"]
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         calls = tuple(
@@ -133,11 +170,13 @@ def parse_message(response: httpx.Response, turn: Turn) -> Generation:
     except ModelReplyError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        # 2xx but unreadable: it acted, and repeating a generation is harmless.
-        raise PeerCallError(
-            f"unreadable message: {exc!r}", reach=Reach.IN_DOUBT, retryable=True
-        ) from exc
+        raise _unreadable(exc) from exc
     return turn.generation(text, calls, stop, *tokens)
+
+
+def _unreadable(exc: Exception) -> PeerCallError:
+    # 2xx but unreadable: it acted, and repeating a generation is harmless.
+    return PeerCallError(f"unreadable message: {exc!r}", reach=Reach.IN_DOUBT, retryable=True)
 
 
 def _messages(messages: Iterable[Message]) -> list[dict[str, Any]]:

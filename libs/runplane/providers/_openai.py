@@ -30,6 +30,8 @@ from runplane.providers._errors import (
     classify_status,
     classify_transport,
 )
+from runplane.providers._sse import post_events
+from runplane.providers._stream import ChatChunks, DeltaSink, StreamError
 from runplane.providers._turns import Turn, tool_call
 from runplane.serving.tracing import inject_http
 
@@ -108,36 +110,50 @@ class OpenAIProvider:
         """One chat completion; ``prompt`` is a string (one user message) or a list of
         provider-neutral messages (``runplane.core.turns``), ``params`` may offer ``tools``."""
         turn = Turn.read(self.name, prompt, params)
-        data = await self._post(self._body(turn, model, params))
+        return _read(turn, await self._post(self._body(turn, model, params)))
+
+    async def stream(
+        self, model: str, prompt: Any, params: Mapping[str, Any], sink: DeltaSink
+    ) -> Generation:
+        """``generate``, streamed (``stream: true``, usage in the last chunk): each text and
+        tool-call fragment goes to ``sink`` as it arrives; the chunks are assembled into the
+        completion a non-streaming call returns, read by the same code, so the generation is
+        the one ``generate`` would have returned for the same answer."""
+        turn = Turn.read(self.name, prompt, params)
+        body = {
+            **self._body(turn, model, params),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        chunks = ChatChunks()
         try:
-            choice = data["choices"][0]
-            message = choice["message"]
-            usage = data.get("usage") or {}
-            text = str(message.get("content") or "")
-            raw_calls = message.get("tool_calls") or []
-            tokens = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
-            finish = choice.get("finish_reason")
-            calls = tuple(
-                tool_call(c.get("id"), c["function"].get("name"), _arguments(c["function"]))
-                for c in raw_calls
+            whole = await post_events(
+                self._http(),
+                f"{self.base_url}/chat/completions",
+                body,
+                self._headers(),
+                chunks.feed,
+                sink,
             )
-        except ModelReplyError:
-            raise
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            data = chunks.completion() if whole is None else whole
+        except StreamError as exc:
             raise _unreadable(exc) from exc
-        return turn.generation(text, calls, _STOP.get(str(finish)), *tokens)
+        return _read(turn, data)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
         return self._client
 
-    async def _post(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _headers(self) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         inject_http(headers)  # W3C trace context of the effect's span, when traced
+        return headers
+
+    async def _post(self, body: Mapping[str, Any]) -> dict[str, Any]:
         try:
             response = await self._http().post(
-                f"{self.base_url}/chat/completions", json=body, headers=headers
+                f"{self.base_url}/chat/completions", json=body, headers=self._headers()
             )
         except httpx.TransportError as exc:
             raise classify_transport(exc) from exc
@@ -184,6 +200,27 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         if self._owns_client and self._client is not None:
             await self._client.aclose()
+
+
+def _read(turn: Turn, data: Mapping[str, Any]) -> Generation:
+    """The generation a ``chat.completion`` records (streamed or not)."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        usage = data.get("usage") or {}
+        text = str(message.get("content") or "")
+        raw_calls = message.get("tool_calls") or []
+        tokens = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+        finish = choice.get("finish_reason")
+        calls = tuple(
+            tool_call(c.get("id"), c["function"].get("name"), _arguments(c["function"]))
+            for c in raw_calls
+        )
+    except ModelReplyError:
+        raise
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise _unreadable(exc) from exc
+    return turn.generation(text, calls, _STOP.get(str(finish)), *tokens)
 
 
 # finish_reason → the neutral stop reason ("function_call": the deprecated single-call form).

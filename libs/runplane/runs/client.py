@@ -40,7 +40,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -61,6 +61,7 @@ from runplane.errors import ConfigError, RetryableError, WireError
 from runplane.kafka.clients import consumer_config, producer_config
 from runplane.kafka.partition import partition_for
 from runplane.runs import operate
+from runplane.runs.stream import StreamItem, follow
 from runplane.serving.tracing import current_headers
 from runplane.signing.admission import Headers, SigningKey
 from runplane.wire import (
@@ -542,6 +543,14 @@ class Client:
             request_id=request_id,
             tenant=tenant,
         )
+
+    async def stream(self, run_id: str, *, after: int | None = None) -> AsyncIterator[StreamItem]:
+        """The run's live events (``runs.stream``) as they happen, until its end; ``after``
+        an event id: resume right after it (``runplane.runs.stream``). A view, never the
+        truth: best effort, so a lost event shows as a gap in its attempt's ``seq``."""
+        async for item in follow(self._settings, run_id, after=after):
+            if item is not None:
+                yield item
 
     def _who(self, given: str | None) -> str:
         who = given if given is not None else self._settings.initiator

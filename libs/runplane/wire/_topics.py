@@ -34,6 +34,7 @@ from runplane.wire._records import (
     SessionSnapshot,
     Signal,
     StartRun,
+    StreamEvent,
     TaskDecision,
     TaskRecord,
     Wake,
@@ -49,6 +50,7 @@ TOPIC_RECORDS: Mapping[str, tuple[type[Record], ...]] = MappingProxyType(
         "journal": (JournalRecord,),
         "results": (ResultEntry,),
         "sessions": (SessionSnapshot,),
+        "runs.stream": (StreamEvent,),
         "cases.commands": (
             GetCaseState,
             PutCaseState,

@@ -8,7 +8,7 @@ recovery, or hands a fresh slot to the handler of the effect's op (``registry.HA
 from __future__ import annotations
 
 import json
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -76,6 +76,13 @@ class _Inline:
             patches.deprecate_patch(self.run, change_id)
             return True
         return patches.patched(self.run, change_id)
+
+    def progress(self, note: Mapping[str, Any]) -> None:
+        # Live only: before a slot the history already holds (recorded, in flight, parked on)
+        # the agent is replaying, and its notes then were news once already.
+        run = self.run
+        if run.max_slot.get(run.era, -1) < run.cursor and not run.slot_taken(run.cursor):
+            run.progress.append(dict(note))
 
 
 def drive(run: Run, resolution: Resolution) -> None:

@@ -203,6 +203,11 @@ class Runtime:
     def ended(self) -> bool:
         return self._run.status in TERMINAL
 
+    def take_progress(self) -> list[dict[str, Any]]:
+        """The agent's progress notes since the last take (``ctx.progress``; ephemeral)."""
+        notes, self._run.progress = self._run.progress, []
+        return notes
+
     def evictable(self, idle_for_s: float, grace_s: float) -> bool:
         """The pure eviction rule applied to this runtime (see ``agents.evictable``)."""
         return evictable(self.spec.durability, idle_for_s, grace_s, self.outstanding is not None)

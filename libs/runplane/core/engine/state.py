@@ -116,6 +116,9 @@ class Run:
         # The Delegation the run runs under, as its StartRun carried it (a commissioned child;
         # engine.sinkgate.carried reads it): None for every other run.
         self.delegation_json: str | None = None
+        # The agent's progress notes (ctx.progress) not yet handed to the executor: ephemeral,
+        # never journaled nor snapshotted (Runtime.take_progress empties it).
+        self.progress: list[dict[str, Any]] = []
 
     # -- what StepCtx reads (ctx.RunHost) ------------------------------------------------------
     @property
