@@ -1,7 +1,8 @@
 """Admission's processor handler: the claims table in, :func:`decide` in the middle, emits out.
 
 Pure like ``decide.py`` (which holds every rule); this adapts it to the shared transactional
-processor's ``Handler``: it reads the claim from the restored ``claims`` table, checks the
+processor's ``Handler``: it finds the claim of the record's (tenant, key) in the restored
+``claims`` table (``decide.find_claim``), checks the
 record's signature (``identity.py``), hands the decision to the metrics observer, and turns
 ``outputs(decision)`` — plus the dead letter of an identity refusal — into ``Emit``s.
 """
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from runplane.errors import WireError
 from runplane.kafka.handler import Emit, Incoming, State
-from runplane.wire import DeadLetter
+from runplane.wire import AdmissionRequest, DeadLetter, RunStatusUpdate
 from services.admission.decide import (
     DEFAULT_MAX_INPUT_BYTES,
     CapabilitySpec,
@@ -20,7 +21,9 @@ from services.admission.decide import (
     Position,
     Refused,
     decide,
+    find_claim,
     outputs,
+    partition_key,
     read_request_leniently,
     refuse_unreadable,
 )
@@ -68,8 +71,11 @@ class AdmissionHandler:
 
     def handle(self, state: State, msg: Incoming, now_ms: int) -> Sequence[Emit]:
         position = Position(msg.topic, msg.partition, msg.offset)
+        value = msg.value
+        tenant = value.tenant if isinstance(value, AdmissionRequest | RunStatusUpdate) else None
+        found = find_claim(lambda row: state.get("claims", row), tenant, msg.key)
         decision = decide(
-            state.get("claims", msg.key),
+            None if found is None else found[1],
             msg.key,
             position,
             msg.value,
@@ -78,10 +84,11 @@ class AdmissionHandler:
             max_input_bytes=self._max_input_bytes,
             verification=self._auth.check(msg),
             allow_unsigned=self._auth.allow_unsigned,
+            row_key=None if found is None else found[0],
         )
         if self._observe is not None:
             self._observe(decision, msg, now_ms)
-        emits = [Emit(topic, key, record) for topic, key, record in outputs(decision)]
+        emits = _emits(decision)
         letter = dead_letter_for(decision, msg, now_ms)
         return emits if letter is None else [*emits, letter]
 
@@ -93,4 +100,8 @@ class AdmissionHandler:
             return []
         if self._observe is not None:
             self._observe(decision, None, now_ms)
-        return [Emit(t, k, r) for t, k, r in outputs(decision)]
+        return _emits(decision)
+
+
+def _emits(decision: Decision) -> list[Emit]:
+    return [Emit(t, k, r, partition_key=partition_key(r)) for t, k, r in outputs(decision)]

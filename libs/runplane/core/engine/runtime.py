@@ -343,6 +343,7 @@ class Runtime:
                     task_id=task_id,
                     updated_ms=rec.now,
                     seq=rec.next_seq - 1,
+                    tenant=run.tenant,  # admission's claims are per (tenant, key)
                 )
             )
         if run.status in TERMINAL and run.status != run.status_before:
