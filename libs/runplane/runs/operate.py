@@ -5,7 +5,7 @@
         client.cancel("r-5f1c…", reason="customer withdrew")
 
 A run is named by its run id or by the admission key it was admitted under (resolved through
-the ``admission.claims`` table). Before anything is sent, the run's latest snapshot is read:
+the ``admission.claims`` table, whose rows are per tenant: ``runplane.core.keys.claim_key``). Before anything is sent, the run's latest snapshot is read:
 an unknown run, a run of another tenant (indistinguishable from unknown, as in the journal
 API) or a run that already ended is refused with ``RunRefused`` and a reason — nothing is
 produced. The request then goes to the run's inbox as a ``Signal`` (a cancel is the reserved
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from runplane.core.canonical import canonical_json
+from runplane.core.keys import claim_key
 from runplane.core.limits import DEFAULT_LIMITS
 from runplane.errors import TerminalError
 from runplane.wire import AdmissionClaim, RunStatus, SessionSnapshot, Signal
@@ -66,8 +67,22 @@ class Sent:
 class Target(Protocol):
     """What sending needs of a client (``runplane.runs.client.Client`` is one)."""
 
-    def latest(self, topic: str, key: str) -> Any | None: ...
+    def latest(self, topic: str, key: str, *, partition_key: str | None = None) -> Any | None: ...
     def to_inbox(self, record: Signal) -> None: ...
+
+
+def _claimed(target: Target, key: str, tenant: str | None) -> AdmissionClaim | None:
+    """The claim of admission key ``key`` for ``tenant``: its per-tenant row, else a row
+    written before per-tenant claims (keyed by the key alone) of that tenant. Without a
+    tenant only such an older row names a run: a key alone is ambiguous across tenants."""
+    if tenant is not None:
+        mine = target.latest("admission.claims", claim_key(tenant, key), partition_key=key)
+        if isinstance(mine, AdmissionClaim):
+            return mine
+    older = target.latest("admission.claims", key)
+    if isinstance(older, AdmissionClaim) and tenant in (None, older.tenant):
+        return older
+    return None
 
 
 def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnapshot:
@@ -75,8 +90,8 @@ def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnaps
     (None: any tenant — a caller already trusted for all of them) or ended."""
     snap = target.latest("sessions", run_or_key)
     if not isinstance(snap, SessionSnapshot):
-        claim = target.latest("admission.claims", run_or_key)
-        if isinstance(claim, AdmissionClaim):
+        claim = _claimed(target, run_or_key, tenant)
+        if claim is not None:
             snap = target.latest("sessions", claim.run_id)
     if not isinstance(snap, SessionSnapshot) or (tenant is not None and snap.tenant != tenant):
         raise RunRefused("unknown", f"no run {run_or_key!r} (not started yet, or not yours)")
