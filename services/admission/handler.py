@@ -3,7 +3,7 @@
 Pure like ``decide.py`` (which holds every rule); this adapts it to the shared transactional
 processor's ``Handler``: it finds the claim of the record's (tenant, key) in the restored
 ``claims`` table (``decide.find_claim``), checks the
-record's signature (``identity.py``), hands the decision to the metrics observer, and turns
+record's signature (``identity.py``) and remembers a refused one's, hands the decision to the metrics observer, and turns
 ``outputs(decision)`` — plus the dead letter of an identity refusal — into ``Emit``s.
 """
 
@@ -86,6 +86,10 @@ class AdmissionHandler:
             allow_unsigned=self._auth.allow_unsigned,
             row_key=None if found is None else found[0],
         )
+        if isinstance(decision, Refused):
+            # Refused once, refused for the window: the same signed bytes produced again
+            # (after their key was registered, say) are not admitted either.
+            self._auth.remember_refusal(msg.headers, msg.timestamp_ms)
         if self._observe is not None:
             self._observe(decision, msg, now_ms)
         emits = _emits(decision)

@@ -17,12 +17,22 @@ topic, not in replies only the emitter reads.
 
 The check runs before the duplicate lookup, so a request that is not authenticated learns
 nothing about an existing run of its key.
+
+Replays: the window compares the signature's time with the record's timestamp, which the
+``admission`` topic has the broker stamp on append (``message.timestamp.type=LogAppendTime``,
+``runplane.kafka.topics``), so a producer cannot give a replay its original time. Within the
+window, the signatures of refused requests are remembered (:class:`RefusedSignatures`): the
+same signed bytes produced again — after their key was registered, say — are refused again.
+The memory is the instance's own and lasts one window; a restart or a rebalance within the
+window of a refusal forgets it (docs/security.md, "Replays").
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from runplane.errors import WireError
@@ -30,9 +40,12 @@ from runplane.kafka.handler import Incoming
 from runplane.serving.watched import WatchedFile
 from runplane.signing.admission import (
     DEFAULT_WINDOW_MS,
+    SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,
+    SIGNED_MS_HEADER,
     BadSignature,
     Emitters,
+    Headers,
     Unsigned,
     Verification,
     Verified,
@@ -84,6 +97,46 @@ def identity_problem(
     raise AssertionError(verification)
 
 
+class RefusedSignatures:
+    """The signatures of refused requests, each remembered until its window has passed.
+
+    A signature covers the key id, the signing time, the record key and the exact bytes, so
+    the same signature is the same request: refused once, refused for as long as a window
+    could admit it. Bounded (``limit`` entries, the oldest forgotten first): a flood of
+    refused requests can push a refusal out early, never make the memory grow without end.
+    Shared by the processor and the HTTP endpoint (a lock: two threads).
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._seen: OrderedDict[bytes, int] = OrderedDict()  # signature -> signed at (ms)
+        self._lock = threading.Lock()
+
+    def remember(self, signature: bytes, signed_ms: int) -> None:
+        with self._lock:
+            self._seen[signature] = signed_ms
+            self._seen.move_to_end(signature)
+            while len(self._seen) > self._limit:
+                self._seen.popitem(last=False)
+
+    def refused(self, signature: bytes, now_ms: int, window_ms: int) -> bool:
+        """Whether ``signature`` was refused and its window has not passed at ``now_ms``."""
+        with self._lock:
+            signed_ms = self._seen.get(signature)
+            if signed_ms is None:
+                return False
+            if now_ms - signed_ms > window_ms:  # outside the window it is refused anyway
+                del self._seen[signature]
+                return False
+            return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+REPLAYED = "a replay of a refused request (its signature stays refused for the window)"
+
+
 @dataclass(frozen=True)
 class Authentication:
     """How admission authenticates emitters: the registry, dev mode, the replay window."""
@@ -92,6 +145,8 @@ class Authentication:
     emitters: Emitters | WatchedFile[Emitters] = field(default_factory=Emitters)
     allow_unsigned: bool = True  # the test Driver's default; services read it from settings
     window_ms: int = DEFAULT_WINDOW_MS
+    # The one piece of memory: what was refused, so its bytes cannot be admitted later.
+    refusals: RefusedSignatures = field(default_factory=RefusedSignatures, compare=False)
 
     def registry(self) -> Emitters:
         """The registry in force now."""
@@ -104,6 +159,8 @@ class Authentication:
         A request forwarded from HTTP is signed over its JSON body (``SIGNED_JSON_HEADER``):
         the signature must verify over that body, and the body must say what the record says.
         """
+        if self.replayed(msg.headers, msg.timestamp_ms):
+            return BadSignature(REPLAYED)
         body = header(msg.headers, SIGNED_JSON_HEADER)
         signed = body if body is not None else (msg.raw_value or b"")
         verification = verify(
@@ -119,6 +176,25 @@ class Authentication:
         if not isinstance(msg.value, AdmissionRequest) or json_request_problem(body, msg.value):
             return BadSignature("the signed JSON body does not say what the request says")
         return verification
+
+    def replayed(self, headers: Headers, now_ms: int) -> bool:
+        """Whether these signature headers are those of a request refused within the window."""
+        signature = header(headers, SIGNATURE_HEADER)
+        return signature is not None and self.refusals.refused(signature, now_ms, self.window_ms)
+
+    def remember_refusal(self, headers: Headers, now_ms: int) -> None:
+        """A signed request was refused: its signature stays refused for the window (from its
+        signing time; ``now_ms`` when that header is unreadable)."""
+        signature = header(headers, SIGNATURE_HEADER)
+        if not signature:
+            return
+        raw = header(headers, SIGNED_MS_HEADER)
+        try:
+            signed_ms = int(raw.decode("ascii")) if raw else now_ms
+        except (UnicodeDecodeError, ValueError):
+            signed_ms = now_ms
+        # The later of the two: a signature dated in the future stays refused until then.
+        self.refusals.remember(signature, max(signed_ms, now_ms))
 
 
 # --- requests as JSON (the HTTP admission endpoint) ------------------------------------------
