@@ -78,6 +78,7 @@ from runplane.wire import (
     RunStatus,
     RunStatusUpdate,
     StartRun,
+    TenantId,
     admission_key_problem,
     parsed_schema,
     schema_fingerprint,
@@ -279,7 +280,7 @@ def _nesting_exceeds(value: Any, limit: int) -> bool:
 
 
 def refusal(
-    key: str, code: Refusal, reason: str, now_ms: int, tenant: str | None = None
+    key: str, code: Refusal, reason: str, now_ms: int, tenant: TenantId | None = None
 ) -> Refused:
     reply = AdmissionReply(
         admission_key=key,
@@ -558,7 +559,9 @@ def refuse_unreadable(
         else:
             code = Refusal.BAD_REQUEST
     stated = fields.get("tenant")
-    tenant = stated if isinstance(stated, str) and tenant_problem(stated) is None else None
+    tenant = (
+        TenantId(stated) if isinstance(stated, str) and tenant_problem(stated) is None else None
+    )
     return refusal(key, code, error, now_ms, tenant)
 
 
