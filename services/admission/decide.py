@@ -75,6 +75,7 @@ from runplane.wire import (
     AdmissionRequest,
     JournalRecord,
     Record,
+    RefusedSignature,
     RunStatus,
     RunStatusUpdate,
     StartRun,
@@ -588,7 +589,7 @@ def outputs(decision: Decision) -> Sequence[tuple[str, str, Record]]:
 def partition_key(record: Record) -> str | None:
     """What an output is partitioned by when it is not its key: a claim's row lives on the
     partition of its admission key (the requests' and replies'), whatever its row key."""
-    return record.admission_key if isinstance(record, AdmissionClaim) else None
+    return record.admission_key if isinstance(record, AdmissionClaim | RefusedSignature) else None
 
 
 def read_request_leniently(data: bytes) -> Mapping[str, Any] | None:

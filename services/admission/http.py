@@ -131,7 +131,7 @@ class HttpAdmission:
         problem = identity_problem(req, verification, allow_unsigned=False)
         if problem is not None:
             # Refused here, refused if the same signed bytes come again within the window.
-            self._auth.remember_refusal(headers, now_ms)
+            self._auth.remember_refusal(req.admission_key, headers, problem[0].value, now_ms)
             status = 403 if isinstance(verification, Verified) else 401
             return _refused(status, problem[0].value, problem[1])
         forwarded = [*headers, (SIGNED_JSON_HEADER, body)]

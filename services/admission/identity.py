@@ -21,19 +21,24 @@ nothing about an existing run of its key.
 Replays: the window compares the signature's time with the record's timestamp, which the
 ``admission`` topic has the broker stamp on append (``message.timestamp.type=LogAppendTime``,
 ``runplane.kafka.topics``), so a producer cannot give a replay its original time. Within the
-window, the signatures of refused requests are remembered (:class:`RefusedSignatures`): the
-same signed bytes produced again — after their key was registered, say — are refused again.
-The memory is the instance's own and lasts one window; a restart or a rebalance within the
-window of a refusal forgets it (docs/security.md, "Replays").
+window, a refused request's signature is remembered: the same signed bytes produced again —
+after their key was registered, say — are refused again. The processor remembers it as a
+RefusedSignature row of its claims table, committed with the refusal, so a restart or a new
+owner of the partition restores it (and the handler's tick tombstones it once the window has
+passed); ``POST /admit``, which refuses before anything reaches Kafka, in the instance's
+memory (:class:`RefusedSignatures`).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from runplane.errors import WireError
 from runplane.kafka.handler import Incoming
@@ -52,7 +57,7 @@ from runplane.signing.admission import (
     header,
     verify,
 )
-from runplane.wire import AdmissionRequest
+from runplane.wire import AdmissionRequest, Record, RefusedSignature
 
 
 class AuthRefusal(enum.StrEnum):
@@ -97,41 +102,70 @@ def identity_problem(
     raise AssertionError(verification)
 
 
-class RefusedSignatures:
-    """The signatures of refused requests, each remembered until its window has passed.
+REFUSED_PREFIX: Final = "runplane.refused/"
+Lookup = Callable[[str], Record | None]
 
-    A signature covers the key id, the signing time, the record key and the exact bytes, so
-    the same signature is the same request: refused once, refused for as long as a window
-    could admit it. Bounded (``limit`` entries, the oldest forgotten first): a flood of
-    refused requests can push a refusal out early, never make the memory grow without end.
-    Shared by the processor and the HTTP endpoint (a lock: two threads).
-    """
+
+def refused_row(signature: bytes) -> str:
+    """The claims-table row of a refused signature (hex SHA-256: the row key stays short)."""
+    return REFUSED_PREFIX + hashlib.sha256(signature).hexdigest()
+
+
+def refusal_of(
+    key: str, headers: Headers, code: str, now_ms: int
+) -> tuple[str, RefusedSignature] | None:
+    """(row key, row) remembering a refused request's signature, or None when it is unsigned.
+
+    The window runs from the signing time (``now_ms`` when that header is unreadable), and
+    from ``now_ms`` for a signature dated in the future: it stays refused until then."""
+    signature = header(headers, SIGNATURE_HEADER)
+    if not signature:
+        return None
+    raw = header(headers, SIGNED_MS_HEADER)
+    try:
+        signed_ms = int(raw.decode("ascii")) if raw else now_ms
+    except (UnicodeDecodeError, ValueError):
+        signed_ms = now_ms
+    row = refused_row(signature)
+    return row, RefusedSignature(
+        admission_key=key,
+        signature_sha256=row.removeprefix(REFUSED_PREFIX),
+        signed_ms=max(signed_ms, now_ms),
+        refused_ms=now_ms,
+        code=code,
+    )
+
+
+def still_refused(row: Record | None, at_ms: int, window_ms: int) -> bool:
+    """Whether ``row`` is a refused signature whose window has not passed at ``at_ms`` (past
+    it, the window check refuses the bytes anyway)."""
+    return isinstance(row, RefusedSignature) and at_ms - row.signed_ms <= window_ms
+
+
+class RefusedSignatures:
+    """Refused signatures in memory: ``POST /admit``'s, which refuses before Kafka (the
+    processor's are rows of its claims table). Bounded (``limit`` rows, the oldest forgotten
+    first), so a flood of refused requests cannot grow it without end; a lock, as the HTTP
+    endpoint and the processor share it."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
-        self._seen: OrderedDict[bytes, int] = OrderedDict()  # signature -> signed at (ms)
+        self._rows: OrderedDict[str, RefusedSignature] = OrderedDict()
         self._lock = threading.Lock()
 
-    def remember(self, signature: bytes, signed_ms: int) -> None:
+    def remember(self, row: str, refused: RefusedSignature) -> None:
         with self._lock:
-            self._seen[signature] = signed_ms
-            self._seen.move_to_end(signature)
-            while len(self._seen) > self._limit:
-                self._seen.popitem(last=False)
+            self._rows[row] = refused
+            self._rows.move_to_end(row)
+            while len(self._rows) > self._limit:
+                self._rows.popitem(last=False)
 
-    def refused(self, signature: bytes, now_ms: int, window_ms: int) -> bool:
-        """Whether ``signature`` was refused and its window has not passed at ``now_ms``."""
+    def get(self, row: str) -> RefusedSignature | None:
         with self._lock:
-            signed_ms = self._seen.get(signature)
-            if signed_ms is None:
-                return False
-            if now_ms - signed_ms > window_ms:  # outside the window it is refused anyway
-                del self._seen[signature]
-                return False
-            return True
+            return self._rows.get(row)
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return len(self._rows)
 
 
 REPLAYED = "a replay of a refused request (its signature stays refused for the window)"
@@ -153,13 +187,15 @@ class Authentication:
         e = self.emitters
         return e.current() if isinstance(e, WatchedFile) else e
 
-    def check(self, msg: Incoming) -> Verification:
+    def check(self, msg: Incoming, table: Lookup | None = None) -> Verification:
         """What ``msg``'s signature headers say (pure: Ed25519 is arithmetic, not I/O).
 
-        A request forwarded from HTTP is signed over its JSON body (``SIGNED_JSON_HEADER``):
-        the signature must verify over that body, and the body must say what the record says.
+        A signature refused before within its window — a row of ``table`` (the claims table)
+        or refused by ``POST /admit`` — is refused again. A request forwarded from HTTP is
+        signed over its JSON body (``SIGNED_JSON_HEADER``): the signature must verify over
+        that body, and the body must say what the record says.
         """
-        if self.replayed(msg.headers, msg.timestamp_ms):
+        if self.replayed(msg.headers, msg.timestamp_ms, table):
             return BadSignature(REPLAYED)
         body = header(msg.headers, SIGNED_JSON_HEADER)
         signed = body if body is not None else (msg.raw_value or b"")
@@ -177,24 +213,21 @@ class Authentication:
             return BadSignature("the signed JSON body does not say what the request says")
         return verification
 
-    def replayed(self, headers: Headers, now_ms: int) -> bool:
-        """Whether these signature headers are those of a request refused within the window."""
-        signature = header(headers, SIGNATURE_HEADER)
-        return signature is not None and self.refusals.refused(signature, now_ms, self.window_ms)
-
-    def remember_refusal(self, headers: Headers, now_ms: int) -> None:
-        """A signed request was refused: its signature stays refused for the window (from its
-        signing time; ``now_ms`` when that header is unreadable)."""
+    def replayed(self, headers: Headers, at_ms: int, table: Lookup | None = None) -> bool:
+        """Whether these signature headers are a request's refused within the window."""
         signature = header(headers, SIGNATURE_HEADER)
         if not signature:
-            return
-        raw = header(headers, SIGNED_MS_HEADER)
-        try:
-            signed_ms = int(raw.decode("ascii")) if raw else now_ms
-        except (UnicodeDecodeError, ValueError):
-            signed_ms = now_ms
-        # The later of the two: a signature dated in the future stays refused until then.
-        self.refusals.remember(signature, max(signed_ms, now_ms))
+            return False
+        row = refused_row(signature)
+        if table is not None and still_refused(table(row), at_ms, self.window_ms):
+            return True
+        return still_refused(self.refusals.get(row), at_ms, self.window_ms)
+
+    def remember_refusal(self, key: str, headers: Headers, code: str, now_ms: int) -> None:
+        """``POST /admit`` refused a signed request: its signature stays refused in memory."""
+        refused = refusal_of(key, headers, code, now_ms)
+        if refused is not None:
+            self.refusals.remember(*refused)
 
 
 # --- requests as JSON (the HTTP admission endpoint) ------------------------------------------

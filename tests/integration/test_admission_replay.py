@@ -1,7 +1,8 @@
 """A refused, signed request replayed with its original timestamp is refused again (issue 31).
 
 On the real broker, signed admission on: a request signed by a key not yet registered is
-refused; the key is registered (the registry file changes, no restart); the very same record —
+refused; the key is registered and admission restarts (the refusal is a row of its claims
+table, restored by the new instance); the very same record —
 key, value, signature headers and its original timestamp — produced again is refused again,
 and so is one signed long ago and produced with that old time (the ``admission`` topic is
 stamped by the broker, LogAppendTime). Nothing is admitted; a request the key signs now is.
@@ -23,7 +24,13 @@ from runplane.kafka.clients import admin, producer_config
 from runplane.kafka.topics import describe_topics
 from runplane.runs.client import Client
 from runplane.signing.admission import SigningKey
-from runplane.wire import AdmissionOutcome, AdmissionReply, AdmissionRequest, StartRun
+from runplane.wire import (
+    AdmissionOutcome,
+    AdmissionReply,
+    AdmissionRequest,
+    RefusedSignature,
+    StartRun,
+)
 from services.admission.serve import authentication, build
 from services.admission.settings import AdmissionSettings
 from tests.helpers.waiting import wait_for
@@ -83,8 +90,13 @@ def test_a_refused_request_replayed_after_its_key_is_registered_is_refused_again
         first = wait_for(lambda: _replies(settings, "pay-1"), what="the first refusal")
         assert first[0].outcome is AdmissionOutcome.REFUSED
         assert "unknown key id" in (first[0].reason or "")
+    # The refusal is remembered in the claims table, committed with it.
+    [remembered] = [v for _, v in read_all(settings, "admission.claims")]
+    assert isinstance(remembered, RefusedSignature) and remembered.admission_key == "pay-1"
 
-        _register(registry, earlier, key)  # registered: admission re-reads the file
+    _register(registry, earlier, key)  # the key is registered
+    # A new admission instance (nothing in memory): it restores the refusal with the table.
+    with running(build(own, capabilities=CAPS, auth=authentication(own))):
         produce(b"pay-1", value, list(signed), now_ms)  # the same bytes, the original time
         produce(b"pay-old", old_value, list(old_signed), old_ms)
         again = wait_for(

@@ -44,6 +44,7 @@ __all__ = [
     "ParkKind",
     "ParkedOn",
     "PutCaseState",
+    "RefusedSignature",
     "RegisterDeadline",
     "ReleaseTask",
     "ResultEntry",
@@ -614,6 +615,22 @@ class PutCaseState(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RefusedSignature(Record):
+    """A signed admission request admission refused: its signature stays refused for the replay window, so the same bytes produced again are refused again (topic admission.claims, key runplane.refused/<signature_sha256>, partitioned by admission_key; tombstoned once the window has passed)."""
+
+    avro_name: ClassVar[str] = "runplane.v1.RefusedSignature"
+
+    admission_key: str
+    #: Lowercase hex SHA-256 of the runplane-signature header.
+    signature_sha256: str
+    #: The runplane-signed-ms of the request (or the refusal's time when unreadable): the window runs from it.
+    signed_ms: int
+    refused_ms: int
+    #: Why it was refused (admission's refusal code).
+    code: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterDeadline(Record):
     """Attach an obligation to a case."""
 
@@ -876,6 +893,7 @@ SCHEMAS: dict[str, str] = {
     'runplane.v1.OpenTask': '{"type":"record","name":"OpenTask","namespace":"runplane.v1","doc":"Open a human task (topic tasks.commands, key task_id).","fields":[{"name":"task_id","type":"string"},{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"kind","type":{"type":"enum","name":"TaskKind","namespace":"runplane.v1","doc":"Approval or an operator verdict on an in-doubt call.","symbols":["APPROVAL","OPERATOR"]}},{"name":"question","type":"string"},{"name":"answer_json","type":"string","doc":"The run\'s actual proposed answer."},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"role","type":"string"},{"name":"approvals","type":"int","default":1},{"name":"initiator","type":"string"},{"name":"expires_ms","type":["null","long"],"default":null},{"name":"on_expiry","type":{"type":"enum","name":"ExpiryPolicy","namespace":"runplane.v1","doc":"What expiry does.","symbols":["FAIL","PROCEED","ESCALATE"]}},{"name":"allow_unattended","type":"boolean","default":false},{"name":"escalate_to","type":["null","string"],"default":null},{"name":"opened_ms","type":"long"},{"name":"tenant","type":["null","string"],"default":null,"doc":"The run\'s tenant: only principals of this tenant see and decide the task. Null from writers older than this field (read as the tenant default)."},{"name":"trace_parent","type":["null","string"],"default":null,"doc":"The W3C traceparent of the run\'s step that opened the task (runplane.tracing), so the decision joins the run\'s trace. Null when untraced."},{"name":"editable","type":{"type":"array","items":"string"},"default":[],"doc":"A call approval (ctx.approve_call): the arguments of the proposed call a decider may edit (answer_json shows the call). Empty for every other task: no edit is taken."}]}',
     'runplane.v1.ParkedOn': '{"type":"record","name":"ParkedOn","namespace":"runplane.v1","doc":"What a run waits for.","fields":[{"name":"kind","type":{"type":"enum","name":"ParkKind","namespace":"runplane.v1","doc":"The kind of wait.","symbols":["SIGNAL","TASK","CASE_REPLY","OPERATOR","WAKE"]}},{"name":"ref","type":"string","doc":"Signal name, task id, case request id."},{"name":"call_seq","type":["null","long"],"default":null},{"name":"era","type":"int","default":0}]}',
     'runplane.v1.PutCaseState': '{"type":"record","name":"PutCaseState","namespace":"runplane.v1","doc":"Write a case\'s state if it is still at expected_version.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"expected_version","type":"long"},{"name":"state_json","type":"string"}]}',
+    'runplane.v1.RefusedSignature': '{"type":"record","name":"RefusedSignature","namespace":"runplane.v1","doc":"A signed admission request admission refused: its signature stays refused for the replay window, so the same bytes produced again are refused again (topic admission.claims, key runplane.refused/<signature_sha256>, partitioned by admission_key; tombstoned once the window has passed).","fields":[{"name":"admission_key","type":"string"},{"name":"signature_sha256","type":"string","doc":"Lowercase hex SHA-256 of the runplane-signature header."},{"name":"signed_ms","type":"long","doc":"The runplane-signed-ms of the request (or the refusal\'s time when unreadable): the window runs from it."},{"name":"refused_ms","type":"long"},{"name":"code","type":"string","doc":"Why it was refused (admission\'s refusal code)."}]}',
     'runplane.v1.RegisterDeadline': '{"type":"record","name":"RegisterDeadline","namespace":"runplane.v1","doc":"Attach an obligation to a case.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"},{"name":"due_ms","type":"long"},{"name":"warn_ms","type":["null","long"],"default":null},{"name":"calendar","type":"string"},{"name":"calendar_digest","type":"string"},{"name":"rule_json","type":"string","doc":"The rule resolved, e.g. {\\"days\\": 1}."},{"name":"on_breach","type":["null","string"],"default":null,"doc":"Capability of the follow-up run."},{"name":"tenant","type":["null","string"],"default":null,"doc":"The registering run\'s tenant: the case\'s (admission binds case ids to tenants). The breach follow-up run is admitted for it; null from writers older than this field."},{"name":"owner_role","type":["null","string"],"default":null,"doc":"The role that owns the obligation: its warning opens a worklist task for this role (null: the cases service\'s default warning role)."}]}',
     'runplane.v1.ReleaseTask': '{"type":"record","name":"ReleaseTask","namespace":"runplane.v1","doc":"A principal releases its claim.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"}]}',
     'runplane.v1.ResultEntry': '{"type":"record","name":"ResultEntry","namespace":"runplane.v1","doc":"One call\'s result, with body (topic results, key session/era/call_seq, partitioned by session).","fields":[{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":"long"},{"name":"family","type":"string"},{"name":"name","type":"string"},{"name":"request_witness","type":"string"},{"name":"ok","type":"boolean"},{"name":"value_json","type":["null","string"],"default":null,"doc":"Canonical JSON of the returned value when ok."},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"stamp_ms","type":"long"},{"name":"attempts","type":"int","default":1},{"name":"body_digest","type":"string","doc":"Hex SHA-256 of the canonical body {ok, value, error}."},{"name":"label","type":{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin.","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload.","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}}]}',
@@ -914,6 +932,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     OpenTask,
     ParkedOn,
     PutCaseState,
+    RefusedSignature,
     RegisterDeadline,
     ReleaseTask,
     ResultEntry,
