@@ -5,7 +5,7 @@ returns values; ``handler.py`` adapts it to the processor, which moves records. 
 valid key the decision is four records that the processor commits in **one** transaction
 with the input offset:
 
-    admission.claims   AdmissionClaim(run_id, case_id, status=ADMITTED)   key = admission key
+    admission.claims   AdmissionClaim(run_id, case_id, status=ADMITTED)   key = (tenant, admission key)
     journal            RunAdmitted, seq 0 of the run's chain                key = run id
     runs.inbox         StartRun carrying the RunAdmitted hash (handover)    key = run id
     admission.replies  AdmissionReply(ADMITTED, run_id)                     key = admission key
@@ -35,9 +35,16 @@ forever on a task that never opened. Which tenant and initiators an emitter may 
 from its signature (``identity.py``: the emitters registry, ``runplane.signing.admission``); those
 checks come first, and their refusals are also dead-lettered by the adapter.
 
-A known key gets DUPLICATE with the original run, its case and its status (AWAITING_HUMAN
-with the task id: "already waiting for you"). A request admission will not run gets REFUSED
-with a reason and claims nothing.
+A key is claimed per tenant: the claims table's row is ``runplane.core.keys.claim_key(tenant,
+key)`` (partitioned by the admission key, so it lives on the partition of the key's requests),
+and two tenants using one key get two runs. A key the request's tenant already claimed gets
+DUPLICATE with the original run, its case and its status (AWAITING_HUMAN with the task id:
+"already waiting for you"); a claim of another tenant is never a duplicate, so no answer names,
+counts or reveals another tenant's run. Claims written before per-tenant claims (the row keyed
+by the admission key alone) are read as the tenant they record (:func:`find_claim`) and stay
+where they are. Every reply names the tenant of the request it answers, so a client waiting
+on a key takes its own tenant's answer. A request admission will not run gets REFUSED with a
+reason and claims nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from runplane.core.keys import (
     RESERVED_PREFIX,
     case_belongs_to,
     case_id_for,
+    claim_key,
     parent_of,
 )
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
@@ -75,9 +83,11 @@ from runplane.wire import (
     AdmissionRequest,
     JournalRecord,
     Record,
+    RefusedSignature,
     RunStatus,
     RunStatusUpdate,
     StartRun,
+    TenantId,
     admission_key_problem,
     parsed_schema,
     schema_fingerprint,
@@ -178,6 +188,7 @@ class Refused:
 @dataclass(frozen=True)
 class StatusUpdated:
     claim: AdmissionClaim
+    row_key: str  # where the claim is: claim_key(tenant, key), or the key alone (older rows)
 
 
 @dataclass(frozen=True)
@@ -244,11 +255,38 @@ def _nesting_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def refusal(key: str, code: Refusal, reason: str, now_ms: int) -> Refused:
+def refusal(
+    key: str, code: Refusal, reason: str, now_ms: int, tenant: TenantId | None = None
+) -> Refused:
     reply = AdmissionReply(
-        admission_key=key, outcome=AdmissionOutcome.REFUSED, reason=reason, replied_ms=now_ms
+        admission_key=key,
+        outcome=AdmissionOutcome.REFUSED,
+        reason=reason,
+        replied_ms=now_ms,
+        tenant=tenant,
     )
     return Refused(code, reply)
+
+
+def find_claim(
+    get: Callable[[str], Record | None], tenant: str | None, key: str
+) -> tuple[str, AdmissionClaim] | None:
+    """(row key, claim) of ``key`` for ``tenant`` in the claims table ``get`` reads, or None.
+
+    The per-tenant row first; else a row written before per-tenant claims (keyed by ``key``
+    alone), read as the tenant it records — another tenant's is not this tenant's claim.
+    ``tenant`` None (a status update from an executor that predates per-tenant claims) finds
+    only such an older row.
+    """
+    if tenant is not None:
+        row = claim_key(tenant, key)
+        mine = get(row)
+        if isinstance(mine, AdmissionClaim):
+            return row, mine
+    older = get(key)
+    if isinstance(older, AdmissionClaim) and tenant in (None, older.tenant):
+        return key, older
+    return None
 
 
 def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
@@ -262,6 +300,7 @@ def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
             status=claim.status,
             task_id=claim.task_id if waiting else None,
             replied_ms=now_ms,
+            tenant=claim.tenant,
         )
     )
 
@@ -387,6 +426,7 @@ def admit(
         case_id=case_id,
         status=RunStatus.ADMITTED,
         replied_ms=now_ms,
+        tenant=req.tenant,
     )
     return Admitted(claim, seq0, start, reply)
 
@@ -402,43 +442,56 @@ def decide(
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     verification: Verification = Unsigned(),
     allow_unsigned: bool = True,
+    row_key: str | None = None,
 ) -> Decision:
     """What admission does with one record of the ``admission`` topic.
 
-    ``claim`` is the current claims-table row for ``key`` (None when the key is new).
+    ``claim`` is the claims-table row :func:`find_claim` found for ``key`` and the record's
+    tenant (None when the key is new to it), ``row_key`` where (default: the per-tenant row).
     ``verification`` is what the record's signature headers say (``runplane.signing.admission.verify``);
     ``allow_unsigned`` is dev mode. The defaults (unsigned, allowed) are the test Driver's.
     """
     if isinstance(record, RunStatusUpdate):
-        return apply_status(claim, record)
+        return apply_status(claim, record, row_key)
     if not isinstance(record, AdmissionRequest):
         kind = "a tombstone" if record is None else type(record).__name__
         return refusal(
             key, Refusal.BAD_REQUEST, f"expected an AdmissionRequest, got {kind}", now_ms
         )
     # Before the duplicate lookup: an unauthenticated request learns nothing of an existing run.
+    tenant = record.tenant
     who = identity_problem(record, verification, allow_unsigned=allow_unsigned)
     if who is not None:
-        return refusal(key, Refusal(who[0].value), who[1], now_ms)
+        return refusal(key, Refusal(who[0].value), who[1], now_ms, tenant)
     if _claims_a_child(key, verification):
         return refusal(
-            key, Refusal.BAD_KEY, "runplane.child/ keys are the platform's (commissions)", now_ms
+            key,
+            Refusal.BAD_KEY,
+            "runplane.child/ keys are the platform's (commissions)",
+            now_ms,
+            tenant,
         )
-    if isinstance(claim, AdmissionClaim):
+    # Only this tenant's claim makes a duplicate: another tenant's key is not this one's.
+    if isinstance(claim, AdmissionClaim) and claim.tenant == tenant:
         return _duplicate(claim, key, now_ms)
     problem = _problem(key, record, capabilities, max_input_bytes)
     if problem is not None:
-        return refusal(key, problem[0], problem[1], now_ms)
+        return refusal(key, problem[0], problem[1], now_ms, tenant)
     # The pin (checked above), not the newest version: the executor that starts the run
     # resolves "newest" against what it hosts, so a rolling upgrade (admission on the new
     # version, an executor still on the old one) starts runs instead of stranding them.
     return admit(record, position, now_ms, record.agent_version)
 
 
-def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:
-    """The executor reports where a run is; the claim follows (for duplicates' answers)."""
+def apply_status(
+    claim: Record | None, update: RunStatusUpdate, row_key: str | None = None
+) -> Decision:
+    """The executor reports where a run is; the claim follows (for duplicates' answers) in
+    its row, ``row_key`` (default: the per-tenant row)."""
     if not isinstance(claim, AdmissionClaim):
         return Ignored(f"no claim for {update.admission_key!r}")
+    if update.tenant is not None and update.tenant != claim.tenant:
+        return Ignored(f"claim is tenant {claim.tenant!r}'s, update names {update.tenant!r}")
     if claim.run_id != update.run_id:
         return Ignored(f"claim names run {claim.run_id}, update names {update.run_id}")
     # Ordered by where in the run's chain the status changed, never by wall clock: after a
@@ -456,7 +509,8 @@ def apply_status(claim: Record | None, update: RunStatusUpdate) -> Decision:
             task_id=task_id,
             updated_ms=max(claim.updated_ms, update.updated_ms),
             status_seq=update.seq if update.seq is not None else claim.status_seq,
-        )
+        ),
+        row_key if row_key is not None else claim_key(claim.tenant, claim.admission_key),
     )
 
 
@@ -480,26 +534,37 @@ def refuse_unreadable(
             code = Refusal.BAD_TENANT
         else:
             code = Refusal.BAD_REQUEST
-    return refusal(key, code, error, now_ms)
+    stated = fields.get("tenant")
+    tenant = (
+        TenantId(stated) if isinstance(stated, str) and tenant_problem(stated) is None else None
+    )
+    return refusal(key, code, error, now_ms, tenant)
 
 
 def outputs(decision: Decision) -> Sequence[tuple[str, str, Record]]:
-    """(logical topic, key, record) for every record a decision writes."""
+    """(logical topic, key, record) for every record a decision writes (a claim's row is
+    partitioned by its admission key: :func:`partition_key`)."""
     match decision:
         case Admitted(claim, journal, start, reply):
             return [
-                ("admission.claims", claim.admission_key, claim),
+                ("admission.claims", claim_key(claim.tenant, claim.admission_key), claim),
                 ("journal", journal.session_id, journal),
                 ("runs.inbox", start.session_id, start),
                 ("admission.replies", reply.admission_key, reply),
             ]
         case Duplicate(reply) | Refused(_, reply):
             return [("admission.replies", reply.admission_key, reply)]
-        case StatusUpdated(claim):
-            return [("admission.claims", claim.admission_key, claim)]
+        case StatusUpdated(claim, row_key):
+            return [("admission.claims", row_key, claim)]
         case Ignored():
             return []
     raise AssertionError(decision)
+
+
+def partition_key(record: Record) -> str | None:
+    """What an output is partitioned by when it is not its key: a claim's row lives on the
+    partition of its admission key (the requests' and replies'), whatever its row key."""
+    return record.admission_key if isinstance(record, AdmissionClaim | RefusedSignature) else None
 
 
 def read_request_leniently(data: bytes) -> Mapping[str, Any] | None:

@@ -16,6 +16,9 @@ refused, 503 no answer in time: retrying with the same key is safe). It adds no 
 own: admission checks the forwarded signature again and that the record says what the signed
 JSON says, so a request is admitted exactly as if the emitter had produced it.
 
+A refused request's signature stays refused for the window (``identity.RefusedSignatures``,
+shared with the processor): the same signed bytes sent again are refused, 401.
+
 Unsigned requests are refused here even in dev mode. One request is forwarded at a time per
 admission instance (one Kafka client, not thread-safe): this is an entry for systems that emit
 a few requests, not a bulk path.
@@ -46,7 +49,12 @@ from runplane.signing.admission import (
     verify,
 )
 from runplane.wire import AdmissionOutcome, AdmissionReply, AdmissionRequest, to_dict
-from services.admission.identity import Authentication, identity_problem, request_from_json
+from services.admission.identity import (
+    REPLAYED,
+    Authentication,
+    identity_problem,
+    request_from_json,
+)
 
 __all__ = ["HttpAdmission"]
 
@@ -110,6 +118,8 @@ class HttpAdmission:
             req = request_from_json(body, now_ms)
         except (ValueError, WireError) as exc:
             return _refused(400, "bad_request", str(exc))
+        if self._auth.replayed(headers, now_ms):
+            return _refused(401, "unauthenticated", REPLAYED)
         verification = verify(
             self._auth.registry(),
             req.admission_key.encode("utf-8"),
@@ -118,13 +128,12 @@ class HttpAdmission:
             now_ms,
             window_ms=self._auth.window_ms,
         )
-        if not isinstance(verification, Verified):
-            problem = identity_problem(req, verification, allow_unsigned=False)
-            assert problem is not None  # not Verified and unsigned not allowed: refused
-            return _refused(401, problem[0].value, problem[1])
         problem = identity_problem(req, verification, allow_unsigned=False)
         if problem is not None:
-            return _refused(403, problem[0].value, problem[1])
+            # Refused here, refused if the same signed bytes come again within the window.
+            self._auth.remember_refusal(req.admission_key, headers, problem[0].value, now_ms)
+            status = 403 if isinstance(verification, Verified) else 401
+            return _refused(status, problem[0].value, problem[1])
         forwarded = [*headers, (SIGNED_JSON_HEADER, body)]
         try:
             reply = await run_in_threadpool(self._send, req, (forwarded, now_ms))

@@ -17,29 +17,47 @@ topic, not in replies only the emitter reads.
 
 The check runs before the duplicate lookup, so a request that is not authenticated learns
 nothing about an existing run of its key.
+
+Replays: the window compares the signature's time with the record's timestamp, which the
+``admission`` topic has the broker stamp on append (``message.timestamp.type=LogAppendTime``,
+``runplane.kafka.topics``), so a producer cannot give a replay its original time. Within the
+window, a refused request's signature is remembered: the same signed bytes produced again —
+after their key was registered, say — are refused again. The processor remembers it as a
+RefusedSignature row of its claims table, committed with the refusal, so a restart or a new
+owner of the partition restores it (and the handler's tick tombstones it once the window has
+passed); ``POST /admit``, which refuses before anything reaches Kafka, in the instance's
+memory (:class:`RefusedSignatures`).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from runplane.errors import WireError
 from runplane.kafka.handler import Incoming
 from runplane.serving.watched import WatchedFile
 from runplane.signing.admission import (
     DEFAULT_WINDOW_MS,
+    SIGNATURE_HEADER,
     SIGNED_JSON_HEADER,
+    SIGNED_MS_HEADER,
     BadSignature,
     Emitters,
+    Headers,
     Unsigned,
     Verification,
     Verified,
     header,
     verify,
 )
-from runplane.wire import AdmissionRequest
+from runplane.wire import AdmissionRequest, Record, RefusedSignature
 
 
 class AuthRefusal(enum.StrEnum):
@@ -84,6 +102,75 @@ def identity_problem(
     raise AssertionError(verification)
 
 
+REFUSED_PREFIX: Final = "runplane.refused/"
+Lookup = Callable[[str], Record | None]
+
+
+def refused_row(signature: bytes) -> str:
+    """The claims-table row of a refused signature (hex SHA-256: the row key stays short)."""
+    return REFUSED_PREFIX + hashlib.sha256(signature).hexdigest()
+
+
+def refusal_of(
+    key: str, headers: Headers, code: str, now_ms: int
+) -> tuple[str, RefusedSignature] | None:
+    """(row key, row) remembering a refused request's signature, or None when it is unsigned.
+
+    The window runs from the signing time (``now_ms`` when that header is unreadable), and
+    from ``now_ms`` for a signature dated in the future: it stays refused until then."""
+    signature = header(headers, SIGNATURE_HEADER)
+    if not signature:
+        return None
+    raw = header(headers, SIGNED_MS_HEADER)
+    try:
+        signed_ms = int(raw.decode("ascii")) if raw else now_ms
+    except (UnicodeDecodeError, ValueError):
+        signed_ms = now_ms
+    row = refused_row(signature)
+    return row, RefusedSignature(
+        admission_key=key,
+        signature_sha256=row.removeprefix(REFUSED_PREFIX),
+        signed_ms=max(signed_ms, now_ms),
+        refused_ms=now_ms,
+        code=code,
+    )
+
+
+def still_refused(row: Record | None, at_ms: int, window_ms: int) -> bool:
+    """Whether ``row`` is a refused signature whose window has not passed at ``at_ms`` (past
+    it, the window check refuses the bytes anyway)."""
+    return isinstance(row, RefusedSignature) and at_ms - row.signed_ms <= window_ms
+
+
+class RefusedSignatures:
+    """Refused signatures in memory: ``POST /admit``'s, which refuses before Kafka (the
+    processor's are rows of its claims table). Bounded (``limit`` rows, the oldest forgotten
+    first), so a flood of refused requests cannot grow it without end; a lock, as the HTTP
+    endpoint and the processor share it."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._rows: OrderedDict[str, RefusedSignature] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, row: str, refused: RefusedSignature) -> None:
+        with self._lock:
+            self._rows[row] = refused
+            self._rows.move_to_end(row)
+            while len(self._rows) > self._limit:
+                self._rows.popitem(last=False)
+
+    def get(self, row: str) -> RefusedSignature | None:
+        with self._lock:
+            return self._rows.get(row)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+REPLAYED = "a replay of a refused request (its signature stays refused for the window)"
+
+
 @dataclass(frozen=True)
 class Authentication:
     """How admission authenticates emitters: the registry, dev mode, the replay window."""
@@ -92,18 +179,24 @@ class Authentication:
     emitters: Emitters | WatchedFile[Emitters] = field(default_factory=Emitters)
     allow_unsigned: bool = True  # the test Driver's default; services read it from settings
     window_ms: int = DEFAULT_WINDOW_MS
+    # The one piece of memory: what was refused, so its bytes cannot be admitted later.
+    refusals: RefusedSignatures = field(default_factory=RefusedSignatures, compare=False)
 
     def registry(self) -> Emitters:
         """The registry in force now."""
         e = self.emitters
         return e.current() if isinstance(e, WatchedFile) else e
 
-    def check(self, msg: Incoming) -> Verification:
+    def check(self, msg: Incoming, table: Lookup | None = None) -> Verification:
         """What ``msg``'s signature headers say (pure: Ed25519 is arithmetic, not I/O).
 
-        A request forwarded from HTTP is signed over its JSON body (``SIGNED_JSON_HEADER``):
-        the signature must verify over that body, and the body must say what the record says.
+        A signature refused before within its window — a row of ``table`` (the claims table)
+        or refused by ``POST /admit`` — is refused again. A request forwarded from HTTP is
+        signed over its JSON body (``SIGNED_JSON_HEADER``): the signature must verify over
+        that body, and the body must say what the record says.
         """
+        if self.replayed(msg.headers, msg.timestamp_ms, table):
+            return BadSignature(REPLAYED)
         body = header(msg.headers, SIGNED_JSON_HEADER)
         signed = body if body is not None else (msg.raw_value or b"")
         verification = verify(
@@ -119,6 +212,22 @@ class Authentication:
         if not isinstance(msg.value, AdmissionRequest) or json_request_problem(body, msg.value):
             return BadSignature("the signed JSON body does not say what the request says")
         return verification
+
+    def replayed(self, headers: Headers, at_ms: int, table: Lookup | None = None) -> bool:
+        """Whether these signature headers are a request's refused within the window."""
+        signature = header(headers, SIGNATURE_HEADER)
+        if not signature:
+            return False
+        row = refused_row(signature)
+        if table is not None and still_refused(table(row), at_ms, self.window_ms):
+            return True
+        return still_refused(self.refusals.get(row), at_ms, self.window_ms)
+
+    def remember_refusal(self, key: str, headers: Headers, code: str, now_ms: int) -> None:
+        """``POST /admit`` refused a signed request: its signature stays refused in memory."""
+        refused = refusal_of(key, headers, code, now_ms)
+        if refused is not None:
+            self.refusals.remember(*refused)
 
 
 # --- requests as JSON (the HTTP admission endpoint) ------------------------------------------

@@ -104,7 +104,7 @@ def build(
         inputs=(INPUT,),
         batch_max=settings.batch_max,
         batch_ms=settings.batch_ms,
-        tick_ms=None,
+        tick_ms=5_000,  # tombstones the refused signatures past their window (handler.tick)
         instance_index=instance_index,
         producer_overrides={"transaction.timeout.ms": settings.transaction_timeout_ms},
         consumer_overrides={"session.timeout.ms": settings.session_timeout_ms},

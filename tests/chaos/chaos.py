@@ -479,9 +479,10 @@ def _emit_all(
 
 
 def _claims(settings: Settings) -> dict[str, AdmissionClaim]:
+    # By admission key: the table's rows are per (tenant, key), these runs are one tenant's.
     return {
-        k: v
-        for k, v in _table(settings, "admission.claims").items()
+        v.admission_key: v
+        for v in _table(settings, "admission.claims").values()
         if isinstance(v, AdmissionClaim)
     }
 

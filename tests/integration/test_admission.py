@@ -136,9 +136,9 @@ def committed_replies(settings: Settings) -> list[AdmissionReply]:
 
 def check_one_run_per_key(settings: Settings, keys: list[str], requests_per_key: int) -> None:
     claims: dict[str, list[AdmissionClaim]] = collections.defaultdict(list)
-    for k, v in read_all(settings, "admission.claims"):
+    for _, v in read_all(settings, "admission.claims"):
         assert isinstance(v, AdmissionClaim)
-        claims[k].append(v)
+        claims[v.admission_key].append(v)  # rows are per (tenant, key); one tenant here
     starts = collections.defaultdict(list)
     for _, v in read_all(settings, "runs.inbox"):
         assert isinstance(v, StartRun)
@@ -357,6 +357,7 @@ def test_duplicate_of_a_run_awaiting_a_human_names_the_task(settings: Settings) 
             status=RunStatus.AWAITING_HUMAN,
             task_id="task-9",
             updated_ms=time.time_ns() // 1_000_000,
+            tenant="acme",  # as the executor writes it: claims are per (tenant, key)
         )
         produce_all(settings, [("dispute-17", SERDE.encode("admission", update))])
         again = client.admit(

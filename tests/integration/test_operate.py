@@ -251,35 +251,70 @@ def test_continue_as_new_hands_over_to_a_linked_successor_in_one_transaction(
 
 
 def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings) -> None:
+    """Outside dev mode through admission's endpoints with a token (the journaled sender is
+    its principal, not RUNPLANE_INITIATOR); in dev mode on Kafka, as ``--as`` names."""
+    import threading
+
+    from starlette.applications import Starlette
     from typer.testing import CliRunner
 
     from runplane.cli import app
+    from runplane.serving.auth import Principals, token_digest
+    from runplane.serving.shell import run_http
+    from services.admission.operate import HttpOperate
 
     env = {
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_PARTITIONS": str(settings.partitions),
         "RUNPLANE_INITIATOR": "ops-cli",
+        "RUNPLANE_WORKLIST_TOKEN": "",
+        "RUNPLANE_WORKLIST_TOKEN_FILE": "",
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "",
     }
+    dev = {**env, "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true"}
+    ops = Principals.from_data(
+        [{"name": "ops-ada", "token_sha256": token_digest("t-ada"), "roles": ["operator"]}]
+    )
+    ada = {**env, "RUNPLANE_WORKLIST_TOKEN": "t-ada"}
     cli = CliRunner()
     own = ExecutorSettings(base=settings, agent_modules=MODULES)
     producer = plain_producer(settings)
-    with executor_thread(own):
-        done, waiting = admit(producer, settings, "tally", [{"count": 1}, {"count": 1}])
+    stop = threading.Event()
+    with (
+        executor_thread(own),
+        Client(settings) as target,
+        run_http(
+            Starlette(routes=HttpOperate(ops, target).routes()), "127.0.0.1", 0, stop
+        ) as server,
+    ):
+        url = ["--url", f"http://127.0.0.1:{server.port}"]
+        done, waiting = admit(
+            producer, settings, "tally", [{"count": 1}, {"count": 1}], tenant="default"
+        )
         ids = (done.run_id, waiting.run_id)
         wait_for(lambda: all(_status(settings, i) is RunStatus.PARKED for i in ids), timeout_s=60)
-        sent = cli.invoke(app, ["signal", done.run_id, "vote", "--payload", '"aye"'], env=env)
+        vote = ["signal", done.run_id, "vote", "--payload", '"aye"']
+        refused = cli.invoke(app, vote, env=env)  # no identity, not dev mode: nothing sent
+        assert refused.exit_code == 2 and "no identity" in refused.output
+        sent = cli.invoke(app, vote, env=dev)
         assert sent.exit_code == 0, sent.output
         wait_for(lambda: _status(settings, done.run_id) is RunStatus.COMPLETED, timeout_s=60)
-        late = cli.invoke(app, ["signal", done.run_id, "vote"], env=env)
+        late = cli.invoke(app, ["signal", done.run_id, "vote", *url], env=ada)
         assert late.exit_code == 2 and "ended" in late.output
-        cancel = ["runs", "cancel", waiting.run_id, "--reason", "test over"]
-        assert cli.invoke(app, cancel, env=env).exit_code == 0
+        cancel = ["runs", "cancel", waiting.run_id, "--reason", "test over", *url]
+        forged = cli.invoke(app, cancel, env={**env, "RUNPLANE_WORKLIST_TOKEN": "t-eve"})
+        assert forged.exit_code == 2 and "unauthenticated" in forged.output
+        assert cli.invoke(app, cancel, env=ada).exit_code == 0
         wait_for(lambda: _status(settings, waiting.run_id) is RunStatus.FAILED, timeout_s=60)
-        unknown = cli.invoke(app, ["runs", "cancel", "r-nosuch", "--reason", "x"], env=env)
+        unknown = cli.invoke(app, ["runs", "cancel", "r-nosuch", "--reason", "x", *url], env=ada)
         assert unknown.exit_code == 2 and "unknown" in unknown.output
     records, _ = chain_of(settings, waiting.run_id)
-    assert records[-1].attrs["cancelled_by"] == "ops-cli"
+    assert records[-1].attrs["cancelled_by"] == "ops-ada"  # the token's, not RUNPLANE_INITIATOR
+    signals = [
+        r for r in chain_of(settings, done.run_id)[0] if r.kind is JournalKind.SIGNAL_RECEIVED
+    ]
+    assert [r.attrs.get("sent_by") for r in signals] == ["ops-cli"]  # dev mode: as named
 
 
 def test_a_run_admitted_through_admission_is_signalled_by_its_admission_key(

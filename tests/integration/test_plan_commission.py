@@ -92,8 +92,11 @@ class Service:
 
 
 def _claims(settings: Settings) -> dict[str, AdmissionClaim]:
+    # By admission key: the table's rows are per (tenant, key), these runs are one tenant's.
     return {
-        k: r for k, r in read_topic(settings, "admission.claims") if isinstance(r, AdmissionClaim)
+        r.admission_key: r
+        for _, r in read_topic(settings, "admission.claims")
+        if isinstance(r, AdmissionClaim)
     }
 
 

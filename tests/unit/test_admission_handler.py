@@ -99,7 +99,7 @@ def test_new_key_is_admitted_with_four_consistent_records() -> None:
     assert d.journal.attrs["admission_key"] == "k1"
     topics = [(t, k) for t, k, _ in outputs(d)]
     assert topics == [
-        ("admission.claims", "k1"),
+        ("admission.claims", "runplane.claim/acme/k1"),  # claims are per (tenant, key)
         ("journal", run_id),
         ("runs.inbox", run_id),
         ("admission.replies", "k1"),

@@ -11,21 +11,33 @@ from runplane.cli import app
 
 # Nothing listens there: a command that tried to reach Kafka before refusing would hang or
 # fail differently (and these must refuse before any I/O).
-OFFLINE = {"RUNPLANE_BOOTSTRAP_SERVERS": "127.0.0.1:1", "RUNPLANE_INITIATOR": ""}
+OFFLINE = {
+    "RUNPLANE_BOOTSTRAP_SERVERS": "127.0.0.1:1",
+    "RUNPLANE_INITIATOR": "",
+    "RUNPLANE_WORKLIST_TOKEN": "",
+    "RUNPLANE_WORKLIST_TOKEN_FILE": "",
+    "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "",
+}
+DEV = {**OFFLINE, "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "true"}
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "env", "message"),
     [
-        (["signal", "r-1", "go"], "no sender: pass --as NAME or set RUNPLANE_INITIATOR"),
-        (["runs", "cancel", "r-1", "--reason", "x"], "no sender: pass --as NAME"),
-        (["signal", "r-1", "go", "--payload", "{nope"], "--payload is not JSON"),
-        (["emit", "refund", "--key", "k-1"], "no initiator"),
-        (["emit", "refund", "--key", "k-1", "--input", "[1"], "--input is not JSON"),
+        # Outside dev mode the operate commands need an identity (a token) before anything.
+        (["signal", "r-1", "go"], OFFLINE, "no identity: set RUNPLANE_WORKLIST_TOKEN"),
+        (["runs", "cancel", "r-1", "--reason", "x"], OFFLINE, "no identity"),
+        (["signal", "r-1", "go"], DEV, "no sender: pass --as NAME or set RUNPLANE_INITIATOR"),
+        (["runs", "cancel", "r-1", "--reason", "x"], DEV, "no sender: pass --as NAME"),
+        (["signal", "r-1", "go", "--payload", "{nope"], OFFLINE, "--payload is not JSON"),
+        (["emit", "refund", "--key", "k-1"], OFFLINE, "no initiator"),
+        (["emit", "refund", "--key", "k-1", "--input", "[1"], OFFLINE, "--input is not JSON"),
     ],
 )
-def test_a_mistake_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
-    result = CliRunner().invoke(app, argv, env=OFFLINE)
+def test_a_mistake_is_one_line_and_exit_2(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
+    result = CliRunner().invoke(app, argv, env=env)
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output

@@ -55,7 +55,12 @@ def test_an_unstartable_run_fails_at_seq_1_as_the_executor_sealed_it() -> None:
     assert step.end is RunStatus.FAILED and step.results == () and step.live_calls == ()
     assert step.commands == (
         RunStatusUpdate(
-            admission_key="k-1", run_id="r-fail", status=RunStatus.FAILED, updated_ms=20, seq=1
+            admission_key="k-1",
+            run_id="r-fail",
+            status=RunStatus.FAILED,
+            updated_ms=20,
+            seq=1,
+            tenant="t",  # admission finds the claim by (tenant, key)
         ),
     )
     snap = step.snapshot

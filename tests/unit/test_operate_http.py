@@ -55,6 +55,7 @@ class Inbox:
         self.tables: dict[tuple[str, str], Any] = {
             ("sessions", "r-live"): _snap("r-live", RunStatus.PARKED),
             ("sessions", "r-done"): _snap("r-done", RunStatus.COMPLETED),
+            # A claim written before per-tenant claims (keyed by the key alone): read as acme's.
             ("admission.claims", "order-17"): AdmissionClaim(
                 admission_key="order-17",
                 run_id="r-live",
@@ -69,7 +70,7 @@ class Inbox:
         }
         self.sent: list[Signal] = []
 
-    def latest(self, topic: str, key: str) -> Any | None:
+    def latest(self, topic: str, key: str, *, partition_key: str | None = None) -> Any | None:
         return self.tables.get((topic, key))
 
     def to_inbox(self, record: Signal) -> None:

@@ -28,7 +28,7 @@ from runplane.signing.admission import (
     verify,
     watch_emitters,
 )
-from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, encode
+from runplane.wire import AdmissionOutcome, AdmissionRequest, DeadLetter, RefusedSignature, encode
 from services.admission.decide import (
     Admitted,
     CapabilitySpec,
@@ -214,8 +214,10 @@ def test_the_handler_answers_and_dead_letters_an_identity_refusal() -> None:
     emits = handler.handle(
         _NoClaims(), _incoming(forged, NEW.headers(b"k1", _value(forged), NOW)), NOW
     )
-    assert [e.topic for e in emits] == ["admission.replies", "deadletter"]
-    letter = emits[1].value
+    # The reply, the refused signature remembered for the window, the dead letter.
+    assert [e.topic for e in emits] == ["admission.replies", "admission.claims", "deadletter"]
+    assert isinstance(emits[1].value, RefusedSignature) and emits[1].partition_key == "k1"
+    letter = emits[2].value
     assert isinstance(letter, DeadLetter) and letter.value == _value(forged)
     assert letter.reason.startswith("forged_tenant: ")
     ok = _req()

@@ -39,9 +39,11 @@ def test_the_records_that_carry_a_tenant_are_the_ones_we_know() -> None:
     # A new record with a tenant field must be added to VALIDATORS (and to this list).
     assert {c.__name__ for c in CARRIERS} == {
         "AdmissionClaim",
+        "AdmissionReply",
         "AdmissionRequest",
         "OpenTask",
         "RegisterDeadline",
+        "RunStatusUpdate",
         "SessionSnapshot",
         "StartRun",
     }

@@ -2,42 +2,120 @@
 ``runplane runs cancel RUN --reason TEXT``.
 
 RUN is a run id or the admission key it was admitted under. Both check the run first (an
-unknown or ended run is refused, exit 2, nothing sent) and produce to the run's inbox through
-``runplane.Client`` (``runplane.runs.operate``). ``--id`` makes a retry idempotent: the run accepts
-one signal (or cancel) per id. The sender is ``--as`` or ``RUNPLANE_INITIATOR``, journaled
-with the request; on Kafka the topic's ACLs authenticate it (over HTTP the bearer token does).
+unknown or ended run is refused, exit 2, nothing sent). ``--id`` makes a retry idempotent: the
+run accepts one signal (or cancel) per id.
+
+Identity: by default both go through admission's authenticated endpoints
+(``POST /runs/{run}/signals|cancel`` at ``RUNPLANE_ADMISSION_URL``, default
+http://127.0.0.1:8301) with your bearer token — ``RUNPLANE_WORKLIST_TOKEN``, or the file named by
+``RUNPLANE_WORKLIST_TOKEN_FILE`` (the principals file is the worklist's) — and the journaled
+sender and the tenant are the token's principal (cancel needs the role ``operator``). Without a
+token, or with one admission does not know, the command is refused: one line, exit 2. The direct
+Kafka path (``runplane.runs.operate`` through ``runplane.Client``, the sender ``--as`` or
+``RUNPLANE_INITIATOR``, only the topic's ACLs to authenticate it) exists in dev mode only —
+``RUNPLANE_ADMISSION_ALLOW_UNSIGNED=true``, as unsigned admission. Admission unreachable, or
+Kafka slow to take the request: exit 3 (retry with the same ``--id``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
 
 import typer
 from rich.console import Console
 
-from runplane.config import Settings
+from runplane.config import SERVICE_PORTS, Settings, env_bool
+from runplane.errors import RetryableError
 from runplane.runs.client import Client
-from runplane.runs.operate import RunRefused, Sent
+from runplane.runs.operate import RunRefused, Sent, over_http
 
 __all__ = ["register"]
+
+DEFAULT_ADMISSION_URL = f"http://127.0.0.1:{SERVICE_PORTS['admission']}"
+DEV_MODE_ENV = "RUNPLANE_ADMISSION_ALLOW_UNSIGNED"
+TOKEN_ENV = "RUNPLANE_WORKLIST_TOKEN"
+TOKEN_FILE_ENV = "RUNPLANE_WORKLIST_TOKEN_FILE"
+
+_URL = typer.Option(
+    DEFAULT_ADMISSION_URL, "--url", envvar="RUNPLANE_ADMISSION_URL", help="admission's base URL"
+)
+_AS_HELP = "sender, dev mode only (default RUNPLANE_INITIATOR); with a token, the token's principal"
+_TENANT_HELP = "dev mode only: refuse unless the run is this tenant's (a token names its tenant)"
 
 
 def _done(sent: Sent, what: str) -> None:
     Console().print(f"{what} sent to run [bold]{sent.run_id}[/bold] (id {sent.signal_id})")
 
 
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _token() -> str | None:
+    """The bearer token: ``RUNPLANE_WORKLIST_TOKEN``, else the file ``..._TOKEN_FILE`` names."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return token
+    path = os.environ.get(TOKEN_FILE_ENV, "").strip()
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(f"cannot read {TOKEN_FILE_ENV} ({path}): {exc}") from None
+    if not token:
+        raise _fail(f"{TOKEN_FILE_ENV} ({path}) is empty")
+    return token
+
+
 def _sender(sent_by: str | None, settings: Settings) -> str:
-    """Who sends it: ``--as``, else RUNPLANE_INITIATOR — asked before anything connects."""
+    """Who sends it on Kafka (dev mode): ``--as``, else RUNPLANE_INITIATOR — asked before
+    anything connects."""
     who = sent_by if sent_by is not None else settings.initiator
     if who is None or not who.strip():
-        typer.echo("error: no sender: pass --as NAME or set RUNPLANE_INITIATOR", err=True)
-        raise typer.Exit(2)
+        raise _fail("no sender: pass --as NAME or set RUNPLANE_INITIATOR")
     return who
 
 
 def _refused(exc: RunRefused) -> typer.Exit:
-    Console(stderr=True).print(f"[red]refused ({exc.code}): {exc.reason}[/red]")
+    Console(stderr=True).print(f"[red]refused ({exc.code}): {exc.reason}[/red]", highlight=False)
     return typer.Exit(2)
+
+
+def _operate(
+    run: str,
+    action: Literal["signals", "cancel"],
+    body: dict[str, Any],
+    url: str,
+    sent_by: str | None,
+    tenant: str | None,
+    on_kafka: Callable[[Client, str], Sent],
+) -> Sent:
+    """Over HTTP with the token; on Kafka in dev mode; refused (exit 2) otherwise."""
+    token = _token()
+    try:
+        if token is not None:
+            if sent_by is not None or tenant is not None:
+                raise _fail("--as and --tenant are for dev mode: with a token, it names you")
+            return over_http(url, token, run, action, body)
+        if not env_bool(os.environ, DEV_MODE_ENV, False):
+            raise _fail(
+                f"no identity: set {TOKEN_ENV} (or {TOKEN_FILE_ENV}); the direct Kafka path "
+                f"without one is dev mode only ({DEV_MODE_ENV}=true)"
+            )
+        settings = Settings.from_env()
+        who = _sender(sent_by, settings)
+        with Client(settings) as client:
+            return on_kafka(client, who)
+    except RunRefused as exc:
+        raise _refused(exc) from None
+    except RetryableError as exc:
+        raise _fail(f"{exc} (retry with the same --id)", 3) from None
 
 
 def signal_cmd(
@@ -45,21 +123,29 @@ def signal_cmd(
     name: str = typer.Argument(..., help="the signal name the run waits for"),
     payload: str = typer.Option("null", "--payload", help="the signal's payload, as JSON"),
     signal_id: str | None = typer.Option(None, "--id", help="idempotency id (default: minted)"),
-    sent_by: str | None = typer.Option(None, "--as", help="sender (default RUNPLANE_INITIATOR)"),
-    tenant: str | None = typer.Option(None, help="refuse unless the run is this tenant's"),
+    sent_by: str | None = typer.Option(None, "--as", help=_AS_HELP),
+    tenant: str | None = typer.Option(None, help=_TENANT_HELP),
+    url: str = _URL,
 ) -> None:
     """Send a signal to a live run (``ctx.wait_signal``)."""
     try:
         value = json.loads(payload)
     except ValueError as exc:
         raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
-    settings = Settings.from_env()
-    who = _sender(sent_by, settings)
-    with Client(settings) as client:
-        try:
-            sent = client.signal(run, name, value, signal_id=signal_id, sent_by=who, tenant=tenant)
-        except RunRefused as exc:
-            raise _refused(exc) from None
+    body: dict[str, Any] = {"name": name, "payload": value}
+    if signal_id is not None:
+        body["signal_id"] = signal_id
+    sent = _operate(
+        run,
+        "signals",
+        body,
+        url,
+        sent_by,
+        tenant,
+        lambda client, who: client.signal(
+            run, name, value, signal_id=signal_id, sent_by=who, tenant=tenant
+        ),
+    )
     _done(sent, f"signal {name!r}")
 
 
@@ -67,19 +153,25 @@ def cancel_cmd(
     run: str = typer.Argument(..., help="run id or admission key"),
     reason: str = typer.Option(..., "--reason", help="why (journaled)"),
     request_id: str | None = typer.Option(None, "--id", help="idempotency id (default: minted)"),
-    sent_by: str | None = typer.Option(None, "--as", help="requester (default RUNPLANE_INITIATOR)"),
-    tenant: str | None = typer.Option(None, help="refuse unless the run is this tenant's"),
+    sent_by: str | None = typer.Option(None, "--as", help=_AS_HELP),
+    tenant: str | None = typer.Option(None, help=_TENANT_HELP),
+    url: str = _URL,
 ) -> None:
     """Cancel a live run: RUN_CANCELLED after its clean-up (docs/operations.md, "Cancel")."""
-    settings = Settings.from_env()
-    who = _sender(sent_by, settings)
-    with Client(settings) as client:
-        try:
-            sent = client.cancel(
-                run, reason=reason, sent_by=who, request_id=request_id, tenant=tenant
-            )
-        except RunRefused as exc:
-            raise _refused(exc) from None
+    body: dict[str, Any] = {"reason": reason}
+    if request_id is not None:
+        body["request_id"] = request_id
+    sent = _operate(
+        run,
+        "cancel",
+        body,
+        url,
+        sent_by,
+        tenant,
+        lambda client, who: client.cancel(
+            run, reason=reason, sent_by=who, request_id=request_id, tenant=tenant
+        ),
+    )
     _done(sent, "cancel")
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "CASE_ID",
     "CASE_KEY",
     "CHILD_PREFIX",
+    "CLAIM_PREFIX",
     "RESERVED_PREFIX",
     "TENANT_KEY",
     "breach_request_id",
@@ -42,6 +43,7 @@ __all__ = [
     "case_id_for",
     "child_key",
     "child_root",
+    "claim_key",
     "followup_admission_key",
     "obligation_digest",
     "parent_of",
@@ -164,3 +166,16 @@ def parent_of(admission_key: str) -> tuple[str, str] | None:
     if not (where.isdigit() or (where[:1] == "w" and _HEX.fullmatch(where[1:]))):
         return None
     return parts[0], f"{where}/{parts[2]}"
+
+
+# Admission's claims are per (tenant, admission key): two tenants' "order-17" are two runs.
+# A tenant name holds no "/", so the form reads back unambiguously; the reserved prefix keeps
+# these rows apart from the claims written before per-tenant claims, which are keyed by the
+# admission key alone (docs/decisions.md, "Claims per tenant").
+CLAIM_PREFIX: Final = "runplane.claim/"
+
+
+def claim_key(tenant: str, admission_key: str) -> str:
+    """The ``admission.claims`` row key of ``admission_key`` for ``tenant`` (the row is
+    partitioned by the admission key, like the requests and replies of that key)."""
+    return f"{CLAIM_PREFIX}{tenant}/{admission_key}"

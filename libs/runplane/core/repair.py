@@ -195,6 +195,7 @@ def resume(
         admission_key=snapshot.admission_key,
         run_id=snapshot.session_id,
         status=RunStatus.RUNNING,
+        tenant=snapshot.tenant,
         updated_ms=now_ms,
         seq=record.seq,
     )

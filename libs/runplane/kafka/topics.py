@@ -45,30 +45,51 @@ class TopicSpec:
     cleanup_policy: CleanupPolicy
     retention_ms: int | None
     holds: str
+    # Further topic-level settings the topic is created with (and checked for drift).
+    extra: tuple[tuple[str, str], ...] = ()
 
     def base_config(self) -> dict[str, str]:
         config: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
         if self.retention_ms is not None:
             config["retention.ms"] = str(self.retention_ms)
+        config.update(self.extra)
         return config
 
 
 def _spec(
-    name: str, key: str, policy: CleanupPolicy, retention_days: int | None, holds: str
+    name: str,
+    key: str,
+    policy: CleanupPolicy,
+    retention_days: int | None,
+    holds: str,
+    extra: tuple[tuple[str, str], ...] = (),
 ) -> TopicSpec:
     retention = (
         None
         if retention_days is None
         else (FOREVER if retention_days < 0 else retention_days * DAY_MS)
     )
-    return TopicSpec(name, key, policy, retention, holds)
+    return TopicSpec(name, key, policy, retention, holds, extra)
+
+
+# The broker stamps each admission request with its own clock on append: admission checks a
+# signature's window against that time, which whoever produces the record cannot choose (with
+# CreateTime a replay could carry its original timestamp). ``describe_topics`` flags an
+# ``admission`` topic created before this as drifted.
+BROKER_TIME: tuple[tuple[str, str], ...] = (("message.timestamp.type", "LogAppendTime"),)
 
 
 # Compacted topics are state (the last value per key is the truth) and never expire, so they
 # carry no retention; "compact", not "compact,delete", so state never vanishes by age.
 CATALOGUE: tuple[TopicSpec, ...] = (
-    _spec("admission", "admission key", "delete", 7, "AdmissionRequest from emitters"),
-    _spec("admission.claims", "admission key", "compact", None, "AdmissionClaim: the dedup table"),
+    _spec("admission", "admission key", "delete", 7, "AdmissionRequest from emitters", BROKER_TIME),
+    _spec(
+        "admission.claims",
+        "(tenant, admission key)",
+        "compact",
+        None,
+        "AdmissionClaim: the dedup table",
+    ),
     _spec("admission.replies", "admission key", "delete", 7, "AdmissionReply"),
     _spec("runs.inbox", "session", "delete", 7, "StartRun, Signal, TaskDecision, CaseReply, Wake"),
     _spec("journal", "session", "delete", -1, "JournalRecord: the hash-chained event chain"),

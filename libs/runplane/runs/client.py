@@ -7,7 +7,7 @@
 ``admit`` produces an AdmissionRequest to ``admission`` (key = the admission key) and waits
 for the AdmissionReply on ``admission.replies``: it reads only the partition the key hashes
 to (murmur2, like every producer), from the end as it was *before* the request was sent, and
-keeps the first reply carrying that key. Retrying with the same key is always safe — one key,
+keeps the first reply carrying that key and the request's tenant. Retrying with the same key is always safe — one key,
 at most one run, ever — so a timeout is a ``RetryableError``.
 
 ``initiator`` names the worklist principal on whose behalf the run acts (four-eyes refuses
@@ -378,7 +378,7 @@ class Client:
             self._produce_signed(key.encode("utf-8"), value, signed)
             if self._producer.flush(timeout) > 0:
                 raise RetryableError(f"request {key!r} not delivered within {timeout}s")
-            return self._await_reply(key, timeout)
+            return self._await_reply(key, request.tenant, timeout)
         finally:
             self._consumer.unassign()
 
@@ -407,7 +407,7 @@ class Client:
         headers = [*self._signing_key.headers(key, value, now_ms), *trace]
         self._producer.produce(topic, key=key, value=value, headers=headers, timestamp=now_ms)
 
-    def _await_reply(self, key: str, timeout: float) -> AdmissionReply:
+    def _await_reply(self, key: str, tenant: str, timeout: float) -> AdmissionReply:
         deadline = time.monotonic() + timeout
         wanted = key.encode("utf-8")
         while time.monotonic() < deadline:
@@ -418,7 +418,9 @@ class Client:
                     record = self._serde.decode("admission.replies", msg.value() or b"")
                 except WireError:
                     continue  # not ours to judge; the key matched by accident of bytes
-                if isinstance(record, AdmissionReply):
+                # Two tenants may use one key: only our tenant's answer is ours (a reply
+                # without a tenant comes from an admission that predates per-tenant claims).
+                if isinstance(record, AdmissionReply) and record.tenant in (None, tenant):
                     return record
         raise RetryableError(f"no reply for {key!r} within {timeout}s", retry_after=1.0)
 
@@ -485,11 +487,14 @@ class Client:
 
     # --- operating a run (runplane.runs.operate) -------------------------------------------------
 
-    def latest(self, topic: str, key: str, *, timeout: float = 30.0) -> Any | None:
+    def latest(
+        self, topic: str, key: str, *, partition_key: str | None = None, timeout: float = 30.0
+    ) -> Any | None:
         """The last record keyed ``key`` on the compacted logical ``topic`` (``sessions``,
-        ``admission.claims``), decoded; None when there is none."""
+        ``admission.claims``), decoded; None when there is none. ``partition_key``: what the
+        row is partitioned by when not its key (a claim's admission key)."""
         name = self._settings.topic(topic)
-        part = partition_for(key, self._count(name))
+        part = partition_for(partition_key or key, self._count(name))
         (end,) = self._ends(name, [part])
         deadline = time.monotonic() + timeout
         try:

@@ -5,7 +5,7 @@
         client.cancel("r-5f1c…", reason="customer withdrew")
 
 A run is named by its run id or by the admission key it was admitted under (resolved through
-the ``admission.claims`` table). Before anything is sent, the run's latest snapshot is read:
+the ``admission.claims`` table, whose rows are per tenant: ``runplane.core.keys.claim_key``). Before anything is sent, the run's latest snapshot is read:
 an unknown run, a run of another tenant (indistinguishable from unknown, as in the journal
 API) or a run that already ended is refused with ``RunRefused`` and a reason — nothing is
 produced. The request then goes to the run's inbox as a ``Signal`` (a cancel is the reserved
@@ -13,27 +13,42 @@ signal ``runplane.cancel``) carrying the sender's identity and a ``signal_id``: 
 accepts one signal per id, so a retry after a timeout is always safe — pass your own id to
 make your retries idempotent (one is minted otherwise).
 
-Identity: on Kafka the sender is the principal the client names (``sent_by``, default
-``RUNPLANE_INITIATOR``) and the topic's ACLs are the authentication; the HTTP endpoints
-(``services/admission/operate.py``) take it from the bearer token instead. Either way it is
-journaled with the signal (``sent_by``) or the cancel (``requested_by``). A signal's payload is
-labelled untrusted at the source.
+Identity: the HTTP endpoints on admission (``services/admission/operate.py``) take the sender
+and its tenant from the bearer token; :func:`over_http` is their client (``runplane signal``
+and ``runplane runs cancel`` use it by default). On Kafka (:func:`signal`, :func:`cancel`,
+``Client.signal``) the sender is the principal the caller names (``sent_by``, default
+``RUNPLANE_INITIATOR``) and only the topic's ACLs authenticate it: the CLI takes that path in
+dev mode only. Either way it is journaled with the signal (``sent_by``) or the cancel
+(``requested_by``). A signal's payload is labelled untrusted at the source.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
+from urllib.parse import quote
+
+import httpx
 
 from runplane.core.canonical import canonical_json
+from runplane.core.keys import claim_key
 from runplane.core.limits import DEFAULT_LIMITS
-from runplane.errors import TerminalError
+from runplane.errors import RetryableError, TerminalError
 from runplane.wire import AdmissionClaim, RunStatus, SessionSnapshot, Signal
 
-__all__ = ["CANCEL_SIGNAL", "RunRefused", "Sent", "Target", "cancel", "resolve", "signal"]
+__all__ = [
+    "CANCEL_SIGNAL",
+    "RunRefused",
+    "Sent",
+    "Target",
+    "cancel",
+    "over_http",
+    "resolve",
+    "signal",
+]
 
 CANCEL_SIGNAL: Final = "runplane.cancel"  # == runplane.core.engine.cancel.CANCEL_SIGNAL
 _ENDED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
@@ -45,7 +60,8 @@ def _now_ms() -> int:
 
 class RunRefused(TerminalError):
     """The run cannot take this request. ``code``: ``unknown`` (no such run, or another
-    tenant's), ``ended`` (it already ended; ``status`` says how) or ``bad_request``."""
+    tenant's), ``ended`` (it already ended; ``status`` says how) or ``bad_request``; over
+    HTTP also ``unauthenticated`` (no or unknown token) and ``forbidden`` (a role missing)."""
 
     def __init__(self, code: str, reason: str, status: RunStatus | None = None) -> None:
         super().__init__(reason)
@@ -66,18 +82,32 @@ class Sent:
 class Target(Protocol):
     """What sending needs of a client (``runplane.runs.client.Client`` is one)."""
 
-    def latest(self, topic: str, key: str) -> Any | None: ...
+    def latest(self, topic: str, key: str, *, partition_key: str | None = None) -> Any | None: ...
     def to_inbox(self, record: Signal) -> None: ...
 
 
-def lookup(target: Target, run_or_key: str) -> SessionSnapshot | None:
-    """The run's latest snapshot by run id or, failing that, by the admission key it was
-    admitted under (``admission.claims``); None when neither names a run. Every command that
-    takes a run resolves it here."""
+def _claimed(target: Target, key: str, tenant: str | None) -> AdmissionClaim | None:
+    """The claim of admission key ``key`` for ``tenant``: its per-tenant row, else a row
+    written before per-tenant claims (keyed by the key alone) of that tenant. Without a
+    tenant only such an older row names a run: a key alone is ambiguous across tenants."""
+    if tenant is not None:
+        mine = target.latest("admission.claims", claim_key(tenant, key), partition_key=key)
+        if isinstance(mine, AdmissionClaim):
+            return mine
+    older = target.latest("admission.claims", key)
+    if isinstance(older, AdmissionClaim) and tenant in (None, older.tenant):
+        return older
+    return None
+
+
+def lookup(target: Target, run_or_key: str, tenant: str | None = None) -> SessionSnapshot | None:
+    """The run's latest snapshot by run id or, failing that, by the admission key ``tenant``
+    admitted it under (``admission.claims``, ``_claimed``); None when neither names a run.
+    Every command that takes a run resolves it here."""
     snap = target.latest("sessions", run_or_key)
     if not isinstance(snap, SessionSnapshot):
-        claim = target.latest("admission.claims", run_or_key)
-        if isinstance(claim, AdmissionClaim):
+        claim = _claimed(target, run_or_key, tenant)
+        if claim is not None:
             snap = target.latest("sessions", claim.run_id)
     return snap if isinstance(snap, SessionSnapshot) else None
 
@@ -85,7 +115,7 @@ def lookup(target: Target, run_or_key: str) -> SessionSnapshot | None:
 def resolve(target: Target, run_or_key: str, tenant: str | None) -> SessionSnapshot:
     """The run's latest snapshot, by run id or admission key; refused if unknown to ``tenant``
     (None: any tenant — a caller already trusted for all of them) or ended."""
-    snap = lookup(target, run_or_key)
+    snap = lookup(target, run_or_key, tenant)
     if not isinstance(snap, SessionSnapshot) or (tenant is not None and snap.tenant != tenant):
         raise RunRefused("unknown", f"no run {run_or_key!r} (not started yet, or not yours)")
     if snap.status in _ENDED:
@@ -163,3 +193,45 @@ def cancel(
     return _send(
         target, run_or_key, CANCEL_SIGNAL, {"reason": reason}, sent_by, request_id, tenant, _now_ms
     )
+
+
+# What admission's operator endpoints answer, by status, when they answer with ``detail``
+# only (the token checks and a bad body) rather than their own ``refused`` code.
+_HTTP_CODES: Final = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "unknown"}
+
+
+def over_http(
+    url: str,
+    token: str,
+    run_or_key: str,
+    action: Literal["signals", "cancel"],
+    body: Mapping[str, Any],
+    *,
+    timeout: float = 30.0,
+    transport: httpx.BaseTransport | None = None,
+) -> Sent:
+    """POST ``body`` to ``{url}/runs/{run}/{action}`` on admission with ``token``: the sender
+    and the tenant are the token's principal (the body names neither). ``RunRefused`` with
+    the endpoint's code and reason when refused; ``RetryableError`` when admission cannot be
+    reached or Kafka did not take it in time (retry with the same id)."""
+    path = f"/runs/{quote(run_or_key, safe='')}/{action}"
+    try:
+        with httpx.Client(base_url=url, timeout=timeout, transport=transport) as http:
+            r = http.post(path, json=dict(body), headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        raise RetryableError(f"cannot reach admission at {url}: {exc}", retry_after=1.0) from exc
+    try:
+        answer = r.json()
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    if r.status_code == 202:
+        return Sent(str(answer["run_id"]), str(answer["name"]), str(answer["signal_id"]))
+    reason = str(answer.get("reason") or answer.get("detail") or r.text or r.reason_phrase)
+    if r.status_code == 503:
+        raise RetryableError(f"admission: {reason}", retry_after=1.0)
+    code = str(answer.get("refused") or _HTTP_CODES.get(r.status_code, "bad_request"))
+    raw = answer.get("run_status")
+    status = RunStatus(raw) if isinstance(raw, str) and raw in RunStatus.__members__ else None
+    raise RunRefused(code, f"{r.status_code}: {reason}", status)

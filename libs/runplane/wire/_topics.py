@@ -27,6 +27,7 @@ from runplane.wire._records import (
     MeetDeadline,
     OpenTask,
     PutCaseState,
+    RefusedSignature,
     RegisterDeadline,
     ReleaseTask,
     ResultEntry,
@@ -44,7 +45,7 @@ from runplane.wire._records import (
 TOPIC_RECORDS: Mapping[str, tuple[type[Record], ...]] = MappingProxyType(
     {
         "admission": (AdmissionRequest, RunStatusUpdate),
-        "admission.claims": (AdmissionClaim,),
+        "admission.claims": (AdmissionClaim, RefusedSignature),
         "admission.replies": (AdmissionReply,),
         "runs.inbox": (StartRun, Signal, TaskDecision, CaseReply, Wake),
         "journal": (JournalRecord,),

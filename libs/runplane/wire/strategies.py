@@ -47,6 +47,8 @@ FIELD_OVERRIDES: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("SessionSnapshot", "tenant"): TENANT,
     ("OpenTask", "tenant"): st.none() | TENANT,
     ("RegisterDeadline", "tenant"): st.none() | TENANT,
+    ("RunStatusUpdate", "tenant"): st.none() | TENANT,
+    ("AdmissionReply", "tenant"): st.none() | TENANT,
     ("Label", "provenance"): st.lists(st.text(max_size=12), unique=True, max_size=4).map(sorted),
 }
 

@@ -219,6 +219,7 @@ def _failed_update(
         admission_key=snapshot.admission_key,
         run_id=snapshot.session_id,
         status=RunStatus.FAILED,
+        tenant=snapshot.tenant,
         updated_ms=now_ms,
         seq=record.seq,
     )

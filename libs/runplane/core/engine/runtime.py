@@ -350,6 +350,7 @@ class Runtime:
                     task_id=task_id,
                     updated_ms=rec.now,
                     seq=rec.next_seq - 1,
+                    tenant=run.tenant,  # admission's claims are per (tenant, key)
                 )
             )
         if run.status_before is RunStatus.ADMITTED and run.status is not RunStatus.ADMITTED:
