@@ -63,7 +63,7 @@ class _Client:
 
     def __exit__(self, *exc: object) -> None: ...
 
-    def latest(self, topic: str, key: str) -> object | None:
+    def latest(self, topic: str, key: str, *, partition_key: str | None = None) -> object | None:
         return self.tables.get((topic, key))
 
 

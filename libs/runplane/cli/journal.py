@@ -50,6 +50,7 @@ journal_app = typer.Typer(
 
 # No record of the run at all (a mistyped id or key): a bad argument, as everywhere in the CLI.
 EXIT_NO_SUCH_RUN = 2
+DEFAULT_TENANT = "default"  # the tenant ``runplane emit`` admits as unless told otherwise
 
 
 def no_such_run(run: str) -> typer.Exit:
@@ -60,9 +61,11 @@ def no_such_run(run: str) -> typer.Exit:
 
 def find_run(settings: Settings, run_or_key: str) -> tuple[str, SessionSnapshot | None]:
     """(run id, latest snapshot) for a run id or an admission key. Without a snapshot (a run
-    known only by its journal) the argument is taken as the run id: its records decide."""
+    known only by its journal) the argument is taken as the run id: its records decide. An
+    admission key is claimed per tenant: it is looked up as the default tenant's (what
+    ``runplane emit`` sends as) — another tenant's run is named by its run id."""
     with Client(settings) as client:
-        snap = lookup(client, run_or_key)
+        snap = lookup(client, run_or_key, DEFAULT_TENANT)
     return (run_or_key, None) if snap is None else (snap.session_id, snap)
 
 
