@@ -25,11 +25,12 @@ import heapq
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 from runplane.errors import ConfigError
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 __all__ = ["Bridge", "Job", "StepLoop"]
 
@@ -97,8 +98,8 @@ class StepLoop(asyncio.AbstractEventLoop):
 
     def call_soon(
         self,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[*Ts], object],
+        *args: *Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         handle = asyncio.Handle(callback, args, self, context)
@@ -108,8 +109,8 @@ class StepLoop(asyncio.AbstractEventLoop):
     def call_at(
         self,
         when: float,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[*Ts], object],
+        *args: *Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
         timer = asyncio.TimerHandle(when, callback, args, self, context)
@@ -120,8 +121,8 @@ class StepLoop(asyncio.AbstractEventLoop):
     def call_later(
         self,
         delay: float,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[*Ts], object],
+        *args: *Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
         return self.call_at(self._now + delay, callback, *args, context=context)
@@ -157,7 +158,9 @@ class StepLoop(asyncio.AbstractEventLoop):
     def default_exception_handler(self, context: dict[str, Any]) -> None:
         self._errors.append(context)
 
-    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> Any:
+    def run_in_executor(
+        self, executor: Any, func: Callable[[*Ts], T], *args: *Ts
+    ) -> asyncio.Future[T]:
         raise ConfigError(
             f"{getattr(func, '__qualname__', func)!r} would run in a thread, outside any "
             "runplane effect: make it a runplane tool (runplane.providers.tool)"
@@ -165,8 +168,8 @@ class StepLoop(asyncio.AbstractEventLoop):
 
     def call_soon_threadsafe(
         self,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[*Ts], object],
+        *args: *Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         raise ConfigError("another thread reached into a durable run: not deterministic")

@@ -102,7 +102,8 @@ class _Run:
     async def _call(self, jobs: Sequence[Job]) -> None:
         proposed = {c.id: at for at, c in enumerate(self.last.tool_calls if self.last else ())}
         at_of = {id(j): proposed.get(j.what.id, len(proposed) + i) for i, j in enumerate(jobs)}
-        parallel, serial = [], []
+        parallel: list[tuple[int, ToolCall]] = []
+        serial: list[tuple[int, ToolCall]] = []
         for job in jobs:
             p = (at_of[id(job)], job.what)
             (serial if self.mutating.get(job.what.name, True) else parallel).append(p)
@@ -161,7 +162,9 @@ class _Model(Model):
         return _response(g)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise ConfigError("runplane.contrib.openai_agents: streaming (Runner.run_streamed) is not supported")
+        raise ConfigError(
+            "runplane.contrib.openai_agents: streaming (Runner.run_streamed) is not supported"
+        )
 
 
 class _Provider(ModelProvider):
@@ -196,9 +199,7 @@ def _text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(
-        str(part.get("text", "")) for part in content if isinstance(part, Mapping)
-    )
+    return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
 
 
 def _messages(input: str | list[TResponseInputItem]) -> list[Message]:
@@ -424,7 +425,7 @@ async def run_agent(
         {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()},
         {h.tool: h for h in handoffs},
     )
-    loop = StepLoop(ctx.now() / 1000)
+    loop = StepLoop(ctx.now() / 1000)  # type: ignore[abstract]  # the rest: never asked
     run.bridge = Bridge(loop)
     converted = _convert(run, agent, [_commission_tool(run, h) for h in handoffs])
     config = RunConfig(
