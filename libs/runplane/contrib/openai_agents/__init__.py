@@ -60,7 +60,9 @@ from importlib import metadata
 from runplane.errors import ConfigError
 
 DISTRIBUTION = "openai-agents"
-SUPPORTED = (0, 20), (0, 30)  # tested: 0.24; the 0.x API moves, so the range is the minor line
+# Tested on 0.20.0 and 0.24.0; a later 0.x minor line may break what the adapter uses (the
+# SDK's Model, FunctionTool and Chat Completions converter), so it is refused until tested.
+SUPPORTED = (0, 20), (0, 25)  # the same range as the extra in pyproject.toml
 
 
 def _release(version: str) -> tuple[int, ...]:
