@@ -21,6 +21,7 @@ from runplane.core.gate import sinks
 from runplane.wire import JournalKind
 from tests.helpers.support_loop import REFUND_SINK
 
+BROKER = "oai.broker"  # the capability the broker tests serve (``openai_agents_broker_served``)
 TOOLS = ("crm_lookup", "fetch_document", "order_status", "refund", "add_note")
 INSTRUCTIONS = "You are a support agent. Refund only to the account on file."
 
