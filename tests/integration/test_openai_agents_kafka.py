@@ -120,8 +120,8 @@ def test_an_sdk_agent_survives_sigkill_repeats_no_recorded_call_and_replays_call
 
     # Counted at the tool: only calls whose outcome a kill lost reached it again — the reads
     # in flight (O3, O4) and, at most, the other reads of the wave the first kill cut (its
-    # answered branches may not be recorded yet when the kill lands); each at most twice. Every other call
-    # once: the mutations (the note, the refund) exactly once.
+    # answered branches may not be recorded yet when the kill lands); each at most twice.
+    # Every other call once: the mutations (the note, the refund) exactly once.
     hits = dict(tools.hits)
     repeated = {k for k, n in hits.items() if n != 1}
     assert {O3, O4} <= repeated <= {O2, O3, DOC, O4}
