@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from executor_process_support import ExecutorProcess
+from test_agent_loop_kills import _kill_when
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry, replay_history, verify_chain
@@ -58,12 +59,6 @@ def _executor(settings: Settings, n: int, config: Path, logs: Path) -> ExecutorP
         "RUNPLANE_EXECUTOR_BATCH_MS": "5",
     }
     return ExecutorProcess(settings, f"oai{n}", logs, env)
-
-
-def _kill_when(proc: ExecutorProcess, cond: Callable[[], bool], what: str) -> None:
-    wait_for(cond, timeout_s=120, every_s=0.002, what=what)
-    proc.kill()
-    proc.proc.wait(10)
 
 
 def test_an_sdk_agent_survives_sigkill_repeats_no_recorded_call_and_replays_calling_nobody(

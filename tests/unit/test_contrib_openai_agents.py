@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, WebSearchTool, function_tool
 from openai import AsyncOpenAI
+from test_agent_loop import _crash_once
 
 from runplane.contrib.openai_agents import SUPPORTED, check_version, run_agent
 from runplane.contrib.openai_agents._loop import Bridge, Job, StepLoop
@@ -77,18 +78,6 @@ def test_a_five_turn_run_with_parallel_reads_completes_every_step_journaled() ->
     assert [m.tool_call_id for m in answered] == [c.id for m in second for c in m.tool_calls]
     assert json.loads(answered[0].content)["account"] == S.CUSTOMER_IBAN
     _replays(driver, run)
-
-
-def _crash_once(pred: Callable[[str, LiveCall], bool]) -> Callable[[str, LiveCall], bool]:
-    done = {"n": 0}
-
-    def hook(phase: str, call: LiveCall) -> bool:
-        if done["n"] == 0 and pred(phase, call):
-            done["n"] = 1
-            return True
-        return False
-
-    return hook
 
 
 def _generations_before(n: int) -> Callable[[str, LiveCall], bool]:
