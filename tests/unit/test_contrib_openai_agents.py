@@ -28,6 +28,7 @@ from test_agent_loop import _crash_once
 from runplane.contrib.openai_agents import SUPPORTED, check_version, run_agent
 from runplane.contrib.openai_agents._loop import Bridge, Job, StepLoop
 from runplane.core import AgentRegistry, LiveCall, StepCtx, replay_history
+from runplane.core.effect import Effect, Op
 from runplane.core.loop import Handoff
 from runplane.core.policy import ApprovalRule
 from runplane.errors import ConfigError
@@ -421,3 +422,28 @@ def test_the_example_refunds_the_account_on_file_once_a_person_approves() -> Non
     assert run.output == {"answer": "Refunded."}
     assert refunds == [{"recipient": CUSTOMERS["c-1"]["account"], "amount_eur": 40, "order": "o-1"}]
     assert d.verify(run.session_id).ok
+
+
+def test_a_run_closed_while_it_waits_leaves_no_task_of_the_sdk_running() -> None:
+    loop = StepLoop(0.0)  # type: ignore[abstract]
+    bridge = Bridge(loop)
+    cleaned: list[str] = []
+
+    async def main(bridge: Bridge) -> Any:
+        async def waits() -> Any:
+            try:
+                return await bridge.ask("x")
+            finally:
+                cleaned.append("finally ran")
+
+        return await asyncio.gather(waits(), waits())
+
+    async def perform(jobs: list[Job]) -> None:
+        await Effect("signal", "never", {"signal": "never"}, Op.SIGNAL)  # the run parks here
+
+    coro = bridge.drive(main(bridge), perform, lambda: 0.0)  # type: ignore[arg-type]
+    parked = coro.send(None)
+    assert isinstance(parked, Effect) and parked.name == "never"
+    coro.close()  # eviction: GeneratorExit at the park
+    assert cleaned == ["finally ran", "finally ran"]
+    assert all(t.done() for t in asyncio.all_tasks(loop))
