@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, WebSearchTool, function_tool
+from agents import Agent, OpenAIChatCompletionsModel, WebSearchTool, function_tool, handoff
 from openai import AsyncOpenAI
 from test_agent_loop import _crash_once
 
@@ -245,6 +245,23 @@ def test_an_sdk_handoff_stays_in_process_its_turns_journaled_in_this_run() -> No
     ]
     assert model.prompts[1][0].content == "You are billing."
     assert not d.children
+
+
+def test_a_tool_first_met_behind_an_sdk_handoff_object_still_asks_whom_the_policy_names() -> None:
+    refunds = Agent(name="refunds", instructions="You refund.", model="r-1", tools=[H.refund])
+    front = Agent(name="front", instructions="Route.", model="f-1", handoffs=[handoff(refunds)])
+    call = Call("refund", {"recipient": S.CUSTOMER_IBAN, "amount_eur": 40, "order": "o-1"})
+    model = ScriptedModel([[Call("transfer_to_refunds", {})], [call], "Done."])
+    counts: dict[str, int] = {}
+    registry = _handoff_registry(front)
+    d = Driver(registry, tools=S.tools(counts), providers={"scripted": model}, policy=APPROVAL)
+    run = d.run("oai.front", {})
+    assert run.status is RunStatus.AWAITING_HUMAN, run.error
+    assert run.task is not None and run.task.role == "finance" and not counts
+    run = d.decide(run.session_id, "APPROVED", by=("ada",))
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.output == {"answer": "Done.", "agent": "refunds"} and counts == {REFUND: 1}
+    assert d.verify(run.session_id).ok
 
 
 # -- refused up front ----------------------------------------------------------------------

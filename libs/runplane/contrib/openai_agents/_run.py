@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents import (
@@ -66,9 +66,9 @@ class _Run:
 
     ctx: StepCtx
     provider: str
-    mutating: dict[str, bool]
-    asks: dict[str, ApprovalRule]
     commissions: dict[str, Commission]
+    mutating: dict[str, bool] = field(default_factory=dict)
+    asks: dict[str, ApprovalRule] = field(default_factory=dict)
     turns: int = 0
     last: Generation | None = None
     bridge: Bridge | None = field(default=None, repr=False)
@@ -99,14 +99,32 @@ class _Run:
         self.last = g
         job.future.set_result(g)
 
+    async def learn(self, names: Sequence[str], handoffs: Sequence[Commission] = ()) -> None:
+        """What the run offers ``names`` (mutating, who approves; ``loop.offered``), one
+        journaled observe, so a replay or a restore under a changed policy asks whom it asked
+        — at the start for the agents the SDK can reach, later for a tool first met behind an
+        SDK ``Handoff`` object's target."""
+        request: dict[str, Any] = {"observe": MENU, "tools": list(names)}
+        if handoffs:
+            request["handoffs"] = {h.tool: h.capability for h in handoffs}
+        ctx = self.ctx
+        menu = await Effect(
+            "observe", MENU, request, Op.OBSERVE, {"fn": lambda: offered(ctx, names, handoffs)}
+        )
+        self.mutating.update({k: bool(v) for k, v in menu["mutating"].items()})
+        self.asks.update({k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()})
+
     async def _call(self, jobs: Sequence[Job]) -> None:
+        unknown = [n for n in dict.fromkeys(j.what.name for j in jobs) if n not in self.mutating]
+        if unknown:
+            await self.learn(unknown)
         proposed = {c.id: at for at, c in enumerate(self.last.tool_calls if self.last else ())}
         at_of = {id(j): proposed.get(j.what.id, len(proposed) + i) for i, j in enumerate(jobs)}
         parallel: list[tuple[int, ToolCall]] = []
         serial: list[tuple[int, ToolCall]] = []
         for job in jobs:
             p = (at_of[id(job)], job.what)
-            (serial if self.mutating.get(job.what.name, True) else parallel).append(p)
+            (serial if self.mutating[job.what.name] else parallel).append(p)
         act = Act(LoopState((), self.turns), tuple(parallel), tuple(serial), ())
         records = {
             r.position: r
@@ -144,9 +162,8 @@ class _Model(Model):
             ToolSpec(h.tool_name, h.tool_description, h.input_json_schema).to_json()
             for h in handoffs
         ]
-        messages = ([Message(Role.SYSTEM, system_instructions)] if system_instructions else []) + [
-            m for m in _messages(input)
-        ]
+        said = [Message(Role.SYSTEM, system_instructions)] if system_instructions else []
+        messages = said + _messages(input)
         params: dict[str, Any] = {}
         if specs:
             params["tools"] = specs
@@ -387,8 +404,6 @@ def _handoff(h: Handoff[Any, Any], convert: Any) -> Handoff[Any, Any]:
         _check(target)
         return convert(target)
 
-    from dataclasses import replace
-
     return replace(h, on_invoke_handoff=on_invoke)
 
 
@@ -411,20 +426,8 @@ async def run_agent(
     (``runplane.core.loop.Handoff``), a call to one a commission under the run's narrowed
     delegation. ``context`` / ``max_turns``: the SDK's own.
     """
-    names = _check(agent)
-    menu_request: dict[str, Any] = {"observe": MENU, "tools": names}
-    if handoffs:
-        menu_request["handoffs"] = {h.tool: h.capability for h in handoffs}
-    menu = await Effect(
-        "observe", MENU, menu_request, Op.OBSERVE, {"fn": lambda: offered(ctx, names, handoffs)}
-    )
-    run = _Run(
-        ctx,
-        provider,
-        {k: bool(v) for k, v in menu["mutating"].items()},
-        {k: ApprovalRule(**v) for k, v in menu.get("approval", {}).items()},
-        {h.tool: h for h in handoffs},
-    )
+    run = _Run(ctx, provider, {h.tool: h for h in handoffs})
+    await run.learn(_check(agent), handoffs)
     loop = StepLoop(ctx.now() / 1000)  # type: ignore[abstract]  # the rest: never asked
     run.bridge = Bridge(loop)
     converted = _convert(run, agent, [_commission_tool(run, h) for h in handoffs])
