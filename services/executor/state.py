@@ -28,6 +28,7 @@ from runplane.kafka.partition import partition_for
 from runplane.kafka.restore import Restorer
 from runplane.wire import ResultEntry, RunStatus, Serde, SessionSnapshot
 from services.executor.metrics import ExecutorMetrics
+from services.executor.timerindex import TimedSessions
 
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
 WAITING = frozenset({RunStatus.AWAITING_HUMAN, RunStatus.PARKED})
@@ -79,7 +80,8 @@ class SlotTaken(ChainError):
 class PartitionState:
     """Sessions of one owned partition and the result journal of its unfinished runs."""
 
-    sessions: dict[str, SessionSnapshot] = field(default_factory=dict)
+    # Indexed by when their timers are due (``timerindex``): the timer turn pops what has come.
+    sessions: TimedSessions = field(default_factory=TimedSessions)
     results: dict[str, dict[SlotKey, ResultEntry]] = field(default_factory=dict)
     # Runs that ended: enough to refuse a message for one or a second StartRun, nothing more.
     ended: dict[str, RunStatus] = field(default_factory=dict)
@@ -89,6 +91,13 @@ class PartitionState:
     # Whether the executor has parked (or released) the runs of this partition that its agent
     # versions cannot (or can again) serve, once after the restore (services/executor/versions).
     versions_checked: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sessions, TimedSessions):  # handed a plain dict: index it
+            indexed = TimedSessions()
+            for run_id, snapshot in self.sessions.items():
+                indexed[run_id] = snapshot
+            self.sessions = indexed
 
     def results_of(self, session_id: str) -> dict[SlotKey, ResultEntry]:
         return self.results.setdefault(session_id, {})

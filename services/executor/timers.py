@@ -1,9 +1,10 @@
 """Durable timers in the executor: wake the runs whose journaled instant has come.
 
 A run's timer (``ctx.sleep``, a wait's timeout) is in its snapshot (``timer_due`` reads it),
-resolved once by the engine and journaled. The executor owning the run's partition scans its restored
-snapshots (``Timers.fire``, from the housekeeping turn) and delivers a Wake to every
-run whose instant has passed; the engine records the wake and the run goes on. Nothing is
+resolved once by the engine and journaled. The executor owning the run's partition finds the
+due ones in its sessions' timer index (``timerindex.TimedSessions``: no scan of every
+snapshot) from the housekeeping turn (``Timers.fire``) and delivers a Wake to every run whose
+instant has passed; the engine records the wake and the run goes on. Nothing is
 kept besides the snapshots, so a crash, a restart or a rebalance loses no timer: the next
 owner restores the snapshots and fires what is due (late by at most the restore and one
 housekeeping interval). A wake is delivered in-process, not through the inbox; its step
@@ -28,12 +29,11 @@ __all__ = ["Timers", "due_timers"]
 
 
 def due_timers(parts: Mapping[int, PartitionState], now_ms: int) -> Iterator[tuple[str, int]]:
-    """(session, partition) of every live run whose timer is due at ``now_ms``. Pure."""
+    """(session, partition) of every live run whose timer is due at ``now_ms``, from each
+    partition's timer index."""
     for p, part in parts.items():
-        for run_id, snap in part.sessions.items():
-            due = timer_due(snap)
-            if due is not None and due <= now_ms:
-                yield run_id, p
+        for run_id in part.sessions.due(now_ms):
+            yield run_id, p
 
 
 class Timers:
