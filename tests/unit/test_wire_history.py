@@ -131,3 +131,38 @@ def test_a_record_written_with_an_earlier_schema_is_read_by_todays_decoder(
 def test_a_fingerprint_in_no_history_is_still_refused() -> None:
     with pytest.raises(WireError, match="unknown schema fingerprint 0000000000000000"):
         decode(b"\xc3\x01" + bytes(8) + b"\x00")
+
+
+def _readme_example() -> str:
+    text = (codegen.SCHEMA_DIR / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Writer schemas for readers", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_python_example_reads_an_audit_record_of_an_earlier_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The recipe outside readers follow, run as written (from the repository root): it reads a
+    # record written with an earlier AuditRecord schema into today's.
+    earlier = next(n for n in EARLIER if n.startswith("runplane.v1.AuditRecord."))
+    fullname, fp = codegen._history_key(earlier)
+    schema = json.loads(HISTORY[earlier])
+    written = {f["name"]: f.get("default") for f in schema["fields"]} | {
+        "session_id": "r-42",
+        "seq": 3,
+        "era": 0,
+        "kind": "EFFECT_RECORDED",
+        "stamp_ms": 1,
+        "label": {"trust": "TRUSTED", "sensitivity": "INTERNAL", "provenance": []},
+        "hash": "ab" * 32,
+        "verdict": "VERIFIED",
+        "verified_ms": 2,
+    }
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), written)
+    monkeypatch.chdir(codegen.SCHEMA_DIR.parent)
+    scope: dict[str, Any] = {}
+    exec(_readme_example(), scope)
+    read = scope["read_audit"](b"\xc3\x01" + bytes.fromhex(fp) + buf.getvalue())
+    assert (read["session_id"], read["seq"], read["verdict"]) == ("r-42", 3, "VERIFIED")
+    assert set(read) == {f.name for f in dataclasses.fields(record_types()[fullname])}  # type: ignore[arg-type]

@@ -193,6 +193,25 @@ def decode(data: bytes) -> Record:
     return read_body(data[HEADER_SIZE:], writer.schema, writer.cls)
 
 
+def writer_record_name(data: bytes) -> str | None:
+    """The full name of the record type single-object ``data`` names by its fingerprint, when
+    it is one runplane wrote (today's or an earlier schema); None for anything else.
+
+    For answering a record that does not decode: what its sender meant it to be.
+    """
+    if len(data) < HEADER_SIZE or data[:2] != MAGIC:
+        return None
+    fp = data[2:HEADER_SIZE]
+    writer = _writers().get(fp)
+    if writer is not None:
+        return writer.cls.avro_name
+    text = EARLIER_SCHEMAS.get(fp.hex())
+    if text is None:
+        return None
+    schema = json.loads(text)
+    return f"{schema['namespace']}.{schema['name']}"
+
+
 def _earlier_writer(fp: bytes) -> _Writer:
     """The writer of a fingerprint runplane wrote before today's schemas (parsed once)."""
     text = EARLIER_SCHEMAS.get(fp.hex())
