@@ -1,7 +1,8 @@
 """Read runplane's public audit stream and print one readable line per record.
 
 Needs only confluent-kafka and fastavro (no runplane): the AuditRecord schema comes from the
-``schemas/`` folder (``--schemas``), the wire format from the deployment:
+``schemas/`` folder (``--schemas``), every writer schema runplane has written from its
+``history/`` (by fingerprint), the wire format from the deployment:
 
 * default — Avro single-object encoding: ``C3 01`` + 8-byte CRC-64-AVRO fingerprint of the
   schema's parsing canonical form + Avro body;
@@ -40,11 +41,24 @@ def load_audit_schema(schemas: Path) -> tuple[Any, bytes]:
     return parsed, bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
 
 
+def load_audit_writers(schemas: Path) -> dict[bytes, Any]:
+    """Every AuditRecord schema runplane has written, by fingerprint (``schemas/history/``,
+    one self-contained file per fingerprint: ``<name>.<fingerprint hex>.avsc``)."""
+    return {
+        bytes.fromhex(path.name.rsplit(".", 2)[1]): parse_schema(
+            json.loads(path.read_text(encoding="utf-8")), _write_hint=False
+        )
+        for path in sorted((schemas / "history").glob("runplane.v1.AuditRecord.*.avsc"))
+    }
+
+
 class Decoder:
     """Turns a message value into the AuditRecord dict (either wire format)."""
 
     def __init__(self, schemas: Path, registry_url: str | None) -> None:
         self.reader, self.fp = load_audit_schema(schemas)
+        # Older (and, once the newer history is fetched, newer) writers resolve to our reader.
+        self.writers = {**load_audit_writers(schemas), self.fp: self.reader}
         self.registry = None
         self._by_id: dict[int, Any] = {}
         if registry_url:
@@ -60,11 +74,13 @@ class Decoder:
             return self._read(data[5:], writer)
         if data[:2] != b"\xc3\x01" or len(data) < 10:
             raise ValueError("not Avro single-object encoding")
-        if data[2:10] != self.fp:
+        writer = self.writers.get(data[2:10])
+        if writer is None:
             raise ValueError(
-                f"unknown schema fingerprint {data[2:10].hex()} (not an AuditRecord v1)"
+                f"unknown schema fingerprint {data[2:10].hex()} (not an AuditRecord v1 in "
+                "schemas/history/: a newer runplane wrote it, fetch its schemas/history/)"
             )
-        return self._read(data[10:], self.reader)
+        return self._read(data[10:], writer)
 
     def _writer(self, schema_id: int) -> Any:
         if schema_id not in self._by_id:

@@ -15,32 +15,45 @@ from collections.abc import Callable, Mapping, Sequence
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.errors import WireError
 from runplane.kafka.handler import Emit, Incoming, State
-from runplane.wire import AdmissionRequest, DeadLetter, Record, RefusedSignature, RunStatusUpdate
+from runplane.wire import (
+    AdmissionRequest,
+    DeadLetter,
+    Record,
+    RefusedSignature,
+    RunStatusUpdate,
+    writer_record_name,
+)
 from services.admission.decide import (
     CapabilitySpec,
     Decision,
     Position,
+    Refusal,
     Refused,
     decide,
     find_claim,
     outputs,
     partition_key,
     read_request_leniently,
+    refusal,
     refuse_unreadable,
 )
 from services.admission.identity import DEAD_LETTERED, Authentication, Lookup, refusal_of
 
-__all__ = ["AdmissionHandler", "Observer", "dead_letter_for"]
+__all__ = ["AdmissionHandler", "Observer", "dead_letter_for", "refuse_undecodable"]
 
 Observer = Callable[[Decision, Incoming | None, int], None]
 
 
-def dead_letter_for(decision: Decision, msg: Incoming, now_ms: int) -> Emit | None:
-    """The dead letter of an identity refusal (the reply alone goes only to the emitter)."""
+def dead_letter_for(
+    decision: Decision, msg: Incoming, now_ms: int, topic_prefix: str = ""
+) -> Emit | None:
+    """The dead letter of an identity refusal (the reply alone goes only to the emitter).
+
+    ``source_topic`` is the full Kafka topic name, as in every other dead letter."""
     if not isinstance(decision, Refused) or decision.code.value not in DEAD_LETTERED:
         return None
     record = DeadLetter(
-        source_topic=msg.topic,
+        source_topic=f"{topic_prefix}{msg.topic}",
         partition=msg.partition,
         offset=msg.offset,
         service="admission",
@@ -50,6 +63,17 @@ def dead_letter_for(decision: Decision, msg: Incoming, now_ms: int) -> Emit | No
         at_ms=now_ms,
     )
     return Emit("deadletter", msg.key, record)
+
+
+def refuse_undecodable(key: str, data: bytes, error: str, now_ms: int) -> Refused | None:
+    """The refusal of a record on ``admission`` that does not decode at all, sent besides its
+    dead letter: an emitter may not read ``deadletter``, so without it it would never learn
+    why. Not for a record naming another type admission reads (a RunStatusUpdate's key is
+    a run's admission key, not a request waiting for an answer)."""
+    name = writer_record_name(data)
+    if name is not None and name != AdmissionRequest.avro_name:
+        return None
+    return refusal(key, Refusal.BAD_REQUEST, f"undecodable: {error}", now_ms)
 
 
 class AdmissionHandler:
@@ -64,7 +88,9 @@ class AdmissionHandler:
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         observe: Observer | None = None,
         auth: Authentication | None = None,
+        topic_prefix: str = "",
     ) -> None:
+        self._topic_prefix = topic_prefix  # dead letters name the full topic
         self._capabilities = dict(capabilities)
         self._max_input_bytes = max_input_bytes
         self._observe = observe
@@ -101,7 +127,7 @@ class AdmissionHandler:
         remembered = self._remembered(decision, msg, table)
         if remembered is not None:
             emits.append(remembered)
-        letter = dead_letter_for(decision, msg, now_ms)
+        letter = dead_letter_for(decision, msg, now_ms, self._topic_prefix)
         return emits if letter is None else [*emits, letter]
 
     def _remembered(self, decision: Decision, msg: Incoming, table: Lookup) -> Emit | None:
@@ -146,6 +172,18 @@ class AdmissionHandler:
         self, topic: str, key: str, data: bytes, error: WireError, now_ms: int
     ) -> Sequence[Emit]:
         decision = refuse_unreadable(key, read_request_leniently(data), str(error), now_ms)
+        if decision is None:
+            return []
+        if self._observe is not None:
+            self._observe(decision, None, now_ms)
+        return _emits(decision)
+
+    def answer_dead_letter(
+        self, topic: str, key: str, data: bytes, error: WireError, now_ms: int
+    ) -> Sequence[Emit]:
+        decision = (
+            refuse_undecodable(key, data, str(error), now_ms) if topic == "admission" else None
+        )
         if decision is None:
             return []
         if self._observe is not None:

@@ -115,6 +115,7 @@ def build(
         max_input_bytes=settings.max_input_bytes,
         observe=metrics.observe,
         auth=auth if auth is not None else authentication(settings),
+        topic_prefix=settings.base.topic_prefix,
     )
     probe = health.probe("processor") if health is not None else None
     return Processor(

@@ -86,3 +86,27 @@ def test_confluent_framing_through_a_registry() -> None:
     d = ex.Decoder(ex.SCHEMAS, None)
     d.registry = client
     assert ex.line(d.decode(data)).endswith("VERIFIED")
+
+
+def test_records_of_every_earlier_audit_schema_are_read() -> None:
+    # The example reads what an older journal service wrote: schemas/history/ by fingerprint.
+    import io
+    import json
+
+    import fastavro
+
+    from runplane.wire import to_dict
+    from runplane.wire._history import EARLIER_SCHEMAS
+
+    ex = load_example()
+    d = ex.Decoder(ex.SCHEMAS, None)
+    schemas = {fp: json.loads(text) for fp, text in EARLIER_SCHEMAS.items()}
+    earlier = {fp: s for fp, s in schemas.items() if s["name"] == "AuditRecord"}
+    assert len(earlier) >= 2
+    for fp, schema in earlier.items():
+        names = {f["name"] for f in schema["fields"]}
+        plain = {k: v for k, v in to_dict(audit()).items() if k in names}
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), plain)
+        rec = d.decode(b"\xc3\x01" + bytes.fromhex(fp) + buf.getvalue())
+        assert ex.line(rec).endswith("[refund/c-9] VERIFIED"), fp

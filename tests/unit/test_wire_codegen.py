@@ -108,3 +108,50 @@ def test_fingerprints_match_fastavros_own_loading_of_the_files() -> None:
         loaded = load_schema(str(path))
         expected = fingerprint(to_parsing_canonical_form(loaded), "CRC-64-AVRO")
         assert schema_fingerprint(cls).hex() == expected, cls.__name__
+
+
+def test_history_module_and_readme_are_not_stale() -> None:
+    # Fails when an .avsc changes without the codegen: schemas/history/, _history.py and the
+    # generated block of schemas/README.md all come from the files.
+    assert codegen.stale(codegen.outputs()) == [], "run python -m runplane.wire.codegen"
+
+
+def _copy_schemas(tmp_path: Path) -> Path:
+    import shutil
+
+    target = tmp_path / "schemas"
+    shutil.copytree(codegen.SCHEMA_DIR, target)
+    return target
+
+
+def test_readme_block_drifts_when_a_schema_gains_a_field(tmp_path: Path) -> None:
+    schemas = _copy_schemas(tmp_path)
+    path = schemas / "runplane.v1.Wake.avsc"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    schema["fields"].append({"name": "priority", "type": "int", "default": 7})
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    out = codegen.outputs(schemas)
+    readme = out[schemas / "README.md"]
+    assert readme != (schemas / "README.md").read_text(encoding="utf-8")
+    assert "| `priority` | int | `7` |" in readme
+    # The new version joins the history; the old one stays.
+    new_fp = codegen.load_contract(schemas).fingerprints["runplane.v1.Wake"]
+    assert schemas / "history" / f"runplane.v1.Wake.{new_fp}.avsc" in out
+    assert schemas / "history" / "runplane.v1.Wake.09cb2999fbfc5bce.avsc" in out
+    earlier = out[codegen.HISTORY_OUTPUT]
+    assert "09cb2999fbfc5bce" in earlier and new_fp not in earlier
+
+
+def test_a_history_file_that_lies_about_its_fingerprint_is_refused(tmp_path: Path) -> None:
+    schemas = _copy_schemas(tmp_path)
+    wake = schemas / "history" / "runplane.v1.Wake.09cb2999fbfc5bce.avsc"
+    wake.rename(schemas / "history" / "runplane.v1.Wake.0000000000000000.avsc")
+    with pytest.raises(SchemaError, match=r"holds runplane\.v1\.Wake with fingerprint 09cb"):
+        codegen.outputs(schemas)
+
+
+def test_readme_without_markers_is_refused(tmp_path: Path) -> None:
+    schemas = _copy_schemas(tmp_path)
+    (schemas / "README.md").write_text("# no markers\n", encoding="utf-8")
+    with pytest.raises(SchemaError, match="GENERATED markers"):
+        codegen.outputs(schemas)

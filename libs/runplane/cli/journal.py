@@ -11,8 +11,13 @@ every command that takes one. ``journal show`` also prints the run's input and o
 it failed with) from its latest snapshot: a reader with access to ``sessions`` may read bodies.
 
 Exit status of ``journal verify``: 0 the chain verifies (erased bodies allowed, also once the
-log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken,
-2 intact but some bodies are absent from ``results`` — or no such run (the message says which).
+log cleaner removed the tombstones of an erased run: its snapshot says so), 1 broken, 2 intact
+but some bodies are absent from ``results`` — or no such run (the message says which).
+``--json`` prints the report with ``verdict`` (VERIFIED / BROKEN / BODY_MISSING, the audit
+stream's symbols). Several runs (``verify A B C``, ``--all``, ``--since 12h``) are verified in
+one process: a line per run and a summary (``--json``: ``{"runs": [...], "summary": {...},
+"exit": N}``, each run's report with its ``verdict`` — ``NO_SUCH_RUN`` for an id without
+records — and ``exit``); the exit status is the worst: 1, then 2, else 0.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from typing import Any
 
 import typer
@@ -36,6 +42,7 @@ from runplane.runs.read import (
     EXIT_BODIES_MISSING,
     EXIT_BROKEN,
     erased_verdict,
+    journal_run_ids,
     read_run,
     verify_exit_code,
 )
@@ -192,11 +199,19 @@ def journal_show(
 
 @journal_app.command("verify")
 def journal_verify(
-    run_id: str = typer.Argument(..., metavar="RUN", help="run id or admission key"),
+    run_ids: list[str] = typer.Argument(None, help="the runs; several are verified in one go"),
     as_json: bool = typer.Option(False, "--json"),
+    all_runs: bool = typer.Option(False, "--all", help="every run on the journal topic"),
+    since: str | None = typer.Option(
+        None, "--since", help="runs that wrote a record since: ISO time or 30m / 12h / 7d ago"
+    ),
 ) -> None:
     """Verify the run's chain from Kafka directly; exit 0 only when it verifies (1 broken,
-    2 bodies missing or no such run)."""
+    2 bodies missing or no such run). With several runs, ``--all`` or ``--since``:
+    each verified in this one process, then a summary; the exit status is the worst."""
+    if all_runs or since is not None or len(run_ids or []) != 1:
+        raise typer.Exit(verify_batch(run_ids or [], all_runs, since, as_json))
+    run_id = run_ids[0]
     settings = Settings.from_env()
     asked = run_id
     run_id, _ = find_run(settings, asked)
@@ -211,7 +226,7 @@ def journal_verify(
         erased = len(data["body_missing"])
         data["verdict"] = erased_verdict(erased) if erased else "VERIFIED"
     if as_json:
-        _print_json(data)
+        _print_json({**data, "verdict": str(VERDICT_OF_EXIT[code])})
     elif code == 0:
         typer.echo(f"{run_id}: {data['verdict']} ({data['records']} records)")
     elif code == EXIT_BROKEN:
@@ -219,6 +234,84 @@ def journal_verify(
     else:
         typer.echo(f"{run_id}: chain intact, bodies missing at seq {data['body_absent']}")
     raise typer.Exit(code)
+
+
+# A verify exit status as the verdict every reader gives (the audit stream's symbols).
+VERDICT_OF_EXIT: dict[int, Verdict] = {
+    0: Verdict.VERIFIED,
+    EXIT_BROKEN: Verdict.BROKEN,
+    EXIT_BODIES_MISSING: Verdict.BODY_MISSING,
+}
+# Several runs: the worst status wins, a break before an unknown run before missing bodies.
+_SEVERITY = (EXIT_BROKEN, EXIT_NO_SUCH_RUN, EXIT_BODIES_MISSING, 0)
+
+
+def parse_since(text: str, now_ms: int) -> int:
+    """``--since``: an ISO 8601 time (UTC unless it says otherwise) or ``<n>s|m|h|d`` ago."""
+    units = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    raw = text.strip()
+    if raw[:-1].isdigit() and raw[-1:] in units:
+        return now_ms - int(raw[:-1]) * units[raw[-1]]
+    try:
+        at = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        raise typer.BadParameter(
+            f"--since {text!r}: give an ISO time (2026-12-01T09:00) or an age (30m, 12h, 7d)"
+        ) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.UTC)
+    return int(at.timestamp() * 1000)
+
+
+def verify_batch(run_ids: list[str], all_runs: bool, since: str | None, as_json: bool) -> int:
+    """``journal verify`` of many runs in one process: one line (or JSON object) per run,
+    then the summary. Returns the exit status (the worst of the runs')."""
+    if not run_ids and not all_runs and since is None:
+        raise typer.BadParameter("give a run id (or several), --all or --since")
+    settings = Settings.from_env()
+    keyring = _keyring()
+    wanted = list(dict.fromkeys(run_ids))
+    if all_runs or since is not None:
+        since_ms = None if since is None else parse_since(since, int(time.time() * 1000))
+        wanted += [r for r in journal_run_ids(settings, since_ms=since_ms) if r not in wanted]
+    reports = [_verify_one(settings, run_id, keyring) for run_id in wanted]
+    counts = {str(v): 0 for v in VERDICT_OF_EXIT.values()} | {"NO_SUCH_RUN": 0}
+    for report in reports:
+        counts[report["verdict"]] += 1
+    codes = {report["exit"] for report in reports}
+    code = next((c for c in _SEVERITY if c in codes), 0)
+    if as_json:
+        _print_json({"runs": reports, "summary": {"runs": len(reports), **counts}, "exit": code})
+        return code
+    for report in reports:
+        typer.echo(f"{report['run_id']}: {_batch_line(report)}")
+    typer.echo(
+        f"{len(reports)} runs: {counts['VERIFIED']} verified, {counts['BROKEN']} broken, "
+        f"{counts['BODY_MISSING']} with bodies missing, {counts['NO_SUCH_RUN']} without records"
+    )
+    return code
+
+
+def _batch_line(report: dict[str, Any]) -> str:
+    verdict = report["verdict"]
+    if verdict == "BROKEN":
+        return f"BROKEN at seq {report['broken_at_seq']}: {report['reason']}"
+    if verdict == "BODY_MISSING":
+        return f"BODY_MISSING at seq {report['body_absent']}"
+    if verdict == "NO_SUCH_RUN":
+        return "NO_SUCH_RUN (no journal records)"
+    erased = f", {len(report['body_missing'])} bodies erased" if report["body_missing"] else ""
+    return f"VERIFIED ({report['records']} records{erased})"
+
+
+def _verify_one(settings: Settings, run_id: str, keyring: Keyring | None) -> dict[str, Any]:
+    history = read_run(settings, run_id, bodies=True, keyring=keyring)
+    if not history.records:
+        return {"run_id": run_id, "verdict": "NO_SUCH_RUN", "exit": EXIT_NO_SUCH_RUN}
+    code, data = verify_exit_code(history)
+    if code == EXIT_BODIES_MISSING:
+        code = _erased_since(settings, run_id, data)
+    return {**data, "verdict": str(VERDICT_OF_EXIT[code]), "exit": code}
 
 
 def _erased_since(settings: Settings, run_id: str, data: dict[str, Any]) -> int:

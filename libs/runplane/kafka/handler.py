@@ -139,7 +139,9 @@ class Handler(Protocol):
     (periodic; emits committed in their own transaction), ``on_assign(partitions)``,
     ``on_revoke(partitions)``, ``on_abort()`` (drop in-memory work of an aborted batch) and
     ``on_undecodable(topic, key, data, error, now_ms) -> Sequence[Emit]`` (answer a record
-    that fails validation, e.g. with a refusal; an empty answer means: dead-letter it).
+    that fails validation, e.g. with a refusal; an empty answer means: dead-letter it) and
+    ``answer_dead_letter(topic, key, data, error, now_ms) -> Sequence[Emit]`` (emits produced
+    besides the dead letter of such a record, e.g. a refusal its sender can read).
     """
 
     tables: Mapping[str, str]  # table name -> logical compacted topic

@@ -363,7 +363,8 @@ class Processor:
                 if emits:
                     DEADLETTERS.labels(self._svc, "refused").inc()
                     return emits
-            return [self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)]
+            letter = self._dead_letter(msg, f"undecodable: {exc}", "decode", now_ms)
+            return [*self._answer_dead_letter(logical, key, raw_value, exc, now_ms), letter]
         incoming = Incoming(
             logical,
             msg.partition() or 0,
@@ -391,6 +392,20 @@ class Processor:
                     msg, f"handler error: {type(exc).__name__}: {exc}", "handler", now_ms
                 )
             ]
+
+    def _answer_dead_letter(
+        self, topic: str, key: str, raw: str | bytes | None, exc: WireError, now_ms: int
+    ) -> Sequence[Emit]:
+        """The handler's answer to a record dead-lettered as undecodable, when it has one."""
+        answer = getattr(self._handler, "answer_dead_letter", None)
+        if answer is None or raw is None:
+            return []
+        data = raw if isinstance(raw, bytes) else raw.encode()
+        try:
+            return list(answer(topic, key, data, exc, now_ms))
+        except WireError:  # an answer that cannot be built: the dead letter alone, as before
+            log.exception("answer to a dead letter failed; dead-lettering only")
+            return []
 
     def _dead_letter(self, msg: Message, reason: str, kind: str, now_ms: int) -> Emit:
         DEADLETTERS.labels(self._svc, kind).inc()

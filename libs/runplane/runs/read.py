@@ -39,6 +39,7 @@ from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, S
 __all__ = [
     "RunHistory",
     "erased_verdict",
+    "journal_run_ids",
     "key_text",
     "parse_result_key",
     "read_audit",
@@ -196,6 +197,32 @@ def _decoded(msg: Message, cls: type, serde: Serde, topic: str) -> object | None
     except WireError:
         return WireError
     return rec if isinstance(rec, cls) else WireError
+
+
+def journal_run_ids(
+    settings: Settings, *, since_ms: int | None = None, timeout_s: float = 30.0
+) -> list[str]:
+    """Every run with a record on ``journal`` (with ``since_ms``: one written at or after that
+    instant), sorted. Reads keys only, every partition once — for verifying many runs in one
+    process (``runplane journal verify --all``)."""
+    consumer = _consumer(settings)
+    topic = settings.topic("journal")
+    try:
+        found: set[str] = set()
+        for partition in range(_partitions(consumer, topic, timeout_s)):
+            if since_ms is not None:
+                [at] = consumer.offsets_for_times(
+                    [TopicPartition(topic, partition, since_ms)], timeout=timeout_s
+                )
+                if at.offset < 0:  # nothing written since: no run of this partition
+                    continue
+            for msg in _read_to_end(consumer, topic, partition, since_ms, timeout_s):
+                key = key_text(msg)
+                if key and (since_ms is None or msg.timestamp()[1] >= since_ms):
+                    found.add(key)
+        return sorted(found)
+    finally:
+        consumer.close()
 
 
 def read_run(

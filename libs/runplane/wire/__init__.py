@@ -26,6 +26,7 @@ from runplane.wire._serde import (
     record_types,
     register_writer_schema,
     schema_fingerprint,
+    writer_record_name,
 )
 from runplane.wire._topics import TOPIC_RECORDS, check_allowed, logical_topic
 from runplane.wire._validate import (
@@ -61,5 +62,6 @@ __all__ = [
     "serde_for",
     "tenant_problem",
     "to_dict",
+    "writer_record_name",
     *_records.__all__,
 ]

@@ -5,7 +5,10 @@ Layout (Avro specification, "Single-object encoding")::
     C3 01 | 8-byte CRC-64-AVRO fingerprint of the writer schema's parsing canonical form
           |   (little-endian) | Avro binary body
 
-The fingerprint identifies the writer schema, hence the record type. ``decode`` raises only
+The fingerprint identifies the writer schema, hence the record type: today's schema of each
+record, any earlier one runplane has written (``schemas/history/``, embedded as
+``_history.EARLIER_SCHEMAS`` by the codegen: parsed only when a record names one), or one a
+caller announced with ``register_writer_schema`` (a newer writer's). ``decode`` raises only
 ``WireError`` — for truncated input, an unknown fingerprint, a body that is not valid Avro
 for its schema, trailing bytes, or a record that fails validation — with a message a
 dead-letter can carry.
@@ -35,6 +38,7 @@ from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 from runplane.errors import SchemaError, WireError
 from runplane.wire._base import Record, from_dict, generated_records, to_dict
 from runplane.wire._codecs import _compile, _Source
+from runplane.wire._history import EARLIER_SCHEMAS
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8
@@ -185,8 +189,39 @@ def decode(data: bytes) -> Record:
     fp = data[2:HEADER_SIZE]
     writer = _writers().get(fp)
     if writer is None:
-        raise WireError(f"unknown schema fingerprint {fp.hex()}")
+        writer = _earlier_writer(fp)
     return read_body(data[HEADER_SIZE:], writer.schema, writer.cls)
+
+
+def writer_record_name(data: bytes) -> str | None:
+    """The full name of the record type single-object ``data`` names by its fingerprint, when
+    it is one runplane wrote (today's or an earlier schema); None for anything else.
+
+    For answering a record that does not decode: what its sender meant it to be.
+    """
+    if len(data) < HEADER_SIZE or data[:2] != MAGIC:
+        return None
+    fp = data[2:HEADER_SIZE]
+    writer = _writers().get(fp)
+    if writer is not None:
+        return writer.cls.avro_name
+    text = EARLIER_SCHEMAS.get(fp.hex())
+    if text is None:
+        return None
+    schema = json.loads(text)
+    return f"{schema['namespace']}.{schema['name']}"
+
+
+def _earlier_writer(fp: bytes) -> _Writer:
+    """The writer of a fingerprint runplane wrote before today's schemas (parsed once)."""
+    text = EARLIER_SCHEMAS.get(fp.hex())
+    if text is None:
+        raise WireError(f"unknown schema fingerprint {fp.hex()}")
+    try:
+        register_writer_schema(text)
+    except SchemaError as exc:  # a record type since removed: nothing reads it any more
+        raise WireError(f"schema fingerprint {fp.hex()}: {exc}") from exc
+    return _writers()[fp]
 
 
 # ---- the compiled writer ---------------------------------------------------------------------
