@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runplane.config import Settings, env_bool, env_int
-from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV
+from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.errors import ConfigError
 from runplane.signing.admission import DEFAULT_WINDOW_MS
 from runplane.signing.journal import Signer
@@ -76,7 +76,8 @@ class AdmissionSettings:
             base=base if base is not None else Settings.from_env(e),
             batch_max=env_int(e, "RUNPLANE_ADMISSION_BATCH_MAX", d.batch_max),
             batch_ms=env_int(e, "RUNPLANE_ADMISSION_BATCH_MS", d.batch_ms),
-            max_input_bytes=env_int(e, MAX_INPUT_BYTES_ENV, d.max_input_bytes),
+            # Spelled out for the settings reference; core.limits.MAX_INPUT_BYTES_ENV is it too.
+            max_input_bytes=env_int(e, "RUNPLANE_ADMISSION_MAX_INPUT_BYTES", d.max_input_bytes),
             transaction_timeout_ms=env_int(
                 e, "RUNPLANE_ADMISSION_TRANSACTION_TIMEOUT_MS", d.transaction_timeout_ms
             ),
