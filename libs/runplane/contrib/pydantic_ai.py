@@ -128,9 +128,17 @@ from runplane.core.loop import _argument_labels, _proposed, offered  # noqa: E40
 from runplane.core.policy import ApprovalRule  # noqa: E402
 from runplane.core.turns import ToolCall  # noqa: E402
 from runplane.errors import TerminalError  # noqa: E402
-from runplane.providers import MODELS, TOOLS, ModelRegistry, ToolRegistry, tool  # noqa: E402
+from runplane.providers import MODELS, ModelRegistry, ToolRegistry, tool  # noqa: E402
 
-__all__ = ["TESTED", "DurableAgent", "PydanticAIProvider", "check_version"]
+__all__ = [
+    "TESTED",
+    "DurableAgent",
+    "PydanticAIProvider",
+    "check_version",
+    "generation_of",
+    "request_json",
+    "response_of",
+]
 
 OutputT = TypeVar("OutputT")
 
@@ -154,7 +162,9 @@ def request_json(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
         kept = {k: v for k, v in message.items() if k not in _STAMPS}
         if isinstance(kept.get("parts"), list):
             kept["parts"] = [
-                {k: v for k, v in part.items() if k not in _STAMPS} if isinstance(part, dict) else part
+                {k: v for k, v in part.items() if k not in _STAMPS}
+                if isinstance(part, dict)
+                else part
                 for part in kept["parts"]
             ]
         out.append(kept)
@@ -229,7 +239,9 @@ class PydanticAIProvider:
 
 
 def _performer(
-    toolsets: Callable[[], Sequence[AbstractToolset[Any]]], context: Callable[[str], RunContext[Any]], name: str
+    toolsets: Callable[[], Sequence[AbstractToolset[Any]]],
+    context: Callable[[str], RunContext[Any]],
+    name: str,
 ) -> Callable[..., Awaitable[Any]]:
     """The ``@tool`` function of the framework's tool ``name``: validate the journaled
     arguments as the framework would and call the agent's own toolset (entered for the call,
@@ -243,7 +255,9 @@ def _performer(
                 if found is None:
                     continue
                 validated = found.args_validator.validate_python(args)
-                result = await toolset.call_tool(name, validated, replace(rc, tool_call_id=None), found)
+                result = await toolset.call_tool(
+                    name, validated, replace(rc, tool_call_id=None), found
+                )
                 return to_jsonable_python(result)
         raise TerminalError(f"the Pydantic AI agent has no tool {name!r}")
 
@@ -416,16 +430,22 @@ class _DurableToolset(WrapperToolset[Any]):
 # -- the adapter -------------------------------------------------------------------------------
 
 
-def _function_tools(toolsets: Iterable[AbstractToolset[Any]]) -> dict[str, EffectDecl]:
-    """Every function tool of ``toolsets``: its name, description and argument schema."""
-    found: dict[str, EffectDecl] = {}
+def _function_tools(
+    toolsets: Iterable[AbstractToolset[Any]],
+) -> dict[str, tuple[EffectDecl, Callable[..., Any]]]:
+    """Every function tool of ``toolsets``: what the model is told of it (its description and
+    argument schema) and its function."""
+    found: dict[str, tuple[EffectDecl, Callable[..., Any]]] = {}
 
     def visit(leaf: AbstractToolset[Any]) -> None:
         if isinstance(leaf, FunctionToolset):
             for name, t in leaf.tools.items():
-                found[name] = EffectDecl(
-                    name, description=t.description or "", input_schema=t.function_schema.json_schema
+                said = EffectDecl(
+                    name,
+                    description=t.description or "",
+                    input_schema=t.function_schema.json_schema,
                 )
+                found[name] = (said, t.function)
 
     for toolset in toolsets:
         toolset.apply(visit)
@@ -465,13 +485,15 @@ class DurableAgent(Generic[OutputT]):
         self._agent = agent
         self._deps = deps
         self.provider = f"pydantic_ai.{self.name}"
-        self._models = PydanticAIProvider(self.provider, model if model is not None else agent.model)
+        self._models = PydanticAIProvider(
+            self.provider, model if model is not None else agent.model
+        )
         declared = {d.name: d for d in effects}
         offered = _function_tools(agent.toolsets)
         distrusted = frozenset(untrusted)
         decls = []
         for tool_name in sorted({*offered, *declared}):
-            said = offered.get(tool_name, EffectDecl(tool_name))
+            said, fn = offered.get(tool_name, (EffectDecl(tool_name), None))
             decl = replace(
                 declared.get(tool_name, EffectDecl(tool_name)),
                 description=said.description,
@@ -479,7 +501,10 @@ class DurableAgent(Generic[OutputT]):
             )
             decls.append(decl)
             perform = _performer(lambda: self._agent.toolsets, self._context, tool_name)
-            perform.__qualname__ = f"{type(self).__qualname__}({self.name}).{tool_name}"
+            # Tool names are the deployment's: the registry refuses one name for two different
+            # functions, and takes the same function (another agent's, a re-import) again.
+            perform.__module__ = getattr(fn, "__module__", __name__)
+            perform.__qualname__ = getattr(fn, "__qualname__", f"{self.name}.{tool_name}")
             tool(
                 tool_name,
                 mutating=decl.mutating,
@@ -591,7 +616,9 @@ class DurableAgent(Generic[OutputT]):
             except EffectError as exc:  # the task expired: no call made
                 return _Answer(False, error_type=exc.type, error=exc.message)
             if not decision.approved:
-                why = decision.reason or f"rejected by {', '.join(decision.decided_by) or 'a person'}"
+                why = (
+                    decision.reason or f"rejected by {', '.join(decision.decided_by) or 'a person'}"
+                )
                 return _Answer(False, error_type="CallRejected", error=why)
             call = replace(call, arguments=dict(decision.arguments))
         try:
