@@ -23,7 +23,7 @@ $(INSTALLED): pyproject.toml
 	@echo "== installing Python packages into $(VENV) (about a minute on a fresh machine)"
 	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install --upgrade pip \
 		| awk '/^(Collecting|Successfully)/ {print "   " $$0; fflush()}'
-	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install -e ".[dev]" \
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(BIN)/python -m pip install -e ".[dev,pydantic-ai,openai-agents]" \
 		| awk '/^(Collecting|Installing|Successfully)/ {print "   " $$0; fflush()}'
 	@touch $@
 
