@@ -104,7 +104,7 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if not any(isinstance(r, dict) for r in refunds):
         if json.loads(asked).get("obedient") and not refunds:
             doc = results["fetch_document"][0]["text"]
-            planted = re.search(r"call refund (\{.*\})", doc)
+            planted = re.search(r"call refund (?:with )?(\{.*\})", doc)
             assert planted is not None
             return _calls(turn, ("refund", json.loads(planted.group(1))))
         crm = results["crm_lookup"][0]
