@@ -128,7 +128,7 @@ from runplane.core.loop import _argument_labels, _proposed, offered  # noqa: E40
 from runplane.core.policy import ApprovalRule  # noqa: E402
 from runplane.core.turns import ToolCall  # noqa: E402
 from runplane.errors import TerminalError  # noqa: E402
-from runplane.providers import MODELS, ModelRegistry, ToolRegistry, tool  # noqa: E402
+from runplane.providers import MODELS, TOOLS, ModelRegistry, ToolRegistry, tool  # noqa: E402
 
 __all__ = [
     "TESTED",
@@ -489,6 +489,7 @@ class DurableAgent(Generic[OutputT]):
             self.provider, model if model is not None else agent.model
         )
         declared = {d.name: d for d in effects}
+        registry = TOOLS if tools is None else tools
         offered = _function_tools(agent.toolsets)
         distrusted = frozenset(untrusted)
         decls = []
@@ -500,6 +501,8 @@ class DurableAgent(Generic[OutputT]):
                 input_schema=said.input_schema,
             )
             decls.append(decl)
+            if fn is not None and _registered(registry, tool_name, fn):
+                continue  # a runplane @tool handed to the framework stays that tool
             perform = _performer(lambda: self._agent.toolsets, self._context, tool_name)
             # Tool names are the deployment's: the registry refuses one name for two different
             # functions, and takes the same function (another agent's, a re-import) again.
@@ -515,7 +518,7 @@ class DurableAgent(Generic[OutputT]):
                 trust="untrusted" if tool_name in distrusted else None,
                 description=decl.description,
                 input_schema=decl.input_schema,
-                registry=tools,
+                registry=registry,
             )(perform)
         self.effects: tuple[EffectDecl, ...] = tuple(decls)
         self.tools: tuple[str, ...] = tuple(d.name for d in decls)
@@ -626,6 +629,13 @@ class DurableAgent(Generic[OutputT]):
         except EffectError as exc:
             return _Answer(False, error_type=exc.type, error=exc.message)
         return _Answer(True, value)
+
+
+def _registered(registry: ToolRegistry, name: str, fn: Callable[..., Any]) -> bool:
+    """Is ``fn`` itself the runplane tool ``name`` already (a ``@tool`` function the agent's
+    author gave the framework too)? Then the executor performs it as declared there."""
+    existing = registry.get(name)
+    return existing is not None and existing.fn is fn
 
 
 def _keyed(perform: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
