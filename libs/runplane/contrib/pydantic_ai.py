@@ -123,8 +123,9 @@ from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 from pydantic_ai.usage import RequestUsage, RunUsage  # noqa: E402
 from pydantic_core import to_jsonable_python  # noqa: E402
 
-from runplane.core import EffectDecl, EffectError, Generation, StepCtx  # noqa: E402
-from runplane.core.loop import _argument_labels, _proposed, offered  # noqa: E402
+from runplane.core import EffectDecl, Generation, StepCtx  # noqa: E402
+from runplane.core.loop import Act, LoopState, offered  # noqa: E402
+from runplane.core.loop import _perform as perform  # noqa: E402
 from runplane.core.policy import ApprovalRule  # noqa: E402
 from runplane.core.turns import ToolCall  # noqa: E402
 from runplane.errors import TerminalError  # noqa: E402
@@ -604,31 +605,11 @@ class DurableAgent(Generic[OutputT]):
         approval."""
         if call is None or call.name != ask.name:
             call = ToolCall(ask.call_id or f"{ask.name}@{turn}", ask.name, ask.args)
-        rule = asks.get(call.name)
-        if rule is not None:
-            try:
-                decision = await ctx.approve_call(
-                    call.name,
-                    call.arguments,
-                    role=rule.role,
-                    labels=_argument_labels(ctx, call),
-                    turn=turn,
-                    approvals=rule.approvals,
-                    expires_in=rule.expires_in,
-                )
-            except EffectError as exc:  # the task expired: no call made
-                return _Answer(False, error_type=exc.type, error=exc.message)
-            if not decision.approved:
-                why = (
-                    decision.reason or f"rejected by {', '.join(decision.decided_by) or 'a person'}"
-                )
-                return _Answer(False, error_type="CallRejected", error=why)
-            call = replace(call, arguments=dict(decision.arguments))
-        try:
-            value = await _proposed(ctx, call)
-        except EffectError as exc:
-            return _Answer(False, error_type=exc.type, error=exc.message)
-        return _Answer(True, value)
+        # One call, made as the agent loop makes a mutation: asked first when the offer says
+        # so, then ``ctx.tool`` with the model's call id (option ``proposal``).
+        act = Act(LoopState((), turns=turn), (), ((0, call),), ())
+        [record] = await perform(ctx, act, asks, None, {}, False)
+        return _Answer(record.ok, record.value, record.error_type or "", record.error or "")
 
 
 def _registered(registry: ToolRegistry, name: str, fn: Callable[..., Any]) -> bool:
