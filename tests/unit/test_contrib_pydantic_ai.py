@@ -7,8 +7,14 @@ version of the framework outside the tested range is refused at import."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +22,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.test import TestModel
 
+from runplane.cli.serve import run_services
+from runplane.config import Settings
 from runplane.contrib.pydantic_ai import TESTED, DurableAgent, check_version, request_json
 from runplane.core import AgentRegistry, EffectDecl, LiveCall, Recovery, StepCtx, replay_history
 from runplane.core.policy import ApprovalRule, Policy
@@ -25,6 +33,7 @@ from runplane.testing import Driver, RunView
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import pydantic_support as P
 
+ROOT = Path(__file__).resolve().parents[2]
 PLAIN = {"customer_id": "c-1", "request": "refund my damaged order o-1"}
 OBEDIENT = {**PLAIN, "obedient": True}
 
@@ -278,3 +287,39 @@ def test_a_version_inside_the_tested_range_is_taken(version: str) -> None:
 def test_an_agent_without_a_name_is_refused_at_construction() -> None:
     with pytest.raises(ConfigError, match="needs a name"):
         DurableAgent(Agent(TestModel()), tools=ToolRegistry(), models=ModelRegistry())
+
+
+def test_an_agent_module_under_another_version_stops_at_import_with_the_message(
+    tmp_path: Path,
+) -> None:
+    # The installed version as another one would report it (sitecustomize runs first).
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.metadata as m\n"
+        "_real = m.version\n"
+        "m.version = lambda n: '3.1.0' if n == 'pydantic-ai-slim' else _real(n)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "libs"), str(ROOT)]),
+    }
+    load = "from runplane.core.agents import import_agent_modules; import_agent_modules(['examples.pydantic_ai_support'])"
+    done = subprocess.run(
+        [sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("runplane.errors.ConfigError: ") and "3.1.0 is installed" in last
+
+
+def test_a_service_refused_at_start_up_logs_one_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refused(settings: object, stop: object) -> None:
+        check_version("3.1.0")
+
+    monkeypatch.setattr("runplane.cli.serve.load", lambda name: refused)
+    with caplog.at_level(logging.ERROR, logger="runplane.cli.serve"):
+        assert run_services(["executor"], Settings(), threading.Event()) == 1
+    [record] = [r for r in caplog.records if r.name == "runplane.cli.serve"]
+    assert record.exc_info is None and "\n" not in record.getMessage()
+    assert "3.1.0 is installed" in record.getMessage()
