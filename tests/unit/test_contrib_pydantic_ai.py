@@ -19,13 +19,20 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
 
 from runplane.cli.serve import run_services
 from runplane.config import Settings
 from runplane.contrib.pydantic_ai import TESTED, DurableAgent, check_version, request_json
 from runplane.core import AgentRegistry, EffectDecl, LiveCall, Recovery, StepCtx, replay_history
+from runplane.core.canonical import canonical_json
 from runplane.core.policy import ApprovalRule, Policy
 from runplane.errors import ConfigError
 from runplane.providers import ModelRegistry, ToolRegistry
@@ -223,6 +230,37 @@ def test_a_tool_the_policy_marks_for_approval_parks_the_run_until_a_person_decid
     # The reads before the approval were served from the journal, not made again.
     assert sum(P.PERFORMED.values()) == before + 2  # the refund and the order check
     assert driver.verify(run.session_id).ok
+    # The evicted era's framework thread was unwound, not left waiting.
+    assert _framework_threads() == []
+
+
+def _framework_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "runplane-pydantic-ai"]
+
+
+def test_an_error_the_framework_raises_fails_the_run_and_leaves_no_thread() -> None:
+    agents = AgentRegistry()
+    durable = DurableAgent(
+        P.pydantic_agent(), effects=P.EFFECTS, tools=ToolRegistry(), models=ModelRegistry()
+    )
+
+    async def limited(ctx: StepCtx, input: dict[str, Any]) -> dict[str, Any]:
+        result = await durable.run(
+            ctx, canonical_json(input), usage_limits=UsageLimits(request_limit=1)
+        )
+        return {"answer": result.output}
+
+    agents.agent("pydai.limited", effects=durable.effects, models=[durable.provider])(limited)
+    driver = Driver(
+        agents,
+        tools=durable.tool_functions(),
+        providers={durable.provider: durable.model_provider},
+    )
+    run = driver.run("pydai.limited", PLAIN)
+    assert run.status is RunStatus.FAILED
+    assert run.error is not None and run.error.startswith("UsageLimitExceeded")
+    assert _recorded(run, "generation") == 1  # the second request was never sent
+    assert _framework_threads() == []
 
 
 def test_a_rejected_call_is_not_made_and_the_model_reads_why() -> None:

@@ -319,6 +319,7 @@ class _Bridge:
         self._out: queue.Queue[_Asked | _Done[Any]] = queue.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: _Asked | None = None
+        self._done = False
         # Held by each tool call while it is handed over: one at a time, in the order the
         # framework's tasks ask (the model's), across all of the agent's toolsets.
         self.serial: asyncio.Lock | None = None
@@ -352,6 +353,7 @@ class _Bridge:
                 f"the Pydantic AI run asked for nothing in {_STEP_TIMEOUT_S:.0f} s"
             ) from None
         self._pending = message if isinstance(message, _Asked) else None
+        self._done = isinstance(message, _Done)
         return message
 
     def answer(self, asked: _Asked, value: Any) -> _Asked | _Done[Any]:
@@ -372,9 +374,16 @@ class _Bridge:
         self._pending = None
 
     def close(self) -> None:
-        """Unwind the framework's run if it still waits, and let the thread end."""
-        if self._pending is not None:
-            self._settle(self._pending, None, _Abandoned())
+        """Unwind the framework's run if it still waits (every request it still makes is
+        answered with ``_Abandoned``) and let the thread end; bounded, so an eviction never
+        waits on a framework that will not stop (its daemon thread is left behind)."""
+        while not self._done:
+            if self._pending is not None:
+                self._settle(self._pending, None, _Abandoned())
+            try:
+                self.next()
+            except TerminalError:
+                return
         self._thread.join(timeout=_STEP_TIMEOUT_S)
 
 
