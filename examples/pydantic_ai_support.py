@@ -11,10 +11,10 @@ tool call (``runplane.contrib.pydantic_ai``).
   is made (``needs_approval`` in its declaration; a deployment policy can ask the same per
   sink), and its ``$.recipient`` must be copied from ``crm_lookup``'s result (``@sinks``).
 
-The model is ``PYDAI_SUPPORT_MODEL`` when set (a Pydantic AI model name such as
-``openai:gpt-4o-mini``, performed by Pydantic AI's own model class in the executor — its
-provider package and key installed there), else a ``FunctionModel`` that does what the
-instructions say, so the example runs with no model at all. Serve it with
+The model is a ``FunctionModel`` that does what the instructions say, so the example runs with
+no model at all; a deployment names a real one instead (``"openai:gpt-4o-mini"``, performed by
+Pydantic AI's own model class in the executor, its provider package and key installed there).
+Serve it with
 ``RUNPLANE_AGENT_MODULES=examples.pydantic_ai_support``; ``tests/unit/
 test_pydantic_ai_example.py`` runs it through the Driver.
 """
@@ -22,7 +22,6 @@ test_pydantic_ai_example.py`` runs it through the Driver.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from pydantic_ai import Agent
@@ -35,7 +34,6 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from examples.crm import crm_lookup
@@ -86,12 +84,9 @@ def _demo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"No refund: {outcome}")])
 
 
-def _model() -> Model | str:
-    return os.environ.get("PYDAI_SUPPORT_MODEL") or FunctionModel(_demo_model, model_name="demo")
-
-
+# A real deployment names its model here ("openai:gpt-4o-mini"): the executor performs it.
 support = Agent(
-    _model(),
+    FunctionModel(_demo_model, model_name="demo"),
     name="support",
     instructions=(
         "You are a support agent. Look the customer up in the CRM, refund the case's amount "
