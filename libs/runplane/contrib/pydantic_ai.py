@@ -32,7 +32,8 @@ engines (Temporal, DBOS) do it — a wrapper ``Model`` and a wrapper toolset:
 * **Tool calls** (function tools, and any toolset's tools declared in ``effects``, MCP servers
   included) are ``tool`` effects (``ctx.tool``) under each tool's declaration: every tool is
   registered as a runplane ``@tool`` (``runplane.providers.TOOLS``) whose performer validates
-  the arguments and calls the agent's own toolset in the executor. Each call carries the
+  the arguments and calls the agent's own toolset in the executor (a function that already
+  is a runplane ``@tool`` stays that tool, as declared there). Each call carries the
   model's call id (option ``proposal``), so the sink gate finds the recorded generation that
   proposed it and labels its arguments exactly (``engine.sinkgate``): a value copied from an
   untrusted tool's result into a protected field is refused (``SinkRefused``), never
@@ -44,16 +45,19 @@ engines (Temporal, DBOS) do it — a wrapper ``Model`` and a wrapper toolset:
 **How it runs.** An agent coroutine may await only runplane effects, and Pydantic AI needs an
 event loop, so each ``run`` drives the framework on a thread of its own: the wrapper model and
 toolset hand each request to the agent coroutine, which performs it as an effect and hands the
-journaled value back. The framework computes between effects and performs nothing; its tool
-calls are made one at a time, in the order the model proposed them (so the journal's order
-is the model's, every run). An evicted run closes the thread; the next era replays.
+journaled value back. The framework computes between effects and performs nothing (the agent
+waits for its next request, bounded, as for any agent code between effects); its tool calls
+are made one at a time, in the order its tasks ask — the model's — so the journal's order is
+the same every run (reads are not fanned out as the agent loop fans them). An evicted run
+unwinds the framework's run and its thread; the next era replays it from the start.
 
 **Non-determinism.** The run id and conversation id are the runplane run's id; the framework's
 timestamps are left out of what is journaled and the response's is the logical clock
 (``ctx.now``). Not routed through the context: the framework's own clock and ids elsewhere
 (``now_utc``, ``uuid7`` in messages it builds), which therefore never reach a journaled
-request. ``get_tools`` of a toolset runs on the agent side: an MCP server's listing is not a
-journaled effect (its calls are). Streaming (``run_stream``) is not durable here.
+request. A toolset's ``get_tools`` and ``__aenter__`` run on the agent side: an MCP server's
+connection and listing are not journaled effects (its calls are, once declared in
+``effects``). Streaming (``run_stream``) is refused.
 
 **Versions.** Tested with ``pydantic-ai-slim`` ``TESTED`` (the ``runplane[pydantic-ai]`` extra);
 importing this module with another installed, or none, is a ``ConfigError`` at start-up (the
