@@ -4,16 +4,33 @@ verifies."""
 
 from __future__ import annotations
 
-from examples import pydantic_ai_support as E
+import importlib
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
 from runplane.core import REGISTRY, AgentRegistry
-from runplane.providers import TOOLS
+from runplane.providers import TOOLS, ModelRegistry
 from runplane.testing import Driver
 from runplane.wire import RunStatus
 
 CASE = {"customer_id": "c-1", "order": "o-1", "amount_eur": 40}
+NAME = "examples.pydantic_ai_support"
 
 
-def _driver(performed: list[dict[str, object]]) -> Driver:
+@pytest.fixture
+def E(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The example, imported with its model provider registered apart: the default registry
+    is what other tests' executors offer (an offer of this process's Python providers)."""
+    monkeypatch.setattr("runplane.contrib.pydantic_ai.MODELS", ModelRegistry())
+    monkeypatch.delitem(sys.modules, NAME, raising=False)
+    yield importlib.import_module(NAME)
+    sys.modules.pop(NAME, None)
+
+
+def _driver(E: ModuleType, performed: list[dict[str, object]]) -> Driver:
     tools = E.DURABLE.tool_functions()
     refund = tools["issue_refund"]
 
@@ -29,9 +46,9 @@ def _driver(performed: list[dict[str, object]]) -> Driver:
     )
 
 
-def test_the_refund_waits_for_a_person_and_is_made_once_when_approved() -> None:
+def test_the_refund_waits_for_a_person_and_is_made_once_when_approved(E: ModuleType) -> None:
     performed: list[dict[str, object]] = []
-    driver = _driver(performed)
+    driver = _driver(E, performed)
     run = driver.run(E.CAPABILITY, CASE)
     assert run.status is RunStatus.AWAITING_HUMAN, run.error
     assert run.task is not None and performed == []
@@ -42,9 +59,9 @@ def test_the_refund_waits_for_a_person_and_is_made_once_when_approved() -> None:
     assert driver.verify(run.session_id).ok
 
 
-def test_rejected_the_refund_is_not_made() -> None:
+def test_rejected_the_refund_is_not_made(E: ModuleType) -> None:
     performed: list[dict[str, object]] = []
-    driver = _driver(performed)
+    driver = _driver(E, performed)
     run = driver.run(E.CAPABILITY, CASE)
     run = driver.decide(run.session_id, "REJECTED", comment="duplicate case")
     assert run.status is RunStatus.COMPLETED, run.error
@@ -52,7 +69,7 @@ def test_rejected_the_refund_is_not_made() -> None:
     assert run.output["answer"].startswith("No refund: CallRejected")
 
 
-def test_crm_lookup_stays_the_runplane_tool_of_examples_crm() -> None:
+def test_crm_lookup_stays_the_runplane_tool_of_examples_crm(E: ModuleType) -> None:
     from examples.crm import crm_lookup
 
     assert TOOLS["crm_lookup"].fn is crm_lookup

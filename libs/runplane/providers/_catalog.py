@@ -45,13 +45,17 @@ def offer_of(config: ToolsConfig, python_tools: Mapping[str, Tool] | None = None
     clash = sorted(set(config.tool_names()) & set(registered))
     if clash:
         raise ConfigError(f"tool {clash[0]!r} is both in the tools config and a Python @tool")
-    both = sorted(set(config.model_names()) & set(MODELS))
-    if both:
-        raise ConfigError(f"model provider {both[0]!r} is both in the tools config and in Python")
+    _refuse_model_clash(config)
     return Offer(
         tools=frozenset(config.tool_names()) | frozenset(registered),
         models=frozenset(config.model_names()) | frozenset(MODELS),
     )
+
+
+def _refuse_model_clash(config: ToolsConfig) -> None:
+    both = sorted(set(config.model_names()) & set(MODELS))
+    if both:
+        raise ConfigError(f"model provider {both[0]!r} is both in the tools config and in Python")
 
 
 class _NamesOnly(dict[str, str]):
@@ -148,5 +152,5 @@ def build_providers(
 ) -> dict[str, ModelProvider]:
     """Provider name → provider: one per configured model provider, and the providers the
     agent modules registered in Python (``MODELS``)."""
-    offer_of(config)  # refuses a name both configured and registered
+    _refuse_model_clash(config)
     return {**{m.name: _provider(m, client, env) for m in config.models}, **MODELS}
