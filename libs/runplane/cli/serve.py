@@ -54,6 +54,10 @@ def run_services(names: Sequence[str], settings: Settings, stop: threading.Event
     def run(name: str, fn: ServeFn) -> None:
         try:
             fn(settings, stop)
+        except ConfigError as exc:  # the deployment's to fix (an agent module refused at
+            # start-up, a bad setting): its one-line message says what, a traceback nothing more
+            log.error("service failed: %s", exc, extra={"service": name})
+            failures.append(name)
         except BaseException:
             log.exception("service failed", extra={"service": name})
             failures.append(name)

@@ -5,7 +5,8 @@
   in their protocol from one provider-neutral conversation (``runplane.core.turns``);
   :class:`ModelReplyError` is a reply that broke its turn's contract.
 * :func:`tool` — declare a Python function in an agent module as a tool (``TOOLS``); its
-  docstring and signature are what a model is told of it.
+  docstring and signature are what a model is told of it. ``MODELS``: model providers an
+  agent module registers in Python (a framework adapter's, ``runplane.contrib``).
 * :class:`HttpTool` — a tool that is one HTTP request; :class:`McpTool` — a tool on an MCP
   server (stdio or streamable HTTP), provenance ``tool://{server}/{tool}``.
 * :func:`load_tools_config` — the tools config file (``RUNPLANE_TOOLS_CONFIG``): HTTP tools,
@@ -35,10 +36,11 @@ from runplane.providers._function_tool import FunctionTool
 from runplane.providers._http_tool import HttpTool
 from runplane.providers._mcp import McpSession, McpTool, open_mcp_sessions, schema_digest
 from runplane.providers._openai import Completion, OpenAIProvider
-from runplane.providers._registry import TOOLS, ToolRegistry, tool
+from runplane.providers._registry import MODELS, TOOLS, ModelRegistry, ToolRegistry, tool
 from runplane.providers._stream import Delta, DeltaSink, StreamingProvider
 
 __all__ = [
+    "MODELS",
     "TOOLS",
     "AnthropicProvider",
     "Completion",
@@ -48,6 +50,7 @@ __all__ = [
     "HttpTool",
     "McpSession",
     "McpTool",
+    "ModelRegistry",
     "ModelReplyError",
     "Offer",
     "OpenAIProvider",

@@ -28,7 +28,7 @@ from runplane.providers._http_tool import HttpTool
 from runplane.providers._labels import source_label
 from runplane.providers._mcp import McpSession, McpTool
 from runplane.providers._openai import OpenAIProvider
-from runplane.providers._registry import TOOLS, ToolRegistry
+from runplane.providers._registry import MODELS, TOOLS, ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,17 @@ def offer_of(config: ToolsConfig, python_tools: Mapping[str, Tool] | None = None
     clash = sorted(set(config.tool_names()) & set(registered))
     if clash:
         raise ConfigError(f"tool {clash[0]!r} is both in the tools config and a Python @tool")
+    _refuse_model_clash(config)
     return Offer(
         tools=frozenset(config.tool_names()) | frozenset(registered),
-        models=config.model_names(),
+        models=frozenset(config.model_names()) | frozenset(MODELS),
     )
+
+
+def _refuse_model_clash(config: ToolsConfig) -> None:
+    both = sorted(set(config.model_names()) & set(MODELS))
+    if both:
+        raise ConfigError(f"model provider {both[0]!r} is both in the tools config and in Python")
 
 
 class _NamesOnly(dict[str, str]):
@@ -143,5 +150,7 @@ def _provider(spec: ModelSpec, client: httpx.AsyncClient, env: Mapping[str, str]
 def build_providers(
     config: ToolsConfig, client: httpx.AsyncClient, env: Mapping[str, str]
 ) -> dict[str, ModelProvider]:
-    """Provider name → provider, one per configured model provider."""
-    return {m.name: _provider(m, client, env) for m in config.models}
+    """Provider name → provider: one per configured model provider, and the providers the
+    agent modules registered in Python (``MODELS``)."""
+    _refuse_model_clash(config)
+    return {**{m.name: _provider(m, client, env) for m in config.models}, **MODELS}

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from runplane.core.agents import EffectDecl, Recovery, RetryPolicy
+from runplane.core.agents import EffectDecl, ModelProvider, Recovery, RetryPolicy
 from runplane.errors import ConfigError
 from runplane.providers._function_tool import FunctionTool
 from runplane.providers._labels import source_label
@@ -68,6 +68,37 @@ def _qualname(fn: Callable[..., Any]) -> str:
 
 
 TOOLS = ToolRegistry()
+
+
+class ModelRegistry(Mapping[str, ModelProvider]):
+    """Provider name → a model provider registered in Python by an agent module (an adapter
+    that performs a framework's own model class, ``runplane.contrib``), served by the stock
+    executor beside the tools config's providers, as ``TOOLS`` is beside its tools."""
+
+    def __init__(self) -> None:
+        self._providers: dict[str, ModelProvider] = {}
+
+    def register(self, provider: ModelProvider) -> ModelProvider:
+        existing = self._providers.get(provider.name)
+        if existing is not None and type(existing) is not type(provider):
+            raise ConfigError(
+                f"model provider {provider.name!r} is already registered by "
+                f"{type(existing).__qualname__}"
+            )
+        self._providers[provider.name] = provider  # the same module re-imported: replace
+        return provider
+
+    def __getitem__(self, name: str) -> ModelProvider:
+        return self._providers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._providers)
+
+    def __len__(self) -> int:
+        return len(self._providers)
+
+
+MODELS = ModelRegistry()
 
 
 def tool(
