@@ -59,14 +59,15 @@ class TimedSessions(dict[str, SessionSnapshot]):
     def due(self, now_ms: int) -> list[str]:
         """The runs whose timer is due at ``now_ms``, soonest first."""
         found: list[tuple[int, str]] = []
+        seen: set[str] = set()
         heap = self._heap
         while heap and heap[0][0] <= now_ms:
             entry = heapq.heappop(heap)
-            if self._due.get(entry[1]) == entry[0]:
+            # A run whose timer went and came back at the same instant was pushed twice: the
+            # second entry is dropped here, like any entry no longer the run's.
+            if self._due.get(entry[1]) == entry[0] and entry[1] not in seen:
+                seen.add(entry[1])
                 found.append(entry)
         for entry in found:  # still due until the run's snapshot changes
             heapq.heappush(heap, entry)
         return [run_id for _, run_id in found]
-
-    def __len_heap__(self) -> int:  # pragma: no cover - for a debugger
-        return len(self._heap)
