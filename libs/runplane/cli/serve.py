@@ -18,6 +18,7 @@ import typer
 
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
+from runplane.serving.metrics import serving_as
 from runplane.serving.shell import setup_logging
 from runplane.serving.shutdown import install_signal_handlers
 from runplane.serving.tracing import configure as configure_tracing
@@ -53,7 +54,9 @@ def run_services(names: Sequence[str], settings: Settings, stop: threading.Event
 
     def run(name: str, fn: ServeFn) -> None:
         try:
-            fn(settings, stop)
+            # Each port serves its own service's metrics; the process's own on the first only.
+            with serving_as(name, process_metrics=name == names[0]):
+                fn(settings, stop)
         except BaseException:
             log.exception("service failed", extra={"service": name})
             failures.append(name)

@@ -25,7 +25,9 @@ Two questions, two endpoints (an orchestrator must not restart a pod for being b
 * ``/healthz`` — the readiness answer under its old name, for existing callers (the demo, the
   CLI, scripts).
 
-``/metrics`` is prometheus-client's text format for the process-wide default registry.
+``/metrics`` is prometheus-client's text format of the service's own metrics
+(``runplane.serving.metrics``: under ``runplane serve all`` each port serves only its service's,
+not every service's six times); outside ``runplane serve``, of the default registry.
 
 ``run_http`` trusts ``X-Forwarded-Proto``/``X-Forwarded-For`` only from the peers listed in
 ``RUNPLANE_FORWARDED_ALLOW_IPS`` (comma-separated addresses or networks, ``*`` for any;
@@ -54,7 +56,7 @@ from typing import Any
 import redis
 import uvicorn
 from confluent_kafka import KafkaException
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -62,6 +64,7 @@ from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
 from runplane.serving.health import Health
+from runplane.serving.metrics import metrics_registry
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
@@ -85,8 +88,11 @@ def _answer(ok: bool, problems: dict[str, str], bad: str) -> Response:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
-def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> list[BaseRoute]:
-    """``/livez``, ``/readyz``, ``/healthz`` (= readyz) and ``/metrics`` for any Starlette app."""
+def health_routes(health: Health, registry: CollectorRegistry | None = None) -> list[BaseRoute]:
+    """``/livez``, ``/readyz``, ``/healthz`` (= readyz) and ``/metrics`` for any Starlette app;
+    ``/metrics`` serves ``registry``, by default the serving service's own metrics
+    (``runplane.serving.metrics.metrics_registry``, read here, in the service's thread)."""
+    served = metrics_registry() if registry is None else registry
 
     async def livez(_: Request) -> Response:
         return _answer(*health.liveness(), bad="stuck")
@@ -95,7 +101,7 @@ def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> lis
         return _answer(*health.readiness(), bad="unavailable")
 
     async def metrics(_: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(served), media_type=CONTENT_TYPE_LATEST)
 
     return [
         Route("/livez", livez, methods=["GET"]),
