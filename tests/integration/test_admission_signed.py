@@ -239,7 +239,7 @@ def test_http_admission_forwards_signed_requests_and_refuses_the_rest(
     assert again.status_code == 200 and again.json()["outcome"] == "DUPLICATE"
     assert again.json()["run_id"] == ok.json()["run_id"]
     assert unsigned.status_code == 401 and unsigned.json()["refused"] == "unauthenticated"
-    assert tampered.status_code == 401 and "does not verify" in tampered.json()["reason"]
+    assert tampered.status_code == 401 and "does not verify" in tampered.json()["detail"]
     assert forged.status_code == 403 and forged.json()["refused"] == "forged_tenant"
     assert swapped.outcome is AdmissionOutcome.REFUSED
     assert "signed JSON body does not say what the request says" in (swapped.reason or "")

@@ -70,6 +70,7 @@ __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
     "FORWARDED_ALLOW_IPS_ENV",
     "HttpServer",
+    "error_response",
     "health_routes",
     "install_backend_errors",
     "make_app",
@@ -111,6 +112,20 @@ def health_routes(health: Health, registry: CollectorRegistry | None = None) -> 
     ]
 
 
+def error_response(
+    status: int,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    response: type[JSONResponse] = JSONResponse,
+    **fields: Any,
+) -> JSONResponse:
+    """The one error body of runplane's HTTP APIs: ``{"detail": why}`` — FastAPI's own, which
+    every ``HTTPException`` of the journal, worklist and admission apps answers — plus any
+    machine-readable ``fields`` (admission's ``refused`` code, a run's ``run_status``)."""
+    return response({"detail": detail, **fields}, status_code=status, headers=headers)
+
+
 def install_backend_errors(
     app: Starlette, *, redis_holds: str, response: type[JSONResponse] = JSONResponse
 ) -> None:
@@ -120,10 +135,10 @@ def install_backend_errors(
     """
 
     async def redis_down(_: Request, exc: Exception) -> Response:
-        return response({"detail": f"{redis_holds} unavailable: {exc}"}, status_code=503)
+        return error_response(503, f"{redis_holds} unavailable: {exc}", response=response)
 
     async def kafka_down(_: Request, exc: Exception) -> Response:
-        return response({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+        return error_response(503, f"Kafka unavailable: {exc}", response=response)
 
     app.add_exception_handler(redis.RedisError, redis_down)
     app.add_exception_handler(KafkaException, kafka_down)
