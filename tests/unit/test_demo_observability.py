@@ -37,3 +37,21 @@ def test_the_dashboard_in_docs_is_the_charts() -> None:
     assert json.loads(docs.read_text())["uid"]
     note = (ROOT / "docs" / "grafana" / "README.md").read_text()
     assert "Import" in note and "scrape_configs" in note
+
+
+def test_the_demo_s_last_words_include_the_scrape_config(tmp_path: Path) -> None:
+    import dataclasses
+
+    from rich.console import Console
+
+    from runplane.cli.demo import _footer
+    from runplane.config import Settings
+    from runplane.demo import DemoConfig, DemoOutcome
+
+    console = Console(width=120, record=True)
+    config = DemoConfig(settings=dataclasses.replace(Settings(), state_dir=tmp_path))
+    _footer(console, config, DemoOutcome(runs=()))
+    text = console.export_text()
+    scrape = text.split("(prometheus.yml):\n", 1)[1].split("Stop everything", 1)[0]
+    assert yaml.safe_load(scrape) == yaml.safe_load(config.ports.scrape_config())
+    assert "docs/grafana/runplane.json" in text

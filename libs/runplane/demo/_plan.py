@@ -81,7 +81,7 @@ class DemoPorts:
                 }
             ]
         }
-        return yaml.safe_dump(config, sort_keys=False)
+        return yaml.safe_dump(config, sort_keys=False, default_flow_style=None)
 
 
 @dataclass(frozen=True)
