@@ -105,3 +105,35 @@ def test_a_cancelled_run_has_its_own_style_not_a_failures_nor_a_waits() -> None:
     assert cancelled not in {status_class(RunStatus.FAILED), status_class(RunStatus.PARKED)}
     assert status_class(RunStatus.FAILED) == status_class(RunStatus.QUARANTINED) == "bad"
     assert status_class(None) == ""
+
+
+def test_the_overview_counts_only_the_callers_tenant() -> None:
+    from dataclasses import replace
+
+    from starlette.testclient import TestClient
+
+    from runplane.journal.index import RunFilter
+    from runplane.serving.auth import Principals, token_digest
+    from services.journal.api import build_api
+
+    ours = [_run(i, RunStatus.COMPLETED, 1000, cap="refund", units=1.0) for i in range(3)]
+    theirs = [replace(_run(9, RunStatus.FAILED, 5, cap="secret-payroll"), tenant="other")]
+
+    class Index:
+        def list(self, f: RunFilter) -> list[RunSummary]:
+            return [s for s in [*ours, *theirs] if f.matches(s)][: f.limit]
+
+    class NoKafka:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError("the overview reads the index only")
+
+    readers = Principals.from_data(
+        [{"name": "ada", "token_sha256": token_digest("t-ada"), "roles": ["clerk"]}]
+    )
+    app = build_api(lambda: Index(), NoKafka(), readers)  # type: ignore[arg-type,return-value]
+    http = TestClient(app, cookies={"runplane_runs_token": "t-ada"})
+    page = http.get("/ui/overview")
+    assert page.status_code == 200, page.text
+    assert "refund" in page.text and "3 units" in page.text
+    assert "secret-payroll" not in page.text and 'data-status="FAILED"' not in page.text
+    assert TestClient(app).get("/ui/overview").status_code == 401  # signed out
