@@ -8,11 +8,12 @@ request (``sent_by`` / ``requested_by``). ``{run}`` is a run id or an admission 
     POST /runs/order-17/signals   {"name": "payment_received", "payload": {...}, "signal_id": "pay-991"}
     POST /runs/order-17/cancel    {"reason": "customer withdrew", "request_id": "c-1"}
 
-Answers: 202 ``{"run_id", "name", "signal_id"}`` (sent; the run accepts one per id, so a
-retry with the same id is safe), 400 bad body, 401 no/unknown token, 403 cancel without the
-``operator`` role, 404 unknown run or another tenant's, 409 run already ended (with its
-status), 503 Kafka did not take it in time (retry with the same id). The checks and the send
-are ``runplane.runs.operate``'s, the same as the client's and the CLI's.
+Answers (errors as JSON ``{"detail": why, "refused": code}``, the format of every runplane API;
+documented at admission's ``/docs``): 202 ``{"run_id", "name", "signal_id"}`` (sent; the run
+accepts one per id, so a retry with the same id is safe), 400 bad body, 401 no/unknown token,
+403 cancel without the ``operator`` role, 404 unknown run or another tenant's, 409 run already
+ended (with its status), 503 Kafka did not take it in time (retry with the same id). The checks
+and the send are ``runplane.runs.operate``'s, the same as the client's and the CLI's.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from runplane.errors import RetryableError
 from runplane.runs import operate
 from runplane.serving.auth import PrincipalSource, require_principal
+from runplane.serving.shell import error_response
 
 __all__ = ["CANCEL_ROLE", "HttpOperate"]
 
@@ -50,8 +53,8 @@ class HttpOperate:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/runs/{run}/signals", self.signal, methods=["POST"]),
-            Route("/runs/{run}/cancel", self.cancel, methods=["POST"]),
+            APIRoute("/runs/{run}/signals", self.signal, methods=["POST"], summary="Signal a run"),
+            APIRoute("/runs/{run}/cancel", self.cancel, methods=["POST"], summary="Cancel a run"),
         ]
 
     async def signal(self, request: Request) -> Response:
@@ -103,7 +106,7 @@ class HttpOperate:
             status = None if exc.status is None else exc.status.value
             return _error(_STATUS.get(exc.code, 400), exc.code, exc.reason, run_status=status)
         except RetryableError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+            return error_response(503, str(exc), headers={"Retry-After": "1"})
         content = {"run_id": sent.run_id, "name": sent.name, "signal_id": sent.signal_id}
         return JSONResponse(content, status_code=202)
 
@@ -133,4 +136,4 @@ def _optional_text(body: dict[str, Any], key: str) -> str | None:
 
 
 def _error(status: int, code: str, reason: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"refused": code, "reason": reason, **extra}, status_code=status)
+    return error_response(status, reason, refused=code, **extra)

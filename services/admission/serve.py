@@ -1,7 +1,8 @@
 """Run the admission service: the shared transactional processor around AdmissionHandler.
 
-Its HTTP port serves the health probes and ``POST /admit`` (``http.py``: signed requests of
-emitters that do not speak Kafka, forwarded to the ``admission`` topic).
+Its HTTP port (:func:`http_app`) serves the health probes, ``POST /admit`` (``http.py``: signed
+requests of emitters that do not speak Kafka, forwarded to the ``admission`` topic), signals and
+cancel (``operate.py``), and their reference at ``/docs``.
 
 Delivery guarantee: exactly once per request record — the claim, RunAdmitted, StartRun, the
 reply and the input offset commit in one transaction (see ``decide.py``); a request handled
@@ -15,6 +16,8 @@ import os
 import threading
 from collections.abc import Mapping
 
+from fastapi import FastAPI
+
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
@@ -22,9 +25,10 @@ from runplane.kafka.handler import Clock
 from runplane.kafka.processor import BeforeCommit, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
 from runplane.runs.client import Client
+from runplane.serving.apidocs import api_app
 from runplane.serving.auth import PrincipalsFile
 from runplane.serving.health import Health
-from runplane.serving.shell import make_app, run_http
+from runplane.serving.shell import health_routes, run_http
 from runplane.signing.admission import watch_emitters
 from services.admission import metrics
 from services.admission.decide import CapabilitySpec
@@ -36,6 +40,9 @@ from services.admission.settings import AdmissionSettings
 from services.admission.topology import INPUT, SERVICE, group_id
 
 log = logging.getLogger(__name__)
+
+_API_DOC = """Admission's HTTP API: ``POST /admit`` for emitters that do not speak Kafka, signals and
+cancel for operators (bearer tokens). Errors are ``{"detail": why, "refused": code}``."""
 
 
 def capabilities_from(
@@ -123,6 +130,14 @@ def build(
     )
 
 
+def http_app(health: Health, admit: HttpAdmission, operators: HttpOperate) -> FastAPI:
+    """Admission's HTTP port: ``POST /admit``, signals and cancel, the probes and metrics;
+    its reference at ``/docs`` (served offline) and errors as JSON, like every runplane API."""
+    app = api_app(title="runplane admission", description=_API_DOC)
+    app.router.routes.extend([*admit.routes(), *operators.routes(), *health_routes(health)])
+    return app
+
+
 def serve(settings: Settings, stop: threading.Event) -> None:
     """Serve until ``stop`` is set (``runplane serve admission``)."""
     own = AdmissionSettings.from_env(base=settings)
@@ -132,6 +147,6 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     # POST /admit (http.py) forwards signed requests through an emitter client of its own.
     with Client(settings) as client:
         operators = HttpOperate(PrincipalsFile.from_env(), client)  # signals, cancel
-        app = make_app(health, [*HttpAdmission(auth, client).routes(), *operators.routes()])
+        app = http_app(health, HttpAdmission(auth, client), operators)
         with run_http(app, settings.http_host, settings.http_port(SERVICE), stop):
             processor.run(stop)

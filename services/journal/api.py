@@ -52,6 +52,7 @@ from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import TERMINAL, RunSummary
 from runplane.runs.stream import BadEventId, StreamItem, sse
 from runplane.runs.stream import last_event_id as last_event_id_of
+from runplane.serving.apidocs import api_app
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.serving.shell import install_backend_errors
 from runplane.wire import RunStatus, to_dict
@@ -160,7 +161,7 @@ def build_api(
     ``stream``: follows a run's live stream (``runplane.runs.stream.follow`` bound to the
     settings); None: ``GET /runs/{id}/stream`` answers 503.
     """
-    app = FastAPI(title=title, version="1", description=__doc__)
+    app = api_app(title=title, description=__doc__ or "")
     app.state.readers = readers
     install_backend_errors(app, redis_holds="run index")
 

@@ -2,6 +2,8 @@
 
 - ``GET /ui`` — sign in with a token, or (signed in) the runs of your tenant, newest first,
   filtered by status, capability, case and start time (a plain GET form: filters are links).
+- ``GET /ui/overview`` — charts over the same index (``services.journal.ui_overview``): runs
+  by status over time, duration p50/p99 and cost per capability, as inline SVG.
 - ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on;
   its verification verdict (the chain verified now from the topics, next to the journal
   service's own); its parent and children and other runs its records name (fork,
@@ -50,6 +52,17 @@ from runplane.wire import CaseRecord, JournalRecord, RunStatus
 from services.journal.auth import AUDITOR
 from services.journal.runs import Runs
 from services.journal.ui_case import case_section, related_section
+from services.journal.ui_overview import (
+    OVERVIEW_LIMIT,
+    CapabilityStats,
+    by_capability,
+    cost_chart,
+    duration_chart,
+    duration_text,
+    status_chart,
+    status_class,
+    status_slots,
+)
 
 __all__ = ["install_ui", "run_href"]
 
@@ -57,15 +70,6 @@ HERE = Path(__file__).parent
 _template = Templates(HERE / "templates")
 _SESSION_COOKIES = ("runplane_runs_token", "runplane_runs_flash")
 _PAGE_LIMIT = 200
-
-_STATUS_CLASS = {
-    RunStatus.COMPLETED: "ok",
-    RunStatus.FAILED: "bad",
-    RunStatus.QUARANTINED: "bad",
-    RunStatus.AWAITING_HUMAN: "wait",
-    RunStatus.PARKED: "wait",
-    RunStatus.CANCELLED: "wait",  # ended on purpose by an operator: not a failure (not red)
-}
 
 
 def run_href(run_id: str) -> str:
@@ -184,13 +188,16 @@ class RunsPage:
     def _table(found: list[RunSummary]) -> str:
         if not found:
             return '<p class="note">No runs match.</p>'
+        # Each cell names its column (data-label): below 40rem the rows become cards.
         rows = "".join(
-            "<tr>"
-            f'<td><a href="{e(run_href(s.run_id))}"><code>{e(s.run_id)}</code></a></td>'
-            f"<td>{_badge(s.status)}</td>"
-            f"<td>{e(s.capability or '—')}</td><td>{e(s.case_id or '—')}</td>"
-            f"<td>{when(s.started_ms)}</td><td>{when(s.updated_ms)}</td>"
-            f"<td>{e(s.verdict)}</td>"
+            f'<tr class="run-{status_class(s.status)}">'
+            f'<td data-label="Run">{_id_link(s.run_id)}</td>'
+            f'<td data-label="Status">{_badge(s.status)}</td>'
+            f'<td data-label="Capability">{e(s.capability or "—")}</td>'
+            f'<td data-label="Case">{_id_text(s.case_id)}</td>'
+            f'<td data-label="Started">{when(s.started_ms)}</td>'
+            f'<td data-label="Updated">{when(s.updated_ms)}</td>'
+            f'<td data-label="Chain">{e(s.verdict)}</td>'
             "</tr>"
             for s in found
         )
@@ -199,6 +206,32 @@ class RunsPage:
             "<th>Started</th><th>Updated</th><th>Chain</th></tr>"
         )
         return f'<table class="runs"><thead>{head}</thead><tbody>{rows}</tbody></table>'
+
+    # --- the overview ------------------------------------------------------------------------
+
+    def overview_page(self, request: Request, who: Principal) -> HTMLResponse:
+        q = request.query_params
+        since, until = _ms_from_local(q.get("since", "")), _ms_from_local(q.get("until", ""))
+        found = self.runs.run_index().list(
+            RunFilter(since_ms=since, until_ms=until, limit=OVERVIEW_LIMIT, tenant=who.tenant)
+        )
+        stats = by_capability(found)
+        window = "".join(
+            f" started {word} {_local_from_ms(ms).replace('T', ' ')} UTC"
+            for word, ms in (("after", since), ("before", until))
+            if ms is not None
+        )
+        body = _template("overview.html").substitute(
+            count=len(found),
+            window=e(window),
+            since=e(_local_from_ms(since)),
+            until=e(_local_from_ms(until)),
+            status_chart=status_chart(status_slots(found)),
+            duration_chart=duration_chart(stats),
+            cost_chart=cost_chart(stats),
+            table=_stats_table(stats),
+        )
+        return self.render("Overview", body, who)
 
     # --- one run -----------------------------------------------------------------------------
 
@@ -232,7 +265,7 @@ class RunsPage:
         body = _template("run.html").substitute(
             run_id=e(run_id),
             status=e(summary.status or "—"),
-            status_class=_STATUS_CLASS.get(summary.status, "") if summary.status else "",
+            status_class=status_class(summary.status),
             capability=e(summary.capability or "—"),
             case=e(summary.case_id or "—"),
             era=summary.era,
@@ -276,7 +309,43 @@ def _waiting_on(parked_on: str | None) -> str:
 def _badge(status: RunStatus | None) -> str:
     if status is None:
         return '<span class="badge">—</span>'
-    return f'<span class="badge badge-{_STATUS_CLASS.get(status, "")}">{e(status)}</span>'
+    return f'<span class="badge badge-{status_class(status)}">{e(status)}</span>'
+
+
+def _id_text(value: str | None) -> str:
+    """An id on one line: cut with an ellipsis where the column ends, whole in its title
+    (ids are long and break nowhere meaningful, so they never wrap mid-id)."""
+    if value is None:
+        return "—"
+    return f'<code class="id" title="{e(value)}">{e(value)}</code>'
+
+
+def _id_link(run_id: str) -> str:
+    return f'<a class="id-link" href="{e(run_href(run_id))}">{_id_text(run_id)}</a>'
+
+
+def _stats_table(stats: list[CapabilityStats]) -> str:
+    if not stats:
+        return '<p class="note">No runs match.</p>'
+
+    def took(ms: int | None) -> str:
+        return "—" if ms is None else e(duration_text(ms))
+
+    rows = "".join(
+        "<tr>"
+        f'<td data-label="Capability">{e(s.capability)}</td>'
+        f'<td data-label="Runs">{s.runs}</td><td data-label="Ended">{s.ended}</td>'
+        f'<td data-label="p50">{took(s.p50_ms)}</td><td data-label="p99">{took(s.p99_ms)}</td>'
+        f'<td data-label="Cost">{s.cost.units:g} units, '
+        f"{s.cost.tokens_in}/{s.cost.tokens_out} tokens</td>"
+        "</tr>"
+        for s in stats
+    )
+    head = (
+        "<tr><th>Capability</th><th>Runs</th><th>Ended</th><th>p50</th><th>p99</th>"
+        "<th>Cost</th></tr>"
+    )
+    return f'<table class="runs stats"><thead>{head}</thead><tbody>{rows}</tbody></table>'
 
 
 def _timeline_item(r: JournalRecord) -> str:
@@ -325,6 +394,12 @@ def install_ui(
             return page.signin()
         return await run_in_threadpool(page.list_page, request, who)
 
+    async def overview(request: Request) -> Response:
+        who = page.who(request)
+        if who is None:
+            return page.signin("Please sign in.", 401)
+        return await run_in_threadpool(page.overview_page, request, who)
+
     async def show(request: Request) -> Response:
         who = page.who(request)
         if who is None:
@@ -344,6 +419,7 @@ def install_ui(
         return page.session.signed_out("/ui")
 
     app.add_route("/ui", home, methods=["GET"], include_in_schema=False)
+    app.add_route("/ui/overview", overview, methods=["GET"], include_in_schema=False)
     app.add_route("/ui/signin", signin, methods=["POST"], include_in_schema=False)
     app.add_route("/ui/signout", signout, methods=["POST"], include_in_schema=False)
     app.add_route("/ui/runs/{run_id:path}", show, methods=["GET"], include_in_schema=False)

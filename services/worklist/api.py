@@ -43,6 +43,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from runplane.errors import RetryableError
+from runplane.serving.apidocs import api_app
 from runplane.serving.auth import Principal, PrincipalSource, require_principal
 from runplane.serving.shell import install_backend_errors
 from runplane.wire import TaskRecord, TaskStatus
@@ -284,11 +285,8 @@ Who = Annotated[Principal, Depends(principal)]
 
 
 def build_api(worklist: Worklist, principals: PrincipalSource) -> FastAPI:
-    app = FastAPI(
-        title="runplane worklist",
-        version="1",
-        description=__doc__,
-        default_response_class=AsciiJSON,
+    app = api_app(
+        title="runplane worklist", description=__doc__ or "", default_response_class=AsciiJSON
     )
     app.state.principals = principals
     install_error_handlers(app)

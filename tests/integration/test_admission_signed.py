@@ -25,8 +25,9 @@ from test_processor import read_all
 from runplane.config import Settings
 from runplane.core.keys import case_id_for
 from runplane.runs.client import Client
+from runplane.serving.auth import Principals
 from runplane.serving.health import Health
-from runplane.serving.shell import make_app, run_http
+from runplane.serving.shell import run_http
 from runplane.signing.admission import (
     KEY_ID_HEADER,
     SIGNATURE_HEADER,
@@ -44,7 +45,8 @@ from runplane.wire import (
 )
 from services.admission.decide import CapabilitySpec
 from services.admission.http import HttpAdmission
-from services.admission.serve import authentication, build
+from services.admission.operate import HttpOperate
+from services.admission.serve import authentication, build, http_app
 from services.admission.settings import AdmissionSettings
 from services.cases.breach import SWEEP_INITIATOR
 from tests.helpers.waiting import wait_for
@@ -195,7 +197,12 @@ def test_http_admission_forwards_signed_requests_and_refuses_the_rest(
         running(build(own, capabilities=CAPS, auth=auth)),
         Client(settings) as client,
         run_http(
-            make_app(Health(), HttpAdmission(auth, client).routes()), "127.0.0.1", 0, stop
+            http_app(
+                Health(), HttpAdmission(auth, client), HttpOperate(Principals.from_data([]), client)
+            ),
+            "127.0.0.1",
+            0,
+            stop,
         ) as server,
         httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=90) as http,
     ):
@@ -239,7 +246,7 @@ def test_http_admission_forwards_signed_requests_and_refuses_the_rest(
     assert again.status_code == 200 and again.json()["outcome"] == "DUPLICATE"
     assert again.json()["run_id"] == ok.json()["run_id"]
     assert unsigned.status_code == 401 and unsigned.json()["refused"] == "unauthenticated"
-    assert tampered.status_code == 401 and "does not verify" in tampered.json()["reason"]
+    assert tampered.status_code == 401 and "does not verify" in tampered.json()["detail"]
     assert forged.status_code == 403 and forged.json()["refused"] == "forged_tenant"
     assert swapped.outcome is AdmissionOutcome.REFUSED
     assert "signed JSON body does not say what the request says" in (swapped.reason or "")

@@ -255,13 +255,16 @@ def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings)
     its principal, not RUNPLANE_INITIATOR); in dev mode on Kafka, as ``--as`` names."""
     import threading
 
-    from starlette.applications import Starlette
     from typer.testing import CliRunner
 
     from runplane.cli import app
     from runplane.serving.auth import Principals, token_digest
+    from runplane.serving.health import Health
     from runplane.serving.shell import run_http
+    from services.admission.http import HttpAdmission
+    from services.admission.identity import Authentication
     from services.admission.operate import HttpOperate
+    from services.admission.serve import http_app
 
     env = {
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -285,7 +288,10 @@ def test_the_cli_signals_and_cancels_and_refuses_with_exit_2(settings: Settings)
         executor_thread(own),
         Client(settings) as target,
         run_http(
-            Starlette(routes=HttpOperate(ops, target).routes()), "127.0.0.1", 0, stop
+            http_app(Health(), HttpAdmission(Authentication(), target), HttpOperate(ops, target)),
+            "127.0.0.1",
+            0,
+            stop,
         ) as server,
     ):
         url = ["--url", f"http://127.0.0.1:{server.port}"]

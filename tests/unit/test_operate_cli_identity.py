@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from starlette.applications import Starlette
+from fastapi import FastAPI
 from test_operate_http import PRINCIPALS, Inbox
 from typer.testing import CliRunner
 
@@ -35,7 +35,7 @@ BASE = {
 def served() -> Iterator[tuple[str, Inbox]]:
     inbox = Inbox()
     stop = threading.Event()
-    application = Starlette(routes=HttpOperate(PRINCIPALS, inbox).routes())
+    application = FastAPI(routes=HttpOperate(PRINCIPALS, inbox).routes())
     with run_http(application, "127.0.0.1", 0, stop) as server:
         yield f"http://127.0.0.1:{server.port}", inbox
 

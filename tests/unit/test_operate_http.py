@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.applications import Starlette
+from fastapi import FastAPI
 from starlette.testclient import TestClient
 
 from runplane.serving.auth import Principals, token_digest
@@ -78,7 +78,7 @@ class Inbox:
 
 
 def _client(inbox: Inbox) -> TestClient:
-    return TestClient(Starlette(routes=HttpOperate(PRINCIPALS, inbox).routes()))
+    return TestClient(FastAPI(routes=HttpOperate(PRINCIPALS, inbox).routes()))
 
 
 def test_a_signal_by_admission_key_carries_the_token_s_identity() -> None:

@@ -151,10 +151,13 @@ def _footer(console: Console, config: DemoConfig, outcome: DemoOutcome) -> None:
         f"  run queries     {ports.url('journal', '/runs')}   API docs {ports.url('journal', '/docs')}",
         "  metrics         " + "  ".join(ports.url(n, "/metrics") for n in SERVICE_PORTS),
         f"  logs            {config.stack.logs_dir}",
-        "[bold]Stop[/bold] everything: runplane down   (or make down)",
+        "  dashboard       docs/grafana/runplane.json   (Grafana: Dashboards > New > Import)",
+        "[bold]Prometheus[/bold]: scrape the six ports with this (prometheus.yml):",
     ]
     for line in lines:
         console.print(line, highlight=False)
+    console.print(Text(ports.scrape_config().rstrip()), highlight=False)
+    console.print("[bold]Stop[/bold] everything: runplane down   (or make down)", highlight=False)
 
 
 def _summary(console: Console, outcome: DemoOutcome) -> None:

@@ -18,6 +18,7 @@ import typer
 
 from runplane.config import SERVICE_PORTS, Settings
 from runplane.errors import ConfigError
+from runplane.serving.metrics import serving_as
 from runplane.serving.shell import setup_logging
 from runplane.serving.shutdown import install_signal_handlers
 from runplane.serving.tracing import configure as configure_tracing
@@ -53,7 +54,9 @@ def run_services(names: Sequence[str], settings: Settings, stop: threading.Event
 
     def run(name: str, fn: ServeFn) -> None:
         try:
-            fn(settings, stop)
+            # Each port serves its own service's metrics; the process's own on the first only.
+            with serving_as(name, process_metrics=name == names[0]):
+                fn(settings, stop)
         except ConfigError as exc:  # the deployment's to fix (an agent module refused at
             # start-up, a bad setting): its one-line message says what, a traceback nothing more
             log.error("service failed: %s", exc, extra={"service": name})

@@ -23,6 +23,7 @@ INITIATOR = "demo-emitter"  # who the example runs act for; four-eyes keeps it o
 APPROVER = "ada"  # the demo principal who approves the refund (role finance)
 SUPPORT_MODULE = "examples.support"  # the loop agent the demo runs beside the defaults
 TERMINAL = frozenset({"COMPLETED", "FAILED", "QUARANTINED"})
+DEMO_NAMESPACE = "runplane-demo"  # the namespace label the demo's scrape config gives its targets
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,32 @@ class DemoPorts:
 
     def health_urls(self) -> tuple[str, ...]:
         return tuple(self.url(name, "/healthz") for name in SERVICE_PORTS)
+
+    def scrape_config(self) -> str:
+        """A Prometheus ``scrape_configs`` entry for the six services' ``/metrics``, as YAML.
+
+        One target per service port: each serves its own service's metrics only (under
+        ``serve all`` too), so the six together count everything once. ``honor_labels`` keeps
+        runplane's own ``service`` label; the ``namespace`` label fills the dashboard's
+        namespace selector (docs/grafana/runplane.json) as the chart's scrape would.
+        """
+        config = {
+            "scrape_configs": [
+                {
+                    "job_name": "runplane",
+                    "honor_labels": True,
+                    "scrape_interval": "15s",
+                    "static_configs": [
+                        {
+                            "targets": [f"127.0.0.1:{self.services[name]}"],
+                            "labels": {"namespace": DEMO_NAMESPACE, "component": name},
+                        }
+                        for name in SERVICE_PORTS
+                    ],
+                }
+            ]
+        }
+        return yaml.safe_dump(config, sort_keys=False, default_flow_style=None)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ Two questions, two endpoints (an orchestrator must not restart a pod for being b
 * ``/healthz`` — the readiness answer under its old name, for existing callers (the demo, the
   CLI, scripts).
 
-``/metrics`` is prometheus-client's text format for the process-wide default registry.
+``/metrics`` is prometheus-client's text format of the service's own metrics
+(``runplane.serving.metrics``: under ``runplane serve all`` each port serves only its service's,
+not every service's six times); outside ``runplane serve``, of the default registry.
 
 ``run_http`` trusts ``X-Forwarded-Proto``/``X-Forwarded-For`` only from the peers listed in
 ``RUNPLANE_FORWARDED_ALLOW_IPS`` (comma-separated addresses or networks, ``*`` for any;
@@ -54,7 +56,7 @@ from typing import Any
 import redis
 import uvicorn
 from confluent_kafka import KafkaException
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -62,11 +64,13 @@ from starlette.routing import BaseRoute, Route
 
 from runplane.errors import ConfigError
 from runplane.serving.health import Health
+from runplane.serving.metrics import metrics_registry
 
 __all__ = [
     "DEFAULT_FORWARDED_ALLOW_IPS",
     "FORWARDED_ALLOW_IPS_ENV",
     "HttpServer",
+    "error_response",
     "health_routes",
     "install_backend_errors",
     "make_app",
@@ -85,8 +89,11 @@ def _answer(ok: bool, problems: dict[str, str], bad: str) -> Response:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
-def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> list[BaseRoute]:
-    """``/livez``, ``/readyz``, ``/healthz`` (= readyz) and ``/metrics`` for any Starlette app."""
+def health_routes(health: Health, registry: CollectorRegistry | None = None) -> list[BaseRoute]:
+    """``/livez``, ``/readyz``, ``/healthz`` (= readyz) and ``/metrics`` for any Starlette app;
+    ``/metrics`` serves ``registry``, by default the serving service's own metrics
+    (``runplane.serving.metrics.metrics_registry``, read here, in the service's thread)."""
+    served = metrics_registry() if registry is None else registry
 
     async def livez(_: Request) -> Response:
         return _answer(*health.liveness(), bad="stuck")
@@ -95,7 +102,7 @@ def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> lis
         return _answer(*health.readiness(), bad="unavailable")
 
     async def metrics(_: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(served), media_type=CONTENT_TYPE_LATEST)
 
     return [
         Route("/livez", livez, methods=["GET"]),
@@ -103,6 +110,20 @@ def health_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> lis
         Route("/healthz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+
+
+def error_response(
+    status: int,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    response: type[JSONResponse] = JSONResponse,
+    **fields: Any,
+) -> JSONResponse:
+    """The one error body of runplane's HTTP APIs: ``{"detail": why}`` — FastAPI's own, which
+    every ``HTTPException`` of the journal, worklist and admission apps answers — plus any
+    machine-readable ``fields`` (admission's ``refused`` code, a run's ``run_status``)."""
+    return response({"detail": detail, **fields}, status_code=status, headers=headers)
 
 
 def install_backend_errors(
@@ -114,10 +135,10 @@ def install_backend_errors(
     """
 
     async def redis_down(_: Request, exc: Exception) -> Response:
-        return response({"detail": f"{redis_holds} unavailable: {exc}"}, status_code=503)
+        return error_response(503, f"{redis_holds} unavailable: {exc}", response=response)
 
     async def kafka_down(_: Request, exc: Exception) -> Response:
-        return response({"detail": f"Kafka unavailable: {exc}"}, status_code=503)
+        return error_response(503, f"Kafka unavailable: {exc}", response=response)
 
     app.add_exception_handler(redis.RedisError, redis_down)
     app.add_exception_handler(KafkaException, kafka_down)

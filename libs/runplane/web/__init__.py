@@ -52,7 +52,8 @@ PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 )
-# The API and its docs (Swagger UI loads from a CDN) get the part that matters for them.
+# The API and its docs (Swagger UI's page runs an inline script) get the part that matters for
+# them; the docs' files are the service's own (runplane.serving.apidocs).
 _OTHER_CSP = "frame-ancestors 'none'"
 API_PREFIXES = ("/api/", "/docs", "/redoc", "/openapi.json", "/metrics", "/healthz")
 _COMMON_HEADERS = [
