@@ -78,6 +78,8 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("cases", "case", "compact", None, "CaseRecord"),
     _spec("tasks.commands", "task", "delete", 7, "task commands"),
     _spec("tasks", "task", "compact", None, "TaskRecord"),
+    _spec("schedules", "tenant/schedule", "compact", None, "Schedule: operators' timetables"),
+    _spec("schedules.fired", "tenant/schedule", "compact", None, "ScheduleFired: the sweeper's"),
     _spec("audit", "session", "delete", 3650, "AuditRecord: the verified public stream"),
     _spec("deadletter", "original key", "delete", 30, "undecodable or invalid records"),
 )
