@@ -41,27 +41,40 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
 from runplane.errors import RunplaneError
-from runplane.wire import CatchUp
+from runplane.wire import (
+    AdmissionOutcome,
+    AdmissionReply,
+    AdmissionRequest,
+    CatchUp,
+    Schedule,
+    ScheduleFired,
+)
 
 __all__ = [
     "MAX_CATCH_UP",
     "SCHEDULE_KEY_PREFIX",
     "Due",
+    "Firing",
     "ScheduleError",
     "Timetable",
+    "answered",
     "due_ticks",
     "name_problem",
+    "newest",
     "parse_every",
     "parse_tick_key",
+    "plan",
     "schedule_key",
     "tick_admission_key",
+    "tick_request",
+    "timetable_of",
 ]
 
 SCHEDULE_KEY_PREFIX: Final = "runplane.schedule/"
@@ -285,3 +298,102 @@ def _count(timetable: Timetable, after_ms: int, before_ms: int, limit: int = 10_
         if n >= limit:
             break
     return n
+
+
+# --- a stored schedule: what its sweeper sends, and what it then records ----------------------
+
+
+def timetable_of(schedule: Schedule) -> Timetable:
+    return Timetable(
+        cron=schedule.cron, tz=schedule.tz, every_ms=schedule.every_ms, anchor_ms=schedule.anchor_ms
+    )
+
+
+def tick_request(schedule: Schedule, tick_ms: int) -> AdmissionRequest:
+    """The admission request of one tick. A function of (schedule, tick) only — the tick, not
+    the clock, is its ``requested_ms`` — so a repeat is byte for byte the same request."""
+    return AdmissionRequest(
+        admission_key=tick_admission_key(schedule.tenant, schedule.name, tick_ms),
+        capability=schedule.capability,
+        input_json=schedule.input_json,
+        tenant=schedule.tenant,
+        initiator=schedule.initiator,
+        requested_ms=tick_ms,
+    )
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A sweep's decision for one schedule: send ``requests`` (in order), then record
+    ``fired`` (None: nothing changed, write nothing)."""
+
+    requests: tuple[AdmissionRequest, ...]
+    fired: ScheduleFired | None
+
+
+def plan(schedule: Schedule, fired: ScheduleFired | None, now_ms: int, *, grace_ms: int) -> Firing:
+    """What a sweep at ``now_ms`` sends for ``schedule``, given how far it has ``fired``.
+
+    Ticks after ``max(fired.through_ms, schedule.since_ms)`` count: creation and resume set
+    ``since_ms``, so a paused stretch is never caught up. A paused schedule sends nothing."""
+    if schedule.paused:
+        return Firing((), None)
+    after = schedule.since_ms if fired is None else max(fired.through_ms, schedule.since_ms)
+    due = due_ticks(
+        timetable_of(schedule),
+        after,
+        now_ms,
+        schedule.catch_up,
+        catch_up_max=schedule.catch_up_max,
+        grace_ms=grace_ms,
+    )
+    if due.through_ms == after:
+        return Firing((), None)
+    base = fired or ScheduleFired(
+        tenant=schedule.tenant, name=schedule.name, through_ms=after, updated_ms=now_ms
+    )
+    return Firing(
+        tuple(tick_request(schedule, t) for t in due.fire),
+        replace(
+            base,
+            through_ms=due.through_ms,
+            fired=base.fired + len(due.fire),
+            skipped=base.skipped + due.skipped,
+            last_tick_ms=due.fire[-1] if due.fire else base.last_tick_ms,
+            updated_ms=now_ms,
+        ),
+    )
+
+
+def answered(
+    fired: ScheduleFired, tick_ms: int, reply: AdmissionReply, now_ms: int
+) -> ScheduleFired | None:
+    """``fired`` once admission's ``reply`` to tick ``tick_ms`` is known; None when it says
+    nothing new (an older tick's answer, or a refusal already counted)."""
+    out = fired
+    if fired.last_outcome_tick_ms is None or tick_ms >= fired.last_outcome_tick_ms:
+        out = replace(
+            out,
+            last_outcome=reply.outcome.value,
+            last_outcome_tick_ms=tick_ms,
+            last_run_id=reply.run_id if reply.run_id is not None else out.last_run_id,
+        )
+    if reply.outcome is AdmissionOutcome.REFUSED and (
+        fired.last_refused_tick_ms is None or tick_ms > fired.last_refused_tick_ms
+    ):
+        out = replace(
+            out,
+            refused=out.refused + 1,
+            last_refusal=reply.reason or "refused",
+            last_refused_tick_ms=tick_ms,
+        )
+    return None if out == fired else replace(out, updated_ms=now_ms)
+
+
+def newest(a: ScheduleFired | None, b: ScheduleFired | None) -> ScheduleFired | None:
+    """Of two records of one schedule's progress, the one further along (``through_ms``, then
+    ``updated_ms``): a stale write by a sweeper that just lost the partition never moves a
+    schedule back — and if it did, the ticks it re-sends carry the keys admission has seen."""
+    if a is None or b is None:
+        return a or b
+    return max(a, b, key=lambda f: (f.through_ms, f.updated_ms))
