@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+from dataclasses import replace
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -11,15 +13,19 @@ from hypothesis import strategies as st
 
 from runplane.core.schedules import (
     MAX_CATCH_UP,
+    Firing,
     ScheduleError,
     Timetable,
+    answered,
     due_ticks,
     name_problem,
+    newest,
     parse_every,
     parse_tick_key,
+    plan,
     tick_admission_key,
 )
-from runplane.wire import CatchUp
+from runplane.wire import AdmissionOutcome, AdmissionReply, CatchUp, Schedule
 
 AMS = ZoneInfo("Europe/Amsterdam")
 HOUR = 3_600_000
@@ -199,7 +205,7 @@ def test_ticks_are_strictly_increasing_and_match_next_and_last(
     timetable: Timetable, after: int, span: int
 ) -> None:
     ticks = list(timetable.ticks(after, after + span))
-    assert all(a < b for a, b in zip(ticks, ticks[1:], strict=False))  # monotone, none twice
+    assert all(a < b for a, b in itertools.pairwise(ticks))  # monotone, none twice
     assert all(after < t <= after + span for t in ticks)
     for t in ticks:
         assert timetable.last_at_or_before(t) == t
@@ -254,3 +260,95 @@ def test_a_sweeper_waking_at_any_instants_fires_no_tick_twice_and_within_its_rul
         through = due.through_ms
     assert len(fired) == len(set(fired))  # no tick twice
     assert fired == sorted(fired)  # ticks monotone across wakes
+
+
+# --- a stored schedule: plan, answered, newest ------------------------------------------------
+
+
+def schedule(**kw: object) -> Schedule:
+    base: dict[str, object] = {
+        "tenant": "acme",
+        "name": "beat",
+        "capability": "report",
+        "input_json": '{"n": 1}',
+        "initiator": "olga",
+        "every_ms": 2_000,
+        "anchor_ms": 0,
+        "catch_up": CatchUp.EACH,
+        "catch_up_max": 10,
+        "since_ms": 0,
+        "created_ms": 0,
+        "updated_ms": 0,
+    }
+    base.update(kw)
+    return Schedule(**base)  # type: ignore[arg-type]
+
+
+def test_plan_sends_each_due_tick_with_its_key_and_records_how_far() -> None:
+    s = schedule()
+    first = plan(s, None, 5_000, grace_ms=60_000)
+    assert [r.admission_key for r in first.requests] == [
+        "runplane.schedule/acme/beat/2000",
+        "runplane.schedule/acme/beat/4000",
+    ]
+    assert all(r.requested_ms == int(r.admission_key.rsplit("/", 1)[1]) for r in first.requests)
+    assert {(r.tenant, r.initiator, r.capability, r.input_json) for r in first.requests} == {
+        ("acme", "olga", "report", '{"n": 1}')
+    }
+    assert first.fired is not None
+    assert (first.fired.through_ms, first.fired.fired, first.fired.last_tick_ms) == (
+        4_000,
+        2,
+        4_000,
+    )
+    # Repeated at the same instant from the same record: the same requests (a restart).
+    assert plan(s, None, 5_000, grace_ms=60_000).requests == first.requests
+    # From the recorded progress, nothing is due until the next tick.
+    assert plan(s, first.fired, 5_999, grace_ms=60_000) == Firing((), None)
+    later = plan(s, first.fired, 6_000, grace_ms=60_000)
+    assert [r.requested_ms for r in later.requests] == [6_000]
+
+
+def test_a_paused_schedule_sends_nothing_and_a_resumed_one_does_not_catch_up() -> None:
+    s = schedule()
+    fired = plan(s, None, 4_000, grace_ms=0).fired
+    assert plan(replace(s, paused=True), fired, 60_000, grace_ms=0) == Firing((), None)
+    resumed = replace(s, paused=False, since_ms=59_000)
+    assert [r.requested_ms for r in plan(resumed, fired, 60_000, grace_ms=0).requests] == [60_000]
+
+
+def reply(key: str, outcome: AdmissionOutcome, reason: str | None = None) -> AdmissionReply:
+    run = None if outcome is AdmissionOutcome.REFUSED else "run-1"
+    return AdmissionReply(
+        admission_key=key, outcome=outcome, run_id=run, reason=reason, replied_ms=1
+    )
+
+
+def test_answered_records_outcomes_and_counts_each_refusal_once() -> None:
+    fired = plan(schedule(), None, 4_000, grace_ms=0).fired
+    assert fired is not None
+    key = tick_admission_key("acme", "beat", 4_000)
+    refused = answered(fired, 4_000, reply(key, AdmissionOutcome.REFUSED, "unknown capability"), 9)
+    assert refused is not None
+    assert (refused.refused, refused.last_refusal, refused.last_refused_tick_ms) == (
+        1,
+        "unknown capability",
+        4_000,
+    )
+    assert refused.last_outcome == "REFUSED" and refused.updated_ms == 9
+    # The same reply read again (a restart re-reads replies): nothing new.
+    assert answered(refused, 4_000, reply(key, AdmissionOutcome.REFUSED, "x"), 10) is None
+    admitted = answered(refused, 6_000, reply(key, AdmissionOutcome.ADMITTED), 11)
+    assert admitted is not None and admitted.last_outcome == "ADMITTED"
+    assert admitted.last_run_id == "run-1" and admitted.refused == 1
+    # An older tick's late answer does not replace the newer outcome.
+    late = answered(admitted, 2_000, reply(key, AdmissionOutcome.DUPLICATE), 12)
+    assert late is None
+
+
+def test_newest_keeps_the_record_further_along() -> None:
+    a = plan(schedule(), None, 4_000, grace_ms=0).fired
+    b = plan(schedule(), a, 8_000, grace_ms=0).fired
+    assert a is not None and b is not None
+    assert newest(a, b) is b and newest(b, a) is b
+    assert newest(None, a) is a and newest(a, None) is a and newest(None, None) is None
