@@ -120,7 +120,7 @@ class TableTail(Generic[V]):
             self._consumer = Consumer(
                 consumer_config(
                     self.settings,
-                    f"{self.settings.topic_prefix}sweeper-{self.logical}-{uuid.uuid4().hex[:12]}",
+                    f"{self.settings.topic_prefix}sweeper-committed-{self.logical}-{uuid.uuid4().hex[:12]}",
                     **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
                 )
             )
@@ -202,7 +202,7 @@ class _Replies:
         topic = self._s.topic(REPLIES)
         consumer = Consumer(
             consumer_config(
-                self._s, f"{self._s.topic_prefix}sweeper-replies-{uuid.uuid4().hex[:12]}"
+                self._s, f"{self._s.topic_prefix}sweeper-committed-replies-{uuid.uuid4().hex[:12]}"
             )
         )
         wanted = [TopicPartition(topic, p, from_ms) for p in range(self._s.partitions)]
