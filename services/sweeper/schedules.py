@@ -20,7 +20,8 @@ keys; :func:`runplane.core.schedules.newest` keeps the further record.
 reply lands on its admission key's partition, not its schedule's) and records, for the
 schedules it owns, each tick's answer on ``schedules.fired`` (``last_outcome``, ``refused``,
 ``last_refusal``); a refusal is also written to ``deadletter`` with admission's reason. After
-a restart the replies are read again from the oldest unanswered tick's send time on.
+a restart, or when it takes over a partition, the replies are read again from the oldest
+unanswered tick's record time on.
 
 **Reading.** Both tables are read on from where the last sweep stopped (:class:`TableTail`),
 under ``read_committed``, to the end each sweep, so an operator's pause is seen within a
@@ -90,7 +91,7 @@ V = TypeVar("V", bound=Record)
 
 READ_TIMEOUT_S = 10.0
 SEND_TIMEOUT_S = 10.0
-# Replies are read again from this long before the oldest unanswered tick was recorded.
+# Replies are read from this long before the oldest unanswered tick was recorded.
 REPLY_LOOKBACK_MS = 60_000
 
 
@@ -193,12 +194,10 @@ class _Replies:
         self._s = settings
         self._serde = serde
         self._consumer: Consumer | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._consumer is not None
+        self.from_ms: int | None = None
 
     def start(self, from_ms: int) -> None:
+        self.close()
         topic = self._s.topic(REPLIES)
         consumer = Consumer(
             consumer_config(
@@ -215,6 +214,7 @@ class _Replies:
             ]
         )
         self._consumer = consumer
+        self.from_ms = from_ms
 
     def poll(self) -> list[_Reply]:
         assert self._consumer is not None
@@ -242,8 +242,6 @@ class _Replies:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
-
-
 
 
 class ScheduleFiring:
@@ -312,14 +310,17 @@ class ScheduleFiring:
             state = newest(read.get(key), self._wrote.get(key))
             if state is not None:
                 states[key] = state
-        if not self._replies.started:
-            unanswered = [
-                s.updated_ms
-                for s in states.values()
-                if s.last_tick_ms is not None
-                and (s.last_outcome_tick_ms is None or s.last_outcome_tick_ms < s.last_tick_ms)
-            ]
-            self._replies.start(min(unanswered, default=now_ms) - REPLY_LOOKBACK_MS)
+        unanswered = [
+            s.updated_ms
+            for s in states.values()
+            if s.last_tick_ms is not None
+            and (s.last_outcome_tick_ms is None or s.last_outcome_tick_ms < s.last_tick_ms)
+        ]
+        start = min(unanswered, default=now_ms) - REPLY_LOOKBACK_MS
+        # First sweep, or a partition just taken over with a tick unanswered from before where
+        # the replies are read from: (re)read them from there (an answer read twice is a no-op).
+        if self._replies.from_ms is None or start < self._replies.from_ms:
+            self._replies.start(start)
         return defs, states
 
     def _owned(self, key: str, partitions: list[int]) -> bool:

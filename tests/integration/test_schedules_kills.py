@@ -126,11 +126,14 @@ def rewind(settings: Settings, key: str, record: ScheduleFired) -> None:
     assert producer.flush(30) == 0
 
 
-def fired(settings: Settings) -> dict[str, ScheduleFired]:
+def fired(settings: Settings, *, deleted: bool = False) -> dict[str, ScheduleFired]:
+    """Each schedule's last progress record (``deleted``: also those tombstoned since)."""
     out: dict[str, ScheduleFired] = {}
     for key, value in read_all(settings, "schedules.fired"):
         if isinstance(value, ScheduleFired):
             out[key] = value
+        elif value is None and not deleted:
+            out.pop(key, None)
     return out
 
 
@@ -194,6 +197,8 @@ def test_a_schedule_survives_its_sweeper_sigkilled_twice(
             )
             paused = cli(settings, "pause", "beat")
             assert paused.returncode == 0, paused.stderr
+            deleted = cli(settings, "delete", "lost")
+            assert deleted.returncode == 0, deleted.stderr
             time.sleep(3)  # the pause is read within a sweep; nothing more fires
             expected = expected_ticks(rows["beat"], fired(settings)[beat])
             with contextlib.suppress(TimeoutError):  # the asserts below say what is missing
@@ -208,6 +213,8 @@ def test_a_schedule_survives_its_sweeper_sigkilled_twice(
     state = fired(settings)[beat]
     assert expected_ticks(rows["beat"], state) == expected  # paused: nothing fired since
     rows_after = {r["name"]: r for r in json.loads(cli(settings, "list", "--json").stdout)}
+    assert rows_after["beat"]["paused"] and rows_after["beat"]["next"] == []
+    assert rows_after["beat"]["fired"]["through_ms"] == state.through_ms
     runs = admitted_ticks(settings, "beat")
     missed = sorted(expected - set(runs))
     twice = sorted(t for t, n in runs.items() if n > 1)
@@ -230,8 +237,10 @@ def test_a_schedule_survives_its_sweeper_sigkilled_twice(
     print(f"ticks {len(expected)}, requests {sent.total()} (re-sent after kills: "
           f"{sent.total() - len(sent)}), runs {runs.total()}")  # fmt: skip
 
-    # The refused schedule: visible on its progress record and in deadletter.
-    gone = fired(settings)[lost]
+    # The refused schedule: visible on its progress record (until it was deleted: then its
+    # progress is a tombstone too) and in deadletter.
+    assert lost not in fired(settings) and "lost" not in rows_after
+    gone = fired(settings, deleted=True)[lost]
     assert gone.refused >= 1 and gone.last_outcome == "REFUSED"
     assert gone.last_refusal and "nobody-serves-this" in gone.last_refusal
     letters = [
@@ -240,4 +249,3 @@ def test_a_schedule_survives_its_sweeper_sigkilled_twice(
         if isinstance(v, DeadLetter) and v.service == "sweeper" and "default/lost" in v.reason
     ]
     assert letters, "no dead letter for a refused tick"
-    assert "refused" in rows_after["lost"]["fired"]["last_outcome"].lower()

@@ -42,6 +42,8 @@ def test_the_records_that_carry_a_tenant_are_the_ones_we_know() -> None:
         "AdmissionRequest",
         "OpenTask",
         "RegisterDeadline",
+        "Schedule",
+        "ScheduleFired",
         "SessionSnapshot",
         "StartRun",
     }

@@ -187,4 +187,6 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "runplane.v1.SessionSnapshot": _tenant,
     "runplane.v1.OpenTask": _tenant,
     "runplane.v1.RegisterDeadline": _tenant,
+    "runplane.v1.Schedule": _tenant,
+    "runplane.v1.ScheduleFired": _tenant,
 }
