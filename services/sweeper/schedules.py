@@ -117,16 +117,8 @@ class TableTail(Generic[V]):
                 self._next.pop(p, None)
         if not wanted:
             return {}
-        if self._consumer is None:
-            self._consumer = Consumer(
-                consumer_config(
-                    self.settings,
-                    f"{self.settings.topic_prefix}sweeper-committed-{self.logical}-{uuid.uuid4().hex[:12]}",
-                    **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
-                )
-            )
         topic = self.settings.topic(self.logical)
-        consumer = self._consumer
+        consumer = self._open()
         consumer.assign(
             [TopicPartition(topic, p, self._next.get(p, OFFSET_BEGINNING)) for p in wanted]
         )
@@ -138,21 +130,43 @@ class TableTail(Generic[V]):
                     raise RetryableError(f"{topic}: no end of {sorted(pending)} within the timeout")
                 for msg in consumer.consume(num_messages=1000, timeout=0.2):
                     p = msg.partition() or 0
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            pending.discard(p)
-                        elif err.fatal():
-                            raise KafkaException(err)
-                        continue
-                    self._next[p] = (msg.offset() or 0) + 1
-                    self._apply(p, msg.key(), msg.value())
+                    if self._ended(topic, msg.error()):
+                        pending.discard(p)
+                    elif msg.error() is None:
+                        self._next[p] = (msg.offset() or 0) + 1
+                        self._apply(p, msg.key(), msg.value())
         finally:
             consumer.unassign()
         out: dict[str, V] = {}
         for p in wanted:
             out.update(self.rows.get(p, {}))
         return out
+
+    def _open(self) -> Consumer:
+        if self._consumer is None:
+            group = f"{self.settings.topic_prefix}sweeper-committed-{self.logical}-"
+            self._consumer = Consumer(
+                consumer_config(
+                    self.settings,
+                    group + uuid.uuid4().hex[:12],
+                    **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
+                )
+            )
+        return self._consumer
+
+    @staticmethod
+    def _ended(topic: str, err: KafkaError | None) -> bool:
+        """Whether ``err`` is a partition's end; raises for the errors that do not pass."""
+        if err is None:
+            return False
+        if err.code() == KafkaError._PARTITION_EOF:
+            return True
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            # Not a wait: an older deployment's topics (runplane topics create).
+            raise RetryableError(f"{topic} does not exist", retry_after=60.0)
+        if err.fatal():
+            raise KafkaException(err)
+        return False
 
     def _apply(self, p: int, raw_key: object, value: object) -> None:
         rows = self.rows.setdefault(p, {})
