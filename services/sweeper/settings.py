@@ -20,7 +20,8 @@ class SweeperSettings:
     (``RUNPLANE_SWEEPER_REVALIDATE_MS``): the cost of a ghost from an aborted transaction is
     at most this long of repeated decisions; each check reads the partition once.
     ``schedule_grace_ms``: how late a tick of a ``skip`` schedule may still fire
-    (``RUNPLANE_SWEEPER_SCHEDULE_GRACE_MS``); older ones are skipped after downtime.
+    (``RUNPLANE_SWEEPER_SCHEDULE_GRACE_MS``, at least ``tick_ms``); older ones are skipped
+    after downtime.
     ``emitter_key``: signs schedule ticks sent to admission (``RUNPLANE_EMITTER_KEY[_FILE]``;
     none = unsigned, dev mode only).
     ``clock_offset_ms``: added to the wall clock
@@ -42,8 +43,11 @@ class SweeperSettings:
             raise ConfigError("RUNPLANE_SWEEPER_RETRY_MS must be at least 1")
         if self.revalidate_ms < 1:
             raise ConfigError("RUNPLANE_SWEEPER_REVALIDATE_MS must be at least 1")
-        if self.schedule_grace_ms < 0:
-            raise ConfigError("RUNPLANE_SWEEPER_SCHEDULE_GRACE_MS must not be negative")
+        if self.schedule_grace_ms < self.tick_ms:
+            # A tick is seen up to one sweep late: a shorter grace would skip every tick.
+            raise ConfigError(
+                "RUNPLANE_SWEEPER_SCHEDULE_GRACE_MS must be at least RUNPLANE_SWEEPER_TICK_MS"
+            )
 
     @classmethod
     def from_env(

@@ -275,11 +275,12 @@ def due_ticks(
         fire: list[int] = [latest]
     else:
         keep = catch_up_max if catch_up is CatchUp.EACH else MAX_CATCH_UP
-        floor = now_ms - grace_ms if catch_up is CatchUp.SKIP else after_ms
+        # The oldest tick that may fire: after the last one, and (skip) at most grace_ms old.
+        floor = max(after_ms + 1, now_ms - grace_ms) if catch_up is CatchUp.SKIP else after_ms + 1
         # Walk back from the latest: never through more ticks than can be kept.
         fire = []
         t: int | None = latest
-        while t is not None and t > max(after_ms, floor) and len(fire) < keep:
+        while t is not None and t >= floor and len(fire) < keep:
             fire.append(t)
             t = timetable.last_at_or_before(t - 1)
         fire.reverse()
