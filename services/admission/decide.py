@@ -73,6 +73,7 @@ from runplane.core.keys import (
 )
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.core.plan import Delegation
+from runplane.core.schedules import SCHEDULE_KEY_PREFIX
 from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.errors import TerminalError
 from runplane.signing.admission import Unsigned, Verification, Verified
@@ -305,13 +306,25 @@ def _duplicate(claim: AdmissionClaim, key: str, now_ms: int) -> Duplicate:
     )
 
 
-def _claims_a_child(key: str, verification: Verification) -> bool:
-    """A commissioned child's key (``runplane.core.keys.child_key``) from a tenant's emitter: it
-    could pre-empt the child and answer its parent. Only the platform's own emitter (any
+def _platform_key(key: str) -> str | None:
+    """What a key the platform mints is for — a commissioned child's (``keys.child_key``) or a
+    schedule's tick (``schedules.tick_key``) — or None for an emitter's own key."""
+    if parent_of(key) is not None:
+        return "runplane.child/ keys are the platform's (commissions)"
+    if key.startswith(SCHEDULE_KEY_PREFIX):
+        return "runplane.schedule/ keys are the platform's (schedule ticks)"
+    return None
+
+
+def _claims_a_platform_key(key: str, verification: Verification) -> str | None:
+    """Why a tenant's emitter may not send ``key``: a child's key could pre-empt the child and
+    answer its parent, a tick's key pre-empt the tick. Only the platform's own emitter (any
     tenant) — or dev mode, unsigned — may name one."""
-    if parent_of(key) is None:
-        return False
-    return isinstance(verification, Verified) and not verification.emitter.any_tenant
+    why = _platform_key(key)
+    if why is None:
+        return None
+    tenants = isinstance(verification, Verified) and not verification.emitter.any_tenant
+    return why if tenants else None
 
 
 def _problem(
@@ -463,14 +476,9 @@ def decide(
     who = identity_problem(record, verification, allow_unsigned=allow_unsigned)
     if who is not None:
         return refusal(key, Refusal(who[0].value), who[1], now_ms, tenant)
-    if _claims_a_child(key, verification):
-        return refusal(
-            key,
-            Refusal.BAD_KEY,
-            "runplane.child/ keys are the platform's (commissions)",
-            now_ms,
-            tenant,
-        )
+    reserved = _claims_a_platform_key(key, verification)
+    if reserved is not None:
+        return refusal(key, Refusal.BAD_KEY, reserved, now_ms, tenant)
     # Only this tenant's claim makes a duplicate: another tenant's key is not this one's.
     if isinstance(claim, AdmissionClaim) and claim.tenant == tenant:
         return _duplicate(claim, key, now_ms)

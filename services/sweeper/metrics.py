@@ -27,3 +27,9 @@ REVALIDATIONS = Counter(
 INDEX_ENTRIES = Gauge(
     "runplane_sweeper_index_entries", "Pending warn/breach entries in this instance's index"
 )
+SCHEDULE_TICKS = Counter(
+    "runplane_sweeper_schedule_ticks_total", "Schedule ticks sent to admission (repeats included)"
+)
+SCHEDULE_REFUSED = Counter(
+    "runplane_sweeper_schedule_refused_total", "Schedule ticks admission refused"
+)

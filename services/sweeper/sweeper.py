@@ -38,6 +38,10 @@ compacted and holds every open obligation, so nothing is lost, and because decis
 named from the obligation, nothing is decided twice. The stream then goes on from where Faust
 fetches, skipping what the rebuild already covers.
 
+**Schedules.** Each tick also fires the schedules of the partitions it owns
+(:mod:`services.sweeper.schedules`): they are keyed like ``cases`` is partitioned, so the
+owner of a ``cases`` partition is the single writer of that partition's ``schedules.fired``.
+
 **Running inside ``serve(settings, stop)``.** :meth:`Sweeper.run` owns one event loop in the
 calling thread (``runplane serve all`` runs each service in its own thread), starts the app as
 a ``mode`` service — not through ``faust.Worker``, which installs signal handlers and so only
@@ -71,6 +75,7 @@ from services.sweeper.committed import CommittedView, read_committed
 from services.sweeper.decide import Entry, decide_tick, entries_for
 from services.sweeper.faust_app import SweeperApp
 from services.sweeper.index import DueIndex
+from services.sweeper.schedules import ScheduleFiring
 from services.sweeper.settings import SweeperSettings
 from services.sweeper.topology import DEADLETTER, INPUT, OUTPUT, SERVICE
 
@@ -109,6 +114,7 @@ class Sweeper:
         self._lock: asyncio.Lock | None = None
         self._failure: BaseException | None = None
         self._faust: SweeperApp | None = None
+        self._schedules = ScheduleFiring(settings, self._serde)
         self.ready = threading.Event()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -120,6 +126,7 @@ class Sweeper:
             loop.run_until_complete(self._serve(loop, stop))
         finally:
             _close(loop)
+            self._schedules.close()
 
     async def _serve(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
         sweeper_app = SweeperApp(self._s.base, loop)
@@ -270,6 +277,9 @@ class Sweeper:
             async with self._index_lock():
                 sent += await self._sweep(p, now)
         metrics.INDEX_ENTRIES.set(self.index_size())
+        assert self._faust is not None
+        # Schedules live on partitions co-partitioned with cases: the same owner fires them.
+        await self._schedules.sweep(self._faust, assigned, now)
         return sent
 
     async def _position(self, p: int) -> int:

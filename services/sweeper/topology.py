@@ -8,7 +8,12 @@ SERVICE = "sweeper"
 
 INPUT = "cases"  # CaseRecord: the obligations to watch (read_committed, from offset 0 on rebuild)
 OUTPUT = "cases.commands"  # WarnDeadline, BreachDeadline (the cases service confirms them)
-DEADLETTER = "deadletter"  # case records the sweeper cannot decode
+DEADLETTER = "deadletter"  # case records the sweeper cannot decode; refused schedule ticks
+# Schedules (services.sweeper.schedules): read, fired to admission, progress recorded.
+SCHEDULES = "schedules"  # Schedule, written by operators (runplane schedules)
+SCHEDULES_FIRED = "schedules.fired"  # ScheduleFired: the sweeper is its single writer
+ADMISSION = "admission"  # a tick's AdmissionRequest
+REPLIES = "admission.replies"  # how admission answered a tick
 
 
 def group_id(settings: Settings) -> str:

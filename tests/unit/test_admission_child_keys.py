@@ -59,3 +59,17 @@ def test_the_delegation_travels_to_the_child_and_a_widened_one_starts_nothing() 
     plain = decide(None, "k2", POS, req(admission_key="k2"), CAPS, NOW)
     assert isinstance(plain, Admitted) and plain.start.delegation_json is None
     assert "delegation" not in plain.journal.attrs
+
+
+def test_a_tenant_emitter_cannot_pre_empt_a_schedule_tick_but_the_platform_can() -> None:
+    tick = "runplane.schedule/acme/nightly/1767225600000"
+    tenant = Verified(Emitter("billing-gw", "acme", (PUBLIC,)), KEY.key_id)
+    refused = decide(None, tick, POS, req(admission_key=tick), CAPS, NOW, verification=tenant)
+    assert isinstance(refused, Refused) and refused.code is Refusal.BAD_KEY
+    assert "schedule ticks" in refused.reply.reason
+    platform = Verified(Emitter("platform", None, (PUBLIC,), any_tenant=True), KEY.key_id)
+    for verification in (platform, Unsigned()):
+        admitted = decide(
+            None, tick, POS, req(admission_key=tick), CAPS, NOW, verification=verification
+        )
+        assert isinstance(admitted, Admitted)

@@ -93,6 +93,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.gate",
             "runplane.core.policy",
             "runplane.core.keys",
+            "runplane.core.schedules",
             "runplane.core.chain",
             "runplane.core.verify",
             "runplane.core.recording",

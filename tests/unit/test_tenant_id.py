@@ -44,6 +44,8 @@ def test_the_records_that_carry_a_tenant_are_the_ones_we_know() -> None:
         "OpenTask",
         "RegisterDeadline",
         "RunStatusUpdate",
+        "Schedule",
+        "ScheduleFired",
         "SessionSnapshot",
         "StartRun",
     }

@@ -23,14 +23,22 @@ from runplane.kafka.topics import (
 
 DESIGN_TOPICS = {
     "admission", "admission.claims", "admission.replies", "runs.inbox", "journal", "results",
-    "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "audit", "deadletter",
-    "runs.stream",
+    "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "schedules",
+    "schedules.fired", "runs.stream", "audit", "deadletter",
 }  # fmt: skip
 
 
 def test_the_catalogue_is_every_topic_of_the_design() -> None:
     assert {t.name for t in CATALOGUE} == DESIGN_TOPICS
-    assert {"admission.claims", "results", "sessions", "cases", "tasks"} == COMPACTED
+    assert {
+        "admission.claims",
+        "results",
+        "sessions",
+        "cases",
+        "tasks",
+        "schedules",
+        "schedules.fired",
+    } == COMPACTED
 
 
 def test_state_never_expires_and_the_journal_is_kept_forever() -> None:

@@ -395,6 +395,8 @@ def test_topic_records_match_the_contract() -> None:
         "cases",
         "tasks.commands",
         "tasks",
+        "schedules",
+        "schedules.fired",
         "audit",
         "deadletter",
         "runs.stream",

@@ -85,8 +85,9 @@ tree.register(app)  # `runs tree` (commissions): after runs, which owns the runs
 # Versions and replay testing: `journal export`, `replay`, `agents list`.
 from runplane.cli import agents as _agents  # noqa: E402
 from runplane.cli import replay as _replay  # noqa: E402
+from runplane.cli import schedules as _schedules  # noqa: E402
 
-for _module in (_replay, _agents):
+for _module in (_replay, _agents, _schedules):
     _module.register(app)
 
 

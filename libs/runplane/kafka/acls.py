@@ -112,8 +112,9 @@ ACCESS: dict[str, Access] = {
         txn_prefix="cases",
     ),
     "sweeper": Access(
-        reads=("cases",),
-        writes=("cases.commands", "deadletter"),
+        # schedules: fired to admission, progress on schedules.fired, answers from replies.
+        reads=("cases", "schedules", "schedules.fired", "admission.replies"),
+        writes=("cases.commands", "deadletter", "admission", "schedules.fired"),
         groups=("sweeper",),
         prefixed_groups=("sweeper-committed-",),
     ),
@@ -139,10 +140,11 @@ ACCESS: dict[str, Access] = {
         shared_groups=("runplane-client-",),
     ),
     # runplane signal / runs cancel: check the run (sessions, admission.claims), then write;
-    # runplane cases close: the CloseCase command.
+    # runplane cases close: the CloseCase command; runplane schedules: the schedules table.
     "operator": Access(
-        reads=("cases", "sessions", "admission.claims"),
-        writes=("runs.inbox", "cases.commands"),
+        # runplane schedules: the operators write schedules; list reads both tables.
+        reads=("cases", "sessions", "admission.claims", "schedules", "schedules.fired"),
+        writes=("runs.inbox", "cases.commands", "schedules"),
         shared_groups=("runplane-cli-", "runplane-client-"),
     ),
     # The chart's upgrade gate (`runplane replay --from-kafka`): the sessions table, then each

@@ -99,6 +99,8 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("cases", "case", "compact", None, "CaseRecord"),
     _spec("tasks.commands", "task", "delete", 7, "task commands"),
     _spec("tasks", "task", "compact", None, "TaskRecord"),
+    _spec("schedules", "tenant/schedule", "compact", None, "Schedule: operators' timetables"),
+    _spec("schedules.fired", "tenant/schedule", "compact", None, "ScheduleFired: the sweeper's"),
     _spec("audit", "session", "delete", 3650, "AuditRecord: the verified public stream"),
     # A view, never the truth: a run's live events are worth a day (a reconnect, a late look).
     _spec("runs.stream", "session", "delete", 1, "StreamEvent: runs' live deltas and progress"),

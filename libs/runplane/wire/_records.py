@@ -23,6 +23,7 @@ __all__ = [
     "CancelDeadline",
     "CaseRecord",
     "CaseReply",
+    "CatchUp",
     "ClaimTask",
     "CloseCase",
     "CloseTask",
@@ -50,6 +51,8 @@ __all__ = [
     "ResultEntry",
     "RunStatus",
     "RunStatusUpdate",
+    "Schedule",
+    "ScheduleFired",
     "Sensitivity",
     "SessionSnapshot",
     "Signal",
@@ -73,6 +76,14 @@ class AdmissionOutcome(enum.StrEnum):
     ADMITTED = "ADMITTED"
     DUPLICATE = "DUPLICATE"
     REFUSED = "REFUSED"
+
+
+class CatchUp(enum.StrEnum):
+    """What a schedule fires after downtime: SKIP the ticks older than the sweeper's grace, fire ONCE (the latest), or EACH (the latest catch_up_max)."""
+
+    SKIP = "SKIP"
+    ONCE = "ONCE"
+    EACH = "EACH"
 
 
 class DecisionOutcome(enum.StrEnum):
@@ -731,6 +742,73 @@ class RunStatusUpdate(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule(Record):
+    """A schedule: start a run of a capability on a timetable (topic schedules, key tenant/name; a tombstone deletes it). Written by operators (runplane schedules); read by the sweeper."""
+
+    avro_name: ClassVar[str] = "runplane.v1.Schedule"
+
+    #: The tenant every tick's run is admitted for.
+    tenant: TenantId
+    #: Unique within the tenant: 1 to 63 of a-z 0-9 . _ -.
+    name: str
+    capability: str
+    #: Every tick's run input, as JSON text.
+    input_json: str
+    #: Who the runs act for (the principal that created the schedule).
+    initiator: str
+    #: Five-field cron expression read in tz; null for an interval.
+    cron: str | None = None
+    #: IANA time zone of the cron expression.
+    tz: str = 'UTC'
+    #: Plain interval: ticks at anchor_ms + k * every_ms; null for cron.
+    every_ms: int | None = None
+    #: Where an interval's ticks are counted from (the creation instant).
+    anchor_ms: int = 0
+    #: What fires after downtime.
+    catch_up: CatchUp = CatchUp.SKIP
+    #: EACH: at most this many missed ticks are fired (the latest).
+    catch_up_max: int = 1
+    #: A paused schedule fires nothing; its ticks meanwhile are skipped.
+    paused: bool = False
+    #: Only ticks after this instant fire (set on creation and on resume).
+    since_ms: int
+    created_ms: int
+    updated_ms: int
+    #: Who wrote this version (create, pause, resume).
+    updated_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleFired(Record):
+    """How far the sweeper has fired a schedule, and how its ticks were answered (topic schedules.fired, key tenant/name, co-partitioned with schedules). The sweeper owning the partition is its single writer."""
+
+    avro_name: ClassVar[str] = "runplane.v1.ScheduleFired"
+
+    tenant: TenantId
+    name: str
+    #: The latest tick behind the schedule, fired or skipped: the next fires after it.
+    through_ms: int
+    #: Ticks sent to admission so far.
+    fired: int = 0
+    #: Ticks passed over by the catch-up rule or a pause.
+    skipped: int = 0
+    #: The last tick sent to admission.
+    last_tick_ms: int | None = None
+    #: How admission answered the latest answered tick: ADMITTED, DUPLICATE or REFUSED.
+    last_outcome: str | None = None
+    #: The tick last_outcome answers.
+    last_outcome_tick_ms: int | None = None
+    #: The run of the latest admitted (or duplicate) tick.
+    last_run_id: str | None = None
+    #: Ticks admission refused.
+    refused: int = 0
+    #: Why admission refused the latest refused tick.
+    last_refusal: str | None = None
+    last_refused_tick_ms: int | None = None
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSnapshot(Record):
     """The executor's compacted view of one session (topic sessions, key session_id)."""
 
@@ -940,6 +1018,8 @@ SCHEMAS: dict[str, str] = {
     'runplane.v1.ReleaseTask': '{"type":"record","name":"ReleaseTask","namespace":"runplane.v1","doc":"A principal releases its claim.","fields":[{"name":"task_id","type":"string"},{"name":"principal","type":"string","doc":"Set by the worklist from the authenticated token, never from a request body."},{"name":"at_ms","type":"long"}]}',
     'runplane.v1.ResultEntry': '{"type":"record","name":"ResultEntry","namespace":"runplane.v1","doc":"One call\'s result, with body (topic results, key session/era/call_seq, partitioned by session).","fields":[{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":"long"},{"name":"family","type":"string"},{"name":"name","type":"string"},{"name":"request_witness","type":"string"},{"name":"ok","type":"boolean"},{"name":"value_json","type":["null","string"],"default":null,"doc":"Canonical JSON of the returned value when ok."},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"stamp_ms","type":"long"},{"name":"attempts","type":"int","default":1},{"name":"body_digest","type":"string","doc":"Hex SHA-256 of the canonical body {ok, value, error}."},{"name":"label","type":{"type":"record","name":"Label","namespace":"runplane.v1","doc":"Trust, sensitivity and provenance carried by every payload.","fields":[{"name":"trust","type":{"type":"enum","name":"Trust","namespace":"runplane.v1","doc":"Trusted or untrusted origin. A reader meeting a trust it does not know reads UNTRUSTED (fail closed).","default":"UNTRUSTED","symbols":["TRUSTED","UNTRUSTED"]}},{"name":"sensitivity","type":{"type":"enum","name":"Sensitivity","namespace":"runplane.v1","doc":"Egress class of the payload. A reader meeting a sensitivity it does not know reads SECRET (fail closed: the strictest egress class).","default":"SECRET","symbols":["PUBLIC","INTERNAL","CONFIDENTIAL","SECRET"]}},{"name":"provenance","type":{"type":"array","items":"string"},"doc":"Concrete origins, e.g. tool://billing/charge, model:openai/gpt-4o, agent/refund; sorted, unique."}]}}]}',
     'runplane.v1.RunStatusUpdate': '{"type":"record","name":"RunStatusUpdate","namespace":"runplane.v1","doc":"The executor tells admission where a run is, so duplicates are answered with it (topic admission, key admission_key).","fields":[{"name":"admission_key","type":"string"},{"name":"run_id","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is. CANCELLED: an operator ended it (RUN_CANCELLED). A reader meeting a status it does not know (added by a newer writer) reads RUNNING: the run is past admission, in a state this reader cannot name.","default":"RUNNING","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED","CANCELLED"]}},{"name":"task_id","type":["null","string"],"default":null},{"name":"updated_ms","type":"long"},{"name":"seq","type":["null","long"],"default":null,"doc":"Journal seq of the record that set this status (orders updates; wall clocks of two owners do not). Null from writers that predate it."},{"name":"tenant","type":["null","string"],"default":null,"doc":"The run\'s tenant: admission finds the claim by (tenant, admission key). Null from writers that predate per-tenant claims (the claim written under the admission key alone is then the one updated)."}]}',
+    'runplane.v1.Schedule': '{"type":"record","name":"Schedule","namespace":"runplane.v1","doc":"A schedule: start a run of a capability on a timetable (topic schedules, key tenant/name; a tombstone deletes it). Written by operators (runplane schedules); read by the sweeper.","fields":[{"name":"tenant","type":"string","doc":"The tenant every tick\'s run is admitted for."},{"name":"name","type":"string","doc":"Unique within the tenant: 1 to 63 of a-z 0-9 . _ -."},{"name":"capability","type":"string"},{"name":"input_json","type":"string","doc":"Every tick\'s run input, as JSON text."},{"name":"initiator","type":"string","doc":"Who the runs act for (the principal that created the schedule)."},{"name":"cron","type":["null","string"],"default":null,"doc":"Five-field cron expression read in tz; null for an interval."},{"name":"tz","type":"string","default":"UTC","doc":"IANA time zone of the cron expression."},{"name":"every_ms","type":["null","long"],"default":null,"doc":"Plain interval: ticks at anchor_ms + k * every_ms; null for cron."},{"name":"anchor_ms","type":"long","default":0,"doc":"Where an interval\'s ticks are counted from (the creation instant)."},{"name":"catch_up","type":{"type":"enum","name":"CatchUp","namespace":"runplane.v1","doc":"What a schedule fires after downtime: SKIP the ticks older than the sweeper\'s grace, fire ONCE (the latest), or EACH (the latest catch_up_max).","symbols":["SKIP","ONCE","EACH"]},"default":"SKIP","doc":"What fires after downtime."},{"name":"catch_up_max","type":"int","default":1,"doc":"EACH: at most this many missed ticks are fired (the latest)."},{"name":"paused","type":"boolean","default":false,"doc":"A paused schedule fires nothing; its ticks meanwhile are skipped."},{"name":"since_ms","type":"long","doc":"Only ticks after this instant fire (set on creation and on resume)."},{"name":"created_ms","type":"long"},{"name":"updated_ms","type":"long"},{"name":"updated_by","type":["null","string"],"default":null,"doc":"Who wrote this version (create, pause, resume)."}]}',
+    'runplane.v1.ScheduleFired': '{"type":"record","name":"ScheduleFired","namespace":"runplane.v1","doc":"How far the sweeper has fired a schedule, and how its ticks were answered (topic schedules.fired, key tenant/name, co-partitioned with schedules). The sweeper owning the partition is its single writer.","fields":[{"name":"tenant","type":"string"},{"name":"name","type":"string"},{"name":"through_ms","type":"long","doc":"The latest tick behind the schedule, fired or skipped: the next fires after it."},{"name":"fired","type":"long","default":0,"doc":"Ticks sent to admission so far."},{"name":"skipped","type":"long","default":0,"doc":"Ticks passed over by the catch-up rule or a pause."},{"name":"last_tick_ms","type":["null","long"],"default":null,"doc":"The last tick sent to admission."},{"name":"last_outcome","type":["null","string"],"default":null,"doc":"How admission answered the latest answered tick: ADMITTED, DUPLICATE or REFUSED."},{"name":"last_outcome_tick_ms","type":["null","long"],"default":null,"doc":"The tick last_outcome answers."},{"name":"last_run_id","type":["null","string"],"default":null,"doc":"The run of the latest admitted (or duplicate) tick."},{"name":"refused","type":"long","default":0,"doc":"Ticks admission refused."},{"name":"last_refusal","type":["null","string"],"default":null,"doc":"Why admission refused the latest refused tick."},{"name":"last_refused_tick_ms","type":["null","long"],"default":null},{"name":"updated_ms","type":"long"}]}',
     'runplane.v1.SessionSnapshot': '{"type":"record","name":"SessionSnapshot","namespace":"runplane.v1","doc":"The executor\'s compacted view of one session (topic sessions, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"status","type":{"type":"enum","name":"RunStatus","namespace":"runplane.v1","doc":"Where a run is. CANCELLED: an operator ended it (RUN_CANCELLED). A reader meeting a status it does not know (added by a newer writer) reads RUNNING: the run is past admission, in a state this reader cannot name.","default":"RUNNING","symbols":["ADMITTED","RUNNING","AWAITING_HUMAN","PARKED","COMPLETED","FAILED","QUARANTINED","CANCELLED"]}},{"name":"era","type":"int"},{"name":"next_seq","type":"long"},{"name":"last_hash","type":"string"},{"name":"parked_on","type":["null",{"type":"record","name":"ParkedOn","namespace":"runplane.v1","doc":"What a run waits for.","fields":[{"name":"kind","type":{"type":"enum","name":"ParkKind","namespace":"runplane.v1","doc":"The kind of wait. A reader meeting a kind it does not know reads WAKE: the run waits to be woken.","default":"WAKE","symbols":["SIGNAL","TASK","CASE_REPLY","OPERATOR","WAKE"]}},{"name":"ref","type":"string","doc":"Signal name, task id, case request id."},{"name":"call_seq","type":["null","long"],"default":null},{"name":"era","type":"int","default":0}]}],"default":null},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"input_json","type":"string"},{"name":"checkpoint_json","type":["null","string"],"default":null,"doc":"Last reported checkpoint state (checkpointed runs)."},{"name":"output_json","type":["null","string"],"default":null},{"name":"error","type":["null",{"type":"record","name":"ErrorInfo","namespace":"runplane.v1","doc":"A recorded failure; replays re-raise exactly this.","fields":[{"name":"type","type":"string","doc":"Error class name, e.g. ToolError."},{"name":"message","type":"string"},{"name":"retryable","type":"boolean","default":false}]}],"default":null},{"name":"started_ms","type":"long"},{"name":"updated_ms","type":"long"},{"name":"in_flight_json","type":["null","string"],"default":null,"doc":"The announced call with no recorded outcome, as canonical JSON {era, call_seq, family, name, witness, recovery}: what a restore finds in doubt."},{"name":"pending_signals","type":{"type":"array","items":{"type":"record","name":"Signal","namespace":"runplane.v1","doc":"An external event for a run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"name","type":"string"},{"name":"payload_json","type":"string"},{"name":"sent_ms","type":"long"},{"name":"signal_id","type":["null","string"],"default":null,"doc":"The sender\'s idempotency id: a second signal with the same id for the run is not delivered again. Null = no deduplication (older senders)."},{"name":"sent_by","type":["null","string"],"default":null,"doc":"The authenticated principal that sent it (from the credential, never the body); journaled with the signal."}]}},"default":[],"doc":"Signals delivered before the run waited for them, in delivery order."},{"name":"era_started_ms","type":"long","default":0,"doc":"Stamp that opened the current era (the logical clock before its first call); 0 = started_ms."},{"name":"open_request_json","type":["null","string"],"default":null,"doc":"The request the run waits an answer for (an approval task or a case command), as canonical JSON {kind, ref, era, call_seq, family, name, witness, value}: kept across a checkpointed restore so the new era adopts it instead of asking again."},{"name":"doubts_json","type":["null","string"],"default":null,"doc":"Announced calls from earlier eras whose outcome is still unknown (checkpointed runs), as a canonical JSON list of {era, call_seq, family, name, witness, recovery, origin}: every later restore runs each one\'s declared recovery before the same call can be performed live again. Null = none."},{"name":"wake_at_ms","type":["null","long"],"default":null,"doc":"The journaled instant a durable timer (ctx.sleep, or a wait\'s timeout) wakes the run; the executor owning the partition delivers a Wake at or after it. Null = no timer."},{"name":"signal_ids","type":{"type":"array","items":"string"},"default":[],"doc":"Ids of the signals already accepted by the run (the most recent ones, bounded), so a redelivered signal is not delivered twice."},{"name":"cancel_json","type":["null","string"],"default":null,"doc":"A cancel request accepted and not yet ended, as canonical JSON {reason, by, at_ms, delivered}: the run ends RUN_CANCELLED once the agent has observed it and finished its clean-up."},{"name":"agent_version","type":["null","string"],"default":null,"doc":"The agent version serving the run (runplane.core.versions): a run continues on the newest deployed version of its line. Null: unversioned, or a writer older than this field."},{"name":"stranded_json","type":["null","string"],"default":null,"doc":"Set while no deployed version of the run\'s line can serve it (runplane.core.versions): canonical JSON {version, status, wake_at_ms} - the version it waits for and the status and timer it had, given back when an executor hosting its line takes it. The run is PARKED meanwhile (RUN_PARKED parked_on version:<v> journaled). Null = not stranded."},{"name":"held_json","type":["null","string"],"default":null,"doc":"Inbox records for the run that arrived while it was stranded, in arrival order, as a canonical JSON list of {topic, partition, offset, key, value, at_ms, reason} (key and value base64): served in that order, before anything newer, once a version of its line is deployed; never dead-lettered. Null = none."},{"name":"delegation_json","type":["null","string"],"default":null,"doc":"The Delegation the run runs under (from its StartRun), kept so a rebuilt run stays bounded by it. Null: none."},{"name":"parts","type":{"type":"map","values":"string"},"default":{},"doc":"Each effect family\'s own part of the run\'s state, by part name (the family\'s registry row says how its value is written and read): text a newer writer adds while it still writes the older fields above (wake_at_ms, signal_ids, cancel_json) for older readers. A reader takes a part from here first, from the older fields when it is absent. Absent = the part\'s default."}]}',
     'runplane.v1.Signal': '{"type":"record","name":"Signal","namespace":"runplane.v1","doc":"An external event for a run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"name","type":"string"},{"name":"payload_json","type":"string"},{"name":"sent_ms","type":"long"},{"name":"signal_id","type":["null","string"],"default":null,"doc":"The sender\'s idempotency id: a second signal with the same id for the run is not delivered again. Null = no deduplication (older senders)."},{"name":"sent_by","type":["null","string"],"default":null,"doc":"The authenticated principal that sent it (from the credential, never the body); journaled with the signal."}]}',
     'runplane.v1.StartRun': '{"type":"record","name":"StartRun","namespace":"runplane.v1","doc":"Start a run (topic runs.inbox, key session_id).","fields":[{"name":"session_id","type":"string"},{"name":"capability","type":"string"},{"name":"input_json","type":"string"},{"name":"case_id","type":["null","string"],"default":null},{"name":"admission_key","type":"string"},{"name":"tenant","type":"string"},{"name":"initiator","type":"string"},{"name":"admitted_hash","type":"string","doc":"Hash of the RunAdmitted record (seq 0): the chain\'s handover."},{"name":"admitted_ms","type":"long"},{"name":"agent_version","type":["null","string"],"default":null,"doc":"The emitter\'s version pin (the executor starts the run on the newest deployed version of that line); null: the newest version the executor hosts (or an unversioned agent, or a writer older than this field)."},{"name":"delegation_json","type":["null","string"],"default":null,"doc":"The Delegation the run runs under (see AdmissionRequest.delegation_json), also in seq 0\'s attrs (delegation). Null: none."},{"name":"input_label_json","type":["null","string"],"default":null,"doc":"The label the run\'s input carries when it is more than the admission input\'s (canonical JSON of a Label): a successor\'s (continue-as-new) is the join of everything its predecessor had read, so a conversation carried across does not come back trusted. Also in seq 0\'s attrs (input_label). Null: the admission input\'s label."}]}',
@@ -980,6 +1060,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     ReleaseTask,
     ResultEntry,
     RunStatusUpdate,
+    Schedule,
+    ScheduleFired,
     SessionSnapshot,
     Signal,
     StartRun,
@@ -992,6 +1074,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
 
 ENUM_TYPES: tuple[type[enum.StrEnum], ...] = (
     AdmissionOutcome,
+    CatchUp,
     DecisionOutcome,
     ExpiryPolicy,
     JournalKind,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,7 @@ class _Compiled:
 _COMPILED: dict[type[Record], _Compiled] = {}
 _BODY_WRITERS: dict[type[Record], Callable[[Record], bytes]] = {}
 _WRITERS: dict[bytes, _Writer] = {}
+_WRITERS_LOCK = threading.Lock()
 
 
 def parsed_schema(cls: type[Record]) -> Any:
@@ -95,9 +97,15 @@ def record_types() -> Mapping[str, type[Record]]:
 
 def _writers() -> dict[bytes, _Writer]:
     if not _WRITERS:
-        for cls in record_types().values():
-            c = _compiled(cls)
-            _WRITERS.setdefault(c.fingerprint, _Writer(c.parsed, cls))
+        # Built aside and added in one step: a thread that decodes while another builds must
+        # never see a part of the table (and call a known record's fingerprint unknown).
+        with _WRITERS_LOCK:
+            if not _WRITERS:
+                built: dict[bytes, _Writer] = {}
+                for cls in record_types().values():
+                    c = _compiled(cls)
+                    built.setdefault(c.fingerprint, _Writer(c.parsed, cls))
+                _WRITERS.update(built)
     return _WRITERS
 
 

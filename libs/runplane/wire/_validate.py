@@ -189,4 +189,6 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "runplane.v1.RegisterDeadline": _tenant,
     "runplane.v1.RunStatusUpdate": _tenant,
     "runplane.v1.AdmissionReply": _tenant,
+    "runplane.v1.Schedule": _tenant,
+    "runplane.v1.ScheduleFired": _tenant,
 }

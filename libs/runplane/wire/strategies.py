@@ -49,6 +49,8 @@ FIELD_OVERRIDES: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("RegisterDeadline", "tenant"): st.none() | TENANT,
     ("RunStatusUpdate", "tenant"): st.none() | TENANT,
     ("AdmissionReply", "tenant"): st.none() | TENANT,
+    ("Schedule", "tenant"): TENANT,
+    ("ScheduleFired", "tenant"): TENANT,
     ("Label", "provenance"): st.lists(st.text(max_size=12), unique=True, max_size=4).map(sorted),
 }
 
