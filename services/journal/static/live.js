@@ -14,7 +14,8 @@
   var KINDS = ["TURN_STARTED", "TEXT_DELTA", "TOOL_CALL_DELTA", "TOOL_CALL_PROPOSED",
     "TOOL_CALL_STARTED", "TOOL_CALL_FINISHED", "TOOL_CALL_REFUSED", "PARKED", "RESUMED",
     "ENDED", "PROGRESS"];
-  var slots = {};  // "era/call_seq" -> {attempt, item, text}
+  var slots = {};  // "era/call_seq" -> {attempt, item, text, turn}
+  var turns = 0;   // the run's turns in the order they began (a restarted one keeps its number)
   var ended = false;
 
   function say(text, cls) {
@@ -44,16 +45,17 @@
     var seen = slots[key];
     if (seen && seen.attempt !== ev.attempt) {
       if (seen.item) { seen.item.classList.add("superseded"); }
-      line(ev, "↻ call " + key + " restarted (attempt " + ev.attempt + "): the text above" +
-        " is superseded", "wait").classList.add("restart");
-      seen = null;
+      line(ev, "↻ call " + key + " restarted (attempt " + ev.attempt + "): what its earlier" +
+        " attempt showed is superseded", "wait").classList.add("restart");
+      seen = slots[key] = {attempt: ev.attempt, item: null, text: null, turn: seen.turn};
     }
-    if (!seen) { seen = slots[key] = {attempt: ev.attempt, item: null, text: null}; }
+    if (!seen) { seen = slots[key] = {attempt: ev.attempt, item: null, text: null, turn: 0}; }
     return seen;
   }
 
   function turn(ev, s, title) {
-    var li = line(ev, title, "");
+    if (!s.turn) { s.turn = ++turns; }
+    var li = line(ev, "── turn " + s.turn + title, "");
     li.classList.add("turn");
     var text = document.createElement("span");
     text.className = "live-text";
@@ -64,11 +66,11 @@
 
   var show = {
     TURN_STARTED: function (ev, p, s) {
-      turn(ev, s, "── turn " + ev.call_seq + " · " + (p.provider || "?") + "/" + (p.model || "?"));
+      turn(ev, s, " · " + (p.provider || "?") + "/" + (p.model || "?"));
     },
     TEXT_DELTA: function (ev, p, s) {
       if (!s) { return; }
-      if (!s.text) { turn(ev, s, "── turn " + ev.call_seq); }  // joined mid-generation
+      if (!s.text) { turn(ev, s, ""); }  // joined mid-generation
       s.text.appendChild(document.createTextNode(String(p.text || "")));
       list.scrollTop = list.scrollHeight;
     },
