@@ -44,7 +44,6 @@ from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.fakes import FakeOpenAIServer
 from runplane.fakes._http import Request, Response
-from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.runs.stream import follow
 from runplane.serving.auth import Principals, token_digest
@@ -53,6 +52,7 @@ from runplane.wire import RunStatus
 from services.executor.settings import ExecutorSettings
 from services.journal.api import build_api
 from tests.helpers.harness import admit, executor_thread, plain_producer
+from tests.helpers.known_runs import KnownRuns
 from tests.helpers.stream_agent import narrate
 
 TOKENS = 40
@@ -97,19 +97,6 @@ class StampingModel(FakeOpenAIServer):
             return response
         stamped: Any = _Stamped(response.events, response.pace_s)
         return replace(response, events=stamped, pace_s=0.0)
-
-
-class _Index:
-    """The runs under measurement, for the API's lookup (the Redis index is not measured)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, RunSummary] = {}
-
-    def get(self, run_id: str) -> RunSummary | None:
-        return self.runs.get(run_id)
-
-    def list(self, f: RunFilter) -> list[RunSummary]:
-        return []
 
 
 @dataclass
@@ -160,9 +147,9 @@ async def _watch(client: httpx.AsyncClient, run_id: str, out: Watched) -> None:
 
 
 @contextlib.contextmanager
-def _served(settings: Settings) -> Iterator[tuple[str, _Index]]:
+def _served(settings: Settings) -> Iterator[tuple[str, KnownRuns]]:
     """The journal API's stream endpoint over ``settings``' topics, on a free port."""
-    index = _Index()
+    index = KnownRuns()
     app = build_api(
         lambda: index,  # type: ignore[arg-type,return-value]
         None,  # type: ignore[arg-type]
@@ -187,7 +174,7 @@ def _executor(settings: Settings, model_url: str, *, stream: bool) -> ExecutorSe
 
 
 async def _watched_runs(
-    settings: Settings, base: str, index: _Index, n: int, timeout_s: float
+    settings: Settings, base: str, index: KnownRuns, n: int, timeout_s: float
 ) -> list[Watched]:
     """Admit ``n`` runs at once and read each one's stream to its end, one client each."""
     limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)

@@ -19,7 +19,6 @@ import pytest
 
 from runplane.config import Settings
 from runplane.fakes import FakeAnthropicServer, FakeOpenAIServer, scripted
-from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.providers import ToolRegistry
 from runplane.runs.stream import follow
@@ -31,6 +30,7 @@ from services.journal.api import build_api
 from services.journal.serve import KafkaRunReader
 from tests.helpers import loop_broker as L
 from tests.helpers.harness import admit, executor_thread, plain_producer, sessions
+from tests.helpers.known_runs import KnownRuns
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -69,25 +69,10 @@ def _no_python_tools_of_other_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("runplane.providers._catalog.TOOLS", ToolRegistry())
 
 
-class _Index:
-    """The run index, for the one run under test: the run page and its stream look the run
-    up here; its journal is read from the broker (the audit loop and Redis indexer are the
-    runs UI test's, ``test_runs_ui.py``)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, RunSummary] = {}
-
-    def get(self, run_id: str) -> RunSummary | None:
-        return self.runs.get(run_id)
-
-    def list(self, f: RunFilter) -> list[RunSummary]:
-        return list(self.runs.values())
-
-
 @pytest.fixture
-def ui(stack_settings: Settings) -> Iterator[tuple[str, _Index]]:
+def ui(stack_settings: Settings) -> Iterator[tuple[str, KnownRuns]]:
     settings = stack_settings
-    index = _Index()
+    index = KnownRuns()
     readers = Principals.from_data(
         [{"name": "ada", "token_sha256": token_digest(TOKEN), "roles": [], "tenant": "acme"}]
     )
@@ -105,7 +90,7 @@ def ui(stack_settings: Settings) -> Iterator[tuple[str, _Index]]:
 
 def test_the_run_page_shows_a_streaming_loop_token_by_token_until_it_ends(
     stack_settings: Settings,
-    ui: tuple[str, _Index],
+    ui: tuple[str, KnownRuns],
     chromium: Any,
     output_dir: Path,
     tmp_path: Path,

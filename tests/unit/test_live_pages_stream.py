@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -119,34 +119,15 @@ RUN_EVENTS = [
 ]
 
 
-class RunFollow:
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    async def __call__(
-        self,
-        run_id: str,
-        *,
-        after: int | None,
-        since_ms: int | None,
-        to_end: bool,
-        idle_s: float | None,
-    ) -> AsyncGenerator[StreamItem | None]:
-        self.calls.append({"run_id": run_id, "after": after, "since_ms": since_ms})
-        for item in RUN_EVENTS:
-            if after is None or item.id > after:
-                yield item
-
-
 @pytest.fixture
-def worklist() -> Iterator[tuple[str, RunFollow]]:
+def worklist() -> Iterator[tuple[str, FakeFollow]]:
     principals = Principals.from_data(
         [
             {"name": "ada", "token_sha256": token_digest("ada-token"), "roles": ["finance"]},
             {"name": "cy", "token_sha256": token_digest("cy-token"), "roles": ["support"]},
         ]
     )
-    follow = RunFollow()
+    follow = FakeFollow(RUN_EVENTS)
     app = build_app(_worklist(MemoryTasks({"run-1/0/1": record()})), principals, stream=follow)
     stop = threading.Event()
     with run_http(app, "127.0.0.1", 0, stop) as server:
@@ -155,7 +136,7 @@ def worklist() -> Iterator[tuple[str, RunFollow]]:
 
 
 def test_the_task_page_gets_the_calls_its_run_proposes_and_its_end(
-    worklist: tuple[str, RunFollow],
+    worklist: tuple[str, FakeFollow],
 ) -> None:
     base, follow = worklist
     with httpx.Client(base_url=base, timeout=20) as c:
@@ -171,7 +152,12 @@ def test_the_task_page_gets_the_calls_its_run_proposes_and_its_end(
         assert [(i, k) for i, k, _ in got] == [(2, "TOOL_CALL_PROPOSED"), (4, "ENDED")]
         assert got[0][2]["payload"] == PROPOSED
         # The task's run, from the task's opening on.
-        assert follow.calls[-1] == {"run_id": "run-1", "after": None, "since_ms": 1_000}
+        assert follow.calls[-1] == {
+            "run_id": "run-1",
+            "after": None,
+            "since_ms": 1_000,
+            "to_end": False,  # open: followed until the run's end
+        }
         resumed = c.get("/tasks/run-1/0/1/live", headers={"Last-Event-ID": "2"})
         assert [i for i, _, _ in _events(resumed.text)] == [4]
         assert c.get("/tasks/run-1/0/1/live", headers={"Last-Event-ID": "-1"}).status_code == 400
