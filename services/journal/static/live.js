@@ -119,6 +119,11 @@
       if (!ended) { say("over — the stream's retained events are shown", "ended"); }
       return;
     }
+    if (source.readyState === EventSource.CLOSED) {
+      // Refused (not signed in any more, streaming not configured): the browser gives up.
+      say("not available — reload to try again", "retry");
+      return;
+    }
     say("reconnecting…", "retry");  // EventSource retries with Last-Event-ID by itself
   };
   KINDS.forEach(function (kind) {
