@@ -24,6 +24,9 @@ Starts the local stack unless it already answers, then runs, in this order and i
                            beside a lone in-process read whose announce rides (one commit).
 - ``benchmarks.loop``      the agent loop's overhead per turn and per tool call, beside bare
                            ``ctx.generate`` / ``ctx.tool`` calls (instant model and tool).
+- ``benchmarks.stream``    live streams: a token from the fake model to an SSE client (p50/p99),
+                           200 runs watched at once (events lost or duplicated per client), and
+                           runs/s streamed vs not (ratio, same run).
 - ``benchmarks.txn``       one transaction shaped like admission's, phase by phase: back to
                            back with our ``retry.backoff.ms`` and with the old 5 ms, spaced out,
                            and by partitions written.
@@ -68,6 +71,7 @@ ORDER = (
     "fanout",
     "announce",
     "loop",
+    "stream",
     "txn",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]

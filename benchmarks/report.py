@@ -314,6 +314,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "fanout": "Fan-out: N slow tool calls in one run, at once vs in sequence (the baseline)",
         "announce": "Announce before act: a lone generation (two commits) vs a lone read (one)",
         "loop": "Agent loop: overhead per turn and per tool call beside bare generate/tool calls",
+        "stream": "Live streams: token → SSE client, 200 runs watched at once, streamed vs not",
         "txn": "One transaction, phase by phase: back to back, with the old backoff, spaced out",
     }
     for name, entry in benches.items():

@@ -35,13 +35,10 @@ the reason; nothing is a 500.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Annotated, Any, Protocol
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
@@ -49,19 +46,17 @@ from pydantic import BaseModel, Field
 from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter, RunIndex
-from runplane.journal.summary import TERMINAL, RunSummary
-from runplane.runs.stream import BadEventId, StreamItem, sse
-from runplane.runs.stream import last_event_id as last_event_id_of
+from runplane.journal.summary import RunSummary
+from runplane.runs.stream import Follow
 from runplane.serving.apidocs import api_app
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.serving.shell import install_backend_errors
 from runplane.wire import RunStatus, to_dict
 from services.journal.auth import body_reader, run_reader
+from services.journal.live import stream_response
 from services.journal.repair import Repairer, install_repair_routes
-from services.journal.runs import DEFAULT_MAX_SCANS, RunReader, Runs, ScanLimit, scan_since
+from services.journal.runs import DEFAULT_MAX_SCANS, RunReader, Runs, ScanLimit
 from services.journal.ui import install_ui
-
-log = logging.getLogger(__name__)
 
 RunId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 
@@ -175,7 +170,7 @@ def build_api(
     _install_stream_route(app, runs, stream)
     install_repair_routes(app, runs, readers, repairer)  # POST resume/fork/erase (operators)
     if ui:
-        install_ui(app, runs, readers, public_origin=public_origin)
+        install_ui(app, runs, readers, public_origin=public_origin, stream=stream)
     return app
 
 
@@ -262,23 +257,6 @@ def _install_journal_routes(app: FastAPI, runs: Runs) -> None:
         )
 
 
-class Follow(Protocol):
-    """``runplane.runs.stream.follow`` with the deployment's settings bound."""
-
-    def __call__(
-        self,
-        run_id: str,
-        *,
-        after: int | None,
-        since_ms: int | None,
-        to_end: bool,
-        idle_s: float | None,
-    ) -> AsyncGenerator[StreamItem | None]: ...
-
-
-KEEP_ALIVE_S = 15.0
-
-
 def _install_stream_route(app: FastAPI, runs: Runs, follow: Follow | None) -> None:
     """``GET /runs/{id}/stream``: the run's live events as server-sent events."""
 
@@ -294,34 +272,7 @@ def _install_stream_route(app: FastAPI, runs: Runs, follow: Follow | None) -> No
         last_event_id: str | None = Header(None),
         after: int | None = Query(None, ge=0, description="resume after this event id"),
     ) -> StreamingResponse:
-        try:
-            resume = last_event_id_of(last_event_id)
-        except BadEventId as exc:
-            raise HTTPException(400, str(exc)) from exc
-        resume = after if resume is None else resume
-        summary = await asyncio.to_thread(runs.known, run_id, who)  # 404: unknown, or not yours
-        if follow is None:
-            raise HTTPException(503, "streaming is not configured on this instance")
-        events = follow(
-            run_id,
-            after=resume,
-            since_ms=None if resume is not None else scan_since(summary),
-            to_end=summary.status in TERMINAL,
-            idle_s=KEEP_ALIVE_S,
-        )
-
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                async for item in events:
-                    yield b": keep-alive\n\n" if item is None else sse(item)
-            except (RunplaneError, KafkaException) as exc:
-                # The head is sent: end the stream; the client reconnects with Last-Event-ID.
-                log.warning("run stream %s ended early: %s", run_id, exc)
-            finally:
-                await events.aclose()  # a watcher gone: its reader thread stops now
-
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+        return await stream_response(runs, follow, run_id, who, last_event_id, after)
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,15 @@
   its verification verdict (the chain verified now from the topics, next to the journal
   service's own); its parent and children and other runs its records name (fork,
   successor); its case — version, obligations and (auditors) state, read from ``cases``
-  (``services.journal.ui_case``); and its journal as a timeline — each record's kind,
-  effect, time, cost, label and facts.
+  (``services.journal.ui_case``); its live panel — the run's stream as it happens (text as
+  the model sends it, tool calls proposed, started, finished or refused, parked, resumed,
+  ended; a restarted attempt announced), read by the page's ``live.js`` from
+  ``/ui/stream/{run_id}``; and its journal as a timeline — each record's kind, effect, time,
+  cost, label and facts.
+- ``GET /ui/stream/{run_id}`` — the run's live stream as server-sent events for the page
+  (``services.journal.live``, the same answer as ``GET /runs/{id}/stream``): the browser's
+  ``EventSource`` cannot send a bearer header, so this one takes the sign-in cookie, which
+  lives under ``/ui`` only. ``Last-Event-ID`` resumes it as the API's does.
 - ``POST /ui/signin`` · ``/ui/signout``.
 
 Same authentication and tenancy as the API (``services.journal.api``): any configured
@@ -22,8 +29,9 @@ shared with the worklist page.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from confluent_kafka import KafkaException
@@ -35,7 +43,8 @@ from starlette.concurrency import run_in_threadpool
 from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
-from runplane.journal.summary import RunSummary
+from runplane.journal.summary import TERMINAL, RunSummary
+from runplane.runs.stream import Follow
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.web import (
     SecurityHeaders,
@@ -50,6 +59,7 @@ from runplane.web import (
 )
 from runplane.wire import CaseRecord, JournalRecord, RunStatus
 from services.journal.auth import AUDITOR
+from services.journal.live import stream_response
 from services.journal.runs import Runs
 from services.journal.ui_case import case_section, related_section
 from services.journal.ui_overview import (
@@ -74,6 +84,11 @@ _PAGE_LIMIT = 200
 
 def run_href(run_id: str) -> str:
     return "/ui/runs/" + quote(run_id, safe="")
+
+
+def stream_href(run_id: str) -> str:
+    """Where the run page's live panel reads the run's stream (under the cookie's path)."""
+    return "/ui/stream/" + quote(run_id, safe="")
 
 
 def _kind_class(kind: str) -> str:
@@ -264,6 +279,8 @@ class RunsPage:
         )
         body = _template("run.html").substitute(
             run_id=e(run_id),
+            stream_href=e(stream_href(run_id)),
+            over="true" if summary.status in TERMINAL else "false",
             status=e(summary.status or "—"),
             status_class=status_class(summary.status),
             capability=e(summary.capability or "—"),
@@ -378,11 +395,39 @@ def _attr_value(key: str, value: str) -> str:
     return e(value)
 
 
+def _live(page: RunsPage, runs: Runs, stream: Follow | None) -> Callable[..., Any]:
+    """The run page's live stream (``/ui/stream/{run}``): an EventSource sends the sign-in
+    cookie, not a bearer header."""
+
+    async def live(request: Request) -> Response:
+        # Identity from the sign-in cookie, tenancy from that principal (``stream_response``
+        # looks the run up as theirs): nothing in the request names who is asking.
+        who = page.who(request)
+        if who is None:
+            return Response("sign in first", status_code=401, media_type="text/plain")
+        # The header first (EventSource's reconnect), else ?after= — read by the same rule.
+        resume = request.headers.get("last-event-id") or request.query_params.get("after")
+        try:
+            return await stream_response(
+                runs, stream, request.path_params["run_id"], who, resume, None
+            )
+        except HTTPException as exc:
+            return Response(str(exc.detail), status_code=exc.status_code, media_type="text/plain")
+
+    return live
+
+
 def install_ui(
-    app: FastAPI, runs: Runs, principals: PrincipalSource, *, public_origin: str | None = None
+    app: FastAPI,
+    runs: Runs,
+    principals: PrincipalSource,
+    *,
+    public_origin: str | None = None,
+    stream: Follow | None = None,
 ) -> None:
     """Add the runs UI's routes (hidden from the OpenAPI description), its stylesheet and the
-    security headers (the page CSP on ``/ui`` only: the rest of the app is the JSON API)."""
+    security headers (the page CSP on ``/ui`` only: the rest of the app is the JSON API).
+    ``stream``: follows a run's live stream for the run page (None: the panel says so)."""
     page = RunsPage(runs, principals, public_origin)
     app.add_middleware(SecurityHeaders, pages=("/ui",))
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
@@ -423,3 +468,9 @@ def install_ui(
     app.add_route("/ui/signin", signin, methods=["POST"], include_in_schema=False)
     app.add_route("/ui/signout", signout, methods=["POST"], include_in_schema=False)
     app.add_route("/ui/runs/{run_id:path}", show, methods=["GET"], include_in_schema=False)
+    app.add_route(
+        "/ui/stream/{run_id:path}",
+        _live(page, runs, stream),
+        methods=["GET"],
+        include_in_schema=False,
+    )

@@ -7,6 +7,10 @@
   comment. An operator task (a call whose outcome is in doubt) shows the call's name and
   arguments instead, and three answers: it happened (with the observed result as JSON), it
   did not happen (perform it again), or give up (record it failed).
+- ``GET /tasks/{task_id}/live`` — while the task is open, the calls its run proposes as they
+  arrive (the run's live stream, ``runplane.runs.stream``, kept to ``TOOL_CALL_PROPOSED`` and
+  ``ENDED``, from the task's opening on), as server-sent events for ``worklist.js``; only to
+  a person who may see the task (404 otherwise, as for the page).
 - ``POST /signin`` · ``/signout`` · ``/tasks/{task_id}/claim|release|decide`` — form posts,
   answered with a redirect (post/redirect/get) and a one-time message.
 
@@ -33,11 +37,20 @@ from urllib.parse import quote
 
 import redis
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from runplane.errors import RetryableError
+from runplane.runs.stream import (
+    KEEP_ALIVE_S,
+    SSE_HEADERS,
+    BadEventId,
+    Follow,
+    StreamItem,
+    last_event_id,
+    sse_body,
+)
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.web import (
     SecurityHeaders,
@@ -50,7 +63,7 @@ from runplane.web import (
     signin_html,
     when,
 )
-from runplane.wire import DecisionOutcome, TaskKind, TaskRecord, TaskStatus
+from runplane.wire import DecisionOutcome, StreamKind, TaskKind, TaskRecord, TaskStatus
 from services.worklist.access import ACTIVE, visible_to
 from services.worklist.actions import ActionError, Choice, Filter, Worklist, result_comment
 from services.worklist.answers import OperatorCall, answer_value, operator_call, parse_json
@@ -78,8 +91,10 @@ class Page:
         principals: PrincipalSource,
         public_origin: str | None = None,
         runs_ui: str | None = None,
+        stream: Follow | None = None,
     ) -> None:
         self.runs_ui = runs_ui
+        self.stream = stream
         self.worklist = worklist
         self.principals = principals
         self.session = Session(TOKEN_COOKIE, FLASH_COOKIE, public_origin)
@@ -191,8 +206,21 @@ class Page:
             else f'<pre class="answer" id="answer">{e(pretty(answer_value(task)))}</pre>',
             details=self._details(task),
             actions=self._actions(task, who, why),
+            live=self._live(task),
         )
         return self.render(request, t.question, body, who)
+
+    def _live(self, task: TaskRecord) -> str:
+        """The panel ``worklist.js`` fills with the calls the run proposes while the task is
+        open (hidden until one arrives; absent without streaming or once decided)."""
+        if self.stream is None or task.status not in ACTIVE:
+            return ""
+        href = e(task_href(task.task.task_id, "live"))
+        return (
+            f'<section class="live-calls" id="live-calls" data-stream="{href}" hidden>'
+            "<h2>Calls the run proposes, as they arrive</h2>"
+            '<ol id="live-calls-list"></ol></section>'
+        )
 
     def _run_link(self, session_id: str) -> str:
         code = f"<code>{e(session_id)}</code>"
@@ -327,6 +355,11 @@ def _badge(task: TaskRecord) -> str:
 Action = Callable[[Request, Principal, dict[str, str]], Response]
 
 
+def _proposed_or_ended(item: StreamItem) -> bool:
+    """What the task page shows live: a call proposed, and the run's end (the page stops)."""
+    return item.event.kind in (StreamKind.TOOL_CALL_PROPOSED, StreamKind.ENDED)
+
+
 def install_page(
     app: FastAPI,
     worklist: Worklist,
@@ -334,18 +367,23 @@ def install_page(
     *,
     public_origin: str | None = None,
     runs_ui: str | None = None,
+    stream: Follow | None = None,
 ) -> None:
     """Add the page's routes (hidden from the OpenAPI description), its static files and the
     security headers. ``public_origin``: the address people reach the page at (normalised
-    ``scheme://host[:port]``; see the module docstring), or None."""
-    routes = _Routes(Page(worklist, principals, public_origin, runs_ui))
+    ``scheme://host[:port]``; see the module docstring), or None. ``stream``: follows a run's
+    live stream (the task page's proposed calls; None: the page shows none live)."""
+    routes = _Routes(Page(worklist, principals, public_origin, runs_ui, stream))
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     mount_assets(app)
     app.add_route("/", routes.home, methods=["GET"], include_in_schema=False)
     app.add_route("/signin", routes.signin, methods=["POST"], include_in_schema=False)
     app.add_route("/signout", routes.signout, methods=["POST"], include_in_schema=False)
-    # POST routes before the GET: ".../claim" must not be taken for a task id by a GET.
+    # ".../live" and the POST routes before the GET: neither is taken for a task id.
+    app.add_route(
+        "/tasks/{task_id:path}/live", routes.live, methods=["GET"], include_in_schema=False
+    )
     actions: tuple[tuple[str, str, Action], ...] = (
         ("/tasks/{task_id:path}/claim", "POST", routes.claim),
         ("/tasks/{task_id:path}/release", "POST", routes.release),
@@ -409,6 +447,38 @@ class _Routes:
 
     async def signout(self, request: Request) -> Response:
         return self.page.session.signed_out("/")
+
+    async def live(self, request: Request) -> Response:
+        """The calls the task's run proposes, as server-sent events (see the module doc)."""
+        page = self.page
+        who = page.who(request)  # identity from the sign-in cookie, never the request
+        if who is None:
+            return Response("sign in first", status_code=401, media_type="text/plain")
+        task_id = request.path_params["task_id"]
+        try:
+            resume = last_event_id(request.headers.get("last-event-id"))
+            task = await run_in_threadpool(self.worklist.show, who, task_id)
+        except BadEventId as exc:
+            return Response(str(exc), status_code=400, media_type="text/plain")
+        except ActionError as exc:
+            return Response(exc.message, status_code=exc.status, media_type="text/plain")
+        except (RetryableError, redis.RedisError) as exc:
+            return Response(f"try again: {exc}", status_code=503, media_type="text/plain")
+        if page.stream is None:
+            return Response("streaming is not configured", status_code=503)
+        run_id = task.task.session_id
+        events = page.stream(
+            run_id,
+            after=resume,
+            since_ms=None if resume is not None else task.task.opened_ms,
+            to_end=task.status not in ACTIVE,
+            idle_s=KEEP_ALIVE_S,
+        )
+        return StreamingResponse(
+            sse_body(events, run_id, keep=_proposed_or_ended),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
+        )
 
     def show(self, request: Request, who: Principal, _: dict[str, str]) -> Response:
         try:

@@ -13,6 +13,7 @@ If the processor or the indexer dies the process stops non-zero; the supervisor 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from fastapi import FastAPI
 from runplane.config import Settings
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import Processor, ProcessorConfig
+from runplane.runs.stream import Follow, follow
 from runplane.serving.auth import PrincipalsFile, PrincipalSource
 from runplane.serving.health import Health
 from runplane.serving.shell import health_routes, run_http
@@ -79,10 +81,14 @@ def build_app(
     *,
     public_origin: str | None = None,
     runs_ui: str | None = None,
+    stream: Follow | None = None,
 ) -> FastAPI:
-    """The API and the page (plus health and metrics when ``health`` is given)."""
+    """The API and the page (plus health and metrics when ``health`` is given); ``stream``
+    follows a run's live stream for the task page's proposed calls."""
     app = build_api(worklist, principals)
-    install_page(app, worklist, principals, public_origin=public_origin, runs_ui=runs_ui)
+    install_page(
+        app, worklist, principals, public_origin=public_origin, runs_ui=runs_ui, stream=stream
+    )
     if health is not None:
         app.router.routes.extend(health_routes(health))
     return app
@@ -121,6 +127,7 @@ def serve(
         health,
         public_origin=ws.public_origin,
         runs_ui=ws.runs_ui,
+        stream=functools.partial(follow, settings),
     )
     failed = threading.Event()
 

@@ -21,7 +21,6 @@ from executor_process_support import ExecutorProcess
 from runplane.config import Settings
 from runplane.core import AgentRegistry, Generation
 from runplane.fakes import FakeOpenAIServer
-from runplane.journal.index import RunFilter
 from runplane.journal.summary import RunSummary
 from runplane.runs.client import Client
 from runplane.runs.stream import follow
@@ -31,6 +30,7 @@ from runplane.wire import JournalKind, RunStatus
 from services.executor.settings import ExecutorSettings
 from services.journal.api import build_api
 from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
+from tests.helpers.known_runs import KnownRuns
 from tests.helpers.stream_agent import narrate
 from tests.helpers.waiting import wait_for
 
@@ -46,22 +46,9 @@ READERS = Principals.from_data(
 AGENTS.agent("narrate", durability="replayable")(narrate)
 
 
-class _Index:
-    """The run index, for the one run under test (the journal service's own is Redis)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, RunSummary] = {}
-
-    def get(self, run_id: str) -> RunSummary | None:
-        return self.runs.get(run_id)
-
-    def list(self, f: RunFilter) -> list[RunSummary]:
-        return []
-
-
 @pytest.fixture
-def api(settings: Settings) -> Iterator[tuple[httpx.Client, _Index]]:
-    index = _Index()
+def api(settings: Settings) -> Iterator[tuple[httpx.Client, KnownRuns]]:
+    index = KnownRuns()
     app = build_api(
         lambda: index,  # type: ignore[arg-type,return-value]
         None,  # type: ignore[arg-type]  (no journal reads here)
@@ -110,7 +97,7 @@ def _read(c: httpx.Client, run_id: str, last: int | None, stop_after: int | None
 
 
 def test_a_streamed_generation_reaches_sse_clients_and_resumes_exactly(
-    settings: Settings, api: tuple[httpx.Client, _Index]
+    settings: Settings, api: tuple[httpx.Client, KnownRuns]
 ) -> None:
     c, index = api
     with FakeOpenAIServer(replies=[WORDS], chunk_delay_s=0.02) as model:
@@ -159,7 +146,7 @@ def test_a_streamed_generation_reaches_sse_clients_and_resumes_exactly(
 
 
 def test_a_token_reaches_the_sse_client_soon_after_the_model_sent_it(
-    settings: Settings, api: tuple[httpx.Client, _Index]
+    settings: Settings, api: tuple[httpx.Client, KnownRuns]
 ) -> None:
     """A sanity bound, not a benchmark: at a 50 ms pace the text arrives spread out, not in one
     lump at the end of the generation."""
@@ -183,7 +170,7 @@ def test_a_token_reaches_the_sse_client_soon_after_the_model_sent_it(
 
 
 def test_an_executor_killed_mid_generation_shows_the_restart_then_the_whole_text(
-    settings: Settings, api: tuple[httpx.Client, _Index], tmp_path: Path
+    settings: Settings, api: tuple[httpx.Client, KnownRuns], tmp_path: Path
 ) -> None:
     """SIGKILL mid-generation: the stream shows the first attempt's partial text, then a new
     attempt at the same slot with the whole text, then the end; the journal records one

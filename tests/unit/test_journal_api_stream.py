@@ -51,7 +51,10 @@ EVENTS = [
 
 
 class FakeFollow:
-    def __init__(self) -> None:
+    """A follower over a fixed list of a run's events (``EVENTS`` unless told)."""
+
+    def __init__(self, events: list[StreamItem] | None = None) -> None:
+        self.events = EVENTS if events is None else events
         self.calls: list[dict[str, Any]] = []
 
     async def __call__(
@@ -67,7 +70,7 @@ class FakeFollow:
             {"run_id": run_id, "after": after, "since_ms": since_ms, "to_end": to_end}
         )
         yield None  # an idle tick: a keep-alive comment
-        for item in EVENTS:
+        for item in self.events:
             if after is None or item.id > after:
                 yield item
 

@@ -119,10 +119,11 @@ ACCESS: dict[str, Access] = {
         prefixed_groups=("sweeper-committed-",),
     ),
     "worklist": Access(
-        reads=("tasks.commands", "tasks"),
+        # runs.stream: the task page's calls proposed as they arrive (runplane.runs.stream)
+        reads=("tasks.commands", "tasks", "runs.stream"),
         writes=("tasks.commands", "tasks", "runs.inbox", "deadletter"),
         groups=("worklist",),
-        shared_groups=(_RESTORE, "runplane-worklist-reader-"),
+        shared_groups=(_RESTORE, "runplane-worklist-reader-", "runplane-reader-"),
         txn_prefix="worklist",
     ),
     "journal": Access(

@@ -13,8 +13,12 @@ within the attempt (``runplane.wire.StreamEvent``), so a reader sees a restart a
   with ``to_end`` (a run already over) — at the partition's end.
 * :func:`sse` — one event as a server-sent event (``id``, ``event`` = the kind, ``data`` =
   the JSON of :func:`event_json`); :func:`last_event_id` reads a ``Last-Event-ID`` header.
+* :func:`sse_body` — a follower's items as the bytes of an event stream (keep-alive comments
+  when idle, a failing follower ending the stream rather than the response), for every HTTP
+  endpoint that serves a stream; :class:`Follow` is :func:`follow` with settings bound.
 
-The journal service's ``GET /runs/{id}/stream`` and ``Client.stream`` are both this.
+The journal service's ``GET /runs/{id}/stream`` (and the runs UI's live panel), the
+worklist's live proposed calls and ``Client.stream`` are all this.
 """
 
 from __future__ import annotations
@@ -26,14 +30,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from runplane.config import Settings
-from runplane.errors import RetryableError, WireError
+from runplane.errors import RetryableError, RunplaneError, WireError
 from runplane.kafka.clients import consumer_config
 from runplane.kafka.partition import partition_for
 from runplane.wire import StreamEvent, StreamKind, serde_for
@@ -41,6 +45,11 @@ from runplane.wire import StreamEvent, StreamKind, serde_for
 log = logging.getLogger(__name__)
 
 TOPIC = "runs.stream"
+# An idle stream sends a comment this often, so proxies and browsers keep it open.
+KEEP_ALIVE_S = 15.0
+# What a server-sent event stream's response carries besides its type: no caching, and no
+# buffering by a proxy (nginx honours X-Accel-Buffering), so a fragment leaves at once.
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class BadEventId(ValueError):
@@ -89,6 +98,41 @@ def sse(item: StreamItem) -> bytes:
     """``item`` as one server-sent event."""
     data = json.dumps(event_json(item), separators=(",", ":"))
     return f"id: {item.id}\nevent: {item.event.kind}\ndata: {data}\n\n".encode()
+
+
+class Follow(Protocol):
+    """:func:`follow` with the deployment's settings bound (what a service is handed)."""
+
+    def __call__(
+        self,
+        run_id: str,
+        *,
+        after: int | None,
+        since_ms: int | None,
+        to_end: bool,
+        idle_s: float | None,
+    ) -> AsyncGenerator[StreamItem | None]: ...
+
+
+async def sse_body(
+    events: AsyncGenerator[StreamItem | None],
+    run_id: str,
+    keep: Callable[[StreamItem], bool] | None = None,
+) -> AsyncIterator[bytes]:
+    """The follower's items as server-sent events, ``None`` as a keep-alive comment; with
+    ``keep``, only the events it keeps. A follower that fails once the head is sent ends the
+    stream (the client reconnects with ``Last-Event-ID``); a watcher gone closes the follower
+    at once, so its reader thread stops."""
+    try:
+        async for item in events:
+            if item is None:
+                yield b": keep-alive\n\n"
+            elif keep is None or keep(item):
+                yield sse(item)
+    except (RunplaneError, KafkaException) as exc:
+        log.warning("run stream %s ended early: %s", run_id, exc)
+    finally:
+        await events.aclose()
 
 
 class _Reader:
