@@ -19,6 +19,7 @@ from runplane.providers import (
     build_providers,
     build_tools,
     load_offer,
+    load_tools_config,
     offer_of,
     parse_tools_config,
     tool,
@@ -72,7 +73,8 @@ def test_parse_builds_tools_models_and_names() -> None:
     assert crm.url == "http://crm/customers/{customer_id}"
     assert crm.declared.decl.mutating is False
     assert crm.declared.decl.effective_recovery is Recovery.RETRY
-    assert config.model_names() == {"local", "claude"}
+    # A models: section adds providers; the default openai one stays (issue 30).
+    assert config.model_names() == {"local", "claude", "openai"}
 
 
 @pytest.mark.parametrize(
@@ -104,6 +106,22 @@ def test_a_file_without_models_offers_the_default_openai() -> None:
     config = parse_tools_config({"tools": []}, {"RUNPLANE_OPENAI_MODEL": "x"}, source="f")
     assert config.model_names() == {"openai"}
     assert config.models[0].model == "x"
+
+
+def test_a_models_section_naming_openai_replaces_the_default() -> None:
+    doc = {"models": [{"name": "openai", "api": "openai", "base_url": "http://m/v1", "model": "y"}]}
+    config = parse_tools_config(doc, {}, source="f")
+    assert [(m.name, m.model) for m in config.models] == [("openai", "y")]
+
+
+def test_several_files_comma_separated_add_up() -> None:
+    root = Path(__file__).resolve().parents[2] / "examples" / "tools"
+    both = load_tools_config(f"{root / 'billing.yaml'},{root / 'quote.yaml'}", {})
+    billing = load_tools_config(root / "billing.yaml", {})
+    assert set(both.tool_names()) == set(billing.tool_names()) | {"fx_rate"}
+    assert both.model_names() == {"openai"}
+    with pytest.raises(ConfigError, match="declared twice"):
+        load_tools_config(f"{root / 'quote.yaml'},{root / 'quote.yaml'}", {})
 
 
 def test_mcp_tools_are_named_server_slash_tool() -> None:

@@ -6,8 +6,10 @@ Thin: the table lives in :mod:`runplane.kafka.acls` (docs/security.md's tables, 
 from __future__ import annotations
 
 import typer
+from confluent_kafka import KafkaError, KafkaException
 
 from runplane.config import Settings
+from runplane.errors import ConfigError
 from runplane.kafka.acls import ACCESS, bindings, grants, kafka_acls_lines
 from runplane.kafka.clients import admin
 
@@ -51,7 +53,20 @@ def apply_acls(
         raise typer.BadParameter(str(exc)) from exc
     client = admin(settings)  # held until the futures resolve: a collected client cancels them
     for binding, future in client.create_acls(rules).items():
-        future.result(timeout=30)
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if (
+                exc.args
+                and getattr(exc.args[0], "code", lambda: None)() == KafkaError.SECURITY_DISABLED
+            ):
+                # The local stack (`runplane up`) runs without an authorizer: nothing to apply.
+                raise ConfigError(
+                    "the broker has no authorizer (SECURITY_DISABLED), so it enforces no ACLs "
+                    "— the local stack runs so; `runplane acls print ROLE` shows what a "
+                    "secured cluster needs"
+                ) from None
+            raise
         typer.echo(f"granted {binding}")
 
 

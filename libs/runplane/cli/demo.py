@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from runplane.config import SERVICE_PORTS, Settings
+from runplane.config import SERVICE_PORTS, Settings, env_int
 from runplane.demo import (
     DemoConfig,
     DemoError,
@@ -183,8 +184,21 @@ def demo_command(
         False, "--manual", help="Wait for a person to approve the refund on the worklist page."
     ),
     timeout: float = typer.Option(150.0, help="Seconds to wait for the services and for each run."),
+    agents: str = typer.Option(
+        "",
+        "--agents",
+        help="Your agent modules, comma-separated (e.g. examples.quote), served beside the "
+        "examples; importable from the current directory.",
+    ),
+    tools: str = typer.Option(
+        "",
+        "--tools",
+        help="Your tools config files, comma-separated (e.g. examples/tools/quote.yaml), "
+        "beside the examples' billing tools.",
+    ),
 ) -> None:
-    """Bring the platform up locally and run the example agents end to end."""
+    """Bring the platform up locally and run the example agents end to end (with your own
+    agents and tools beside them: --agents, --tools)."""
     # Output to a pipe or a CI log has no width of its own; rich's 80 columns would crush
     # the journal table, so give it room there while a real terminal keeps its own width.
     console = Console() if sys.stdout.isatty() else Console(width=120)
@@ -197,8 +211,16 @@ def demo_command(
     )
     config = DemoConfig(
         settings=settings,
-        ports=DemoPorts(services={name: settings.http_port(name) for name in SERVICE_PORTS}),
+        ports=DemoPorts(
+            services={name: settings.http_port(name) for name in SERVICE_PORTS},
+            # The fakes' ports: RUNPLANE_DEMO_BILLING_PORT / _OPENAI_PORT, when 8398/8399 are
+            # taken (or a test runs a demo of its own).
+            billing=env_int(os.environ, "RUNPLANE_DEMO_BILLING_PORT", DemoPorts().billing),
+            openai=env_int(os.environ, "RUNPLANE_DEMO_OPENAI_PORT", DemoPorts().openai),
+        ),
         manual=manual,
+        agent_modules=_listed(agents),
+        tools_configs=tuple(str(Path(t).resolve()) for t in _listed(tools)),
         health_timeout_s=timeout,
         run_timeout_s=timeout,
         calendars_file=default_calendars_file(),
@@ -231,6 +253,10 @@ def demo_command(
         highlight=False,
     )
     _footer(console, config, outcome)
+
+
+def _listed(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 def register(app: typer.Typer) -> None:

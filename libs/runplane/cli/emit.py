@@ -19,6 +19,7 @@ from typing import Any
 
 import typer
 
+from runplane.cli.reach import require_kafka
 from runplane.config import Settings
 from runplane.errors import RetryableError
 from runplane.runs.client import Client, RunResult, final_status
@@ -115,6 +116,7 @@ def emit_command(
     try:
         # An explicit file wins over RUNPLANE_EMITTER_KEY; without one, the environment's key.
         signing = SigningKey.from_env({EMITTER_KEY_FILE_ENV: key_file} if key_file else None)
+        require_kafka(settings)
         with Client(settings, signing_key=signing) as client:
             # With --wait, admission's answer and how the run ended (Client.admit's RunResult).
             result = (

@@ -55,7 +55,9 @@ DECISIONS = ("approve", "reject", "retry", "abandon", "happened")
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    Console(stderr=True).print(f"[red]{message}[/red]", highlight=False, markup=True)
+    Console(stderr=True, soft_wrap=True).print(
+        f"[red]{message}[/red]", highlight=False, markup=True
+    )
     return typer.Exit(code)
 
 

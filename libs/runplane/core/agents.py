@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import enum
 import importlib
+import os
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -442,8 +444,15 @@ def import_agent_modules(
 
     Admission and the executor both call this with the same setting, so admission admits
     exactly the capabilities the executor can run. A module that cannot be imported is a
-    ``ConfigError`` at start-up, naming it.
+    ``ConfigError`` at start-up, naming it. Modules are found on ``sys.path`` and in the
+    current directory (the project's), so ``examples.quote`` needs no ``PYTHONPATH``.
     """
+    # A console script's sys.path holds no project directory (`python -m` puts it first):
+    # the agent modules of the directory a service or command starts in import without
+    # PYTHONPATH. Appended, so an installed package of the same name still wins.
+    modules, here = tuple(modules), os.getcwd()
+    if modules and here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
     for name in modules:
         try:
             importlib.import_module(name)

@@ -151,9 +151,14 @@ def platform_env(
     principals_file: Path,
     calendars_file: Path | None,
     base: Mapping[str, str],
+    agent_modules: tuple[str, ...] = (),
+    tools_configs: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """The environment of ``runplane serve all``: the settings it must share with the demo,
-    the fakes' URLs, the principals and calendars files, and any non-default port."""
+    the fakes' URLs, the principals and calendars files, and any non-default port.
+
+    ``agent_modules`` and ``tools_configs`` (``runplane demo --agents … --tools …``) are
+    served beside the examples, not instead of them."""
     env = dict(base)
     env.update(
         {
@@ -179,6 +184,17 @@ def platform_env(
         tools = example_tools_config()
         if tools is not None and "RUNPLANE_TOOLS_CONFIG" not in base:
             env["RUNPLANE_TOOLS_CONFIG"] = tools
+    if agent_modules:
+        env["RUNPLANE_AGENT_MODULES"] = ",".join(
+            dict.fromkeys((*_listed(env.get("RUNPLANE_AGENT_MODULES")), *agent_modules))
+        )
+    if tools_configs:
+        env["RUNPLANE_TOOLS_CONFIG"] = ",".join(
+            dict.fromkeys((*_listed(env.get("RUNPLANE_TOOLS_CONFIG")), *tools_configs))
+        )
+        # The quote example's FX API: the billing fake answers /rates/{currency}, any token.
+        env.setdefault("FX_API_URL", ports.billing_url)
+        env.setdefault("FX_API_TOKEN", "demo-fx-token")
     if calendars_file is not None:
         env["RUNPLANE_CALENDARS_FILE"] = str(calendars_file)
     for name, port in ports.services.items():
@@ -188,6 +204,10 @@ def platform_env(
         host = "127.0.0.1" if settings.http_host in ("0.0.0.0", "") else settings.http_host
         env["RUNPLANE_WORKLIST_RUNS_UI"] = f"http://{host}:{ports.services['journal']}"
     return env
+
+
+def _listed(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,10 @@ class DemoConfig:
     manual_timeout_s: float = 1800.0
     calendars_file: Path | None = None
     examples_principals: Path | None = None
+    # Served beside the examples (`runplane demo --agents … --tools …`): module names, and
+    # tools config files (absolute paths).
+    agent_modules: tuple[str, ...] = ()
+    tools_configs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.settings.state_dir.is_absolute():
@@ -256,6 +260,8 @@ def _services(config: DemoConfig, principals_file: Path) -> PlatformProcess:
         principals_file=principals_file,
         calendars_file=config.calendars_file,
         base=os.environ,
+        agent_modules=config.agent_modules,
+        tools_configs=config.tools_configs,
     )
     script = runplane_script(config.python)
     return PlatformProcess(

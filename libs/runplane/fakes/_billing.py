@@ -7,6 +7,8 @@ Endpoints (JSON):
   → ``{charge_id, idempotency_key, invoice_id, amount_cents, status}``  (mutating)
 * ``GET  /charges/{idempotency_key}`` → the charge, or 404: the *probe* a Reconcile recovery
   uses to learn whether an in-doubt charge happened.
+* ``GET  /rates/{currency}`` → ``{currency, rate}`` (EUR to it, fixed values): the stand-in of
+  the quote example's FX API (``examples/tools/quote.yaml``) beside the demo.
 
 Why it counts: the platform promises that a recorded effect is never performed twice. The fake
 counts every invocation of ``POST /charges`` per idempotency key (even repeats it would dedupe,
@@ -68,6 +70,10 @@ def invoice_amount_cents(invoice_id: str) -> int:
     """A stable amount per invoice id, so replays and tests can predict it."""
     digest = hashlib.sha256(invoice_id.encode()).digest()
     return 100 + int.from_bytes(digest[:4], "big") % 99_900
+
+
+# EUR to each currency: fixed, so a quote beside the demo is the same every time.
+FX_RATES = {"EUR": 1.0, "USD": 1.08, "GBP": 0.85, "CHF": 0.94, "JPY": 162.0}
 
 
 class FakeBillingServer:
@@ -148,6 +154,11 @@ class FakeBillingServer:
             return self._charge(req, tag)
         if req.method == "GET" and len(parts) == 2 and parts[0] == "charges":
             return self._probe(parts[1])
+        if req.method == "GET" and len(parts) == 2 and parts[0] == "rates":
+            rate = FX_RATES.get(parts[1].upper())
+            if rate is None:
+                return Response(404, {"error": {"message": f"no rate for {parts[1]!r}"}})
+            return Response(200, {"currency": parts[1].upper(), "rate": rate})
         return Response(404, {"error": {"message": f"no route {req.method} {req.path}"}})
 
     def _fetch_invoice(self, invoice_id: str) -> Response:

@@ -32,8 +32,9 @@ and a key such as ``api_key`` or ``token`` is refused. The secret itself is read
 the executor builds the clients (``runplane.providers.catalog``), so admission, which needs
 only the names, never sees it.
 
-A file without ``models`` offers the platform's one OpenAI-compatible provider, ``openai``,
-from ``RUNPLANE_OPENAI_BASE_URL`` / ``_MODEL`` / ``_API_KEY`` (the executor's defaults).
+Besides the providers a file declares, it offers the platform's one OpenAI-compatible
+provider, ``openai``, from ``RUNPLANE_OPENAI_BASE_URL`` / ``_MODEL`` / ``_API_KEY`` (the
+executor's defaults), unless it declares a provider of that name itself.
 """
 
 from __future__ import annotations
@@ -180,9 +181,22 @@ def default_models(env: Mapping[str, str]) -> tuple[ModelSpec, ...]:
 
 
 def load_tools_config(path: str | Path | None, env: Mapping[str, str]) -> ToolsConfig:
-    """Read and validate the file at ``path``; ``None`` → no tools, the default model."""
+    """Read and validate the file at ``path``; ``None`` → no tools, the default model.
+
+    ``path`` may name several files, comma-separated (``examples/tools/billing.yaml,
+    examples/tools/quote.yaml``: the examples' tools and one's own): their tools, models and
+    MCP servers together, a name declared twice refused."""
     if path is None:
         return ToolsConfig(models=default_models(env))
+    paths = [p.strip() for p in str(path).split(",") if p.strip()]
+    if len(paths) > 1:
+        parts = [load_tools_config(p, env) for p in paths]
+        declared = [m for part in parts for m in part.models if m not in default_models(env)]
+        return ToolsConfig(
+            tools=tuple(t for part in parts for t in part.tools),
+            models=_with_default(tuple(declared), env),
+            mcp_servers=tuple(s for part in parts for s in part.mcp_servers),
+        )
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -204,9 +218,14 @@ def parse_tools_config(doc: Any, env: Mapping[str, str], *, source: str) -> Tool
         _mcp_server(s, env, f"{source}: mcp_servers[{i}]")
         for i, s in enumerate(_list(doc, "mcp_servers"))
     )
-    return ToolsConfig(
-        tools=tools, models=models if "models" in doc else default_models(env), mcp_servers=servers
-    )
+    return ToolsConfig(tools=tools, models=_with_default(models, env), mcp_servers=servers)
+
+
+def _with_default(models: tuple[ModelSpec, ...], env: Mapping[str, str]) -> tuple[ModelSpec, ...]:
+    """The declared providers, and the default ``openai`` one unless they name it: adding a
+    ``models:`` section adds providers, it does not take the default away."""
+    names = {m.name for m in models}
+    return models + tuple(d for d in default_models(env) if d.name not in names)
 
 
 def _list(doc: Mapping[str, Any], key: str) -> Sequence[Any]:
