@@ -69,6 +69,10 @@ KAFKA_COMMANDS: dict[str, str | None] = {
     "runs tree": None,
     "agents list": None,
     "acls apply": None,
+    "schedules list": None,
+    "schedules pause": None,
+    "schedules resume": None,
+    "schedules delete": None,
 }
 
 

@@ -35,6 +35,7 @@ from rich.table import Table
 from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
+from runplane.cli.reach import require_kafka
 from runplane.config import Settings
 from runplane.core.schedules import (
     MAX_CATCH_UP,
@@ -179,6 +180,7 @@ def create(
     except ScheduleError as exc:
         raise _bad(str(exc)) from None
     settings = Settings.from_env()
+    require_kafka(settings)  # after the arguments: a malformed one is named as such first
     who = initiator if initiator is not None else settings.initiator
     if who is None or not who.strip():
         raise _bad("no initiator: pass --initiator NAME or set RUNPLANE_INITIATOR")
