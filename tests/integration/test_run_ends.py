@@ -73,6 +73,7 @@ def test_admit_and_wait_returns_cancelled_and_journal_show_finds_it_by_key(
     env = {
         "RUNPLANE_TOPIC_PREFIX": settings.topic_prefix,
         "RUNPLANE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNPLANE_TENANT": "acme",  # an admission key is the tenant's (claims per tenant)
     }
     shown = CliRunner().invoke(app, ["journal", "show", key, "--json"], env=env)
     assert shown.exit_code == 0, shown.output

@@ -69,10 +69,11 @@ def no_such_run(run: str) -> typer.Exit:
 def find_run(settings: Settings, run_or_key: str) -> tuple[str, SessionSnapshot | None]:
     """(run id, latest snapshot) for a run id or an admission key. Without a snapshot (a run
     known only by its journal) the argument is taken as the run id: its records decide. An
-    admission key is claimed per tenant: it is looked up as the default tenant's (what
-    ``runplane emit`` sends as) — another tenant's run is named by its run id."""
+    admission key is claimed per tenant: it is looked up as ``RUNPLANE_TENANT``'s (default
+    ``default``, what ``runplane emit`` sends as) — another tenant's run by its run id."""
+    tenant = os.environ.get("RUNPLANE_TENANT", "").strip() or DEFAULT_TENANT
     with Client(settings) as client:
-        snap = lookup(client, run_or_key, DEFAULT_TENANT)
+        snap = lookup(client, run_or_key, tenant)
     return (run_or_key, None) if snap is None else (snap.session_id, snap)
 
 
