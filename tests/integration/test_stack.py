@@ -47,7 +47,15 @@ def test_topics_carry_the_catalogue_policies(settings: Settings, admin_client: A
     assert set(reports) == set(TOPICS)
     assert all(r.ok for r in reports.values()), [r.drift for r in reports.values() if r.drift]
     assert {n for n, r in reports.items() if r.cleanup_policy == "compact"} == COMPACTED
-    assert {"admission.claims", "results", "sessions", "cases", "tasks"} == COMPACTED
+    assert {
+        "admission.claims",
+        "results",
+        "sessions",
+        "cases",
+        "tasks",
+        "schedules",
+        "schedules.fired",
+    } == COMPACTED
     assert reports["journal"].retention_ms == "-1"
     assert int(reports["audit"].retention_ms or 0) >= 365 * 86_400_000
     assert all(r.partitions == settings.partitions for r in reports.values())
