@@ -27,6 +27,8 @@ Starts the local stack unless it already answers, then runs, in this order and i
 - ``benchmarks.stream``    live streams: a token from the fake model to an SSE client (p50/p99),
                            200 runs watched at once (events lost or duplicated per client), and
                            runs/s streamed vs not (ratio, same run).
+- ``benchmarks.timers``    the timer turn among 100,000 parked runs: a scan of every snapshot
+                           beside the timer index (ms per turn, ratio; in memory).
 - ``benchmarks.txn``       one transaction shaped like admission's, phase by phase: back to
                            back with our ``retry.backoff.ms`` and with the old 5 ms, spaced out,
                            and by partitions written.
@@ -72,6 +74,7 @@ ORDER = (
     "announce",
     "loop",
     "stream",
+    "timers",
     "txn",
 )
 REPO_ROOT = Path(__file__).resolve().parents[1]

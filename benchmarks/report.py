@@ -315,6 +315,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "announce": "Announce before act: a lone generation (two commits) vs a lone read (one)",
         "loop": "Agent loop: overhead per turn and per tool call beside bare generate/tool calls",
         "stream": "Live streams: token → SSE client, 200 runs watched at once, streamed vs not",
+        "timers": "The timer turn: a scan of every parked snapshot vs the timer index",
         "txn": "One transaction, phase by phase: back to back, with the old backoff, spaced out",
     }
     for name, entry in benches.items():
