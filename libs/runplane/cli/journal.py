@@ -47,6 +47,7 @@ from runplane.runs.read import (
     verify_exit_code,
 )
 from runplane.runs.repair import read_snapshot
+from runplane.serving.auth import DEFAULT_TENANT
 from runplane.signing.admission import SigningKey
 from runplane.signing.journal import PUBLIC_KEYS_ENV, SIGNING_KEY_ENV, Keyring
 from runplane.wire import SessionSnapshot, Verdict, to_dict
@@ -57,7 +58,6 @@ journal_app = typer.Typer(
 
 # No record of the run at all (a mistyped id or key): a bad argument, as everywhere in the CLI.
 EXIT_NO_SUCH_RUN = 2
-DEFAULT_TENANT = "default"  # the tenant ``runplane emit`` admits as unless told otherwise
 
 
 def no_such_run(run: str) -> typer.Exit:
