@@ -26,7 +26,8 @@ DUE = 10
 TURNS = 20
 
 
-def _snapshot(run_id: str, due: int | None) -> SessionSnapshot:
+def parked_snapshot(run_id: str, due: int | None) -> SessionSnapshot:
+    """A parked run's snapshot whose timer is due at ``due`` (None: no timer)."""
     return SessionSnapshot(
         session_id=run_id,
         capability="bench.timer",
@@ -61,7 +62,7 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
     indexed = TimedSessions()
     for i in range(runs):
         due = 1_000 + i if i % every == 0 else (None if i % 2 else 10**12)
-        snap = _snapshot(f"r-{i}", due)
+        snap = parked_snapshot(f"r-{i}", due)
         plain[snap.session_id] = snap
         indexed[snap.session_id] = snap
 

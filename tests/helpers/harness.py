@@ -31,6 +31,7 @@ from runplane.wire import (
     JournalRecord,
     Record,
     ResultEntry,
+    RunStatus,
     SessionSnapshot,
     serde_for,
 )
@@ -106,6 +107,23 @@ def sessions(settings: Settings) -> dict[str, SessionSnapshot]:
         timeout_s=60,
     )
     return {k: v for k, v in rows.items() if isinstance(v, SessionSnapshot)}
+
+
+def wait_ended(
+    settings: Settings, run_id: str, *, what: str, timeout_s: float = 120, every_s: float = 0.3
+) -> SessionSnapshot:
+    """Wait until ``run_id``'s snapshot says COMPLETED or FAILED → that snapshot."""
+
+    def ended() -> SessionSnapshot | None:
+        snap = sessions(settings).get(run_id)
+        return snap if snap is not None and snap.status in _ENDED else None
+
+    snap = wait_for(ended, timeout_s=timeout_s, every_s=every_s, what=what)
+    assert snap is not None  # wait_for returns only once the probe answers
+    return snap
+
+
+_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED)
 
 
 def read_topic(

@@ -29,8 +29,14 @@ from runplane.providers import ToolRegistry
 from runplane.wire import JournalKind, RunStatus
 from services.executor.settings import ExecutorSettings
 from tests.helpers import loop_broker as L
-from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
-from tests.helpers.waiting import wait_for
+from tests.helpers.harness import (
+    admit,
+    chain_of,
+    executor_thread,
+    plain_producer,
+    sessions,
+    wait_ended,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -78,11 +84,7 @@ def _run(settings: Settings, peers: Peers, provider: str) -> tuple[str, dict[str
             plain_producer(settings), settings, L.PROTOCOLS[provider], [{"ticket": "t-1"}]
         )
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run.run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=120, every_s=0.3, what="the loop run to end")
+        wait_ended(settings, run.run_id, timeout_s=120, every_s=0.3, what="the loop run to end")
     snap = sessions(settings)[run.run_id]
     assert snap.status is RunStatus.COMPLETED, snap.error
     return run.run_id, json.loads(snap.output_json or "null")

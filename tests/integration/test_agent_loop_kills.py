@@ -30,7 +30,7 @@ from runplane.core import verify_chain
 from runplane.fakes import FakeAnthropicServer, FakeOpenAIServer
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import loop_broker as L
-from tests.helpers.harness import admit, chain_of, plain_producer, sessions
+from tests.helpers.harness import admit, chain_of, plain_producer, sessions, wait_ended
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -121,11 +121,13 @@ def test_three_sigkills_repeat_no_recorded_turn_or_call(
 
         start()
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run.run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=120, every_s=0.3, what="the run to end on the fourth executor")
+        wait_ended(
+            settings,
+            run.run_id,
+            timeout_s=120,
+            every_s=0.3,
+            what="the run to end on the fourth executor",
+        )
     finally:
         for p in procs:
             p.stop()

@@ -30,8 +30,14 @@ from runplane.core.releases import SinkRefused
 from runplane.testing import ScriptedProvider
 from runplane.wire import JournalKind, RunStatus
 from services.executor.settings import ExecutorSettings
-from tests.helpers.harness import admit, chain_of, executor_thread, plain_producer, sessions
-from tests.helpers.waiting import wait_for
+from tests.helpers.harness import (
+    admit,
+    chain_of,
+    executor_thread,
+    plain_producer,
+    sessions,
+    wait_ended,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -112,11 +118,7 @@ def test_the_three_attempts_are_refused_journaled_audited_and_never_reach_a_sink
         [started] = admit(plain_producer(settings), settings, "gate-probes", [{}])
         run_id = started.run_id
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=90, what="the probes run to end")
+        wait_ended(settings, run_id, timeout_s=90, what="the probes run to end")
     snap = sessions(settings)[run_id]
     assert snap.status is RunStatus.COMPLETED, snap.error
     out = json.loads(snap.output_json or "null")

@@ -29,8 +29,7 @@ from runplane.fakes import FakeOpenAIServer
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import loop_broker as L
 from tests.helpers import openai_agents_support as H
-from tests.helpers.harness import admit, chain_of, plain_producer, sessions
-from tests.helpers.waiting import wait_for
+from tests.helpers.harness import admit, chain_of, plain_producer, sessions, wait_ended
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -91,11 +90,13 @@ def test_an_sdk_agent_survives_sigkill_repeats_no_recorded_call_and_replays_call
 
         start()
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run.run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=150, every_s=0.3, what="the run to end on the third executor")
+        wait_ended(
+            settings,
+            run.run_id,
+            timeout_s=150,
+            every_s=0.3,
+            what="the run to end on the third executor",
+        )
     finally:
         for p in procs:
             p.stop()

@@ -22,7 +22,7 @@ from runplane.providers import ModelRegistry, ToolRegistry
 from runplane.wire import JournalKind, RunStatus, Trust
 from tests.helpers import loop_broker as L
 from tests.helpers import pydantic_support as P
-from tests.helpers.harness import admit, chain_of, plain_producer, sessions
+from tests.helpers.harness import admit, chain_of, plain_producer, sessions, wait_ended
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -74,11 +74,13 @@ def test_two_sigkills_repeat_no_recorded_call_and_the_run_completes(
         kill_when_in_flight(b, ORDER)  # turn 3's read in flight, the refund made before it
         start()
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run.run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=120, every_s=0.3, what="the run to end on the third executor")
+        wait_ended(
+            settings,
+            run.run_id,
+            timeout_s=120,
+            every_s=0.3,
+            what="the run to end on the third executor",
+        )
     finally:
         for p in procs:
             p.stop()
@@ -125,11 +127,7 @@ def test_the_injected_refund_is_refused_on_the_broker_and_never_reaches_the_tool
             [{"customer_id": "c-1", "obedient": True}],
         )
 
-        def ended() -> bool:
-            snap = sessions(settings).get(run.run_id)
-            return snap is not None and snap.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-
-        wait_for(ended, timeout_s=90, every_s=0.3, what="the obedient run to end")
+        wait_ended(settings, run.run_id, timeout_s=90, every_s=0.3, what="the obedient run to end")
     finally:
         proc.stop()
     snap = sessions(settings)[run.run_id]

@@ -14,6 +14,7 @@ from runplane.core.turns import ToolCall
 from runplane.testing import Call, Driver, RunView, ScriptedModel
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import support_loop as S
+from tests.helpers.crashes import crash_once
 
 INPUT = {"customer_id": "c-1", "request": "refund my damaged order o-1"}
 
@@ -61,18 +62,6 @@ def test_every_turn_is_sent_the_conversation_rebuilt_from_recorded_values() -> N
     assert run.status is RunStatus.COMPLETED
 
 
-def _crash_once(pred: Callable[[str, LiveCall], bool]) -> Callable[[str, LiveCall], bool]:
-    done = {"n": 0}
-
-    def hook(phase: str, call: LiveCall) -> bool:
-        if done["n"] == 0 and pred(phase, call):
-            done["n"] = 1
-            return True
-        return False
-
-    return hook
-
-
 def _before_turn_3(phase: str, call: LiveCall) -> bool:
     return phase == "before_act" and call.family == "generation" and call.call_seq == 10
 
@@ -107,7 +96,7 @@ def test_a_crash_repeats_no_recorded_turn_or_tool_call(
             lost["turns"] = model.calls - recorded_turns
         return crash
 
-    once = _crash_once(where)
+    once = crash_once(where)
     driver.crash_hook = hook
     run = driver.run("loop.support", INPUT)
     assert driver.crashes == 1

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, WebSearchTool, function_tool, handoff
 from openai import AsyncOpenAI
-from test_agent_loop import _crash_once
 
 from runplane.contrib.openai_agents import SUPPORTED, check_version, run_agent
 from runplane.contrib.openai_agents._loop import Bridge, Job, StepLoop
@@ -36,6 +35,7 @@ from runplane.testing import Call, Driver, RunView, ScriptedModel, Seen
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import openai_agents_support as H
 from tests.helpers import support_loop as S
+from tests.helpers.crashes import crash_once
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT = {"customer_id": "c-1", "request": "refund my damaged order o-1"}
@@ -115,7 +115,7 @@ def test_a_crash_repeats_no_recorded_tool_call(where: Callable[[str, LiveCall], 
     model, counts = S.model(), {}
     driver = _driver(model, counts)
     lost = {"performs": -1}
-    once = _crash_once(where)
+    once = crash_once(where)
 
     def hook(phase: str, call: LiveCall) -> bool:
         crash = once(phase, call)

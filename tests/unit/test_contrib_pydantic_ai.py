@@ -39,6 +39,7 @@ from runplane.providers import ModelRegistry, ToolRegistry
 from runplane.testing import Driver, RunView
 from runplane.wire import JournalKind, RunStatus
 from tests.helpers import pydantic_support as P
+from tests.helpers.crashes import crash_once
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = {"customer_id": "c-1", "request": "refund my damaged order o-1"}
@@ -120,18 +121,6 @@ def test_the_journaled_conversation_leaves_the_framework_s_clock_out() -> None:
     assert request_json([returned])[0]["parts"][0]["content"] == {"timestamp": 5}
 
 
-def _crash_once(pred: Callable[[str, LiveCall], bool]) -> Callable[[str, LiveCall], bool]:
-    done = {"n": 0}
-
-    def hook(phase: str, call: LiveCall) -> bool:
-        if done["n"] == 0 and pred(phase, call):
-            done["n"] = 1
-            return True
-        return False
-
-    return hook
-
-
 def _before_turn_3(phase: str, call: LiveCall) -> bool:
     return phase == "before_act" and call.family == "generation" and call.call_seq > 5
 
@@ -149,7 +138,7 @@ def test_a_crash_repeats_no_recorded_tool_call(where: Callable[[str, LiveCall], 
     calm_driver, _ = _setup()
     calm = calm_driver.run("pydai.support", PLAIN)
     P.PERFORMED.clear()
-    driver, _ = _setup(crash_hook=_crash_once(where))
+    driver, _ = _setup(crash_hook=crash_once(where))
     lost = {"performs": 0}
     hook = driver.crash_hook
     assert hook is not None

@@ -8,28 +8,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.timers import parked_snapshot
 from runplane.core.engine import timer_due
-from runplane.wire import RunStatus, SessionSnapshot
+from runplane.wire import SessionSnapshot
 from services.executor.state import PartitionState
 from services.executor.timerindex import TimedSessions
-
-
-def _snap(run_id: str, due: int | None) -> SessionSnapshot:
-    return SessionSnapshot(
-        session_id=run_id,
-        capability="c",
-        status=RunStatus.PARKED,
-        era=0,
-        next_seq=1,
-        last_hash="0" * 64,
-        admission_key=f"k-{run_id}",
-        tenant="t",
-        initiator="i",
-        input_json="{}",
-        started_ms=0,
-        updated_ms=0,
-        wake_at_ms=due,
-    )
 
 
 def _scan(sessions: dict[str, SessionSnapshot], now: int) -> set[str]:
@@ -52,7 +35,7 @@ def test_the_index_finds_what_a_scan_finds(ops: list[tuple[str, str, int | None]
     indexed, plain = TimedSessions(), {}
     for op, run_id, n in ops:
         if op == "put":
-            indexed[run_id] = plain[run_id] = _snap(run_id, n)
+            indexed[run_id] = plain[run_id] = parked_snapshot(run_id, n)
         elif op == "pop":
             assert indexed.pop(run_id, None) == plain.pop(run_id, None)
         elif op == "del" and run_id in plain:
@@ -68,8 +51,8 @@ def test_the_index_finds_what_a_scan_finds(ops: list[tuple[str, str, int | None]
 
 
 def test_a_partition_handed_a_plain_dict_indexes_it() -> None:
-    part = PartitionState(sessions={"a": _snap("a", 5), "b": _snap("b", None)})
+    part = PartitionState(sessions={"a": parked_snapshot("a", 5), "b": parked_snapshot("b", None)})
     assert isinstance(part.sessions, TimedSessions)
     assert part.sessions.due(10) == ["a"]
-    part.sessions["a"] = _snap("a", None)  # the wake applied: the timer is gone
+    part.sessions["a"] = parked_snapshot("a", None)  # the wake applied: the timer is gone
     assert part.sessions.due(10) == []
