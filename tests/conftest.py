@@ -7,6 +7,8 @@ Tests are marked by where they live, so ``-m "not integration"`` is always the f
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = _DIRECTORY_MARKS.get(top)
         if mark is not None and item.get_closest_marker(mark) is None:
             item.add_marker(mark)
+
+
+@pytest.fixture
+def reachable_kafka(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A local port that accepts TCP connections, set as RUNPLANE_BOOTSTRAP_SERVERS: for CLI
+    tests whose Kafka clients are faked, so the CLI's reach check (a real connect, made before
+    any client) passes whether or not a broker runs on this machine. Nothing answers on it."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        monkeypatch.setenv("RUNPLANE_BOOTSTRAP_SERVERS", address)
+        yield address

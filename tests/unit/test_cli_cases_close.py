@@ -12,7 +12,7 @@ from runplane.cli import app
 from runplane.cli import cases as cases_cli
 from runplane.wire import CaseRecord
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("reachable_kafka")]
 
 KNOWN = CaseRecord(case_id="c-known", version=1, state_json="{}", updated_ms=1)
 

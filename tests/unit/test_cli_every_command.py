@@ -34,7 +34,7 @@ UNREACHABLE_EXIT = {
     "runs cancel": 3,
 }
 # Commands that check their own arguments, then call runplane.cli.reach.require_kafka.
-CHECKS_KAFKA_ITSELF = {"emit"}
+CHECKS_KAFKA_ITSELF = {"emit", "agents list"}
 # Commands that need nothing from the network: with everything unreachable they still work.
 OFFLINE_OK = {
     "journal keygen",

@@ -25,7 +25,7 @@ from runplane.wire import (
     TenantId,
 )
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("reachable_kafka")]
 
 RUN = "r-1"
 KEY = "order-101"

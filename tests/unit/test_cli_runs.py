@@ -18,7 +18,7 @@ from runplane.serving.shell import run_http
 from runplane.wire import RunStatus
 from services.journal.api import build_api
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("reachable_kafka")]
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,9 @@ from runplane.wire import (
     TenantId,
 )
 
+# The Kafka clients here are faked; the CLI's reach check is not (see reachable_kafka).
+pytestmark = pytest.mark.usefixtures("reachable_kafka")
+
 
 def _snapshot(status: RunStatus, **fields: Any) -> SessionSnapshot:
     return SessionSnapshot(
@@ -230,6 +233,7 @@ def test_a_bad_input_is_one_line_exit_2(
 def test_an_oversized_input_is_refused_with_the_limit_before_it_is_sent(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
+
     sent = _real_client(monkeypatch)
     path = tmp_path / "big.json"
     path.write_text(json.dumps("x" * 1_500_000))  # 1.5 MB: Kafka's raw error before

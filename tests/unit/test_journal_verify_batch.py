@@ -47,6 +47,8 @@ def topics(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(cli, "read_run", read_run)
     monkeypatch.setattr(cli, "journal_run_ids", journal_run_ids)
     monkeypatch.setattr(cli, "read_snapshot", lambda settings, run_id: None)
+    # No snapshot under that id or admission key: the argument is taken as the run id.
+    monkeypatch.setattr(cli, "find_run", lambda settings, asked: (asked, None))
     return asked
 
 

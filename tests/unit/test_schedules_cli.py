@@ -22,7 +22,7 @@ BAD = [
     (["create", "n", "--capability", "c", "--every", "1m", "--bogus"], "No such option"),
     (["create", "n", "--capability", "c", "--every", "1m"], "no initiator"),
     (["pause"], "Missing argument"),
-    (["list", "--next", "0"], "between 1 and 100"),
+    (["list", "--next", "0"], "greater than or equal to 1"),
 ]
 
 

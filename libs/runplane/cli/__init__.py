@@ -48,8 +48,9 @@ from runplane.errors import RunplaneError  # noqa: E402
 # The commands that read or write Kafka, by their path under `runplane` (with the parameter
 # that makes them do so, where only that form does): each first checks, once its arguments
 # parsed, that a bootstrap server accepts a connection, so an unreachable broker is one line
-# at once instead of a client's 10–60 s metadata timeout ending in a KafkaException (`emit`
-# checks its own arguments first, then calls require_kafka itself).
+# at once instead of a client's 10–60 s metadata timeout ending in a KafkaException (`emit`,
+# `schedules create` and `agents list` check their own arguments or agent modules first, then
+# call require_kafka themselves).
 # tests/unit/test_cli_every_command.py holds this list to what the commands do.
 KAFKA_COMMANDS: dict[str, str | None] = {
     "replay": "from_kafka",
@@ -67,7 +68,6 @@ KAFKA_COMMANDS: dict[str, str | None] = {
     "runs show": None,
     "runs watch": None,
     "runs tree": None,
-    "agents list": None,
     "acls apply": None,
     "schedules list": None,
     "schedules pause": None,

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from runplane.cli.reach import require_kafka
 from runplane.config import Settings
 from runplane.core.agents import import_agent_modules
 from runplane.core.versions import VersionRow, inventory
@@ -30,7 +31,8 @@ def agents_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Each capability's versions (deployed here or in flight), digests and runs in flight."""
 
     settings = Settings.from_env()
-    registry = import_agent_modules(settings.agent_modules)
+    registry = import_agent_modules(settings.agent_modules)  # a bad module is named first
+    require_kafka(settings)
     deployed = {
         cap: {s.version: s.code_digest() for s in registry.versions(cap)} for cap in registry
     }

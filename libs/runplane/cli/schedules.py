@@ -180,13 +180,13 @@ def create(
     except ScheduleError as exc:
         raise _bad(str(exc)) from None
     settings = Settings.from_env()
-    require_kafka(settings)  # after the arguments: a malformed one is named as such first
     who = initiator if initiator is not None else settings.initiator
     if who is None or not who.strip():
         raise _bad("no initiator: pass --initiator NAME or set RUNPLANE_INITIATOR")
     key_problem = admission_key_problem(tick_admission_key(tenant, name, 10**13))
     if key_problem:
         raise _bad(f"tenant and name too long for a tick's admission key: {key_problem}")
+    require_kafka(settings)  # after the arguments: a malformed one is named as such first
     key = schedule_key(tenant, name)
     existing, _ = read_tables(settings, [key])
     if key in existing:
@@ -299,12 +299,12 @@ def describe(
 @schedules_app.command("list")
 def list_schedules(
     tenant: str | None = typer.Option(None, "--tenant", help="only this tenant's"),
-    upcoming: int = typer.Option(1, "--next", help="how many next fire times to show"),
+    upcoming: int = typer.Option(
+        1, "--next", min=1, max=100, help="how many next fire times to show (1-100)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """List schedules with their next fire times and how their ticks were answered."""
-    if not 1 <= upcoming <= 100:
-        raise _bad(f"--next {upcoming}: between 1 and 100")
     settings = Settings.from_env()
     defs, fired = read_tables(settings)
     now = _now_ms()
