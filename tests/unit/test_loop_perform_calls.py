@@ -43,7 +43,7 @@ def _driver(counts: dict[str, int]) -> Driver:
     return Driver(AGENTS, tools=S.tools(counts))
 
 
-def test_each_call_is_answered_once_in_position_order_and_an_unknown_one_never_performed() -> None:
+def test_each_call_answered_once_in_position_order_an_unknown_one_never_performed() -> None:
     counts: dict[str, int] = {}
     run = _driver(counts).run("perform.calls", {})
     assert run.status is RunStatus.COMPLETED, run.error
@@ -58,9 +58,7 @@ def test_each_call_is_answered_once_in_position_order_and_an_unknown_one_never_p
     assert sorted(tools) == ["tool://add_note", "tool://crm_lookup", "tool://refund"]
 
 
-def test_the_mutations_go_in_position_order_and_a_crash_between_them_performs_none_twice() -> (
-    None
-):
+def test_mutations_go_in_position_order_and_a_crash_between_them_repeats_none() -> None:
     counts: dict[str, int] = {}
     driver = _driver(counts)
     order: list[str] = []
