@@ -57,7 +57,10 @@ timestamps are left out of what is journaled and the response's is the logical c
 (``now_utc``, ``uuid7`` in messages it builds), which therefore never reach a journaled
 request. A toolset's ``get_tools`` and ``__aenter__`` run on the agent side: an MCP server's
 connection and listing are not journaled effects (its calls are, once declared in
-``effects``). Streaming (``run_stream``) is refused.
+``effects``). The framework's own streaming (``run_stream``) is refused: the process that
+would read it is not the one watching. Each model request is a generation like the agent
+loop's, so its tokens reach the run's watchers on ``runs.stream`` (``runplane runs watch``,
+``GET /runs/{id}/stream``) as they arrive, wherever the executor streams generations.
 
 **Versions.** Tested with ``pydantic-ai-slim`` ``TESTED`` (the ``runplane[pydantic-ai]`` extra);
 importing this module with another installed, or none, is a ``ConfigError`` at start-up (the
