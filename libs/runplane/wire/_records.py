@@ -64,6 +64,7 @@ __all__ = [
     "TaskRecord",
     "TaskStatus",
     "Trust",
+    "UpdateAnswer",
     "Verdict",
     "Wake",
     "WarnDeadline",
@@ -959,6 +960,26 @@ class TaskRecord(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateAnswer(Record):
+    """A run's answer to an update (topic runs.updates, key update_id): the handler's answer, or why the update was refused. Written by the executor in the step that decided it; a refused update leaves no journal record, only this answer."""
+
+    avro_name: ClassVar[str] = "runplane.v1.UpdateAnswer"
+
+    session_id: str
+    #: The caller's idempotency id: the run answers one update per id, and an id delivered again is answered with the first answer.
+    update_id: str
+    #: The update's name (the agent's declared handler).
+    name: str
+    #: The agent's answer (canonical JSON); null when refused.
+    answer_json: str | None = None
+    #: Why the update was refused, as a code (invalid: its validator refused it; unknown_update: the agent declares no such update; too_large: over the run's signal limit; signals_full: the run buffers no more); null when answered.
+    refused: str | None = None
+    #: The refusal, in words (the validator's reason).
+    reason: str | None = None
+    answered_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Wake(Record):
     """Wake a parked or evicted run (topic runs.inbox)."""
 
@@ -1026,6 +1047,7 @@ SCHEMAS: dict[str, str] = {
     'runplane.v1.StreamEvent': '{"type":"record","name":"StreamEvent","namespace":"runplane.v1","doc":"One event of a run\'s live stream (topic runs.stream): a view for people and clients watching, produced as it happens, best effort, never the truth (the journal is).","fields":[{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":"int","doc":"The slot\'s call_seq within the era; -1 for an event of no call (progress, parked, ended)."},{"name":"attempt","type":"long","doc":"Which attempt at the slot: the ms its executor began it, strictly increasing per executor; a new value for the same slot is a restart (a retry, or another executor after a crash), whose events supersede the earlier attempt\'s."},{"name":"seq","type":"long","doc":"The event\'s place among its attempt\'s events, from 0: a gap is an event lost."},{"name":"kind","type":{"type":"enum","name":"StreamKind","namespace":"runplane.v1","doc":"What happened. A reader meeting a kind it does not know (added by a newer writer) reads PROGRESS: an ephemeral note, shown and otherwise ignored.","default":"PROGRESS","symbols":["TURN_STARTED","TEXT_DELTA","TOOL_CALL_DELTA","TOOL_CALL_PROPOSED","TOOL_CALL_STARTED","TOOL_CALL_FINISHED","TOOL_CALL_REFUSED","PARKED","RESUMED","ENDED","PROGRESS"]}},{"name":"payload_json","type":"string","doc":"The kind\'s facts as a JSON object (a text delta\'s text, a call\'s id, name, arguments)."},{"name":"stamp_ms","type":"long"}]}',
     'runplane.v1.TaskDecision': '{"type":"record","name":"TaskDecision","namespace":"runplane.v1","doc":"A human (or expiry) decided a task (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"task_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"outcome","type":{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call. A reader meeting an outcome it does not know reads REJECTED: an unknown decision never approves.","default":"REJECTED","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}},{"name":"comment","type":"string","default":""},{"name":"decided_by","type":{"type":"array","items":"string"},"default":[],"doc":"Principals from authenticated requests; empty for unattended expiry."},{"name":"decided_ms","type":"long"},{"name":"edits_json","type":["null","string"],"default":null,"doc":"An APPROVED call approval with arguments changed by decided_by: a JSON object, argument name to the value set. The run records it as that person\'s release of exactly those fields. Null otherwise."}]}',
     'runplane.v1.TaskRecord': '{"type":"record","name":"TaskRecord","namespace":"runplane.v1","doc":"A human task (topic tasks, key task_id).","fields":[{"name":"task","type":{"type":"record","name":"OpenTask","namespace":"runplane.v1","doc":"Open a human task (topic tasks.commands, key task_id).","fields":[{"name":"task_id","type":"string"},{"name":"session_id","type":"string"},{"name":"era","type":"int"},{"name":"call_seq","type":["null","long"],"default":null},{"name":"kind","type":{"type":"enum","name":"TaskKind","namespace":"runplane.v1","doc":"Approval or an operator verdict on an in-doubt call. A reader meeting a kind it does not know reads OPERATOR: a person looks at it.","default":"OPERATOR","symbols":["APPROVAL","OPERATOR"]}},{"name":"question","type":"string"},{"name":"answer_json","type":"string","doc":"The run\'s actual proposed answer."},{"name":"case_id","type":["null","string"],"default":null},{"name":"capability","type":"string"},{"name":"role","type":"string"},{"name":"approvals","type":"int","default":1},{"name":"initiator","type":"string"},{"name":"expires_ms","type":["null","long"],"default":null},{"name":"on_expiry","type":{"type":"enum","name":"ExpiryPolicy","namespace":"runplane.v1","doc":"What expiry does. A reader meeting a policy it does not know reads FAIL (fail closed: expiry never proceeds on a policy it cannot read).","default":"FAIL","symbols":["FAIL","PROCEED","ESCALATE"]}},{"name":"allow_unattended","type":"boolean","default":false},{"name":"escalate_to","type":["null","string"],"default":null},{"name":"opened_ms","type":"long"},{"name":"tenant","type":["null","string"],"default":null,"doc":"The run\'s tenant: only principals of this tenant see and decide the task. Null from writers older than this field (read as the tenant default)."},{"name":"trace_parent","type":["null","string"],"default":null,"doc":"The W3C traceparent of the run\'s step that opened the task (runplane.tracing), so the decision joins the run\'s trace. Null when untraced."},{"name":"editable","type":{"type":"array","items":"string"},"default":[],"doc":"A call approval (ctx.approve_call): the arguments of the proposed call a decider may edit (answer_json shows the call). Empty for every other task: no edit is taken."}]}},{"name":"status","type":{"type":"enum","name":"TaskStatus","namespace":"runplane.v1","doc":"Where a task is. A reader meeting a status it does not know reads CLOSED: not actionable by this reader.","default":"CLOSED","symbols":["OPEN","CLAIMED","DECIDED","EXPIRED","CLOSED"]}},{"name":"claimed_by","type":["null","string"],"default":null},{"name":"approved_by","type":{"type":"array","items":"string"},"default":[]},{"name":"outcome","type":["null",{"type":"enum","name":"DecisionOutcome","namespace":"runplane.v1","doc":"How a task ended; RETRY/ABANDON are operator verdicts on an in-doubt call. A reader meeting an outcome it does not know reads REJECTED: an unknown decision never approves.","default":"REJECTED","symbols":["APPROVED","REJECTED","EXPIRED_PROCEEDED","EXPIRED_FAILED","ESCALATED","RETRY","ABANDON"]}],"default":null},{"name":"comment","type":"string","default":""},{"name":"updated_ms","type":"long"},{"name":"claim_note","type":["null","string"],"default":null,"doc":"How the last claim was taken back without a decision, for the record: its lease lapsed (the worklist\'s tick) or a supervisor released it. null until that happens."},{"name":"edits_json","type":["null","string"],"default":null,"doc":"The arguments the decider changed when approving a proposed call (DecideTask.edits_json), so a decision sent again carries them. Null otherwise."}]}',
+    'runplane.v1.UpdateAnswer': '{"type":"record","name":"UpdateAnswer","namespace":"runplane.v1","doc":"A run\'s answer to an update (topic runs.updates, key update_id): the handler\'s answer, or why the update was refused. Written by the executor in the step that decided it; a refused update leaves no journal record, only this answer.","fields":[{"name":"session_id","type":"string"},{"name":"update_id","type":"string","doc":"The caller\'s idempotency id: the run answers one update per id, and an id delivered again is answered with the first answer."},{"name":"name","type":"string","doc":"The update\'s name (the agent\'s declared handler)."},{"name":"answer_json","type":["null","string"],"default":null,"doc":"The agent\'s answer (canonical JSON); null when refused."},{"name":"refused","type":["null","string"],"default":null,"doc":"Why the update was refused, as a code (invalid: its validator refused it; unknown_update: the agent declares no such update; too_large: over the run\'s signal limit; signals_full: the run buffers no more); null when answered."},{"name":"reason","type":["null","string"],"default":null,"doc":"The refusal, in words (the validator\'s reason)."},{"name":"answered_ms","type":"long"}]}',
     'runplane.v1.Wake': '{"type":"record","name":"Wake","namespace":"runplane.v1","doc":"Wake a parked or evicted run (topic runs.inbox).","fields":[{"name":"session_id","type":"string"},{"name":"reason","type":"string"},{"name":"sent_ms","type":"long"}]}',
     'runplane.v1.WarnDeadline': '{"type":"record","name":"WarnDeadline","namespace":"runplane.v1","doc":"The sweeper saw an obligation pass warn time.","fields":[{"name":"case_id","type":"string"},{"name":"request_id","type":"string","doc":"Idempotency: the asking run\'s session/era/call_seq, or the sweeper\'s decision key."},{"name":"reply_to","type":["null","string"],"default":null,"doc":"Session id whose inbox gets the CaseReply; null for fire-and-forget."},{"name":"era","type":"int","default":0},{"name":"call_seq","type":["null","long"],"default":null},{"name":"name","type":"string"},{"name":"due_ms","type":"long"}]}',
 }
@@ -1068,6 +1090,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     StreamEvent,
     TaskDecision,
     TaskRecord,
+    UpdateAnswer,
     Wake,
     WarnDeadline,
 )

@@ -38,6 +38,7 @@ from runplane.wire._records import (
     Signal,
     StartRun,
     StreamEvent,
+    UpdateAnswer,
     TaskDecision,
     TaskRecord,
     Wake,
@@ -54,6 +55,7 @@ TOPIC_RECORDS: Mapping[str, tuple[type[Record], ...]] = MappingProxyType(
         "results": (ResultEntry,),
         "sessions": (SessionSnapshot,),
         "runs.stream": (StreamEvent,),
+        "runs.updates": (UpdateAnswer,),
         "cases.commands": (
             GetCaseState,
             PutCaseState,
