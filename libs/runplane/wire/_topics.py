@@ -38,9 +38,9 @@ from runplane.wire._records import (
     Signal,
     StartRun,
     StreamEvent,
-    UpdateAnswer,
     TaskDecision,
     TaskRecord,
+    UpdateAnswer,
     Wake,
     WarnDeadline,
 )
