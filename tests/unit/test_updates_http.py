@@ -4,16 +4,21 @@ refusal in the one JSON error format, nothing journaled by a refusal or a query.
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from runplane.cli import app
 from runplane.errors import RetryableError
 from runplane.runs import operate
 from runplane.serving.auth import Principals, token_digest
+from runplane.serving.shell import run_http
 from runplane.testing import Driver
 from runplane.wire import Signal, UpdateAnswer
 from services.admission.operate import HttpOperate
@@ -172,3 +177,31 @@ def _relay(http: TestClient, request: httpx.Request) -> httpx.Response:
         headers=dict(request.headers),
     )
     return httpx.Response(r.status_code, content=r.content, headers=r.headers)
+
+
+def test_the_cli_prints_the_answer_and_refuses_in_one_line() -> None:
+    _, driver, run = _setup()
+    stop = threading.Event()
+    application = FastAPI(routes=HttpOperate(PRINCIPALS, DriverTarget(driver), REGISTRY).routes())
+    env = {
+        "RUNPLANE_BOOTSTRAP_SERVERS": "127.0.0.1:1",  # the HTTP path never needs Kafka
+        "RUNPLANE_WORKLIST_TOKEN": "b",
+        "RUNPLANE_WORKLIST_TOKEN_FILE": "",
+        "RUNPLANE_ADMISSION_ALLOW_UNSIGNED": "",
+    }
+    with run_http(application, "127.0.0.1", 0, stop) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        ok = CliRunner().invoke(
+            app,
+            ["runs", "update", run, "add_item", "--payload", '{"sku": "A"}', "--url", url],
+            env=env,
+        )
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.output) == {"count": 1, "by": "bob"}
+        bad = CliRunner().invoke(
+            app, ["runs", "update", run, "add_item", "--payload", "{}", "--url", url], env=env
+        )
+        assert bad.exit_code == 2 and "refused (invalid)" in bad.output
+        assert "an item names its sku" in bad.output
+        asked = CliRunner().invoke(app, ["runs", "query", run, "items", "--url", url], env=env)
+        assert asked.exit_code == 0 and json.loads(asked.output) == ["A"]
