@@ -267,3 +267,22 @@ def test_each_update_id_is_handled_at_most_once_and_answered_alike(
         assert given_answers[0]["count"] == handled.index(update_id) + 1
     records = [r for r in driver.view(sid).journal if r.family == "answer"]
     assert [r.attrs["update_id"] for r in records] == handled
+
+
+def test_updates_left_unanswered_are_answered_ended_when_the_run_ends() -> None:
+    driver = Driver(REGISTRY)
+    run = driver.run("cart", {"max": 1, "wait_first": True})
+    assert driver.update(run.session_id, "add_item", {"sku": "A"}, update_id="u-1") is None
+    view = driver.cancel(run.session_id, "customer left")
+    assert view.status is RunStatus.FAILED
+    [ended] = [a for a in driver.answers if a.update_id == "u-1"]
+    assert ended.refused == "ended" and ended.name == "add_item"
+    assert ended.reason is not None and "before answering" in ended.reason
+
+
+def test_an_answered_update_is_not_answered_again_when_the_run_ends() -> None:
+    driver = Driver(REGISTRY)
+    run = driver.run("cart", {"max": 1})
+    driver.update(run.session_id, "add_item", {"sku": "A"}, update_id="u-1")
+    assert driver.view(run.session_id).status is RunStatus.COMPLETED
+    assert [(a.update_id, a.refused) for a in driver.answers] == [("u-1", None)]

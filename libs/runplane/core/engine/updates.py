@@ -15,7 +15,8 @@ An update reaches the run as the reserved signal ``runplane.update/<name>`` whos
 
 ``ctx.answer`` (op ``ANSWER``) records the answer at its slot and sends it: the command
 commits in the step that journals it, so the answer leaves exactly when the run's journal
-says it was given; a replay serves the slot and sends nothing.
+says it was given; a replay serves the slot and sends nothing. When the run ends, every
+update it accepted and never answered is answered ``ended`` (``unanswered``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.updates import refusal, update_name
 from runplane.wire import ErrorInfo, JournalKind, Signal, UpdateAnswer
 
-__all__ = ["MAX_UPDATE_IDS", "UPDATES", "answer", "claims", "on_update"]
+__all__ = ["MAX_UPDATE_IDS", "UPDATES", "answer", "claims", "on_update", "unanswered"]
 
 # How many accepted update ids a run remembers (newest kept): its idempotency window.
 MAX_UPDATE_IDS: Final = 512
@@ -126,6 +127,25 @@ def answer(run: Run, slot: Slot) -> Resolution:
             )
         )
     return serve(run.rec, slot.effect, entry)
+
+
+def unanswered(run: Run) -> list[UpdateAnswer]:
+    """The run ended: an answer, refused ``ended``, to every update it accepted and never
+    answered (buffered, or taken and not answered), so no caller waits for the end of its
+    timeout. Sent in the step that journals the end."""
+    names = {s.signal_id: s.name for s in run.pending}
+    return [
+        UpdateAnswer(
+            session_id=run.session_id,
+            update_id=update_id,
+            name=update_name(names.get(update_id, "")) or "",
+            refused="ended",
+            reason=f"run {run.session_id} ended ({run.status.value}) before answering",
+            answered_ms=run.rec.now,
+        )
+        for update_id, _era, call_seq in UPDATES.of(run)
+        if call_seq == _OPEN
+    ]
 
 
 def _send(
