@@ -94,6 +94,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.policy",
             "runplane.core.keys",
             "runplane.core.schedules",
+            "runplane.core.updates",
             "runplane.core.chain",
             "runplane.core.verify",
             "runplane.core.recording",
