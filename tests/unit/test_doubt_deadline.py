@@ -6,16 +6,29 @@ until then the run is parked on a timer at that instant."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runplane.core import Durability, EffectDecl, Recovery, RetryPolicy
+from runplane.core import (
+    AgentRegistry,
+    AgentSpec,
+    Durability,
+    EffectDecl,
+    Outcome,
+    Recovery,
+    RetryPolicy,
+    Runtime,
+    StepCtx,
+)
 from runplane.core.engine import InFlight
 from runplane.core.engine.doubt import probe_at
 from runplane.core.engine.tools import deadline
+from runplane.core.gate import sinks
 from runplane.testing import Driver
-from runplane.wire import JournalKind, ParkKind, RunStatus, TaskKind
-from tests.unit.test_core_doubts import Peer, _crash_at, _spec, one_charge
+from runplane.wire import JournalKind, OpenTask, ParkKind, RunStatus, StartRun, TaskKind, Wake
+from tests.unit.test_core_doubts import OPEN_SINKS, Peer, _crash_at, _spec, one_charge
 
 CHARGE = EffectDecl(
     "charge",
@@ -143,3 +156,65 @@ def test_a_requires_operator_doubt_asks_a_person_at_once() -> None:
     run = driver.run("t", {}, session_id="run-o")
     assert run.task is not None and run.task.kind is TaskKind.OPERATOR
     assert not any(r.attrs.get("parked_on") == "doubt" for r in run.journal)
+
+
+# -- unanswered within its timeout: in doubt, then its declared recovery (never a failed run) --
+
+
+def _live_doubt(effects: tuple[EffectDecl, ...]) -> tuple[Any, Any]:
+    async def agent(ctx: StepCtx, input: Any) -> Any:
+        return await ctx.tool("charge", {"amount": 3})
+
+    spec = AgentRegistry().register(
+        AgentSpec(
+            "t",
+            sinks(*OPEN_SINKS)(agent),
+            Durability.REPLAYABLE,
+            None,
+            {e.name: e for e in effects},
+        ),
+        lint=False,
+    )
+    start = StartRun(
+        session_id="r-t",
+        capability="t",
+        input_json="{}",
+        case_id=None,
+        admission_key="kt",
+        tenant="default",
+        initiator="u",
+        admitted_hash="0" * 64,
+        admitted_ms=1,
+    )
+    rt, step = Runtime.start(spec, start, now_ms=1_000)
+    (charge,) = step.live_calls
+    return rt, charge
+
+
+def test_a_reconciling_call_unanswered_in_time_is_probed_after_its_deadline_and_performed() -> None:
+    rt, charge = _live_doubt(EFFECTS)
+    assert charge.deadline_ms == 1_000 + BUDGET_MS
+    step = rt.in_doubt(charge.call_seq, now_ms=1_000 + 2_000)  # its one attempt timed out
+    assert rt.status is RunStatus.PARKED and not step.live_calls
+    step = rt.deliver(Wake(session_id="r-t", reason="timer", sent_ms=0), now_ms=1_000 + 4_000)
+    assert not step.live_calls  # early: the deadline is not yet here
+    step = rt.deliver(Wake(session_id="r-t", reason="timer", sent_ms=0), now_ms=charge.deadline_ms)
+    (probe,) = step.live_calls
+    assert probe.family == "probe" and probe.idempotency_key == charge.idempotency_key
+    # The peer never got it: performed again, durable first, with a deadline of its own.
+    step = rt.complete(probe.call_seq, Outcome.success(None), now_ms=charge.deadline_ms + 1)
+    (again,) = step.live_calls
+    assert again.announce_first and again.idempotency_key == charge.idempotency_key
+    assert again.deadline_ms == charge.deadline_ms + 1 + BUDGET_MS
+    rt.complete(again.call_seq, Outcome.success({"charged": 3}), now_ms=again.deadline_ms - 1)
+    assert rt.status is RunStatus.COMPLETED
+
+
+def test_an_operator_call_unanswered_in_time_parks_for_a_person() -> None:
+    operator = EffectDecl("charge", mutating=True, recovery=Recovery.REQUIRES_OPERATOR)
+    rt, charge = _live_doubt((operator,))
+    assert charge.deadline_ms is None  # only a probe waits
+    step = rt.in_doubt(charge.call_seq, now_ms=40_000)
+    assert rt.status is RunStatus.AWAITING_HUMAN and not step.live_calls
+    assert [c.kind for c in step.commands if isinstance(c, OpenTask)] == [TaskKind.OPERATOR]
+    assert not any(r.kind is JournalKind.RUN_FAILED for r in step.records)
