@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]
 DECLS = [
     {"name": "add", "mutating": False, "recovery": "retry"},
-    # One 10 s attempt: a doubt about it is probed 10 s after its announce (decisions §31).
+    # One 10 s attempt: a doubt about it is probed 10 s after its announce (decisions §32).
     {
         "name": "append_note",
         "mutating": True,

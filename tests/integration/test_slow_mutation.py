@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[2]
 # The refund's charge declares two 10 s attempts and a 1 s backoff: its doubt is probed 21 s
-# after the announce (decisions §31).
+# after the announce (decisions §32).
 DEADLINE_MS = 21_000
 
 
