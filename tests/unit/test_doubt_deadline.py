@@ -22,7 +22,7 @@ from runplane.core import (
     Runtime,
     StepCtx,
 )
-from runplane.core.engine import InFlight
+from runplane.core.engine import InFlight, timer_due
 from runplane.core.engine.doubt import probe_at
 from runplane.core.engine.tools import deadline
 from runplane.core.gate import sinks
@@ -218,3 +218,15 @@ def test_an_operator_call_unanswered_in_time_parks_for_a_person() -> None:
     assert rt.status is RunStatus.AWAITING_HUMAN and not step.live_calls
     assert [c.kind for c in step.commands if isinstance(c, OpenTask)] == [TaskKind.OPERATOR]
     assert not any(r.kind is JournalKind.RUN_FAILED for r in step.records)
+
+
+def test_a_checkpointed_restore_past_the_deadline_probes_and_drops_the_old_timer() -> None:
+    driver, peer = _killed_after_the_charge(Durability.CHECKPOINTED)
+    run = driver.run("t", {}, session_id="run-c")
+    assert run.status is RunStatus.PARKED and run.snapshot.parked_on is not None
+    driver.crash("run-c")
+    driver.clock.advance(BUDGET_MS + 1)
+    driver.crash_hook = None
+    run = driver.wake("run-c")  # restored in a new era, already past the deadline
+    assert run.status is RunStatus.COMPLETED and peer.probes == 1
+    assert run.snapshot.era == 2 and timer_due(run.snapshot) is None

@@ -101,6 +101,10 @@ def in_doubt(run: Run, slot: Slot, recovery: Recovery) -> Resolution:
             return SUSPEND
     if waiting:
         run.leave_wait()  # the deadline passed while the run was out of memory
+    elif flight is not None and flight.announced_ms:
+        # A checkpointed restore past the deadline an earlier era waited for: its timer
+        # would only wake the run again for nothing.
+        run.drop_instant(deadline(flight.announced_ms, decl))
     if recovery is Recovery.RETRY:
         # The announce is already durable; repeating is safe by declaration.
         return perform_again(run, slot, decl, announce_first=False)

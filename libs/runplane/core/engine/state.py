@@ -215,6 +215,12 @@ class Run:
             and timeouts.TIMER.of(self) is not None
         )
 
+    def drop_instant(self, due: int) -> None:
+        """Drop the run's timer if it is the instant ``due`` of a ``wait_until`` the run no
+        longer waits for (a checkpointed restore keeps the armed timer of the era before)."""
+        if timeouts.TIMER.of(self) == due:
+            timeouts.TIMER.put(self, None)
+
     def leave_wait(self) -> None:
         """The run leaves its wait, its park and its instant (``timeouts.settle``)."""
         timeouts.settle(self)
