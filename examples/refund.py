@@ -8,7 +8,9 @@
 - ``charge_card`` mutates. Its idempotency key is derived from the run, so every attempt,
   every replay and every era of this run presents the same key to the billing API; its
   recovery is ``reconcile`` with the ``get_charge`` probe, so a crash between announce and
-  record asks billing whether the charge exists instead of charging twice.
+  record asks billing whether the charge exists instead of charging twice — once the charge's
+  deadline has passed (its timeouts from the announce), so a request still on its way is not
+  missed; billing dedupes the key for what arrives later still.
 
 Tools are HTTP tools against the billing API (``runplane.providers.billing_tools``, the fake
 in ``runplane.fakes``): ``GET /invoices/{invoice_id}`` → ``{invoice_id, amount_cents,
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runplane.core import EffectDecl, Recovery, StepCtx, agent
+from runplane.core import EffectDecl, Recovery, RetryPolicy, StepCtx, agent
 from runplane.core.gate import FieldRule, SinkDecl, sinks
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -35,7 +37,16 @@ INPUT_SCHEMA: dict[str, Any] = {
 
 EFFECTS = (
     EffectDecl("fetch_invoice", mutating=False, recovery=Recovery.RETRY),
-    EffectDecl("charge_card", mutating=True, recovery=Recovery.RECONCILE, probe="get_charge"),
+    # A probe asks only after the charge's deadline (two 10 s attempts and the 1 s backoff
+    # between them, from the announce): a charge still on its way cannot be missed by it.
+    EffectDecl(
+        "charge_card",
+        mutating=True,
+        recovery=Recovery.RECONCILE,
+        probe="get_charge",
+        timeout_s=10.0,
+        retry=RetryPolicy(max_attempts=2, max_backoff_s=1.0),
+    ),
     EffectDecl("get_charge", mutating=False, recovery=Recovery.RETRY),
 )
 

@@ -79,6 +79,9 @@ class Performer:
             max_backoff_s=call.retry.max_backoff_s,
             # A retry-declared effect is safe to repeat even when in doubt.
             mutating=call.mutating and call.recovery.value != "retry",
+            # A reconciling mutation's doubt is probed after this instant: no attempt of it
+            # may still be outstanding then (the core derives it from the announce's stamp).
+            deadline_ms=call.deadline_ms,
         )
         outcome = await self._runner.run(lambda: self._call_once(call), policy)
         calls, seconds = self._live_metrics(call.family, outcome.status.value)

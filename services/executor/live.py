@@ -16,7 +16,15 @@ the retry saga)::
 
 A retry that has no attempts left becomes FAILED with ``retryable=True`` in the error, except
 the in-doubt case of a mutating call, which is never turned into a failure: the journal must
-not claim "not done" for something that may have happened.
+not claim "not done" for something that may have happened. A mutating call unanswered within
+its timeout (a slow peer, a starved machine) is such a case: IN_DOUBT, and the core runs its
+declared recovery — a probe after its deadline, an operator's task — instead of failing the run.
+
+A call with a deadline (``CallPolicy.deadline_ms``: a reconciling mutation, whose doubt is
+probed only after it) never has an attempt outstanding past that instant: each attempt's
+timeout is cut to what is left of it, and one that cannot start before it (waiting for a free
+slot under load) is not sent — IN_DOUBT as well, so the probe finds it not applied and the
+core performs it again, rather than a request leaving after the probe has looked.
 
 The policy (``decide_after_failure``) is a pure function; :class:`LiveCallRunner` is the thin
 asyncio shell (timeouts, sleeping, a semaphore bounding calls in flight per instance).
@@ -45,6 +53,8 @@ class CallPolicy:
     backoff_multiplier: float = 2.0
     max_backoff_s: float = 2.0
     mutating: bool = False
+    # Wall-clock ms after which no attempt may be outstanding (``LiveCall.deadline_ms``).
+    deadline_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -99,6 +109,11 @@ class CallTimeout(Exception):
     """Our own per-attempt timeout fired; the request may have been sent."""
 
 
+class DeadlinePassed(CallTimeout):
+    """The call's deadline came before this attempt could be sent (``CallPolicy.deadline_ms``);
+    in doubt like any timeout of a mutation: its recovery decides, never a failed run."""
+
+
 def classify(exc: BaseException, mutating: bool) -> tuple[Reach | None, bool, float | None]:
     """(reach, may retry, retry_after) for one failed attempt."""
     if isinstance(exc, PeerCallError):
@@ -135,12 +150,14 @@ class LiveCallRunner:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], float] = lambda: time.time() * 1000,
     ) -> None:
         if max_inflight < 1:
             raise ConfigError("RUNPLANE_EXECUTOR_MAX_INFLIGHT must be at least 1")
         self._slots = asyncio.Semaphore(max_inflight)
         self._sleep = sleep
         self._clock = clock
+        self._wall_ms = wall_ms  # the clock the journal's stamps (and a deadline) are on
         self.inflight = 0
 
     async def run(self, call: Callable[[], Awaitable[Any]], policy: CallPolicy) -> LiveOutcome:
@@ -149,7 +166,7 @@ class LiveCallRunner:
         while True:
             attempt += 1
             try:
-                value = await self._attempt(call, policy.timeout_s)
+                value = await self._attempt(call, policy)
             except Exception as exc:
                 step = decide_after_failure(exc, policy, attempt)
                 if isinstance(step, Retry):
@@ -172,8 +189,15 @@ class LiveCallRunner:
                 value=value,
             )
 
-    async def _attempt(self, call: Callable[[], Awaitable[Any]], timeout_s: float) -> Any:
+    async def _attempt(self, call: Callable[[], Awaitable[Any]], policy: CallPolicy) -> Any:
         async with self._slots:
+            timeout_s = policy.timeout_s
+            if policy.deadline_ms is not None:
+                # Asked once the slot is ours: the wait for it may have used the deadline up.
+                left_s = (policy.deadline_ms - self._wall_ms()) / 1000
+                if left_s <= 0:
+                    raise DeadlinePassed(f"not sent: its deadline {policy.deadline_ms} passed")
+                timeout_s = min(timeout_s, left_s)
             self.inflight += 1
             try:
                 # asyncio.timeout, not wait_for: no extra task per attempt on the hot path.

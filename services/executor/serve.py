@@ -15,6 +15,7 @@ import httpx
 from runplane.config import Settings
 from runplane.core import AgentRegistry, ModelProvider, Tool
 from runplane.core.agents import import_agent_modules
+from runplane.providers import refuse_unkeyed
 from runplane.serving.health import Health
 from runplane.serving.shell import make_app, run_http
 from services.executor.catalog import offered, offered_with_mcp
@@ -94,6 +95,7 @@ async def _serve(settings: ExecutorSettings, stop: threading.Event, health: Heal
     ):
         registry = load_agents(settings.modules)
         tools, providers = await offered_with_mcp(settings, client, stack)
+        refuse_unkeyed(tools, registry.values())  # a one-line ConfigError at start-up
         executor = build(
             settings, client, health=health, tools=tools, providers=providers, registry=registry
         )

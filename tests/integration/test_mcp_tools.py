@@ -34,7 +34,15 @@ pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]
 DECLS = [
     {"name": "add", "mutating": False, "recovery": "retry"},
-    {"name": "append_note", "mutating": True, "recovery": "reconcile", "probe": "notes/find_note"},
+    # One 10 s attempt: a doubt about it is probed 10 s after its announce (decisions §32).
+    {
+        "name": "append_note",
+        "mutating": True,
+        "recovery": "reconcile",
+        "probe": "notes/find_note",
+        "timeout_s": 10,
+        "max_attempts": 1,
+    },
     {"name": "find_note", "mutating": False},
     {"name": "fail", "mutating": False},
 ]

@@ -243,13 +243,14 @@ def test_a_checkpointed_run_restored_while_parked_on_an_operator_task_asks_again
 def test_a_crash_during_the_probe_probes_again_and_never_charges_twice() -> None:
     for durability in (Durability.REPLAYABLE, Durability.CHECKPOINTED):
         peer = Peer()
-        # Nothing of the restore is committed before the probe answers, so a checkpointed run
-        # comes back in the same new era (1) each time; a replayable one stays in era 0.
+        # The restore commits its wait for the charge's deadline before the probe asks, so a
+        # checkpointed run comes back in a new era after each crash (1, then 2); a replayable
+        # one stays in era 0.
         era = 1 if durability is Durability.CHECKPOINTED else 0
         hook, fired = _crash_at(
             ("after_act", "charge", 0),
             ("before_act", "get_charge", era),
-            ("after_act", "get_charge", era),
+            ("after_act", "get_charge", 2 * era),
         )
         driver = Driver(_spec(one_charge, durability), tools=peer.tools(), crash_hook=hook)
         run = driver.run("t", {}, session_id="run-p")
@@ -313,8 +314,9 @@ def test_the_committed_snapshot_alone_carries_the_doubt_to_any_later_restore() -
     assert snapshot.era == 1 and snapshot.doubts_json is not None
     carried = json.loads(snapshot.doubts_json)
     assert [(d["era"], d["call_seq"], d["name"]) for d in carried] == [(0, 2, "tool://charge")]
+    later = 1_800_000_000_000  # past the charge's deadline: the probe need not wait
     for _ in range(2):
-        runtime, step = Runtime.restore(spec, snapshot, results, now_ms=1)
+        runtime, step = Runtime.restore(spec, snapshot, results, now_ms=later)
         while step.live_calls and step.live_calls[0].family == "generation":
             call = step.live_calls[0]
             step = runtime.complete(
@@ -322,7 +324,7 @@ def test_the_committed_snapshot_alone_carries_the_doubt_to_any_later_restore() -
                 Outcome.success(
                     {"text": "draft A", "tokens_in": 1, "tokens_out": 1, "cost_units": 0.0}
                 ),
-                now_ms=2,
+                now_ms=later + 1,
             )
         # Era 2 sends the era-0 note again (served from the log) and reaches the charge: a probe.
         assert [(c.family, c.target) for c in step.live_calls] == [("probe", "get_charge")]

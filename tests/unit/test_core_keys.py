@@ -30,7 +30,7 @@ from runplane.core.engine import MAX_BUFFERED_SIGNALS
 from runplane.core.gate import FieldRule, SinkDecl, sinks
 from runplane.core.verify import verify_chain
 from runplane.testing import Driver, ScriptedProvider
-from runplane.wire import JournalKind, RunStatus, Signal, StartRun
+from runplane.wire import JournalKind, RunStatus, Signal, StartRun, Wake
 
 CHARGE = EffectDecl("charge", mutating=True, recovery=Recovery.RECONCILE, probe="get_charge")
 
@@ -162,14 +162,21 @@ def test_a_live_doubt_in_a_checkpointed_run_is_recovered_at_its_slot_without_a_n
     assert charge.announce_first and charge.idempotency_key == "r-9/0/2"
     step = rt.in_doubt(charge.call_seq, now_ms=4)
     records += step.records
+    # Unanswered within its timeout: in doubt, and the probe waits out the call's deadline.
     assert [r.kind for r in step.records] == [
         JournalKind.EFFECT_IN_DOUBT,
-        JournalKind.EFFECT_ANNOUNCED,
+        JournalKind.RUN_PARKED,
     ]
+    assert not step.live_calls and charge.deadline_ms is not None
+    assert int(step.records[1].attrs["wake_at"]) == charge.deadline_ms
+    due = charge.deadline_ms
+    step = rt.deliver(Wake(session_id="r-9", reason="timer", sent_ms=due), now_ms=due)
+    records += step.records
+    assert [r.kind for r in step.records] == [JournalKind.EFFECT_ANNOUNCED]
     (probe,) = step.live_calls
     assert (probe.family, probe.era, probe.call_seq) == ("probe", 0, charge.call_seq)
     assert probe.idempotency_key == charge.idempotency_key
-    step = rt.complete(probe.call_seq, Outcome.success({"charged": 3}), now_ms=5)
+    step = rt.complete(probe.call_seq, Outcome.success({"charged": 3}), now_ms=due + 1)
     records += step.records
     assert rt.status is RunStatus.COMPLETED and rt.era == 0
     assert not any(r.kind is JournalKind.RUN_RESTORED for r in records)

@@ -133,3 +133,37 @@ def test_bad_policy_is_refused() -> None:
         CallPolicy(max_attempts=0)
     with pytest.raises(ConfigError):
         LiveCallRunner(0)
+
+
+# -- a mutating call with a deadline (a reconciling one: its doubt is probed after it) --------
+
+
+async def test_a_slow_mutation_is_in_doubt_by_its_deadline_not_its_full_timeout() -> None:
+    now = [1_000_000.0]
+    runner = LiveCallRunner(4, sleep=_no_sleep, wall_ms=lambda: now[0])
+    call, calls = _script("hang")
+    policy = CallPolicy(timeout_s=5.0, mutating=True, deadline_ms=int(now[0]) + 50)
+    out = await runner.run(call, policy)
+    # Unanswered: in doubt (its recovery decides), never a failure; cut at the deadline.
+    assert out.status is CallStatus.IN_DOUBT and calls[0] == 1
+    assert out.error_type == "CallTimeout" and out.elapsed_s < 1.0
+
+
+async def test_an_attempt_that_cannot_start_before_the_deadline_is_not_sent() -> None:
+    now = [1_000_000.0]
+    runner = LiveCallRunner(1, sleep=_no_sleep, wall_ms=lambda: now[0])
+    call, calls = _script({"charge_id": "c1"})
+    # The deadline passed while the call waited for a slot (a starved executor).
+    policy = CallPolicy(mutating=True, deadline_ms=int(now[0]) - 1)
+    out = await runner.run(call, policy)
+    assert out.status is CallStatus.IN_DOUBT and calls[0] == 0
+    assert out.error_type == "DeadlinePassed"
+    # A call without a deadline is sent as before.
+    out = await runner.run(call, CallPolicy(mutating=True))
+    assert out.status is CallStatus.OK and calls[0] == 1
+
+
+async def test_a_read_that_times_out_keeps_retrying_and_fails() -> None:
+    call, calls = _script("hang")
+    out = await _runner().run(call, CallPolicy(timeout_s=0.01, max_attempts=2))
+    assert out.status is CallStatus.FAILED and out.retryable and calls[0] == 2

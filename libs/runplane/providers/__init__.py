@@ -14,6 +14,9 @@
   live objects, :class:`Offer` the names admission checks a capability's needs against.
 * :class:`StreamingProvider` — a provider's ``stream``: the same generation, its text and
   tool-call fragments handed to a :data:`DeltaSink` as :class:`Delta`\ s as they arrive.
+* :func:`refuse_unkeyed` — an agent declaring ``reconcile`` for a mutating tool that does not
+  pass its idempotency key to the peer is refused at start-up (the tools refuse it of their
+  own declarations when they are registered).
 * :class:`PeerCallError` / :class:`Reach` — the "did it reach the peer?" classification the
   live-call runner retries by.
 
@@ -34,6 +37,7 @@ from runplane.providers._errors import (
 )
 from runplane.providers._function_tool import FunctionTool
 from runplane.providers._http_tool import HttpTool
+from runplane.providers._keyed import refuse_unkeyed
 from runplane.providers._mcp import McpSession, McpTool, open_mcp_sessions, schema_digest
 from runplane.providers._openai import Completion, OpenAIProvider
 from runplane.providers._registry import MODELS, TOOLS, ModelRegistry, ToolRegistry, tool
@@ -68,6 +72,7 @@ __all__ = [
     "offer_of",
     "open_mcp_sessions",
     "parse_tools_config",
+    "refuse_unkeyed",
     "schema_digest",
     "tool",
 ]

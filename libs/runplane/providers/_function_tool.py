@@ -1,7 +1,8 @@
 """Registered Python callables as tools (``runplane.core.Tool``).
 
 The callable takes the call's arguments as keyword arguments (plus ``idempotency_key`` when
-it declares that parameter) and may be sync or async. What it raises is the call's outcome:
+it declares that parameter: a mutating tool that reconciles must, see ``_keyed``) and may be
+sync or async. What it raises is the call's outcome:
 ``RetryableError`` asks for a retry, ``TerminalError`` fails at once, and for a mutating tool
 any other exception is trusted as "it ran and failed" (see ``services.executor.live``).
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from runplane.core.agents import EffectDecl
 from runplane.errors import ConfigError
+from runplane.providers._keyed import require_key
 from runplane.wire import Label
 
 
@@ -38,11 +40,18 @@ class FunctionTool:
         self.label = label  # what the tool declares for its results; None: the source label
         self.fn = fn
         self._fn = fn
-        self._wants_key = "idempotency_key" in inspect.signature(fn).parameters
+        # The key reaches the peer only through the function: one that takes no key cannot
+        # pass it on, so it may not reconcile a mutation (``_keyed``).
+        self.carries_key = "idempotency_key" in inspect.signature(fn).parameters
+        require_key(
+            self.decl,
+            carries=self.carries_key,
+            lacks="its function takes no idempotency_key parameter",
+        )
 
     async def call(self, args: Mapping[str, Any], *, idempotency_key: str | None = None) -> Any:
         kwargs = dict(args)
-        if self._wants_key:
+        if self.carries_key:
             kwargs["idempotency_key"] = idempotency_key
         result = self._fn(**kwargs)
         if inspect.isawaitable(result):

@@ -56,6 +56,9 @@ class HttpTool:
         self.decl = decl if decl is not None else EffectDecl(name)
         self.not_found_is_none = not_found_is_none
         self.idempotency_header = idempotency_header
+        # A mutating call always sends its key in that header (``call``), so a reconciling
+        # HTTP tool carries it by construction (``_keyed``).
+        self.carries_key = True
         self._client = client
         # Sent with every request (auth, read from the environment by the config loader);
         # kept out of repr and of the journal: only the arguments are witnessed.

@@ -17,7 +17,8 @@ The value of a call is the tool's structured result (unwrapped from the SDK's
 ``{"result": ...}`` wrapper for a tool returning a plain value), else its text, else its
 content blocks; a null result is ``None``, which a probe uses to say "never happened". When
 the tool's input schema has an ``idempotency_key`` property, the call's key is passed in it
-(MCP has no convention of its own), so a peer can deduplicate and a probe can look it up.
+(MCP has no convention of its own), so a peer can deduplicate and a probe can look it up; a
+mutating tool that reconciles without that property is refused at start-up (``_keyed``).
 Results of MCP tools are untrusted unless the config declares ``trust: trusted``. What a model
 is told of the tool (its declaration's ``description`` and ``input_schema``) is the config's
 when it declares them, else the server's listed ``description`` and ``inputSchema``.
@@ -41,6 +42,7 @@ from runplane.core.canonical import canonical_bytes
 from runplane.errors import ConfigError, TerminalError
 from runplane.providers._config import McpServerSpec, ToolDecl
 from runplane.providers._errors import PeerCallError, Reach
+from runplane.providers._keyed import require_key
 from runplane.providers._labels import source_label
 from runplane.providers._schema import declared_schema
 from runplane.wire import Label
@@ -117,6 +119,15 @@ class McpTool:
         self.name = declared.decl.name
         self.remote = server.remote_name(self.name)
         self.decl = _described(declared.decl, session.definitions[self.remote])
+        # MCP has no convention for the key: it is passed only in an ``idempotency_key``
+        # property of the listed schema, so a reconciling tool without one is refused here,
+        # at start-up, when the executor builds its tools (``_keyed``).
+        self.carries_key = session.takes_key(self.remote)
+        require_key(
+            self.decl,
+            carries=self.carries_key,
+            lacks="its input schema (as the server lists it) has no idempotency_key property",
+        )
         self.schema_digest = session.digests[self.remote]
         base = source_label(
             self.name, trust=declared.trust or "untrusted", sensitivity=declared.sensitivity

@@ -37,7 +37,7 @@ from runplane.core import (
     canonical_json,
     verify_chain,
 )
-from runplane.core.engine import Command, Event, apply_step
+from runplane.core.engine import Command, Event, apply_step, timer_due
 from runplane.core.limits import Limits
 from runplane.core.policy import Policy
 from runplane.errors import RetryableError
@@ -57,6 +57,7 @@ from runplane.wire import (
     JournalRecord,
     MeetDeadline,
     OpenTask,
+    ParkKind,
     PutCaseState,
     RegisterDeadline,
     ResultEntry,
@@ -163,7 +164,11 @@ class Driver(OperateVerbs, AdmissionVerbs):
     ``providers``: name → ``ScriptedProvider`` or ``ScriptedModel`` (tool calls). ``approve``: decide approval tasks
     automatically (an outcome name, or a function of the OpenTask returning one or None).
     ``crash_hook(phase, call)``: return True to crash at ``phase`` ("before_act" /
-    "after_act") of a live call.
+    "after_act") of a live call. ``wait_out_doubts``: a run that waits out the deadline of a
+    call in doubt before its probe asks (parked on its timer with the call in flight) has
+    that time pass — the clock jumps to the instant and the Wake is delivered, as the
+    executor's timer turn would; False leaves it parked (a test of the wait advances the
+    clock itself).
     """
 
     def __init__(
@@ -179,6 +184,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
         crash_hook: CrashHook | None = None,
         limits: Limits | None = None,
         policy: Policy | None = None,
+        wait_out_doubts: bool = True,
     ) -> None:
         if isinstance(agents, AgentRegistry):
             self.agents = agents
@@ -204,6 +210,7 @@ class Driver(OperateVerbs, AdmissionVerbs):
         self.crash_hook = crash_hook
         self.limits = limits  # a run's stated limits (runplane.core.limits); None: the defaults
         self.policy = policy  # the deployment policy runs are bound to (sink gate, budgets)
+        self.wait_out_doubts = wait_out_doubts
         self.sessions: dict[str, _Session] = {}
         # Inbox events the runs refused (four-eyes, a bad edit), with the reason.
         self.rejected: list[tuple[Event, str]] = []
@@ -384,6 +391,29 @@ class Driver(OperateVerbs, AdmissionVerbs):
         while self._starts:
             start = self._starts.popleft()
             self._restart(start.session_id, start)
+        if self.wait_out_doubts and self._doubt_deadlines():
+            self._drain()
+
+    def _doubt_deadlines(self) -> bool:
+        """Let the deadlines of calls in doubt pass (``wait_out_doubts``); whether any did."""
+        woke = False
+        for sid, session in self.sessions.items():
+            snap = session.snapshot
+            due = None if snap is None else timer_due(snap)
+            if (
+                snap is None
+                or due is None
+                or snap.in_flight_json is None
+                or snap.parked_on is None
+                or snap.parked_on.kind is not ParkKind.WAKE
+            ):
+                continue
+            now = self.clock.now_ms()
+            if now < due:
+                self.clock.advance(due - now)
+            self._inbox.append(Wake(session_id=sid, reason="timer", sent_ms=self.clock.now_ms()))
+            woke = True
+        return woke
 
     def _handle(self, session: _Session, runtime: Runtime, step: Step) -> None:
         """Carry out a step like the executor: announce rule, live calls, commit, commands."""

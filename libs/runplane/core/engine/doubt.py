@@ -1,9 +1,21 @@
 """Effect family: calls in doubt — announced, with no outcome — and their recovery.
 
-A call's declared recovery decides: ``retry`` performs it again under the same key;
-``reconcile`` asks the tool's probe whether it happened; ``requires_operator`` (or a probe
-that cannot tell) opens an operator task and parks until a verdict: APPROVED (it happened),
-RETRY (perform it again, announced first) or ABANDON/REJECTED (record it failed).
+A call is in doubt when a restore finds it announced and not recorded (its owner died
+mid-call), or when the executor cannot tell whether it took effect (no answer within its
+timeout, a broken connection after sending, a 5xx). Either way its declared recovery decides:
+``retry`` performs it again under the same key; ``reconcile`` asks the tool's probe whether
+it happened; ``requires_operator`` (or a probe that cannot tell) opens an operator task and
+parks until a verdict: APPROVED (it happened), RETRY (perform it again, announced first) or
+ABANDON/REJECTED (record it failed).
+
+A probe cannot see a request still in flight, so it never asks before the call's deadline
+(``probe_at``): the journal's stamp of the announce plus the call's whole timeout budget
+(``tools.deadline``), after which the executor sends no attempt of it. Until then the run
+waits for that instant (``Run.wait_until``: RUN_PARKED ``parked_on: doubt`` with the instant),
+and when it comes the probe asks (``deadline_passed``, this row's ``on_due``). What still reaches the peer
+after that (a request the peer keeps working on after the client gave up) only the call's
+idempotency key can deduplicate — which is why a reconciling mutation must carry one
+(``runplane.providers._keyed``).
 """
 
 from __future__ import annotations
@@ -20,8 +32,8 @@ from runplane.core.engine.asking import answer_task, ask_person
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
 from runplane.core.engine.state import Run
-from runplane.core.engine.tools import decl_for, idempotency_key, request_live
-from runplane.core.engine.values import LiveCall, Outcome
+from runplane.core.engine.tools import deadline, decl_for, idempotency_key, request_live, waits_out
+from runplane.core.engine.values import InFlight, LiveCall, Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
 from runplane.wire import (
     DecisionOutcome,
@@ -36,11 +48,13 @@ from runplane.wire import (
 
 __all__ = [
     "claims",
+    "deadline_passed",
     "decide_operator",
     "in_doubt",
     "on_decision",
     "open_operator_task",
     "perform_again",
+    "probe_at",
     "probe_done",
 ]
 
@@ -52,15 +66,45 @@ _VERDICTS = (
 )
 
 
+def probe_at(flight: InFlight | None, decl: EffectDecl, now_ms: int) -> int | None:
+    """When the probe of the call in doubt ``flight`` may ask, at ``now_ms``: None = now;
+    else the instant to wait for — the call's deadline (``tools.deadline``) from the
+    journal's stamp of its announce, while a request of it may still be on its way. A call
+    whose doubt need not wait (not a reconciling mutation) or whose stamp is unknown (a
+    snapshot older than the stamp) is probed at once."""
+    if flight is None or not flight.announced_ms or not waits_out(decl):
+        return None
+    due = deadline(flight.announced_ms, decl)
+    return due if now_ms < due else None
+
+
 def in_doubt(run: Run, slot: Slot, recovery: Recovery) -> Resolution:
     """Journal that the call at ``slot`` is in doubt and run its declared recovery."""
     effect, call_seq, _ = slot
     decl = decl_for(run, effect)
-    attrs = {"recovery": str(recovery)}
     flight = run.in_flight
-    if flight is not None and flight.origin != f"{run.era}/{call_seq}":
-        attrs["origin"] = flight.origin  # carried from an earlier era's announce
-    run.rec.at(JournalKind.EFFECT_IN_DOUBT, slot, attrs)
+    waiting = run.waits_until(call_seq)
+    if not waiting:  # a run rebuilt while it waits out the deadline journaled this already
+        attrs = {"recovery": str(recovery)}
+        if flight is not None and flight.origin != f"{run.era}/{call_seq}":
+            attrs["origin"] = flight.origin  # carried from an earlier era's announce
+        due = probe_at(flight, decl, run.now) if recovery is Recovery.RECONCILE else None
+        if due is not None:
+            attrs["probe_at"] = str(due)
+        run.rec.at(JournalKind.EFFECT_IN_DOUBT, slot, attrs)
+    if recovery is Recovery.RECONCILE and decl.probe:
+        due = probe_at(flight, decl, run.now)
+        if due is not None:
+            if not waiting:
+                run.wait_until(slot, due, "doubt")
+            run.waiting = Wait(WaitKind.DOUBT, slot, decl)
+            return SUSPEND
+    if waiting:
+        run.leave_wait()  # the deadline passed while the run was out of memory
+    elif flight is not None and flight.announced_ms:
+        # A checkpointed restore past the deadline an earlier era waited for: its timer
+        # would only wake the run again for nothing.
+        run.drop_instant(deadline(flight.announced_ms, decl))
     if recovery is Recovery.RETRY:
         # The announce is already durable; repeating is safe by declaration.
         return perform_again(run, slot, decl, announce_first=False)
@@ -69,12 +113,28 @@ def in_doubt(run: Run, slot: Slot, recovery: Recovery) -> Resolution:
     return open_operator_task(run, slot, decl)
 
 
+def deadline_passed(run: Run, wait: Wait) -> Resolution:
+    """The deadline of the call in doubt came (``Run.wait_until``'s instant): the probe asks."""
+    decl = wait.decl or decl_for(run, wait.slot.effect)
+    run.leave_wait()
+    return _probe(run, wait.slot, decl)
+
+
 def perform_again(run: Run, slot: Slot, decl: EffectDecl, *, announce_first: bool) -> Resolution:
     """Perform a call in doubt again (its recovery says so), through the sink gate again."""
     refused = _gate_again(run, slot, decl)
     if refused is not None:
         return refused
+    _restamp(run, slot)
     return request_live(run, slot, decl, announce_first=announce_first)
+
+
+def _restamp(run: Run, slot: Slot) -> None:
+    """The call starts again now: a later doubt waits out its timeout from this step's stamp
+    (the record that performs it again), not from the first announce's."""
+    flight = run.in_flight
+    if flight is not None and (flight.era, flight.call_seq) == (run.era, slot.call_seq):
+        run.in_flight = replace(flight, announced_ms=run.now)
 
 
 def _gate_again(run: Run, slot: Slot, decl: EffectDecl) -> Resolution | None:
@@ -176,7 +236,9 @@ def probe_done(run: Run, wait: Wait, outcome: Outcome) -> Resolution:
         return serve(run.rec, slot.effect, entry)
     if applied is False:
         # The peer says it never happened: performing it now is the first application.
-        return perform_again(run, slot, wait.decl, announce_first=False)
+        # Durable before it leaves (the probe's record and the new stamp): a crash mid-call
+        # must find the doubt's deadline counted from this attempt, not the first one.
+        return perform_again(run, slot, wait.decl, announce_first=True)
     return open_operator_task(run, slot, wait.decl)
 
 
@@ -267,6 +329,7 @@ def decide_operator(
                 "mutating": "true" if decl.mutating else "false",
             },
         )
+        _restamp(run, slot)
         return request_live(run, slot, decl, announce_first=True)
     if outcome is DecisionOutcome.APPROVED:
         try:

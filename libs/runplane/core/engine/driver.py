@@ -236,7 +236,14 @@ def _carried_doubt(run: Run, slot: Slot) -> Resolution:
         # the next restore) and keeps its origin.
         run.doubts.remove(doubt)
         run.in_flight = InFlight(
-            run.era, call_seq, effect.family, effect.name, witness, doubt.recovery, doubt.origin
+            run.era,
+            call_seq,
+            effect.family,
+            effect.name,
+            witness,
+            doubt.recovery,
+            doubt.origin,
+            announced_ms=doubt.announced_ms,  # its timeout runs from the first announce
         )
         return in_doubt(run, slot, doubt.recovery)
     carried = run.open

@@ -50,7 +50,7 @@ from runplane.core.engine.decode import identity
 from runplane.core.engine.operated import CANCEL
 from runplane.core.engine.state import Run
 from runplane.core.engine.table import Decoder, Part
-from runplane.core.engine.vocab import Rejected, Resolution, Slot, WaitKind
+from runplane.core.engine.vocab import Rejected, Resolution, Slot, Wait, WaitKind
 from runplane.wire import CaseReply, ParkKind, Signal, TaskDecision, Wake
 
 __all__ = [
@@ -88,7 +88,9 @@ class Family:
     its waits a cancel interrupts at once (any other first reaches its disposition);
     ``bounded``: its waits a ``timeout`` of their own bounds (the timer row times them out);
     ``parts``: its own parts of a run's state, carried by the snapshot (``table.Part``);
-    ``on_cancel``: what it does when its run accepts a cancel (→ attrs for CANCEL_REQUESTED)."""
+    ``on_cancel``: what it does when its run accepts a cancel (→ attrs for CANCEL_REQUESTED);
+    ``on_due``: its waits for an instant (``Run.wait_until``) and what each does when the
+    instant comes (the timer row delivers the Wake)."""
 
     name: str
     ops: Mapping[Op, Handler]
@@ -102,6 +104,7 @@ class Family:
     bounded: frozenset[WaitKind] = frozenset()
     parts: tuple[Part[Any], ...] = ()
     on_cancel: Callable[[Run], Mapping[str, str]] | None = None
+    on_due: Mapping[WaitKind, Callable[[Run, Wait], Resolution]] = field(default_factory=dict)
 
 
 def _or_else(first: Callable[[Run, Slot], Resolution | None], then: Handler) -> Handler:
@@ -122,6 +125,8 @@ FAMILIES: Final = (
         "live",
         {Op.LIVE: tools.live},
         claims={TaskDecision: Claim(doubt.claims, doubt.on_decision)},
+        # A call in doubt waits out its deadline before its probe asks.
+        on_due={WaitKind.DOUBT: doubt.deadline_passed},
         decode={Op.LIVE: identity},
         cross_era=frozenset({"tool"}),
     ),
@@ -277,4 +282,5 @@ table.install(
     bounded={w for f in FAMILIES for w in f.bounded},
     parts=part_table(FAMILIES),
     on_cancel=[f.on_cancel for f in FAMILIES if f.on_cancel is not None],
+    on_due={w: h for f in FAMILIES for w, h in f.on_due.items()},
 )

@@ -32,6 +32,7 @@ from runplane.core.limits import DEFAULT_LIMITS, Limits
 from runplane.core.policy import Policy
 from runplane.wire import (
     ErrorInfo,
+    JournalKind,
     ParkedOn,
     ParkKind,
     ResultEntry,
@@ -193,6 +194,36 @@ class Run:
     def time_out(self, slot: Slot, due: int) -> Resolution:
         """The wait at ``slot`` ends now with ``WaitTimedOut`` (its timeout is already past)."""
         return timeouts.timed_out(self, slot, due)
+
+    def wait_until(self, slot: Slot, due: int, parked_on: str) -> dict[str, str]:
+        """Park the run until the instant ``due`` (a wait that is itself a timer: a call in
+        doubt waiting out its deadline), journaling the park (``parked_on``) with the instant;
+        the timers row delivers it to the family's ``on_due``. Returns the journaled attrs."""
+        self.park(ParkKind.WAKE, str(due), slot.call_seq, RunStatus.PARKED)
+        attrs = {"parked_on": parked_on, **timeouts.hold(self, due)}
+        self.rec.at(JournalKind.RUN_PARKED, slot, attrs)
+        return attrs
+
+    def waits_until(self, call_seq: int) -> bool:
+        """Whether the run is parked on an instant at ``call_seq`` of this era (``wait_until``;
+        rebuilt while it waits, the park and its instant came back with the snapshot)."""
+        parked = self.parked
+        return (
+            parked is not None
+            and parked.kind is ParkKind.WAKE
+            and (parked.era, parked.call_seq) == (self.era, call_seq)
+            and timeouts.TIMER.of(self) is not None
+        )
+
+    def drop_instant(self, due: int) -> None:
+        """Drop the run's timer if it is the instant ``due`` of a ``wait_until`` the run no
+        longer waits for (a checkpointed restore keeps the armed timer of the era before)."""
+        if timeouts.TIMER.of(self) == due:
+            timeouts.TIMER.put(self, None)
+
+    def leave_wait(self) -> None:
+        """The run leaves its wait, its park and its instant (``timeouts.settle``)."""
+        timeouts.settle(self)
 
     def drop_timeout(self) -> None:
         """The run leaves its wait without a park to clear (a cancel): the timeout goes too."""

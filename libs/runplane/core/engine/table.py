@@ -25,6 +25,7 @@ __all__ = [
     "CANCEL_HOOKS",
     "CROSS_ERA",
     "DECODE",
+    "DUE",
     "INTERRUPTIBLE",
     "LOGGED",
     "PARTS",
@@ -45,6 +46,9 @@ CROSS_ERA: Final[set[str]] = set()
 LOGGED: Final[set[str]] = set()
 INTERRUPTIBLE: Final[set[WaitKind]] = set()
 BOUNDED: Final[set[WaitKind]] = set()
+# What a wait of a family that waits for an instant (``Run.wait_until``) does when it comes:
+# the timers row delivers the Wake, the family's hook says what follows (``doubt``: the probe).
+DUE: Final[dict[WaitKind, Callable[[Any, Any], Any]]] = {}
 # What a family does when its run accepts a cancel (a commission cancels its children) →
 # attrs for the CANCEL_REQUESTED record.
 CANCEL_HOOKS: Final[list[Callable[[Any], Mapping[str, str]]]] = []
@@ -147,6 +151,7 @@ def install(
     bounded: set[WaitKind],
     parts: Mapping[str, Part[Any]],
     on_cancel: Sequence[Callable[[Any], Mapping[str, str]]] = (),
+    on_due: Mapping[WaitKind, Callable[[Any, Any], Any]] | None = None,
 ) -> None:
     """Fill the table (once: the registry's rows are final)."""
     if DECODE or REWAIT or LOGGED or PARTS:
@@ -159,3 +164,4 @@ def install(
     BOUNDED.update(bounded)
     PARTS.update(parts)
     CANCEL_HOOKS.extend(on_cancel)
+    DUE.update(on_due or {})

@@ -5,7 +5,8 @@ and journals the instant; the executor owning the run's partition delivers a Wak
 it — after a crash, a restart or a rebalance too, since it reads the instant from the
 restored snapshot. The wake records the sleep's result (the instant itself, never the clock),
 so a replay serves the same value and never asks a clock. A due Wake also ends a wait of
-another family that armed a timeout of its own (``timeouts.timed_out``).
+another family that armed a timeout of its own (``timeouts.timed_out``), and a family's wait
+for an instant (``Run.wait_until``: its row's ``on_due`` says what follows).
 
 A Wake is also the carrier of a ``quarantine:`` request (handled by the runtime). Any other
 Wake only stamps the run unless its timer is due.
@@ -19,7 +20,7 @@ from runplane.core.effect import Effect
 from runplane.core.engine import timeouts
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
-from runplane.core.engine.table import BOUNDED
+from runplane.core.engine.table import BOUNDED, DUE
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot, Wait, WaitKind
 from runplane.wire import JournalKind, ParkKind, RunStatus, Wake
 
@@ -44,6 +45,8 @@ def on_wake(run: Run, wake: Wake) -> Resolution | Rejected:
         return SUSPEND  # early, or no timer: the step only stamps the run
     if wait.kind is WaitKind.TIMER:
         return _woke(run, wait.slot, due)
+    if wait.kind in DUE:  # a family's wait for an instant (``Run.wait_until``)
+        return DUE[wait.kind](run, wait)  # type: ignore[no-any-return]
     if wait.kind in BOUNDED and "timeout" in wait.slot.effect.request:
         # (A wait without a timeout of its own never times out, even under a timer carried
         # from an earlier era whose path the new era did not take.)

@@ -9,8 +9,9 @@ and is safe to repeat (``EffectDecl.announce_rides``), whose announce rides with
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from runplane.core.agents import EffectDecl
+from runplane.core.agents import EffectDecl, Recovery
 from runplane.core.effect import Effect
 from runplane.core.engine.decode import serve
 from runplane.core.engine.sinkgate import gate
@@ -26,7 +27,7 @@ from runplane.core.engine.vocab import (
 )
 from runplane.wire import ErrorInfo, JournalKind, RunStatus
 
-__all__ = ["decl_for", "idempotency_key", "live", "live_target", "request_live"]
+__all__ = ["deadline", "decl_for", "idempotency_key", "live", "live_target", "request_live"]
 
 
 def decl_for(run: Run, effect: Effect) -> EffectDecl:
@@ -74,7 +75,11 @@ def live(run: Run, slot: Slot) -> Resolution:
         witness=witness,
         attrs={"recovery": str(recovery), "mutating": "true" if decl.mutating else "false"},
     )
-    run.in_flight = InFlight(run.era, call_seq, effect.family, effect.name, witness, recovery)
+    # The announce's stamp rides with the call in flight: a doubt waits out its timeout
+    # from there (``deadline``), the journal's instant, never one the agent hands it.
+    run.in_flight = InFlight(
+        run.era, call_seq, effect.family, effect.name, witness, recovery, announced_ms=run.now
+    )
     return request_live(run, slot, decl, announce_first=not decl.announce_rides)
 
 
@@ -104,12 +109,40 @@ def request_live(run: Run, slot: Slot, decl: EffectDecl, *, announce_first: bool
         decl.timeout_s,
         announce_first,
         idempotency_key(run, effect, call_seq, decl),
+        _deadline_of(run, call_seq, decl),
     )
     run.rec.out.live.append(call)
     run.pending_live = call
     run.waiting = tuple.__new__(Wait, (WaitKind.LIVE, slot, decl, None))  # hot: see driver
     run.status = RunStatus.RUNNING
     return SUSPEND
+
+
+def deadline(announced_ms: int, decl: EffectDecl) -> int:
+    """The instant after which no attempt of a call started at ``announced_ms`` can still be
+    on its way from the executor: every attempt's timeout and the longest backoff between
+    them (an attempt after one that provably did not reach the peer may be sent late; the
+    live-call runner sends none after this instant)."""
+    retry = decl.retry
+    budget_s = retry.max_attempts * decl.timeout_s + (retry.max_attempts - 1) * retry.max_backoff_s
+    return announced_ms + math.ceil(budget_s * 1000)
+
+
+def waits_out(decl: EffectDecl) -> bool:
+    """Whether a doubt about a call under ``decl`` waits out its timeout before it is probed
+    (a mutation that reconciles: a probe cannot see a request still in flight)."""
+    return decl.mutating and decl.effective_recovery is Recovery.RECONCILE
+
+
+def _deadline_of(run: Run, call_seq: int, decl: EffectDecl) -> int | None:
+    if not decl.mutating:  # the hot path: a read has no deadline to keep
+        return None
+    flight = run.in_flight
+    if flight is None or (flight.era, flight.call_seq) != (run.era, call_seq):
+        return None
+    if not flight.announced_ms or not waits_out(decl):
+        return None
+    return deadline(flight.announced_ms, decl)
 
 
 def idempotency_key(run: Run, effect: Effect, call_seq: int, decl: EffectDecl) -> str | None:

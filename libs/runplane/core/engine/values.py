@@ -92,6 +92,9 @@ class LiveCall:
     replay, every owner, for the probe of a call in doubt, and in the later era a doubt is
     carried into (its slot moves, its origin does not), so a peer can deduplicate and a probe
     can look the call up.
+    ``deadline_ms``: for a call a doubt must wait out (``doubt.deadline``: the journal's stamp
+    of its announce plus its whole timeout budget), the instant after which no attempt of it
+    may still be sent or awaited; None: no such bound (the executor's own timeouts alone).
     """
 
     session_id: str
@@ -108,6 +111,7 @@ class LiveCall:
     timeout_s: float
     announce_first: bool
     idempotency_key: str | None = None
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class InFlight:
     new era moves to a new slot but keeps it). ``asks``: operator tasks already opened for
     this slot — a repeat gets a new task id, because the worklist ignores an OpenTask whose id
     it has seen (a run parked on an already decided task would wait forever).
+    ``announced_ms``: the journal's stamp of the record that started the call's current
+    attempt (its announce; a performing-again's record), so a restore can wait out the
+    call's timeout before a probe asks (``doubt.deadline``); 0 = unknown (an older snapshot):
+    the probe asks at once, as before.
     """
 
     era: int
@@ -129,6 +137,7 @@ class InFlight:
     recovery: Recovery
     origin: str = ""
     asks: int = 0
+    announced_ms: int = 0
 
     def __post_init__(self) -> None:
         if not self.origin:
@@ -154,6 +163,8 @@ class InFlight:
             d["origin"] = self.origin
         if self.asks:
             d["asks"] = self.asks
+        if self.announced_ms:
+            d["announced_ms"] = self.announced_ms
         return d
 
     def to_json(self) -> str:
@@ -170,6 +181,7 @@ class InFlight:
             Recovery(d["recovery"]),
             str(d.get("origin") or ""),
             int(d.get("asks", 0)),
+            int(d.get("announced_ms", 0)),
         )
 
     @classmethod

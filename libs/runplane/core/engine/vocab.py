@@ -74,6 +74,7 @@ class WaitKind(StrEnum):
 
     LIVE = "live"  # the outcome of a live call
     PROBE = "probe"  # the probe of a call in doubt
+    DOUBT = "doubt"  # a call in doubt's deadline, before its probe may ask (doubt.in_doubt)
     SIGNAL = "signal"
     APPROVAL = "approval"
     OPERATOR = "operator"  # an operator's verdict on a call in doubt
