@@ -4,15 +4,18 @@
   filtered by status, capability, case and start time (a plain GET form: filters are links).
 - ``GET /ui/overview`` — charts over the same index (``services.journal.ui_overview``): runs
   by status over time, duration p50/p99 and cost per capability, as inline SVG.
-- ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on;
-  its verification verdict (the chain verified now from the topics, next to the journal
+- ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on
+  (a task links to its page on the worklist, ``worklist_ui``); its input and output panes
+  (bodies, from its snapshot: auditors only; how it ended — a failure's reason, who cancelled
+  — for everyone); its steps as a waterfall on the run's time axis, failed calls red
+  (``runplane.journal.waterfall``, ``services.journal.ui_waterfall``); its verification verdict (the chain verified now from the topics, next to the journal
   service's own); its parent and children and other runs its records name (fork,
   successor); its case — version, obligations and (auditors) state, read from ``cases``
   (``services.journal.ui_case``); its live panel — the run's stream as it happens (text as
   the model sends it, tool calls proposed, started, finished or refused, parked, resumed,
   ended; a restarted attempt announced), read by the page's ``live.js`` from
   ``/ui/stream/{run_id}``; and its journal as a timeline — each record's kind, effect, time,
-  cost, label and facts.
+  cost, label and facts (a failed call's record red).
 - ``GET /ui/stream/{run_id}`` — the run's live stream as server-sent events for the page
   (``services.journal.live``, the same answer as ``GET /runs/{id}/stream``): the browser's
   ``EventSource`` cannot send a bearer header, so this one takes the sign-in cookie, which
@@ -21,8 +24,9 @@
 
 Same authentication and tenancy as the API (``services.journal.api``): any configured
 principal signs in with their token and sees only their tenant's runs; another tenant's run
-is "not found", as an unknown id is. Bodies are never shown here (the API serves them to
-auditors). Security headers, the HttpOnly cookie and the origin check are ``runplane.web``'s,
+is "not found", as an unknown id is. Bodies — a run's input and output, what a failed call
+failed with, a case's state — are shown to principals with the role ``auditor`` only, as the
+API serves them; others are told they are withheld. Security headers, the HttpOnly cookie and the origin check are ``runplane.web``'s,
 shared with the worklist page.
 """
 
