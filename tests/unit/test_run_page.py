@@ -167,3 +167,14 @@ def test_how_a_run_ended_is_shown_to_everyone(site) -> None:  # type: ignore[no-
     assert "<code>ToolError</code>" in html and '<p class="reason">card declined</p>' in html
     index.runs["r-done"] = replace(done, erased_bodies=4, erased_by="retention")
     assert _page(base, "auditor", "r-done").count("Erased by retention.") == 2
+
+
+def test_the_worklist_origin_is_read_as_an_origin() -> None:
+    from runplane.errors import ConfigError
+    from services.journal.settings import JournalSettings
+
+    read = JournalSettings.from_env({"RUNPLANE_JOURNAL_WORKLIST_UI": "HTTPS://W.example:443/"})
+    assert read.worklist_ui == "https://w.example"
+    assert JournalSettings.from_env({}).worklist_ui is None
+    with pytest.raises(ConfigError, match="RUNPLANE_JOURNAL_WORKLIST_UI"):
+        JournalSettings.from_env({"RUNPLANE_JOURNAL_WORKLIST_UI": "w.example/tasks"})
