@@ -42,6 +42,8 @@ def bar_label(bar: Bar) -> str:
             return f"waiting for signal {ref}"
         if kind == "version":
             return f"parked: version {ref} not deployed"
+        if kind == "doubt":  # a call in doubt waits out its deadline before its probe asks
+            return "in doubt: waiting out the call's deadline"
         return f"parked on {bar.waits_for or 'something unnamed'}"
     return " ".join(x for x in (bar.family, bar.name) if x) or "call"
 

@@ -178,3 +178,20 @@ def test_the_worklist_origin_is_read_as_an_origin() -> None:
     assert JournalSettings.from_env({}).worklist_ui is None
     with pytest.raises(ConfigError, match="RUNPLANE_JOURNAL_WORKLIST_UI"):
         JournalSettings.from_env({"RUNPLANE_JOURNAL_WORKLIST_UI": "w.example/tasks"})
+
+
+def test_each_wait_is_labelled_for_a_person() -> None:
+    from runplane.journal.waterfall import Bar, BarKind, BarState
+    from services.journal.ui_waterfall import bar_label
+
+    def parked(on: str, kind: BarKind = BarKind.PARKED, roles: tuple[str, ...] = ()) -> str:
+        bar = Bar(kind, BarState.OPEN, 0, 1, "", "", 0, 5, 1, roles=roles, waits_for=on)
+        return bar_label(bar)
+
+    assert parked("", BarKind.PERSON, ("finance", "audit")) == (
+        "waiting for a person: role finance, audit"
+    )
+    assert parked("signal:go") == "waiting for signal go"
+    assert parked("version:v2") == "parked: version v2 not deployed"
+    assert parked("doubt") == "in doubt: waiting out the call's deadline"
+    assert parked("case:r1") == "parked on case:r1"
