@@ -148,6 +148,7 @@ def build_api(
     max_scans: int = DEFAULT_MAX_SCANS,
     ui: bool = True,
     public_origin: str | None = None,
+    worklist_ui: str | None = None,
     repairer: Repairer | None = None,
     stream: Follow | None = None,
 ) -> FastAPI:
@@ -156,7 +157,8 @@ def build_api(
     ``readers``: who may query at all (any principal) and read bodies (role ``auditor``).
     ``max_scans``: how many Kafka partition scans (journal, verify) may run at once.
     ``ui``: serve the runs UI at ``/ui`` (``services.journal.ui``) on the same app;
-    ``public_origin``: the address people reach it at (its form posts are checked against it).
+    ``public_origin``: the address people reach it at (its form posts are checked against it);
+    ``worklist_ui``: the worklist's origin, where the run page links the task a run waits on.
     ``stream``: follows a run's live stream (``runplane.runs.stream.follow`` bound to the
     settings); None: ``GET /runs/{id}/stream`` answers 503.
     """
@@ -174,7 +176,14 @@ def build_api(
     _install_stream_route(app, runs, stream)
     install_repair_routes(app, runs, readers, repairer)  # POST resume/fork/erase (operators)
     if ui:
-        install_ui(app, runs, readers, public_origin=public_origin, stream=stream)
+        install_ui(
+            app,
+            runs,
+            readers,
+            public_origin=public_origin,
+            worklist_ui=worklist_ui,
+            stream=stream,
+        )
     return app
 
 

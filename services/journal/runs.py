@@ -22,7 +22,7 @@ from runplane.journal.index import RunIndex
 from runplane.journal.summary import RunSummary
 from runplane.runs.read import RunHistory
 from runplane.serving.auth import DEFAULT_TENANT, Principal, PrincipalSource
-from runplane.wire import CaseRecord
+from runplane.wire import CaseRecord, SessionSnapshot
 
 # A run's records carry the producing host's clock; the index's start time is the admitting
 # host's. Scanning from a little before it tolerates skew between the two (and LogAppendTime
@@ -41,6 +41,11 @@ class RunReader(Protocol):
 
     def case(self, case_id: str) -> CaseRecord | None:
         """The case's latest record (``runplane.runs.read.read_case``), None when there is none."""
+        ...
+
+    def snapshot(self, run_id: str) -> SessionSnapshot | None:
+        """The run's latest snapshot (``runplane.runs.repair.read_snapshot``): its input, and
+        its output or error, for the run page's panes. None when there is none."""
         ...
 
 
@@ -118,3 +123,9 @@ class Runs:
             return None
         with self.scans.slot():
             return self.reader.case(summary.case_id)
+
+    def snapshot(self, summary: RunSummary) -> SessionSnapshot | None:
+        """The latest snapshot of a run the caller was shown (``known`` checked the tenant),
+        read from ``sessions`` within the scan limit: bodies — only for a reader of bodies."""
+        with self.scans.slot():
+            return self.reader.snapshot(summary.run_id)

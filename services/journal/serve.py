@@ -61,6 +61,9 @@ class KafkaRunReader:
     def case(self, case_id: str) -> CaseRecord | None:
         return read_case(self.settings, case_id)
 
+    def snapshot(self, run_id: str) -> SessionSnapshot | None:
+        return read_snapshot(self.settings, run_id)
+
 
 @dataclass(frozen=True)
 class KafkaRepairer:
@@ -92,6 +95,7 @@ def serve(
         PrincipalsFile(js.readers_file),
         max_scans=js.max_scans,
         public_origin=js.public_origin,
+        worklist_ui=js.worklist_ui,
         repairer=KafkaRepairer(settings, js.journal_signer),
         stream=functools.partial(follow, settings),
     )

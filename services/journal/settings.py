@@ -41,6 +41,10 @@ class JournalSettings:
     # The address people reach the runs UI at (RUNPLANE_JOURNAL_PUBLIC_ORIGIN, as the
     # worklist's): its form posts are checked against it behind a TLS-terminating ingress.
     public_origin: str | None = None
+    # Where the worklist's pages are (RUNPLANE_JOURNAL_WORKLIST_UI, an origin, as the worklist's
+    # RUNPLANE_WORKLIST_RUNS_UI is the other way): a run waiting on a task links its task page
+    # there. None: the task id is shown without a link.
+    worklist_ui: str | None = None
     # The chain writers' public keys (RUNPLANE_JOURNAL_PUBLIC_KEYS, runplane.signing.journal): with
     # them, a journal record not signed by one of them is a break (bad_signature).
     keyring: Keyring | None = None
@@ -93,5 +97,8 @@ class JournalSettings:
             journal_signer=Signer.from_env(e),
             public_origin=public_origin(
                 e.get("RUNPLANE_JOURNAL_PUBLIC_ORIGIN"), "RUNPLANE_JOURNAL_PUBLIC_ORIGIN"
+            ),
+            worklist_ui=public_origin(
+                e.get("RUNPLANE_JOURNAL_WORKLIST_UI"), "RUNPLANE_JOURNAL_WORKLIST_UI"
             ),
         )

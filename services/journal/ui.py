@@ -4,15 +4,18 @@
   filtered by status, capability, case and start time (a plain GET form: filters are links).
 - ``GET /ui/overview`` — charts over the same index (``services.journal.ui_overview``): runs
   by status over time, duration p50/p99 and cost per capability, as inline SVG.
-- ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on;
-  its verification verdict (the chain verified now from the topics, next to the journal
+- ``GET /ui/runs/{run_id}`` — one run: status, capability, case, era, cost, what it waits on
+  (a task links to its page on the worklist, ``worklist_ui``); its input and output panes
+  (bodies, from its snapshot: auditors only; how it ended — a failure's reason, who cancelled
+  — for everyone); its steps as a waterfall on the run's time axis, failed calls red
+  (``runplane.journal.waterfall``, ``services.journal.ui_waterfall``); its verification verdict (the chain verified now from the topics, next to the journal
   service's own); its parent and children and other runs its records name (fork,
   successor); its case — version, obligations and (auditors) state, read from ``cases``
   (``services.journal.ui_case``); its live panel — the run's stream as it happens (text as
   the model sends it, tool calls proposed, started, finished or refused, parked, resumed,
   ended; a restarted attempt announced), read by the page's ``live.js`` from
   ``/ui/stream/{run_id}``; and its journal as a timeline — each record's kind, effect, time,
-  cost, label and facts.
+  cost, label and facts (a failed call's record red).
 - ``GET /ui/stream/{run_id}`` — the run's live stream as server-sent events for the page
   (``services.journal.live``, the same answer as ``GET /runs/{id}/stream``): the browser's
   ``EventSource`` cannot send a bearer header, so this one takes the sign-in cookie, which
@@ -21,15 +24,18 @@
 
 Same authentication and tenancy as the API (``services.journal.api``): any configured
 principal signs in with their token and sees only their tenant's runs; another tenant's run
-is "not found", as an unknown id is. Bodies are never shown here (the API serves them to
-auditors). Security headers, the HttpOnly cookie and the origin check are ``runplane.web``'s,
+is "not found", as an unknown id is. Bodies — a run's input and output, what a failed call
+failed with, a case's state — are shown to principals with the role ``auditor`` only, as the
+API serves them; others are told they are withheld. Security headers, the HttpOnly cookie and the origin check are ``runplane.web``'s,
 shared with the worklist page.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+import json
+import time
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -44,6 +50,7 @@ from runplane.core.verify import bodies_of, verify_records
 from runplane.errors import RunplaneError
 from runplane.journal.index import RunFilter
 from runplane.journal.summary import TERMINAL, RunSummary
+from runplane.journal.waterfall import failed_slots, record_failed, waterfall
 from runplane.runs.stream import Follow
 from runplane.serving.auth import Principal, PrincipalSource
 from runplane.web import (
@@ -57,7 +64,7 @@ from runplane.web import (
     signin_html,
     when,
 )
-from runplane.wire import CaseRecord, JournalRecord, RunStatus
+from runplane.wire import CaseRecord, JournalRecord, ResultEntry, RunStatus, SessionSnapshot
 from services.journal.auth import AUDITOR
 from services.journal.live import stream_response
 from services.journal.runs import Runs
@@ -73,6 +80,7 @@ from services.journal.ui_overview import (
     status_class,
     status_slots,
 )
+from services.journal.ui_waterfall import waterfall_section
 
 __all__ = ["install_ui", "run_href"]
 
@@ -133,10 +141,17 @@ def _local_from_ms(ms: int | None) -> str:
 class RunsPage:
     """The HTML side of the journal's run API, on the same app and port."""
 
-    def __init__(self, runs: Runs, principals: PrincipalSource, public_origin: str | None) -> None:
+    def __init__(
+        self,
+        runs: Runs,
+        principals: PrincipalSource,
+        public_origin: str | None,
+        worklist_ui: str | None = None,
+    ) -> None:
         self.runs = runs
         self.principals = principals
         self.session = Session(*_SESSION_COOKIES, public_origin, path="/ui")
+        self.worklist_ui = worklist_ui
 
     def who(self, request: Request) -> Principal | None:
         return self.principals.authenticate(self.session.token(request))
@@ -278,9 +293,14 @@ class RunsPage:
         cost = summary.cost
         case, problem = self._case(summary)
         related = related_section(history.records, _linked_runs(history.records), run_href)
+        auditor = AUDITOR in who.roles
         case_html = case_section(
-            summary.case_id, case, show_state=AUDITOR in who.roles, href=run_href, problem=problem
+            summary.case_id, case, show_state=auditor, href=run_href, problem=problem
         )
+        failed = failed_slots(history.bodies)
+        ended = summary.status in TERMINAL
+        steps = waterfall(history.records, failed, None if ended else int(time.time() * 1000))
+        errors = _errors(history.bodies) if auditor else {}
         body = _template("run.html").substitute(
             run_id=e(run_id),
             stream_href=e(stream_href(run_id)),
@@ -292,17 +312,44 @@ class RunsPage:
             era=summary.era,
             started=when(summary.started_ms),
             ended=when(summary.ended_ms),
-            parked_on=_waiting_on(summary.parked_on),
+            parked_on=_waiting_on(summary.parked_on, self.worklist_ui),
             cost=e(f"{cost.tokens_in} in / {cost.tokens_out} out tokens, {cost.units:g} units"),
             verdict=e(verdict),
             verdict_class=cls,
             verdict_text=e(text),
+            io_panes=self._io_panes(summary, auditor),
+            waterfall=waterfall_section(steps, errors),
             related=related,
             case_section=case_html,
             records=len(history.records),
-            timeline="\n".join(_timeline_item(r) for r in history.records),
+            timeline="\n".join(_timeline_item(r, failed) for r in history.records),
         )
         return self.render(f"Run {run_id}", body, who)
+
+    def _io_panes(self, summary: RunSummary, auditor: bool) -> str:
+        """The run's input and its output (or how it ended) side by side. Bodies — the input
+        and the output — only for an auditor, read from the run's snapshot; everyone else is
+        told they are withheld. How a run failed or who cancelled it is body-free (its end
+        record's attrs, as ``GET /runs/{id}`` answers it) and shown to everyone."""
+        snap: SessionSnapshot | None = None
+        problem = None
+        if auditor and summary.erased_bodies is None:
+            snap, problem = self._snapshot(summary)
+        return (
+            '<div class="io" id="io">'
+            + _pane("Input", "io-input", _input_body(summary, auditor, snap, problem))
+            + _pane("Output", "io-output", _output_body(summary, auditor, snap, problem))
+            + "</div>"
+        )
+
+    def _snapshot(self, summary: RunSummary) -> tuple[SessionSnapshot | None, str | None]:
+        """The run's snapshot, or why it could not be read (the page is shown either way)."""
+        try:
+            return self.runs.snapshot(summary), None
+        except HTTPException as exc:
+            return None, f"not read now: {exc.detail}"
+        except (RunplaneError, KafkaException) as exc:
+            return None, f"not read now: {exc}"
 
     def _case(self, summary: RunSummary) -> tuple[CaseRecord | None, str | None]:
         """The run's case, or why it could not be read (the page is shown either way)."""
@@ -314,9 +361,95 @@ class RunsPage:
             return None, f"case not read now: {exc}"
 
 
-def _waiting_on(parked_on: str | None) -> str:
-    """What the run waits for; a run parked on its version says so plainly (the executor
-    parked it: no deployed version of its line serves it)."""
+_WITHHELD = (
+    '<p class="note withheld">Bodies withheld: a run\'s input and output are shown to '
+    "auditors only (role <code>auditor</code>), as the run API serves bodies.</p>"
+)
+
+
+def _errors(bodies: dict[tuple[int, int], ResultEntry | None]) -> dict[tuple[int, int], str]:
+    """What each failed call failed with (bodies: for a reader of bodies only)."""
+    return {
+        key: f"{entry.error.type}: {entry.error.message}"[:300]
+        for key, entry in bodies.items()
+        if entry is not None and not entry.ok and entry.error is not None
+    }
+
+
+def _pane(title: str, css: str, body: str) -> str:
+    return f'<section class="card pane {css}" aria-label="{e(title)}"><h2>{e(title)}</h2>{body}</section>'
+
+
+def _json_block(text: str) -> str:
+    """A body as indented JSON (as it was when it is not JSON)."""
+    try:
+        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
+    except ValueError:
+        shown = text
+    return f'<pre class="body">{e(shown)}</pre>'
+
+
+def _erased(summary: RunSummary) -> str:
+    return f'<p class="note">Erased by {e(summary.erased_by or "someone")}.</p>'
+
+
+def _input_body(
+    summary: RunSummary, auditor: bool, snap: SessionSnapshot | None, problem: str | None
+) -> str:
+    if not auditor:
+        return _WITHHELD
+    if summary.erased_bodies is not None:
+        return _erased(summary)
+    if snap is None:
+        return f'<p class="note">{e(problem or "No snapshot of this run (yet).")}</p>'
+    return _json_block(snap.input_json)
+
+
+def _output_body(
+    summary: RunSummary, auditor: bool, snap: SessionSnapshot | None, problem: str | None
+) -> str:
+    """The output of a completed run (auditors); how any other ended run ended (everyone:
+    body-free); for a run still going, that there is none yet."""
+    status = summary.status
+    if status is RunStatus.CANCELLED:
+        return (
+            f'<p><span class="badge badge-cancelled">CANCELLED</span> by '
+            f"<strong>{e(summary.cancelled_by or 'unknown')}</strong></p>"
+            f'<p class="reason">{e(summary.ended_reason or "no reason given")}</p>'
+        )
+    if status in (RunStatus.FAILED, RunStatus.QUARANTINED):
+        kind = f" <code>{e(summary.error_type)}</code>" if summary.error_type else ""
+        return (
+            f'<p><span class="badge badge-bad">{e(status)}</span>{kind}</p>'
+            f'<p class="reason">{e(summary.ended_reason or "no reason recorded")}</p>'
+        )
+    if status is not RunStatus.COMPLETED:
+        return f'<p class="note">No output yet: the run is {e(status or "not started")}.</p>'
+    if not auditor:
+        return _WITHHELD
+    if summary.erased_bodies is not None:
+        return _erased(summary)
+    if snap is None or snap.output_json is None:
+        missing = problem or "The output is not in the run's snapshot."
+        return f'<p class="note">{e(missing)}</p>'
+    return _json_block(snap.output_json)
+
+
+def task_href(worklist_ui: str, task_id: str) -> str:
+    """The worklist's page of a task (``GET /tasks/{task_id}`` there)."""
+    return f"{worklist_ui}/tasks/{quote(task_id, safe='')}"
+
+
+def _waiting_on(parked_on: str | None, worklist_ui: str | None = None) -> str:
+    """What the run waits for: a task links to its page on the worklist (when the journal
+    knows where that is, ``RUNPLANE_JOURNAL_WORKLIST_UI``); a run parked on its version says
+    so plainly (the executor parked it: no deployed version of its line serves it)."""
+    task = (parked_on or "").removeprefix("task:")
+    if parked_on is not None and task != parked_on:
+        text = f"task {_id_text(task)}"
+        if worklist_ui is None:
+            return text
+        return f'<a class="task-link" href="{e(task_href(worklist_ui, task))}">{text}</a>'
     version = (parked_on or "").removeprefix("version:")
     if parked_on is None or version == parked_on:
         return e(parked_on or "—")
@@ -369,8 +502,14 @@ def _stats_table(stats: list[CapabilityStats]) -> str:
     return f'<table class="runs stats"><thead>{head}</thead><tbody>{rows}</tbody></table>'
 
 
-def _timeline_item(r: JournalRecord) -> str:
+def _timeline_item(r: JournalRecord, failed: Collection[tuple[int, int]] = ()) -> str:
+    """One record; a failed call's record is marked failed (red), whatever its kind says
+    (``runplane.journal.waterfall.record_failed``: its body is an error, the gate refused it,
+    an operator abandoned it)."""
     kind = str(r.kind)
+    bad = record_failed(r, failed)
+    cls = "bad" if bad else _kind_class(kind)
+    mark = '<span class="badge badge-bad">failed</span>' if bad else ""
     effect = f" · {e(r.family)} <code>{e(r.name)}</code>" if r.family and r.name else ""
     slot = f" · era {r.era} call {r.call_seq}" if r.call_seq is not None else f" · era {r.era}"
     cost = (
@@ -386,8 +525,8 @@ def _timeline_item(r: JournalRecord) -> str:
         for k, v in sorted(r.attrs.items())
     )
     return (
-        f'<li class="kind-{_kind_class(kind)}" id="seq-{r.seq}"><div class="head">'
-        f'<span class="seq">#{r.seq}</span><span class="kind">{e(kind)}</span>'
+        f'<li class="kind-{cls}" id="seq-{r.seq}"><div class="head">'
+        f'<span class="seq">#{r.seq}</span><span class="kind">{e(kind)}</span>{mark}'
         f'<span class="meta">{when(r.stamp_ms)}{slot}{effect}{cost}</span></div>'
         f'<p class="attrs"><span><strong>label</strong> {label}</span>{attrs}</p></li>'
     )
@@ -427,12 +566,14 @@ def install_ui(
     principals: PrincipalSource,
     *,
     public_origin: str | None = None,
+    worklist_ui: str | None = None,
     stream: Follow | None = None,
 ) -> None:
     """Add the runs UI's routes (hidden from the OpenAPI description), its stylesheet and the
     security headers (the page CSP on ``/ui`` only: the rest of the app is the JSON API).
+    ``worklist_ui``: the worklist's origin (a run waiting on a task links to its page there).
     ``stream``: follows a run's live stream for the run page (None: the panel says so)."""
-    page = RunsPage(runs, principals, public_origin)
+    page = RunsPage(runs, principals, public_origin, worklist_ui)
     app.add_middleware(SecurityHeaders, pages=("/ui",))
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     mount_assets(app)

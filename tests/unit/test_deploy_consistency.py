@@ -687,6 +687,8 @@ def test_the_ingresses_route_tls_hosts_to_their_service(helm: str) -> None:
     runs = f"https://{values['ingress']['journal']['host']}"
     assert env["journal"]["RUNPLANE_JOURNAL_PUBLIC_ORIGIN"] == runs
     assert env["worklist"]["RUNPLANE_WORKLIST_RUNS_UI"] == runs
+    # ... and the run page links the task a run waits on to the worklist's page.
+    assert env["journal"]["RUNPLANE_JOURNAL_WORKLIST_UI"] == origin
     (cm,) = [d for d in _of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-env")]
     assert cm["data"]["RUNPLANE_FORWARDED_ALLOW_IPS"] == values["http"]["forwardedAllowIps"]
 

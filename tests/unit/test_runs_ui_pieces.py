@@ -43,7 +43,7 @@ def test_a_run_parked_on_its_version_says_so_plainly() -> None:
     from services.journal.ui import _waiting_on
 
     assert "version 1 not deployed" in _waiting_on("version:1")
-    assert _waiting_on("task:t-1") == "task:t-1" and _waiting_on(None) == "—"
+    assert _waiting_on("signal:go") == "signal:go" and _waiting_on(None) == "—"
     assert "<b>" not in _waiting_on("version:<b>1")  # escaped, like every other fact
 
 

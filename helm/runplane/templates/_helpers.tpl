@@ -169,7 +169,8 @@ RUNPLANE_OPENAI_BASE_URL: {{ . | quote }}
 {{- max (int .Values.kafka.transactionTimeoutSeconds) 60 -}}
 {{- end -}}
 
-{{/* RUNPLANE_WORKLIST_PUBLIC_ORIGIN: the value, else https://<host> of the worklist's TLS
+{{/* RUNPLANE_WORKLIST_PUBLIC_ORIGIN (the journal's run page links a run's task there as
+     RUNPLANE_JOURNAL_WORKLIST_UI): the value, else https://<host> of the worklist's TLS
      ingress, else "". */}}
 {{- define "runplane.worklistPublicOrigin" -}}
 {{- $ing := .Values.ingress -}}

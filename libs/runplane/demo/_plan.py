@@ -199,10 +199,13 @@ def platform_env(
         env["RUNPLANE_CALENDARS_FILE"] = str(calendars_file)
     for name, port in ports.services.items():
         env[f"RUNPLANE_{name.upper()}_PORT"] = str(port)
+    host = "127.0.0.1" if settings.http_host in ("0.0.0.0", "") else settings.http_host
     if "journal" in ports.services:
         # The worklist's task pages link each run to the journal's runs UI.
-        host = "127.0.0.1" if settings.http_host in ("0.0.0.0", "") else settings.http_host
         env["RUNPLANE_WORKLIST_RUNS_UI"] = f"http://{host}:{ports.services['journal']}"
+    if "worklist" in ports.services:
+        # The run page links the task a run waits on to the worklist's task page.
+        env["RUNPLANE_JOURNAL_WORKLIST_UI"] = f"http://{host}:{ports.services['worklist']}"
     return env
 
 
