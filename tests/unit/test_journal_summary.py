@@ -121,3 +121,10 @@ def test_a_failure_keeps_its_reason_and_error_type_through_the_index() -> None:
     # an index entry written before these fields reads with none
     old = {k: v for k, v in s.to_json().items() if k not in ("ended_reason", "error_type")}
     assert summary_from_json("r-s", json.dumps(old)).ended_reason is None
+
+
+def test_a_queued_run_is_queued_until_its_first_record_after_seq_0() -> None:
+    s = summarize("r-q", [rec(0, K.RUN_ADMITTED, attrs={"queue": "payout"})])
+    assert s.status is RunStatus.QUEUED
+    assert apply(s, rec(1, K.EFFECT_ANNOUNCED, call_seq=0)).status is RunStatus.RUNNING
+    assert summarize("r-s", [rec(0, K.RUN_ADMITTED)]).status is RunStatus.ADMITTED

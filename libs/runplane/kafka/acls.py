@@ -90,7 +90,7 @@ ACCESS: dict[str, Access] = {
         # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.runs.operate).
         reads=("admission", "admission.claims", "admission.replies", "sessions"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
-                "deadletter"),
+                "deadletter", "queues.commands"),  # queues.commands: queued runs in and out
         groups=("admission",),
         shared_groups=(_RESTORE, "runplane-client-"),
         txn_prefix="admission",
@@ -117,6 +117,13 @@ ACCESS: dict[str, Access] = {
         writes=("cases.commands", "deadletter", "admission", "schedules.fired"),
         groups=("sweeper",),
         prefixed_groups=("sweeper-committed-",),
+    ),
+    "queues": Access(
+        reads=("queues.commands", "queues"),
+        writes=("queues", "runs.inbox", "deadletter"),
+        groups=("queues",),
+        shared_groups=(_RESTORE,),
+        txn_prefix="queues",
     ),
     "worklist": Access(
         # runs.stream: the task page's calls proposed as they arrive (runplane.runs.stream)
