@@ -19,6 +19,7 @@ from runplane.wire import (
     JournalKind,
     JournalRecord,
     RunStatus,
+    StartRun,
     TenantId,
     serde_for,
 )
@@ -146,3 +147,54 @@ def _admitted(settings: Settings) -> int:
 def _run_of(settings: Settings, key: str) -> str:
     (claim,) = {c.run_id: c for c in _claims(settings) if c.admission_key == key}.values()
     return claim.run_id
+
+
+def test_the_queue_survives_a_restart_of_its_service(settings: Settings) -> None:
+    """The queue service stops mid-burst and a new instance takes over from the compacted
+    row: no run starts twice, none is lost, the limit still holds."""
+    from test_admission import running
+
+    from services.admission.serve import build, capabilities_from, queued
+    from services.admission.settings import AdmissionSettings
+
+    limit, burst = 3, 30
+    caps = queued(capabilities_from(import_agent_modules(MODULES)), _policy({CAP: limit}))
+    admission = build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps)
+    own = QueuesSettings(base=settings, limits={CAP: QueueLimits(concurrency=limit)})
+    serde = serde_for(settings)
+    keys = [f"restart-{settings.instance_id}-{i}" for i in range(burst)]
+
+    def completed() -> int:
+        return sum(1 for s in sessions(settings).values() if s.status is RunStatus.COMPLETED)
+
+    with (
+        running(admission),
+        executor_thread(ExecutorSettings(base=settings, agent_modules=MODULES)),
+    ):
+        with running(build_queues(own)):
+            producer = plain_producer(settings)
+            for key in keys:
+                producer.produce(
+                    settings.topic("admission"),
+                    key=key.encode(),
+                    value=serde.encode("admission", _request(key, 0)),
+                )
+            producer.flush(30)
+            wait_for(lambda: completed() >= 6, timeout_s=60, what="a few runs completed")
+        # Stopped: what it released runs on, what it holds waits. A new instance restores it.
+        with running(build_queues(own)):
+            wait_for(lambda: completed() >= burst, timeout_s=120, every_s=1.0, what="all runs")
+    starts: dict[str, int] = {}
+    intervals: list[tuple[int, int]] = []
+    first: dict[str, int] = {}
+    for run, record in read_topic(settings, "journal"):
+        if isinstance(record, JournalRecord) and record.seq > 0:
+            first.setdefault(run, record.stamp_ms)
+            if record.kind is JournalKind.RUN_COMPLETED:
+                intervals.append((first[run], record.stamp_ms))
+    for run, record in read_topic(settings, "runs.inbox"):
+        if isinstance(record, StartRun):
+            starts[run] = starts.get(run, 0) + 1
+    assert len(starts) == burst and set(starts.values()) == {1}, starts  # each started once
+    assert len(intervals) == burst
+    assert _max_overlap(intervals) <= limit
