@@ -49,6 +49,19 @@ def _request(key: str, priority: int) -> AdmissionRequest:
     )
 
 
+def _send(settings: Settings, keys: list[str], *, priority: int) -> None:
+    """Admission requests for ``keys``, produced at once (unsigned: admission in dev mode)."""
+    serde = serde_for(settings)
+    producer = plain_producer(settings)
+    for key in keys:
+        producer.produce(
+            settings.topic("admission"),
+            key=key.encode(),
+            value=serde.encode("admission", _request(key, priority)),
+        )
+    producer.flush(30)
+
+
 def _max_overlap(intervals: list[tuple[int, int]]) -> int:
     """The most intervals [start, end) open at one instant (an end before a start at a tie)."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
@@ -75,28 +88,15 @@ def test_a_burst_never_runs_more_than_the_limit_and_priority_goes_first(
         QueuesSettings(base=settings, limits={CAP: QueueLimits(concurrency=LIMIT)})
     )
     own = ExecutorSettings(base=settings, agent_modules=MODULES)
-    serde = serde_for(settings)
     tag = settings.instance_id
     keys = [f"burst-{tag}-{i}" for i in range(BURST)]
     urgent = f"urgent-{tag}"
     began = time.monotonic()
     with running(admission), running(queues), executor_thread(own):
-        producer = plain_producer(settings)
-        for key in keys:
-            producer.produce(
-                settings.topic("admission"),
-                key=key.encode(),
-                value=serde.encode("admission", _request(key, 0)),
-            )
-        producer.flush(30)
+        _send(settings, keys, priority=0)
         # Admitted once the whole burst is (its claims are written): it arrives behind them.
         wait_for(lambda: _admitted(settings) >= BURST, timeout_s=30, what="the burst admitted")
-        producer.produce(
-            settings.topic("admission"),
-            key=urgent.encode(),
-            value=serde.encode("admission", _request(urgent, 10)),
-        )
-        producer.flush(30)
+        _send(settings, [urgent], priority=10)
 
         def all_done() -> bool:
             done = [s for s in sessions(settings).values() if s.status is RunStatus.COMPLETED]
@@ -161,7 +161,6 @@ def test_the_queue_survives_a_restart_of_its_service(settings: Settings) -> None
     caps = queued(capabilities_from(import_agent_modules(MODULES)), _policy({CAP: limit}))
     admission = build(AdmissionSettings(base=settings, allow_unsigned=True), capabilities=caps)
     own = QueuesSettings(base=settings, limits={CAP: QueueLimits(concurrency=limit)})
-    serde = serde_for(settings)
     keys = [f"restart-{settings.instance_id}-{i}" for i in range(burst)]
 
     def completed() -> int:
@@ -172,14 +171,7 @@ def test_the_queue_survives_a_restart_of_its_service(settings: Settings) -> None
         executor_thread(ExecutorSettings(base=settings, agent_modules=MODULES)),
     ):
         with running(build_queues(own)):
-            producer = plain_producer(settings)
-            for key in keys:
-                producer.produce(
-                    settings.topic("admission"),
-                    key=key.encode(),
-                    value=serde.encode("admission", _request(key, 0)),
-                )
-            producer.flush(30)
+            _send(settings, keys, priority=0)
             wait_for(lambda: completed() >= 6, timeout_s=60, what="a few runs completed")
         # Stopped: what it released runs on, what it holds waits. A new instance restores it.
         with running(build_queues(own)):
