@@ -5,6 +5,7 @@ starts before the runs that waited longer (docs/decisions.md 31)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from runplane.config import Settings
 from runplane.core.agents import import_agent_modules
 from runplane.core.policy import Policy, parse_policy
 from runplane.core.queues import QueueLimits
+from runplane.runs.client import Client
 from runplane.wire import (
     AdmissionClaim,
     AdmissionRequest,
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.integration
 MODULES = ("examples.plan_triage",)
 CAP = "risk.score"  # one read-only tool call that takes slow_s of real time
 LIMIT = 5
+RUN_INPUT = {"amount": 10, "slow_s": 0.3}
 BURST = 99  # and one urgent run: 100 in all
 
 
@@ -41,7 +44,7 @@ def _request(key: str, priority: int) -> AdmissionRequest:
     return AdmissionRequest(
         admission_key=key,
         capability=CAP,
-        input_json='{"amount": 10, "slow_s": 0.3}',
+        input_json=json.dumps(RUN_INPUT),
         tenant=TenantId("acme"),
         initiator="emitter",
         requested_ms=int(time.time() * 1000),
@@ -96,7 +99,11 @@ def test_a_burst_never_runs_more_than_the_limit_and_priority_goes_first(
         _send(settings, keys, priority=0)
         # Admitted once the whole burst is (its claims are written): it arrives behind them.
         wait_for(lambda: _admitted(settings) >= BURST, timeout_s=30, what="the burst admitted")
-        _send(settings, [urgent], priority=10)
+        with Client(settings) as client:  # the emitter's way in, priority and all
+            reply = client.admit(
+                CAP, urgent, RUN_INPUT, tenant="acme", initiator="emitter", priority=10
+            )
+        assert reply.status is RunStatus.QUEUED, reply  # behind the burst: it waits
 
         def all_done() -> bool:
             done = [s for s in sessions(settings).values() if s.status is RunStatus.COMPLETED]
