@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from runplane.core.queues import QueueLimits
+from runplane.core.verify import verify_chain
 from runplane.errors import WireError
 from runplane.kafka.handler import Emit, Incoming, State
 from runplane.wire import (
@@ -116,7 +117,7 @@ def test_a_queued_capabilitys_run_goes_to_its_queue_and_says_queued() -> None:
     (reply,) = [e.value for e in emits if isinstance(e.value, AdmissionReply)]
     (seq0,) = [e.value for e in emits if isinstance(e.value, JournalRecord)]
     assert claim.status == reply.status == RunStatus.QUEUED and claim.queue == CAP
-    assert seq0.attrs.get("queue") == CAP
+    assert seq0.attrs.get("queue") == CAP and verify_chain([seq0]).ok
     (enter,) = [e for e in emits if e.topic == "queues.commands"]
     assert enter.key == CAP
 
