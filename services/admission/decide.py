@@ -15,7 +15,7 @@ instead: the claim and the reply say QUEUED, seq 0 names the queue in its attrs,
 StartRun travels inside an ``EnterQueue`` on ``queues.commands`` (key = the queue), which the
 queue service sends on to ``runs.inbox`` when a slot frees. When such a run's claim first
 moves to an end (a RunStatusUpdate from the executor), the same transaction writes a
-``LeaveQueue`` there: the release of its slot (docs/decisions.md 31).
+``LeaveQueue`` there: the release of its slot (docs/decisions.md 32).
 
 So the key is taken at the instant the run becomes real: a claim without a run, or a run
 without a claim, cannot be observed by a read_committed reader.
@@ -139,7 +139,7 @@ class CapabilitySpec:
     unavailable: str | None = None
     # The versions deployed (runplane.core.versions), any order; () for an unversioned agent.
     versions: tuple[str, ...] = ()
-    # The queue its runs wait in (the policy declares one: docs/decisions.md 31), or None:
+    # The queue its runs wait in (the policy declares one: docs/decisions.md 32), or None:
     # they start at once.
     queue: str | None = None
     _validator: Callable[[Any], str | None] | None = field(

@@ -82,7 +82,7 @@ def load_capabilities(
 
 def queued(caps: Mapping[str, CapabilitySpec], policy: Policy | None) -> dict[str, CapabilitySpec]:
     """The capabilities, those the policy declares a queue for sent to it (the queue's name
-    is the capability's: one queue per capability, docs/decisions.md 31)."""
+    is the capability's: one queue per capability, docs/decisions.md 32)."""
     declared = {} if policy is None else policy.queues
     return {
         name: replace(spec, queue=name) if name in declared else spec for name, spec in caps.items()

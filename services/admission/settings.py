@@ -46,7 +46,7 @@ class AdmissionSettings:
     # Signs each run's seq 0 on ``journal`` (RUNPLANE_JOURNAL_SIGNING_KEY).
     journal_signer: Signer | None = None
     # The deployment policy (RUNPLANE_POLICY): its ``queues:`` say which capabilities' runs
-    # go to the queue service instead of starting at once (docs/decisions.md 31).
+    # go to the queue service instead of starting at once (docs/decisions.md 32).
     policy_path: str | None = None
 
     def __post_init__(self) -> None:

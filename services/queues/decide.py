@@ -6,7 +6,7 @@ queue between its wire form (``QueueRecord``, a row of the compacted ``queues`` 
 waiting runs' StartRuns inside it) and the core's ``QueueState``, so the handler stays a
 lookup and an emit. A queue the deployment declares no limits for (``QueueLimits()``) starts
 every run at once: a policy that names a queue in admission's copy and not in the queue
-service's loses no run (docs/decisions.md 31).
+service's loses no run (docs/decisions.md 32).
 """
 
 from __future__ import annotations

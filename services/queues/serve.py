@@ -3,7 +3,7 @@
 Delivery guarantee: exactly once per command — the queue's new row, the StartRuns of the runs
 it releases and the input offset commit in one transaction; a new owner of a partition
 restores the rows before it serves, and every decision is idempotent by run id
-(docs/decisions.md 31).
+(docs/decisions.md 32).
 """
 
 from __future__ import annotations

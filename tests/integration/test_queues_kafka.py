@@ -1,7 +1,7 @@
 """Queues on the broker: admission, the queue service and an executor. A burst of runs of a
 capability limited to 5 concurrent never has more than 5 running at once — measured from
 their journal stamps — and all complete; a higher-priority run admitted after the burst
-starts before the runs that waited longer (docs/decisions.md 31)."""
+starts before the runs that waited longer (docs/decisions.md 32)."""
 
 from __future__ import annotations
 

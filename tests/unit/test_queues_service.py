@@ -1,6 +1,6 @@
 """Queued runs through admission's and the queue service's handlers, in memory: admission sends
 a queued capability's StartRun to its queue, the queue releases it when a slot frees, and a
-run's end reaches the queue through admission's claim (docs/decisions.md 31)."""
+run's end reaches the queue through admission's claim (docs/decisions.md 32)."""
 
 from __future__ import annotations
 

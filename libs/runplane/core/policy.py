@@ -249,7 +249,7 @@ class Policy:
     # Sinks whose every proposed call a person approves first, by journaled name.
     approvals: Mapping[str, ApprovalRule] = field(default_factory=dict)
     # Queues, by capability: admission routes their runs to the queue service, which starts
-    # them as the limits allow (docs/decisions.md 31).
+    # them as the limits allow (docs/decisions.md 32).
     queues: Mapping[str, QueueLimits] = field(default_factory=dict)
 
     def for_agent(self, capability: str) -> AgentPolicy:

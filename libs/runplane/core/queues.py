@@ -21,7 +21,7 @@ every time is an argument, and a time earlier than the bucket's last refill (a n
 clock is behind) refills nothing, so the bucket never gains tokens twice for one interval.
 
 The shell (``services/queues/``) keeps one ``QueueState`` per capability as one row of a
-compacted topic and is its single writer (docs/decisions.md 31).
+compacted topic and is its single writer (docs/decisions.md 32).
 """
 
 from __future__ import annotations

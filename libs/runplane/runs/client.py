@@ -318,7 +318,7 @@ class Client:
         neither, ``ConfigError``. ``agent_version`` pins the run to that version (the newest of
         its line); without it the run starts on the newest version deployed. ``priority``:
         where the run stands in its capability's queue, if the deployment gives it one
-        (higher first; docs/decisions.md 31). Raises ``WireError`` for a request that cannot even be built
+        (higher first; docs/decisions.md 32). Raises ``WireError`` for a request that cannot even be built
         (empty or oversized key, bad tenant, an input over admission's size limit — nothing
         is sent) and ``RetryableError`` on timeout.
         """
