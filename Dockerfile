@@ -48,6 +48,6 @@ COPY --chown=root:root schemas ./schemas
 COPY --chown=root:root examples ./examples
 USER ${RUNPLANE_UID}:${RUNPLANE_UID}
 # admission 8301, executor 8302, cases 8303, sweeper 8304, worklist 8305, journal 8306
-EXPOSE 8301 8302 8303 8304 8305 8306
+EXPOSE 8301 8302 8303 8304 8305 8306 8307
 ENTRYPOINT ["runplane"]
 CMD ["serve", "all"]

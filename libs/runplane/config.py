@@ -59,6 +59,7 @@ SERVICE_PORTS: Mapping[str, int] = {
     "sweeper": 8304,
     "worklist": 8305,
     "journal": 8306,
+    "queues": 8307,
 }
 
 

@@ -10,6 +10,13 @@ with the input offset:
     runs.inbox         StartRun carrying the RunAdmitted hash (handover)    key = run id
     admission.replies  AdmissionReply(ADMITTED, run_id)                     key = admission key
 
+A capability the deployment policy gives a queue (``CapabilitySpec.queue``) waits its turn
+instead: the claim and the reply say QUEUED, seq 0 names the queue in its attrs, and the
+StartRun travels inside an ``EnterQueue`` on ``queues.commands`` (key = the queue), which the
+queue service sends on to ``runs.inbox`` when a slot frees. When such a run's claim first
+moves to an end (a RunStatusUpdate from the executor), the same transaction writes a
+``LeaveQueue`` there: the release of its slot (docs/decisions.md 33).
+
 So the key is taken at the instant the run becomes real: a claim without a run, or a run
 without a claim, cannot be observed by a read_committed reader.
 
@@ -82,7 +89,9 @@ from runplane.wire import (
     AdmissionOutcome,
     AdmissionReply,
     AdmissionRequest,
+    EnterQueue,
     JournalRecord,
+    LeaveQueue,
     Record,
     RefusedSignature,
     RunStatus,
@@ -130,6 +139,9 @@ class CapabilitySpec:
     unavailable: str | None = None
     # The versions deployed (runplane.core.versions), any order; () for an unversioned agent.
     versions: tuple[str, ...] = ()
+    # The queue its runs wait in (the policy declares one: docs/decisions.md 33), or None:
+    # they start at once.
+    queue: str | None = None
     _validator: Callable[[Any], str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -169,10 +181,14 @@ class Position:
 
 @dataclass(frozen=True)
 class Admitted:
+    """A new run. ``enter`` set: its capability has a queue, and the StartRun goes there
+    (inside the EnterQueue) instead of to ``runs.inbox``."""
+
     claim: AdmissionClaim
     journal: JournalRecord
     start: StartRun
     reply: AdmissionReply
+    enter: EnterQueue | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +206,13 @@ class Refused:
 class StatusUpdated:
     claim: AdmissionClaim
     row_key: str  # where the claim is: claim_key(tenant, key), or the key alone (older rows)
+    release: LeaveQueue | None = None  # a queued run ended: its slot is released
+
+
+# The statuses that end a run: a queued run's end releases its slot.
+ENDED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED, RunStatus.CANCELLED}
+)
 
 
 @dataclass(frozen=True)
@@ -403,12 +426,19 @@ def _input_problem(
 
 
 def admit(
-    req: AdmissionRequest, position: Position, now_ms: int, agent_version: str | None = None
+    req: AdmissionRequest,
+    position: Position,
+    now_ms: int,
+    agent_version: str | None = None,
+    queue: str | None = None,
 ) -> Admitted:
     """The four records of a new run (the caller has checked the request); ``agent_version``:
     the emitter's pin (the executor starts the run on the newest version of its line), or
-    None (on the newest version the executor hosts)."""
+    None (on the newest version the executor hosts). ``queue``: the queue the run waits in
+    (seq 0 names it in its attrs, the claim and the reply say QUEUED, and the StartRun
+    travels in an EnterQueue), or None."""
     run_id = mint_run_id(req.admission_key, position)
+    status = RunStatus.ADMITTED if queue is None else RunStatus.QUEUED
     case_id = case_id_for(req.tenant, req.correlation_keys)
     seq0, start = run_start(
         run_id,
@@ -421,6 +451,7 @@ def admit(
         case_id=case_id,
         agent_version=agent_version,
         delegation_json=req.delegation_json,  # the child runs under it (its executor enforces)
+        attrs=None if queue is None else {"queue": queue},
     )
     claim = AdmissionClaim(
         admission_key=req.admission_key,
@@ -428,20 +459,26 @@ def admit(
         case_id=case_id,
         capability=req.capability,
         tenant=req.tenant,
-        status=RunStatus.ADMITTED,
+        status=status,
         admitted_ms=now_ms,
         updated_ms=now_ms,
+        queue=queue,
     )
     reply = AdmissionReply(
         admission_key=req.admission_key,
         outcome=AdmissionOutcome.ADMITTED,
         run_id=run_id,
         case_id=case_id,
-        status=RunStatus.ADMITTED,
+        status=status,
         replied_ms=now_ms,
         tenant=req.tenant,
     )
-    return Admitted(claim, seq0, start, reply)
+    enter = (
+        None
+        if queue is None
+        else EnterQueue(queue=queue, priority=req.priority, start=start, entered_ms=now_ms)
+    )
+    return Admitted(claim, seq0, start, reply, enter)
 
 
 def decide(
@@ -488,7 +525,8 @@ def decide(
     # The pin (checked above), not the newest version: the executor that starts the run
     # resolves "newest" against what it hosts, so a rolling upgrade (admission on the new
     # version, an executor still on the old one) starts runs instead of stranding them.
-    return admit(record, position, now_ms, record.agent_version)
+    spec = capabilities[record.capability]  # known: _problem checked it
+    return admit(record, position, now_ms, record.agent_version, spec.queue)
 
 
 def apply_status(
@@ -519,6 +557,18 @@ def apply_status(
             status_seq=update.seq if update.seq is not None else claim.status_seq,
         ),
         row_key if row_key is not None else claim_key(claim.tenant, claim.admission_key),
+        _release(claim, update),
+    )
+
+
+def _release(claim: AdmissionClaim, update: RunStatusUpdate) -> LeaveQueue | None:
+    """A queued run's slot is released when its claim first moves to an end: only on that
+    transition, so a repeated or late update releases nothing twice (the queue would ignore
+    it too, by run id)."""
+    if claim.queue is None or update.status not in ENDED or claim.status in ENDED:
+        return None
+    return LeaveQueue(
+        queue=claim.queue, run_id=claim.run_id, status=update.status, left_ms=update.updated_ms
     )
 
 
@@ -553,17 +603,24 @@ def outputs(decision: Decision) -> Sequence[tuple[str, str, Record]]:
     """(logical topic, key, record) for every record a decision writes (a claim's row is
     partitioned by its admission key: :func:`partition_key`)."""
     match decision:
-        case Admitted(claim, journal, start, reply):
+        case Admitted(claim, journal, start, reply, enter):
+            # A queued run's StartRun waits in its queue (the queue service sends it on).
+            begin: tuple[str, str, Record] = (
+                ("runs.inbox", start.session_id, start)
+                if enter is None
+                else ("queues.commands", enter.queue, enter)
+            )
             return [
                 ("admission.claims", claim_key(claim.tenant, claim.admission_key), claim),
                 ("journal", journal.session_id, journal),
-                ("runs.inbox", start.session_id, start),
+                begin,
                 ("admission.replies", reply.admission_key, reply),
             ]
         case Duplicate(reply) | Refused(_, reply):
             return [("admission.replies", reply.admission_key, reply)]
-        case StatusUpdated(claim, row_key):
-            return [("admission.claims", row_key, claim)]
+        case StatusUpdated(claim, row_key, release):
+            released = [] if release is None else [("queues.commands", release.queue, release)]
+            return [("admission.claims", row_key, claim), *released]
         case Ignored():
             return []
     raise AssertionError(decision)

@@ -15,12 +15,14 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 
 from fastapi import FastAPI
 
 from runplane.config import Settings
 from runplane.core import AgentRegistry
 from runplane.core.agents import import_agent_modules
+from runplane.core.policy import Policy
 from runplane.kafka.handler import Clock
 from runplane.kafka.processor import BeforeCommit, Processor, ProcessorConfig
 from runplane.providers import Offer, load_offer
@@ -28,6 +30,7 @@ from runplane.runs.client import Client
 from runplane.serving.apidocs import api_app
 from runplane.serving.auth import PrincipalsFile
 from runplane.serving.health import Health
+from runplane.serving.policy import load_policy
 from runplane.serving.shell import health_routes, run_http
 from runplane.signing.admission import watch_emitters
 from services.admission import metrics
@@ -61,19 +64,29 @@ def capabilities_from(
 
 
 def load_capabilities(
-    modules: tuple[str, ...], tools_config: str | None = None
+    modules: tuple[str, ...], tools_config: str | None = None, policy_path: str | None = None
 ) -> dict[str, CapabilitySpec]:
     """Import ``RUNPLANE_AGENT_MODULES`` (each registers its agents and ``@tool`` functions),
-    read the registry, and check it against the tools config (``RUNPLANE_TOOLS_CONFIG``)."""
+    read the registry, and check it against the tools config (``RUNPLANE_TOOLS_CONFIG``);
+    a capability the policy (``RUNPLANE_POLICY``) gives a queue waits in it."""
     registry = import_agent_modules(modules)
     offer = load_offer(tools_config, os.environ)
-    caps = capabilities_from(registry, offer)
+    caps = queued(capabilities_from(registry, offer), load_policy(policy_path))
     for name, cap in caps.items():
         if cap.unavailable is not None:
             log.warning("capability %s will be refused: %s", name, cap.unavailable)
     if not caps:
         log.warning("no capabilities registered: every request will be refused")
     return caps
+
+
+def queued(caps: Mapping[str, CapabilitySpec], policy: Policy | None) -> dict[str, CapabilitySpec]:
+    """The capabilities, those the policy declares a queue for sent to it (the queue's name
+    is the capability's: one queue per capability, docs/decisions.md 33)."""
+    declared = {} if policy is None else policy.queues
+    return {
+        name: replace(spec, queue=name) if name in declared else spec for name, spec in caps.items()
+    }
 
 
 def authentication(settings: AdmissionSettings) -> Authentication:
@@ -103,7 +116,7 @@ def build(
     caps = (
         capabilities
         if capabilities is not None
-        else load_capabilities(settings.modules, settings.base.tools_config)
+        else load_capabilities(settings.modules, settings.base.tools_config, settings.policy_path)
     )
     config = ProcessorConfig(
         service=SERVICE,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runplane.config import Settings, env_bool, env_int
+from runplane.config import Settings, env_bool, env_int, env_str
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
 from runplane.errors import ConfigError
 from runplane.signing.admission import DEFAULT_WINDOW_MS
@@ -45,6 +45,9 @@ class AdmissionSettings:
     signature_window_ms: int = DEFAULT_WINDOW_MS
     # Signs each run's seq 0 on ``journal`` (RUNPLANE_JOURNAL_SIGNING_KEY).
     journal_signer: Signer | None = None
+    # The deployment policy (RUNPLANE_POLICY): its ``queues:`` say which capabilities' runs
+    # go to the queue service instead of starting at once (docs/decisions.md 33).
+    policy_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_max < 1 or self.batch_ms < 0:
@@ -92,4 +95,5 @@ class AdmissionSettings:
                 e, "RUNPLANE_ADMISSION_SIGNATURE_WINDOW_MS", d.signature_window_ms
             ),
             journal_signer=Signer.from_env(e),
+            policy_path=env_str(e, "RUNPLANE_POLICY"),
         )

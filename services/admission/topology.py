@@ -14,6 +14,7 @@ OUTPUTS = (
     "journal",  # RunAdmitted, seq 0 (key = run id)
     "runs.inbox",  # StartRun (key = run id)
     "admission.replies",  # AdmissionReply (key = admission key)
+    "queues.commands",  # EnterQueue (a queued capability's run), LeaveQueue (its end)
     "deadletter",
 )
 

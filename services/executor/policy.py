@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any, TypedDict
 
 from prometheus_client import Counter
 
 from runplane.core.agents import EffectDecl
 from runplane.core.limits import Limits
-from runplane.core.policy import Policy, parse_policy
-from runplane.errors import ConfigError
+from runplane.core.policy import Policy
+from runplane.serving.policy import load_policy
 from runplane.wire import JournalRecord
 from services.executor.settings import ExecutorSettings
 
-__all__ = ["EngineOptions", "count_refusal", "load_policy", "runtime_options"]
+__all__ = ["EngineOptions", "count_refusal", "runtime_options"]
 
 
 class EngineOptions(TypedDict):
@@ -44,17 +43,6 @@ def runtime_options(
         "limits": settings.limits,
         "policy": load_policy(settings.policy_path),
     }
-
-
-def load_policy(path: str | None) -> Policy | None:
-    """The policy in ``path`` (None: no policy)."""
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"RUNPLANE_POLICY: cannot read {path!r}: {exc}") from exc
-    return parse_policy(text)
 
 
 @cache

@@ -54,6 +54,7 @@ _STATUS_CLASS: Mapping[RunStatus, str] = {
     RunStatus.QUARANTINED: "bad",
     RunStatus.AWAITING_HUMAN: "wait",
     RunStatus.PARKED: "wait",
+    RunStatus.QUEUED: "wait",
     RunStatus.CANCELLED: "cancelled",
     RunStatus.ADMITTED: "live",
     RunStatus.RUNNING: "live",

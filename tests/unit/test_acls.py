@@ -25,6 +25,7 @@ from services.admission import topology as admission
 from services.cases import topology as cases
 from services.executor import topology as executor
 from services.journal import topology as journal
+from services.queues import topology as queues
 from services.sweeper import topology as sweeper
 from services.worklist import topology as worklist
 
@@ -36,6 +37,7 @@ COLUMNS = (
     "sweeper",
     "worklist",
     "journal",
+    "queues",
     "emitter",
     "operator",
 )
@@ -84,7 +86,7 @@ def _doc_groups() -> dict[str, tuple[set[str], str | None]]:
 
 
 @pytest.mark.parametrize(
-    "role", ["admission", "executor", "cases", "sweeper", "worklist", "journal"]
+    "role", ["admission", "executor", "cases", "sweeper", "worklist", "journal", "queues"]
 )
 def test_the_groups_and_transactional_ids_are_the_documented_ones(role: str) -> None:
     groups, txn = _doc_groups()[role]
@@ -102,6 +104,7 @@ def test_the_groups_and_transactional_ids_are_the_documented_ones(role: str) -> 
         ("cases", {cases.INPUT}, set(cases.OUTPUTS), set(cases.TABLES.values())),
         ("worklist", {worklist.INPUT}, set(worklist.OUTPUTS), set(worklist.TABLES.values())),
         ("journal", set(journal.INPUTS), set(journal.OUTPUTS), set()),
+        ("queues", {queues.INPUT}, set(queues.OUTPUTS), set(queues.TABLES.values())),
         ("sweeper", {sweeper.INPUT}, {sweeper.OUTPUT, sweeper.DEADLETTER}, set()),
     ],
 )

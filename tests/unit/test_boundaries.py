@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.versions",
             "runplane.core.limits",
             "runplane.core.gate",
+            "runplane.core.queues",
             "runplane.core.policy",
             "runplane.core.keys",
             "runplane.core.schedules",

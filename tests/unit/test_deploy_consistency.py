@@ -49,7 +49,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 METRICS_DOC = ROOT / "docs" / "metrics.md"
 DASHBOARD = CHART / "dashboards" / "runplane.json"
 
-DESIGN_SERVICES = ("admission", "executor", "cases", "sweeper", "worklist", "journal")
+DESIGN_SERVICES = ("admission", "executor", "cases", "sweeper", "worklist", "journal", "queues")
 SERVICES = tuple(SERVICE_PORTS)
 TOPICS = tuple(spec.name for spec in CATALOGUE)
 KUBE_VERSION = "1.33.0"

@@ -192,6 +192,7 @@ def test_design_services_table_matches_each_topology() -> None:
         "sweeper",
         "worklist",
         "journal",
+        "queues",
     ]
     for service, consumes, produces, _owns in rows:
         inputs, outputs = _io(service)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runplane.errors import ConfigError
-from services.executor.policy import load_policy
+from runplane.serving.policy import load_policy
 from services.executor.settings import ExecutorSettings
 
 

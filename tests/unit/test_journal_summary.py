@@ -139,3 +139,10 @@ def test_an_erasure_after_the_end_is_shown_by_every_reader_and_keeps_the_status(
         rec(2, K.RUN_ERASED, verdict=Verdict.BROKEN, broken_at_seq=2, reason="after_end: x"),
     )
     assert broken.shown_verdict == "BROKEN" and broken.erased_bodies is None
+
+
+def test_a_queued_run_is_queued_until_its_first_record_after_seq_0() -> None:
+    s = summarize("r-q", [rec(0, K.RUN_ADMITTED, attrs={"queue": "payout"})])
+    assert s.status is RunStatus.QUEUED
+    assert apply(s, rec(1, K.EFFECT_ANNOUNCED, call_seq=0)).status is RunStatus.RUNNING
+    assert summarize("r-s", [rec(0, K.RUN_ADMITTED)]).status is RunStatus.ADMITTED

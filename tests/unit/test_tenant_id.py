@@ -42,6 +42,7 @@ def test_the_records_that_carry_a_tenant_are_the_ones_we_know() -> None:
         "AdmissionReply",
         "AdmissionRequest",
         "OpenTask",
+        "QueueEntry",
         "RegisterDeadline",
         "RunStatusUpdate",
         "Schedule",

@@ -24,7 +24,8 @@ from runplane.kafka.topics import (
 DESIGN_TOPICS = {
     "admission", "admission.claims", "admission.replies", "runs.inbox", "journal", "results",
     "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "schedules",
-    "schedules.fired", "runs.stream", "runs.updates", "audit", "deadletter",
+    "schedules.fired", "queues.commands", "queues", "runs.stream", "runs.updates", "audit",
+    "deadletter",
 }  # fmt: skip
 
 
@@ -38,6 +39,7 @@ def test_the_catalogue_is_every_topic_of_the_design() -> None:
         "tasks",
         "schedules",
         "schedules.fired",
+        "queues",
     } == COMPACTED
 
 

@@ -27,6 +27,8 @@ comments and key order do not change it) is journaled with every gate decision.
           - {sender: ops-bot}                       # any signal from this principal
         budget: {tool_calls: 20, model_tokens: 20000, cost_units: 5, wall_ms: 86400000}
         unattributed: context                       # the default; ``agent`` is WEAKER (below)
+    queues:                               # capabilities whose runs wait their turn (core.queues)
+      payout: {concurrency: 5, per_tenant: 2, rate_per_s: 10, burst: 10}
 
 ``unattributed`` says how the gate labels bytes that match no recorded output: ``context``
 (the default) gives them the run's context label once it has read anything untrusted, so
@@ -60,6 +62,7 @@ import yaml
 
 from runplane.core.canonical import canonical_bytes, sha256_hex
 from runplane.core.gate import FieldRule, SinkDecl
+from runplane.core.queues import QueueLimits
 from runplane.errors import ConfigError
 from runplane.wire import Label, ResultEntry, Sensitivity, Trust
 
@@ -245,6 +248,9 @@ class Policy:
     sources: Mapping[str, Label] = field(default_factory=dict)
     # Sinks whose every proposed call a person approves first, by journaled name.
     approvals: Mapping[str, ApprovalRule] = field(default_factory=dict)
+    # Queues, by capability: admission routes their runs to the queue service, which starts
+    # them as the limits allow (docs/decisions.md 33).
+    queues: Mapping[str, QueueLimits] = field(default_factory=dict)
 
     def for_agent(self, capability: str) -> AgentPolicy:
         return self.agents.get(capability) or AgentPolicy()
@@ -289,11 +295,46 @@ def parse_policy(text: str) -> Policy:
             str(name): _label(raw or {}, default=Sensitivity.PUBLIC, provenance=())
             for name, raw in _map(doc, "sources").items()
         }
+        queues = _queues(_map(doc, "queues"))
     except ConfigError:
         raise
     except (yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         raise ConfigError(f"policy: {type(exc).__name__}: {exc}") from exc
-    return Policy(sinks=sinks, agents=agents, digest=digest, sources=sources, approvals=approvals)
+    return Policy(
+        sinks=sinks,
+        agents=agents,
+        digest=digest,
+        sources=sources,
+        approvals=approvals,
+        queues=queues,
+    )
+
+
+# -- queues (runplane.core.queues) ------------------------------------------------------------
+
+_QUEUE_FIELDS = frozenset({"concurrency", "per_tenant", "rate_per_s", "burst"})
+
+
+def _queues(raw: Mapping[str, Any]) -> dict[str, QueueLimits]:
+    """``queues: {capability: {concurrency, per_tenant, rate_per_s, burst}}``; an entry that
+    limits nothing is an error (it would route runs through a queue for no reason)."""
+    out = {}
+    for cap, entry in raw.items():
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"policy: queues.{cap} must be a mapping")
+        unknown = sorted(set(entry) - _QUEUE_FIELDS)
+        if unknown:
+            raise ConfigError(f"policy: queues.{cap}: unknown field(s) {', '.join(unknown)}")
+        limits = QueueLimits(
+            concurrency=_opt_int(entry.get("concurrency")),
+            per_tenant=_opt_int(entry.get("per_tenant")),
+            rate_per_s=_opt_int(entry.get("rate_per_s")),
+            burst=int(entry.get("burst", 1)),
+        )
+        if not limits.limits_anything:
+            raise ConfigError(f"policy: queues.{cap} limits nothing")
+        out[str(cap)] = limits
+    return out
 
 
 def _map(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -68,7 +68,10 @@ class CostTotals:
 
 
 def status_of(audit: AuditRecord) -> RunStatus | None:
-    """The status a record puts its run in, or None when it does not say."""
+    """The status a record puts its run in, or None when it does not say. A queued run's seq 0
+    names its queue (docs/decisions.md 33): QUEUED until its next record, when it starts."""
+    if audit.kind is JournalKind.RUN_ADMITTED and "queue" in audit.attrs:
+        return RunStatus.QUEUED
     if audit.kind in _STATUS_OF_KIND:
         return _STATUS_OF_KIND[audit.kind]
     if audit.kind is JournalKind.TASK_OPENED:

@@ -91,7 +91,7 @@ ACCESS: dict[str, Access] = {
         # (runplane.runs.operate); runs.updates: POST /runs/{run}/updates waits for the answer.
         reads=("admission", "admission.claims", "admission.replies", "sessions", "runs.updates"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
-                "deadletter"),
+                "deadletter", "queues.commands"),  # queues.commands: queued runs in and out
         groups=("admission",),
         shared_groups=(_RESTORE, "runplane-client-"),
         txn_prefix="admission",
@@ -118,6 +118,13 @@ ACCESS: dict[str, Access] = {
         writes=("cases.commands", "deadletter", "admission", "schedules.fired"),
         groups=("sweeper",),
         prefixed_groups=("sweeper-committed-",),
+    ),
+    "queues": Access(
+        reads=("queues.commands", "queues"),
+        writes=("queues", "runs.inbox", "deadletter"),
+        groups=("queues",),
+        shared_groups=(_RESTORE,),
+        txn_prefix="queues",
     ),
     "worklist": Access(
         # runs.stream: the task page's calls proposed as they arrive (runplane.runs.stream)

@@ -101,6 +101,10 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("tasks", "task", "compact", None, "TaskRecord"),
     _spec("schedules", "tenant/schedule", "compact", None, "Schedule: operators' timetables"),
     _spec("schedules.fired", "tenant/schedule", "compact", None, "ScheduleFired: the sweeper's"),
+    _spec(
+        "queues.commands", "queue", "delete", 7, "EnterQueue, LeaveQueue: queued runs in and out"
+    ),
+    _spec("queues", "queue", "compact", None, "QueueRecord: each queue's running and waiting runs"),
     _spec("audit", "session", "delete", 3650, "AuditRecord: the verified public stream"),
     # A view, never the truth: a run's live events are worth a day (a reconnect, a late look).
     _spec("runs.stream", "session", "delete", 1, "StreamEvent: runs' live deltas and progress"),

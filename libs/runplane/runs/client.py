@@ -275,6 +275,7 @@ class Client:
         timeout: float = 30.0,
         wait_timeout: float | None = None,
         agent_version: str | None = None,
+        priority: int = 0,
     ) -> AdmissionReply: ...
 
     @overload
@@ -291,6 +292,7 @@ class Client:
         timeout: float = 30.0,
         wait_timeout: float | None = None,
         agent_version: str | None = None,
+        priority: int = 0,
     ) -> RunResult: ...
 
     def admit(
@@ -306,6 +308,7 @@ class Client:
         timeout: float = 30.0,
         wait_timeout: float | None = None,
         agent_version: str | None = None,
+        priority: int = 0,
     ) -> AdmissionReply | RunResult:
         """Request a run and return admission's answer — with ``wait``, a :class:`RunResult`
         once the run has ended (its final status and output or error).
@@ -315,7 +318,9 @@ class Client:
 
         ``input`` is any JSON value. ``initiator`` defaults to ``RUNPLANE_INITIATOR``; with
         neither, ``ConfigError``. ``agent_version`` pins the run to that version (the newest of
-        its line); without it the run starts on the newest version deployed. Raises ``WireError`` for a request that cannot even be built
+        its line); without it the run starts on the newest version deployed. ``priority``:
+        where the run stands in its capability's queue, if the deployment gives it one
+        (higher first; docs/decisions.md 33). Raises ``WireError`` for a request that cannot even be built
         (empty or oversized key, bad tenant, an input over admission's size limit — nothing
         is sent) and ``RetryableError`` on timeout.
         """
@@ -336,6 +341,7 @@ class Client:
             initiator=who,
             requested_ms=time.time_ns() // 1_000_000,
             agent_version=agent_version,
+            priority=priority,
         )
         # Taken before the request: the wait for a run admitted now never reads back past it.
         mark = self.mark() if wait else None

@@ -47,6 +47,7 @@ OWNED_PREFIXES: Mapping[str, tuple[str, ...]] = {
     "sweeper": ("runplane_sweeper_",),
     "worklist": ("runplane_worklist_", "runplane_task_", "runplane_tasks_"),
     "journal": ("runplane_journal_", "runplane_chain_", "runplane_audit_", "runplane_cost_"),
+    "queues": ("runplane_queues_",),
 }
 # A metric several services emit tells them apart by this label (runplane.kafka.metrics).
 SHARED_LABEL = "service"

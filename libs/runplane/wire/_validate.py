@@ -191,4 +191,5 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "runplane.v1.AdmissionReply": _tenant,
     "runplane.v1.Schedule": _tenant,
     "runplane.v1.ScheduleFired": _tenant,
+    "runplane.v1.QueueEntry": _tenant,
 }

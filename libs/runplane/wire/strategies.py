@@ -51,6 +51,7 @@ FIELD_OVERRIDES: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("AdmissionReply", "tenant"): st.none() | TENANT,
     ("Schedule", "tenant"): TENANT,
     ("ScheduleFired", "tenant"): TENANT,
+    ("QueueEntry", "tenant"): TENANT,
     ("Label", "provenance"): st.lists(st.text(max_size=12), unique=True, max_size=4).map(sorted),
 }
 
