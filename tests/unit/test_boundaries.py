@@ -92,6 +92,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.limits",
             "runplane.core.gate",
             "runplane.core.policy",
+            "runplane.core.allotments",
             "runplane.core.keys",
             "runplane.core.schedules",
             "runplane.core.chain",
