@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runplane.core.allotments import Allotment
+from runplane.core.policy import Spent
 from runplane.errors import TerminalError
 
 __all__ = ["EXPIRED", "NOT_DELEGATED", "Bounds", "Delegation", "DelegationWidened", "Scope"]
@@ -231,16 +232,25 @@ class Delegation:
 @dataclass(frozen=True)
 class Bounds:
     """What a commissioned run runs under (``delegation_json``): its delegation (None: scope
-    bounded by policy alone) and its allotment (None: money bounded by policy alone)."""
+    bounded by policy alone), its allotment (None: money bounded by policy alone) and what
+    the generations before it spent under that allotment (``spent``: a continue-as-new
+    successor's, counted into its account, so a chain of generations shares one allotment)."""
 
     delegation: Delegation | None = None
     allotment: Allotment | None = None
+    spent: Spent | None = None
+
+    def __post_init__(self) -> None:
+        if self.spent is not None and self.allotment is None:
+            raise TerminalError("a delegation's spent counts against its allotment: give both")
 
     def to_json(self) -> dict[str, Any]:
         """Without an allotment exactly ``Delegation.to_json`` (the bytes it always had)."""
         out = {} if self.delegation is None else self.delegation.to_json()
         if self.allotment is not None:
             out["allotment"] = self.allotment.to_json()
+        if self.spent is not None:
+            out["spent"] = self.spent.to_json()
         return out
 
     def carried(self) -> bool:
@@ -255,10 +265,16 @@ class Bounds:
             data = json.loads(text)
         except ValueError as exc:
             raise TerminalError(f"a delegation is JSON: {exc}") from exc
-        if not isinstance(data, Mapping) or not data or set(data) - {"chain", "allotment"}:
+        if (
+            not isinstance(data, Mapping)
+            or not {"chain", "allotment"} & set(data)
+            or set(data) - {"chain", "allotment", "spent"}
+        ):
             raise TerminalError(
-                "a delegation is {chain: [scope, …], allotment: {…}}, either or both"
+                "a delegation is {chain: [scope, …], allotment: {…}, spent: {…}}, "
+                "with a chain, an allotment or both"
             )
         delegation = None if "chain" not in data else Delegation.from_json({"chain": data["chain"]})
         allotment = None if "allotment" not in data else Allotment.from_json(data["allotment"])
-        return cls(delegation, allotment)
+        spent = None if "spent" not in data else Spent.from_json(data["spent"])
+        return cls(delegation, allotment, spent)
