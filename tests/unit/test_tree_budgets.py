@@ -191,3 +191,83 @@ def test_a_parent_whose_budget_bounds_nothing_allots_nothing() -> None:
     assert all("allotment" not in a for a in _announced(d, view.session_id))
     for child in d.children.values():
         assert "delegation" not in d.view(child).journal[0].attrs
+
+
+def test_the_generations_of_a_child_that_continues_as_new_share_its_allotment() -> None:
+    reg = AgentRegistry()
+
+    @reg.agent("looper", effects=WORK)
+    async def looper(ctx: StepCtx, input: Any) -> Any:
+        """Three calls per generation, as many generations as it is told."""
+        for i in range(3):
+            try:
+                await ctx.tool("work", {"g": input["left"], "i": i})
+            except EffectError as exc:
+                return {"refused": exc.type, "left": input["left"]}
+        if input["left"] > 0:
+            return await ctx.continue_as_new({"left": input["left"] - 1})
+        return {"done": True}
+
+    @reg.agent("boss")
+    async def boss(ctx: StepCtx, input: Any) -> Any:
+        out = await ctx.commission("looper", {"left": 5}, budget=Allotment(tool_calls=7))
+        return {"child": out, "after": await ctx.commission("looper", {"left": 0})}
+
+    d = _driver(reg)
+    view = d.run("boss", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    # 7 allotted: two generations of three and one call of the third — not 3 per generation.
+    assert view.output["child"] == {"refused": "BudgetExceeded", "left": 3}
+    # The last generation answered with the whole chain's spend: 7, so 3 are left for the
+    # next child (all of it, by default), which makes its three calls.
+    assert view.output["after"] == {"done": True}
+    assert d.tool_calls["work"] == B
+    settled = [
+        json.loads(r.attrs["child_spent"])["tool_calls"]
+        for r in view.journal
+        if r.kind is JournalKind.EFFECT_RECORDED and "child_spent" in r.attrs
+    ]
+    assert settled == [7, 3]
+
+
+def test_a_parent_restored_with_children_open_does_not_allot_them_again() -> None:
+    reg = _registry()
+
+    @reg.agent("waiter", effects=WORK)
+    async def waiter(ctx: StepCtx, input: Any) -> Any:
+        """Waits to be told to go, then makes three calls."""
+        await ctx.wait_signal("go")
+        for i in range(3):
+            await ctx.tool("work", {"i": i})
+        return "spent 3"
+
+    @reg.agent("restored")
+    async def restored(ctx: StepCtx, input: Any) -> Any:
+        four = Allotment(tool_calls=4)
+        await ctx.parallel(
+            {
+                "c0": commission_effect("waiter", {}, budget=four),
+                "c1": commission_effect("waiter", {}, budget=four),
+            }
+        )
+        return await ctx.commission("worker", {"want": B})  # gets what is left
+
+    policy = parse_policy(f"agents: {{restored: {{budget: {{tool_calls: {B}}}}}}}")
+    d = Driver(reg, tools={"work": lambda a, k: "done"}, policy=policy)
+    view = d.run("restored", {})
+    assert view.status is RunStatus.RUNNING, view.error  # its two children wait
+    d.crash(view.session_id)  # lost with the process: rebuilt from its snapshot and journal
+    for child in list(d.children.values()):
+        d.signal(child, "go", {})
+    view = d.view(view.session_id)
+    assert view.status is RunStatus.COMPLETED, view.error
+    # Rebuilt while c0 and c1 ran, it re-dispatched them under the allotments it had
+    # escrowed (admission answers duplicate): 10 - 3 - 3 = 4 left for the last child.
+    assert view.output == {"made": 4, "refused": view.output["refused"]}
+    allotted = [
+        json.loads(a["allotment"]) for a in _announced(d, view.session_id) if "allotment" in a
+    ]
+    # c0 and c1 announced, announced again by the rebuilt run with the same allotment (not
+    # allotted anew from what was left: that would be 2), then the last child.
+    assert allotted == [{"tool_calls": 4}] * 5
+    assert len(d.children) == 3 and d.tool_calls["work"] == B
