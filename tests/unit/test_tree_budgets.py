@@ -16,6 +16,7 @@ from runplane.core.effect import EffectError
 from runplane.core.plan import AllSucceeded, Bounds
 from runplane.core.planrun import commission_effect
 from runplane.core.policy import Policy, parse_policy
+from runplane.journal.tree import tree
 from runplane.testing import Driver
 from runplane.wire import JournalKind, RunStatus
 
@@ -181,6 +182,9 @@ def test_a_grandchild_is_bounded_by_what_its_parent_was_allotted() -> None:
     leaf = next(s for s, c in capability.items() if c == "worker")
     bounds = Bounds.read(d.view(leaf).journal[0].attrs["delegation"])
     assert bounds.allotment == Allotment(tool_calls=4)
+    # ``runplane runs tree`` reads an allotment alone as no delegated sinks, not as unreadable.
+    root = tree(view.session_id, lambda rid: list(d.view(rid).journal))
+    assert [c.delegated_sinks for c in root.children] == [None]
 
 
 def test_a_parent_whose_budget_bounds_nothing_allots_nothing() -> None:
