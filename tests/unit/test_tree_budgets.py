@@ -133,7 +133,9 @@ def test_declared_amounts_share_the_budget_among_the_first_children() -> None:
     assert made == {"c0": 3, "c1": 3, "c2": 3, "c3": 1}  # the fourth gets what is left
     assert d.tool_calls["work"] == B
     # A child stopped by its allotment is told so: the gate's BUDGET refusal.
-    assert view.output["results"]["c0"]["refused"].startswith("BudgetExceeded")
+    refused = view.output["results"]["c0"]["refused"]
+    assert refused.startswith("BudgetExceeded") and "tool calls: 3 of 3 spent" in refused
+    assert refused.endswith("(the allotment of the run that commissioned it)")
     assert sorted(view.output["failures"]) == [f"c{i}" for i in range(4, 10)]
 
 

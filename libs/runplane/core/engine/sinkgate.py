@@ -156,13 +156,7 @@ def gate(
     estimate = 0
     if effect.family == "generation":
         estimate = int(effect.request.get("params", {}).get("max_tokens") or 0)
-    over = (
-        None
-        if recovering
-        else ceiling_of(run).refusal(
-            _account(run, state), effect.family, run.now - run.started_ms, estimate
-        )
-    )
+    over = None if recovering else _over(run, ap, state, effect.family, estimate)
     if over is not None:
         return _refuse(run, slot, "BudgetExceeded", Refusal(sink, Reason.BUDGET, "$", over))
     if ap.sinks is not None and sink not in ap.sinks:
@@ -188,6 +182,16 @@ def gate(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
     return None
+
+
+def _over(run: Run, ap: AgentPolicy, state: GateState, family: str, estimate: int) -> str | None:
+    """Why one more ``family`` call would exceed the run's ceiling (its policy's budget met
+    with its allotment), its account counted — naming the allotment when it is what binds."""
+    spent, elapsed = _account(run, state), run.now - run.started_ms
+    over = ceiling_of(run).refusal(spent, family, elapsed, estimate)
+    if over is not None and ap.budget.refusal(spent, family, elapsed, estimate) is None:
+        over += " (the allotment of the run that commissioned it)"
+    return over
 
 
 def _labels(
