@@ -39,7 +39,8 @@ async def worker(ctx: StepCtx, input: dict[str, Any]) -> Any:
 async def boss(ctx: StepCtx, input: dict[str, Any]) -> Any:
     status = await ctx.parallel(
         {
-            f"c{i}": commission_effect("budget.worker", {"want": input["want"]})
+            # Each asks for all that is left (none declared, they would split it evenly).
+            f"c{i}": commission_effect("budget.worker", {"want": input["want"]}, budget=1.0)
             for i in range(CHILDREN)
         }
     )

@@ -103,12 +103,12 @@ def _announced(d: Driver, session: str) -> list[dict[str, str]]:
 
 
 def test_ten_children_fanned_out_spend_one_budget_and_the_later_ones_are_refused() -> None:
-    d = _driver(_registry())
+    d = _driver(_registry([1.0] * 10))  # each asks for all that is left
     view = d.run("boss", {})
     assert view.status is RunStatus.COMPLETED, view.error
     assert d.tool_calls["work"] == B  # not 10 x B
     out = view.output
-    # The first child was allotted all the parent had (the default) and spent it ...
+    # The first child was allotted all the parent had and spent it ...
     assert out["results"] == {"c0": {"made": B, "refused": ""}}
     # ... the other nine were refused before they started, each saying why.
     assert sorted(out["failures"]) == [f"c{i}" for i in range(1, 10)]
@@ -123,6 +123,19 @@ def test_ten_children_fanned_out_spend_one_budget_and_the_later_ones_are_refused
     (child,) = d.children.values()
     seq0 = d.view(child).journal[0]
     assert json.loads(seq0.attrs["delegation"]) == {"allotment": {"tool_calls": B}}
+
+
+def test_by_default_children_dispatched_together_split_the_budget_evenly() -> None:
+    d = _driver(_registry())
+    view = d.run("boss", {})
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert d.tool_calls["work"] == B
+    results = view.output["results"]
+    assert sorted(results) == [f"c{i}" for i in range(10)] and not view.output["failures"]
+    for result in results.values():  # one call each, then the allotment refuses the next
+        assert result["made"] == 1 and "tool calls: 1 of 1 spent" in result["refused"]
+    allotted = [json.loads(a["allotment"]) for a in _announced(d, view.session_id)]
+    assert allotted == [{"tool_calls": 1}] * 10
 
 
 def test_declared_amounts_share_the_budget_among_the_first_children() -> None:

@@ -11,7 +11,9 @@ A run's **account** is what it has spent itself (folded from its result journal)
 **charge** per child it commissioned (``Ledger``):
 
 - **Escrow.** Commissioning a child allots part of what the run has left (``allot``: all of it
-  by default, or the commission's declared share or amounts, never more than is left) and
+  by default — the engine asks an even share for each of several commissions dispatched
+  together that declare none — or the commission's declared share or amounts, never more
+  than is left) and
   charges the whole allotment to the run at once — before the child has spent anything — so
   ten children dispatched in one step share what the parent had, they do not each get it.
 - **Settlement.** The child's result says what the child's own account came to (counted by

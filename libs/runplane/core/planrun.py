@@ -84,8 +84,9 @@ def commission_effect(
     ``on_parent_cancel``: the close policy — ``cancel`` (this run's cancel cancels the child)
     or ``wait`` (the child runs to its own end; the cancelled run waits for it).
     ``budget``: what of this run's remaining budget the child is allotted — a share in
-    (0, 1] or amounts (``Allotment``); None: all of it (``core.allotments``). A run whose
-    budget bounds nothing allots nothing: the child is bounded by its policy alone."""
+    (0, 1] or amounts (``Allotment``); None: all of it, or, for one of several commissions
+    dispatched together that declare none, an even part of it (``core.allotments``). A run
+    whose budget bounds nothing allots nothing: the child is bounded by its policy alone."""
     if on_parent_cancel not in ("cancel", "wait"):
         raise ValueError(f"on_parent_cancel is cancel or wait, got {on_parent_cancel!r}")
     # ``Labeled`` / ``Released`` wrappers come out of the input (the child gets plain JSON)
@@ -109,11 +110,17 @@ def commission_effect(
 
 async def _dispatch(branches: Sequence[tuple[str, Effect]]) -> dict[str, Any]:
     """Issue the branches back to back, then the join; → the join's value by node id."""
+    # The commissions of the set that declare no budget split what the run has left evenly
+    # (``commission``: the i-th of n is allotted 1/(n-i) of what is left when it is
+    # dispatched): in options, not the request, so no witness changes.
+    undeclared = [n for n, e in branches if e.family == "commission" and "budget" not in e.request]
     for node, issued in branches:
         # The node id is in the request, so in the witness: each branch its own slice.
         request = {**issued.request, "node": node}
         # Alone in its ready set, a mutating call may run as an ordinary call (fanout.branch).
         options = {**issued.options, "solo": len(branches) == 1}
+        if node in undeclared:
+            options["split"] = len(undeclared) - undeclared.index(node)
         effect = Effect(issued.family, issued.name, request, Op.BRANCH, options)
         # Live: dispatched, not awaited; replay: the recorded outcome. A branch's failure is
         # in the join's value, as every other outcome — but a cancel is the run's: it is told

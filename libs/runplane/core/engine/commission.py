@@ -22,7 +22,8 @@ module dispatches carries how its child's result signal reads), never the other 
   it is buffered in the parent's snapshot like any early signal, so it survives a crash.
 - **Budgets over a tree.** A run whose ceiling bounds anything (its policy's budget, or an
   allotment it was itself handed) allots the child part of what it has left — all of it by
-  default, or the commission's declared ``budget`` (a share, or amounts) — and is charged the
+  default (an even part each for several commissions dispatched together that declare none),
+  or the commission's declared ``budget`` (a share, or amounts) — and is charged the
   whole allotment at once (the run's ``LEDGER``, announce attr ``allotment``); nothing left in
   a bounded unit fails the branch ``BudgetExceeded`` (``gate=refused``, ``reason=budget``) and
   no child starts. The allotment travels in the child's delegation (``Bounds``) and bounds
@@ -150,7 +151,7 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
         if gated is not None:
             outcome, attrs = gated
         else:
-            allotment, over = _allot(run, key, request.get("budget"))
+            allotment, over = _allot(run, key, request.get("budget"), effect.options.get("split"))
             if over is not None:
                 outcome = Outcome.failure("BudgetExceeded", f"{effect.name}: {over}"[:500])
                 attrs = {"gate": "refused", "sink": effect.name, "reason": str(Reason.BUDGET)}
@@ -183,11 +184,16 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
     return CHILD_SIGNAL + key, outcome, attrs
 
 
-def _allot(run: Run, key: str, asked: Any) -> tuple[Allotment | None, str | None]:
+def _allot(
+    run: Run, key: str, asked: Any, split: Any = None
+) -> tuple[Allotment | None, str | None]:
     """What this run allots the child ``key`` → (the allotment, escrowed in the run's
-    ``LEDGER``; None when its ceiling bounds nothing), or why it cannot. The same child
-    commissioned again (a restored run re-dispatching an open branch) keeps the allotment
-    it was escrowed: it is not allotted, nor charged, twice."""
+    ``LEDGER``; None when its ceiling bounds nothing), or why it cannot. ``asked``: the
+    commission's declared budget; none declared, ``split`` (the commissions of its ready set
+    still to be dispatched that declare none, this one included: ``planrun``) makes it
+    1/split of what is left — an even split of the set — and without it all that is left.
+    The same child commissioned again (a restored run re-dispatching an open branch) keeps
+    the allotment it was escrowed: it is not allotted, nor charged, twice."""
     ledger = LEDGER.of(run)
     known = charge_of(ledger, key)
     if known is not None:
@@ -196,6 +202,8 @@ def _allot(run: Run, key: str, asked: Any) -> tuple[Allotment | None, str | None
         ask = read_ask(asked)
     except TerminalError as exc:
         return None, f"the commission's budget does not read: {exc}"
+    if ask is None and isinstance(split, int) and not isinstance(split, bool) and split > 1:
+        ask = 1.0 / split
     got = allot(ceiling_of(run), account_of(run), ask)
     if isinstance(got, str):
         return None, got
