@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from confluent_kafka import Message
 
@@ -90,7 +89,7 @@ class Repair:
             return True
         assert snap is not None
         if order.kind is core.RepairKind.ERASE:
-            self._erase(run_id, p, core.erase(snap, order, self._wall_ms()), tuple(results))
+            self._erase(run_id, p, snap, order, tuple(results))
             part.keep(run_id)  # nothing left to expire
             return True
         try:
@@ -116,7 +115,7 @@ class Repair:
                 run_id = item.erased.session_id
                 if run_id in part.sessions:
                     continue  # resumed meanwhile (``keep`` drops it; this is the backstop)
-                self._erase(run_id, p, replace(item.erased, updated_ms=now_ms), item.slots)
+                self._erase(run_id, p, item.erased, core.RETENTION, item.slots, now_ms)
                 self._metrics.expired.inc()
 
     def _refuse(self, msg: Message, order: core.RepairOrder, run_id: str, why: str) -> None:
@@ -132,14 +131,28 @@ class Repair:
         self._outbox.record("sessions", run_id, running, now)
         return running
 
-    def _erase(self, run_id: str, p: int, erased: SessionSnapshot, slots: Iterable[SlotKey]) -> int:
-        """Tombstone the run's ``slots`` in ``results`` and put its ``erased`` snapshot."""
+    def _erase(
+        self,
+        run_id: str,
+        p: int,
+        snap: SessionSnapshot,
+        order: core.RepairOrder,
+        slots: Iterable[SlotKey],
+        scrubbed_at_ms: int | None = None,
+    ) -> int:
+        """Tombstone the run's ``slots`` in ``results``, journal RUN_ERASED (so the erasure
+        reaches ``audit``) and put the erased snapshot. ``scrubbed_at_ms``: ``snap`` is a
+        retention entry's, scrubbed already (``core.scrub``), erased at that time."""
         now = time.monotonic()
-        n = 0
-        for era, call_seq in sorted(slots):
-            n += 1
+        keys = sorted(slots)
+        if scrubbed_at_ms is None:
+            record, erased = core.erase(snap, order, self._wall_ms(), len(keys))
+        else:
+            record, erased = core.seal_erasure(snap, order, scrubbed_at_ms, len(keys))
+        for era, call_seq in keys:
             self._outbox.tombstone("results", results_key(run_id, era, call_seq), p, now)
+        self._outbox.record("journal", run_id, record, now)
         self._outbox.record("sessions", run_id, erased, now)
         by = erased.error.message if erased.error is not None else ""
-        log.info("erased bodies", extra={"run": run_id, "bodies": n, "erased": by})
-        return n
+        log.info("erased bodies", extra={"run": run_id, "bodies": len(keys), "erased": by})
+        return len(keys)

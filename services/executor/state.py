@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from runplane.core import Runtime
-from runplane.core.repair import RETENTION, RepairRefused, erase, erased
+from runplane.core.repair import RETENTION, RepairRefused, erased, scrub
 from runplane.errors import ChainError, WireError
 from runplane.kafka.loop import TxnLoop
 from runplane.kafka.partition import partition_for
@@ -64,7 +64,7 @@ class Expiring:
 
     @classmethod
     def of(cls, due_ms: int, snapshot: SessionSnapshot, slots: Iterable[SlotKey]) -> Expiring:
-        scrubbed = erase(snapshot, RETENTION, snapshot.updated_ms)
+        scrubbed = scrub(snapshot, RETENTION, snapshot.updated_ms)
         return cls(due_ms, scrubbed, tuple(sorted(slots)))
 
 

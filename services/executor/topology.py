@@ -19,6 +19,7 @@ OUTPUTS = (
     "deadletter",
     "runs.inbox",  # a continue-as-new successor's StartRun; a commissioned child's result
     "runs.stream",  # runs' live events, produced outside the transactions (streaming.py)
+    "runs.updates",  # answers to updates (UpdateAnswer), in the step's transaction
 )
 
 

@@ -94,6 +94,10 @@ class RunOut(BaseModel):
     )
     error_type: str | None = Field(None, description="The error type of a failure")
     cancelled_by: str | None = Field(None, description="Who cancelled the run")
+    erased_bodies: int | None = Field(
+        None, description="How many bodies were erased (RUN_ERASED); null while they are kept"
+    )
+    erased_by: str | None = Field(None, description="Who erased them (an operator, retention)")
 
 
 class RunList(BaseModel):

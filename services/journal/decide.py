@@ -48,7 +48,7 @@ from runplane.core.verify import (
     check_links,
     needs_body,
 )
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict
+from runplane.wire import AuditRecord, JournalKind, JournalRecord, ResultEntry, Verdict
 
 BodyKey = tuple[str, int, int]
 
@@ -142,8 +142,9 @@ def restore_tip(audit: AuditRecord) -> Tip:
         reason=audit.reason if broken else None,
         capability=audit.capability,
         case_id=audit.case_id,
-        ended=audit.kind in TERMINAL_KINDS,
+        ended=audit.kind in TERMINAL_KINDS or audit.kind is JournalKind.RUN_ERASED,
         resumable=audit.kind in RESUMABLE_KINDS,
+        erased=audit.kind is JournalKind.RUN_ERASED,
     )
 
 

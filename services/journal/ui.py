@@ -212,7 +212,7 @@ class RunsPage:
             f'<td data-label="Case">{_id_text(s.case_id)}</td>'
             f'<td data-label="Started">{when(s.started_ms)}</td>'
             f'<td data-label="Updated">{when(s.updated_ms)}</td>'
-            f'<td data-label="Chain">{e(s.verdict)}</td>'
+            f'<td data-label="Chain">{e(s.shown_verdict)}</td>'
             "</tr>"
             for s in found
         )
@@ -264,6 +264,10 @@ class RunsPage:
         if report.verified and not report.body_missing:
             verdict, cls = "VERIFIED", "ok"
             text = f"All {report.records} records chain and every body matches its digest."
+        elif report.verified and summary.erased_bodies is not None:
+            verdict, cls = summary.shown_verdict, "ok"
+            text = f"The chain holds; erased by {summary.erased_by}: bodies at seq "
+            text += f"{list(report.body_missing)}."
         elif report.verified:
             verdict, cls = "BODY MISSING", "wait"
             text = f"The chain holds; bodies missing or erased at seq {list(report.body_missing)}."

@@ -28,7 +28,16 @@ from runplane.kafka.clients import consumer_config, transactional_producer_confi
 from runplane.kafka.partition import partition_for
 from runplane.kafka.txn import TransactionalProducer
 from runplane.runs.read import read_audit, read_run, result_key, verify_exit_code
-from runplane.wire import AuditRecord, JournalRecord, ResultEntry, Verdict, Wake, decode, encode
+from runplane.wire import (
+    AuditRecord,
+    JournalKind,
+    JournalRecord,
+    ResultEntry,
+    Verdict,
+    Wake,
+    decode,
+    encode,
+)
 from services.journal import metrics as m
 from services.journal.loop import AuditLoop
 from services.journal.settings import JournalSettings
@@ -144,6 +153,44 @@ def test_a_completed_run_is_audited_verified_in_order_once_across_a_restart(
     # the CLI's verification, read straight from Kafka, agrees
     code, report = verify_exit_code(read_run(settings, run))
     assert code == 0 and report["verified"]
+
+
+def _after(last: JournalRecord, kind: JournalKind, attrs: dict[str, str]) -> JournalRecord:
+    draft = dataclasses.replace(
+        last,
+        seq=last.seq + 1,
+        kind=kind,
+        call_seq=None,
+        family=None,
+        name=None,
+        request_witness=None,
+        body_digest=None,
+        cost=None,
+        attrs=attrs,
+        stamp_ms=last.stamp_ms + 1,
+    )
+    return seal(draft, last.hash)
+
+
+def test_an_erasure_after_the_end_is_audited_and_nothing_after_it_across_a_restart(
+    settings: Settings,
+) -> None:
+    run = f"r-erased-{uuid.uuid4().hex[:6]}"
+    records, results = sample_run(run, calls=2)
+    erasure = _after(
+        records[-1], JournalKind.RUN_ERASED, {"repair": "erase", "by": "ops", "bodies": "2"}
+    )
+    produce_run(settings, [*records, erasure], results)
+    with running(settings):
+        audits = wait_audit(settings, run, len(records) + 1)
+    assert audits[-1].kind is JournalKind.RUN_ERASED and audits[-1].verdict is Verdict.VERIFIED
+    assert audits[-1].attrs["by"] == "ops"  # the auditor learns who erased, and how much
+    # A record after the erasure, met by a service that restored its tip from `audit`.
+    forged = _after(erasure, JournalKind.RUN_RESUMED, {"repair": "resume", "by": "ops"})
+    produce_run(settings, [forged], {})
+    with running(settings):
+        audits = wait_audit(settings, run, len(records) + 2)
+    assert audits[-1].verdict is Verdict.BROKEN and "after_end" in (audits[-1].reason or "")
 
 
 def test_a_second_start_of_a_slot_across_a_restart_is_broken(settings: Settings) -> None:

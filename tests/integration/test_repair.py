@@ -150,10 +150,17 @@ def test_quarantined_run_resumed_after_fix_and_forked(settings: Settings) -> Non
         )
         assert _status(settings, live.run_id) is RunStatus.PARKED
         history = read_run(settings, run.run_id)
-        assert list(history.records) == records  # the chain is untouched
+        *kept, erasure = history.records
+        assert kept == records  # the chain is untouched, and extended by its erasure
+        assert erasure.kind is JournalKind.RUN_ERASED and erasure.attrs == {
+            "repair": "erase",
+            "by": "ops-ada",
+            "reason": "GDPR 17",
+            "bodies": str(len(results)),
+        }
         assert set(history.bodies) == set(results)
         assert all(body is None for body in history.bodies.values())  # every body tombstoned
-        assert verify_chain(records, history.bodies).ok
+        assert verify_chain(list(history.records), history.bodies).ok
         code, report = verify_exit_code(history)
         assert code == 0 and len(report["body_missing"]) == len(results)  # "bodies erased"
 

@@ -95,6 +95,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.allotments",
             "runplane.core.keys",
             "runplane.core.schedules",
+            "runplane.core.updates",
             "runplane.core.chain",
             "runplane.core.verify",
             "runplane.core.recording",

@@ -32,6 +32,8 @@ ACTS_LOCALLY = {"up", "down", "status", "demo", "serve"}
 UNREACHABLE_EXIT = {
     "signal": 3,  # admission's HTTP not answering: retry with the same --id
     "runs cancel": 3,
+    "runs update": 3,
+    "runs query": 3,
 }
 # Commands that check their own arguments, then call runplane.cli.reach.require_kafka.
 CHECKS_KAFKA_ITSELF = {"emit", "agents list"}

@@ -92,6 +92,7 @@ def test_the_driver_hands_every_command_to_the_stand_in_of_its_topic(command: Re
     reached += [("admission", c) for c in driver._admissions]
     reached += [("runs.inbox", c) for c in (*driver._starts, *driver._inbox)]
     reached += [("journal", r) for s in driver.sessions.values() for r in s.journal]
+    reached += [("runs.updates", a) for a in driver.answers]
     topic = routes.route(command).topic
     if isinstance(command, RunStatusUpdate):
         assert reached == []  # a run's view is its snapshot: no stand-in reads statuses

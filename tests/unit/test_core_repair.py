@@ -92,8 +92,8 @@ def test_resume_and_erase_refuse_runs_in_the_wrong_state() -> None:
     live = replace(done.snapshot, status=RunStatus.PARKED)
     erase = core.RepairOrder(core.RepairKind.ERASE, "ops")
     with pytest.raises(core.RepairRefused, match="only ended runs are erased"):
-        core.erase(live, erase, now_ms=1)
-    scrubbed = core.erase(done.snapshot, erase, now_ms=1)
+        core.erase(live, erase, now_ms=1, bodies=0)
+    _, scrubbed = core.erase(done.snapshot, erase, now_ms=1, bodies=0)
     assert core.erased(scrubbed) and scrubbed.output_json is None and scrubbed.input_json == "null"
     assert core.refusal(core.RepairKind.RESUME, scrubbed) is not None
     with pytest.raises(core.RepairRefused, match="erased"):
@@ -194,3 +194,47 @@ def test_the_journal_services_fold_agrees_a_resume_reopens_only_a_failed_chain()
         done.session_id, [*done.journal, reopened], bodies_of(dict(done.results))
     )
     assert not report.verified and report.reason is not None and "after_end" in report.reason
+
+
+def test_an_erasure_is_journaled_after_any_end_once_and_nothing_follows_it() -> None:
+    done = _run()
+    order = core.RepairOrder(core.RepairKind.ERASE, "ops", "GDPR request 17")
+    record, scrubbed = core.erase(done.snapshot, order, now_ms=5, bodies=2)
+    assert (record.kind, record.seq, record.prev_hash) == (
+        JournalKind.RUN_ERASED,
+        done.snapshot.next_seq,
+        done.snapshot.last_hash,
+    )
+    assert record.attrs == {
+        "repair": "erase",
+        "by": "ops",
+        "reason": "GDPR request 17",
+        "bodies": "2",
+    }
+    assert (scrubbed.next_seq, scrubbed.last_hash) == (record.seq + 1, record.hash)
+    # After a COMPLETED end (which no resume may follow) the erasure still verifies...
+    assert verify_chain([*done.journal, record], done.results).ok
+    # ...once: a second erasure, or any record after it, extends a closed chain.
+    again, _ = core.seal_erasure(scrubbed, order, now_ms=6, bodies=0)
+    assert verify_chain([*done.journal, record, again], done.results).fault is ChainFault.AFTER_END
+    failed = _run(fail=True)
+    record, scrubbed = core.erase(failed.snapshot, order, now_ms=5, bodies=0)
+    resumed = seal(
+        replace(core.resume(failed.snapshot, OPS, now_ms=6)[0], seq=record.seq + 1),
+        record.hash,
+    )
+    verdict = verify_chain([*failed.journal, record, resumed], failed.results)
+    assert verdict.fault is ChainFault.AFTER_END and verdict.bad_seq == record.seq + 1
+
+
+def test_an_erasure_before_the_end_is_the_end() -> None:
+    live = _run()
+    order = core.RepairOrder(core.RepairKind.ERASE, "ops")
+    # Forged on a chain whose end is dropped: nothing may follow it either.
+    head = live.journal[:-1]
+    record = seal(
+        replace(core.erase(live.snapshot, order, now_ms=5, bodies=0)[0], seq=len(head)),
+        head[-1].hash,
+    )
+    after = seal(replace(live.journal[-1], seq=len(head) + 1), record.hash)
+    assert verify_chain([*head, record, after], live.results).fault is ChainFault.AFTER_END

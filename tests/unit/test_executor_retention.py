@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.core.repair import RepairKind, RepairOrder, erase
+from runplane.core.repair import RepairKind, RepairOrder, scrub
 from runplane.wire import RunStatus, SessionSnapshot
 from services.executor.state import PartitionState, _expiring
 
@@ -51,7 +51,7 @@ def test_an_ended_run_expires_at_its_time_and_a_resumed_one_never() -> None:
 
 
 def test_a_restore_queues_ended_runs_by_due_time_and_skips_erased_and_live_ones() -> None:
-    erased = erase(_snap("e", RunStatus.FAILED), RepairOrder(RepairKind.ERASE, "ops"), 0)
+    erased = scrub(_snap("e", RunStatus.FAILED), RepairOrder(RepairKind.ERASE, "ops"), 0)
     snaps = {
         "late": _snap("late", RunStatus.COMPLETED, updated_ms=50),
         "early": _snap("early", RunStatus.QUARANTINED, updated_ms=10),

@@ -62,6 +62,7 @@ FAMILY_OF = {
     "signals": "signal",
     "successor": "successor",
     "timers": "timer",
+    "updates": "signal",
 }
 ABOVE = frozenset({"__init__", "apply", "driver", "registry", "replaytest", "runtime", "stranded"})
 
@@ -191,7 +192,9 @@ def test_two_owners_are_refused_at_import() -> None:
 def test_the_kernel_table_is_the_rows() -> None:
     assert {op: d for f in FAMILIES for op, d in f.decode.items()} == table.DECODE
     assert table.REWAIT[ParkKind.WAKE] is not None and ParkKind.OPERATOR not in table.REWAIT
-    assert {"tool", "approval", "case", "deadline", "signal", "timer", "release"} == table.CROSS_ERA
+    assert {
+        "tool", "approval", "case", "deadline", "signal", "update", "answer", "timer", "release"
+    } == table.CROSS_ERA  # fmt: skip
     assert table.CROSS_ERA | {"commission"} == table.LOGGED
     assert {str(w) for w in table.INTERRUPTIBLE} == {"signal", "approval", "timer"}
     # The waits a timeout of their own bounds: named by their rows, not by the timer row.

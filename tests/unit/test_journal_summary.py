@@ -121,3 +121,21 @@ def test_a_failure_keeps_its_reason_and_error_type_through_the_index() -> None:
     # an index entry written before these fields reads with none
     old = {k: v for k, v in s.to_json().items() if k not in ("ended_reason", "error_type")}
     assert summary_from_json("r-s", json.dumps(old)).ended_reason is None
+
+
+def test_an_erasure_after_the_end_is_shown_by_every_reader_and_keeps_the_status() -> None:
+    ended = summarize("r-s", [rec(0, K.RUN_ADMITTED), rec(1, K.RUN_COMPLETED)])
+    assert ended.shown_verdict == "VERIFIED" and ended.erased_bodies is None
+    erased = apply(
+        ended, rec(2, K.RUN_ERASED, attrs={"repair": "erase", "by": "ops", "bodies": "3"})
+    )
+    assert (erased.status, erased.ended_ms) == (RunStatus.COMPLETED, ended.ended_ms)
+    assert (erased.erased_bodies, erased.erased_by) == (3, "ops")
+    assert erased.shown_verdict == "VERIFIED, 3 bodies erased"
+    assert erased.to_json()["erased_bodies"] == 3 and erased.to_json()["verdict"] == "VERIFIED"
+    # A broken chain says so, erased or not.
+    broken = apply(
+        ended,
+        rec(2, K.RUN_ERASED, verdict=Verdict.BROKEN, broken_at_seq=2, reason="after_end: x"),
+    )
+    assert broken.shown_verdict == "BROKEN" and broken.erased_bodies is None

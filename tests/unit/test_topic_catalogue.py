@@ -24,7 +24,7 @@ from runplane.kafka.topics import (
 DESIGN_TOPICS = {
     "admission", "admission.claims", "admission.replies", "runs.inbox", "journal", "results",
     "sessions", "cases.commands", "cases", "tasks.commands", "tasks", "schedules",
-    "schedules.fired", "runs.stream", "audit", "deadletter",
+    "schedules.fired", "runs.stream", "runs.updates", "audit", "deadletter",
 }  # fmt: skip
 
 

@@ -400,6 +400,7 @@ def test_topic_records_match_the_contract() -> None:
         "audit",
         "deadletter",
         "runs.stream",
+        "runs.updates",
     }
     placed = [cls for classes in TOPIC_RECORDS.values() for cls in classes]
     assert len(placed) == len(set(placed)), "a record type sits on two topics"

@@ -36,12 +36,12 @@ from rich.table import Table
 from runplane.config import Settings
 from runplane.core.repair import erased
 from runplane.core.verify import bodies_of, verify_records
+from runplane.journal.summary import erased_verdict
 from runplane.runs.client import Client
 from runplane.runs.operate import lookup
 from runplane.runs.read import (
     EXIT_BODIES_MISSING,
     EXIT_BROKEN,
-    erased_verdict,
     journal_run_ids,
     read_run,
     verify_exit_code,

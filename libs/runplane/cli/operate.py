@@ -1,5 +1,6 @@
-"""CLI: operate a live run — ``runplane signal RUN NAME --payload JSON`` and
-``runplane runs cancel RUN --reason TEXT``.
+"""CLI: operate a live run — ``runplane signal RUN NAME --payload JSON``,
+``runplane runs update RUN NAME --payload JSON`` (prints the run's answer),
+``runplane runs query RUN NAME --args JSON`` and ``runplane runs cancel RUN --reason TEXT``.
 
 RUN is a run id or the admission key it was admitted under. Both check the run first (an
 unknown or ended run is refused, exit 2, nothing sent). ``--id`` makes a retry idempotent: the
@@ -23,17 +24,27 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from runplane.config import SERVICE_PORTS, Settings, env_bool
+from runplane.core.agents import import_agent_modules
 from runplane.errors import RetryableError
+from runplane.runs import operate
 from runplane.runs.client import Client
-from runplane.runs.operate import RunRefused, Sent, over_http
+from runplane.runs.operate import (
+    RunRefused,
+    Sent,
+    over_http,
+    query_over_http,
+    update_over_http,
+)
 
 __all__ = ["register"]
+
+T = TypeVar("T")
 
 DEFAULT_ADMISSION_URL = f"http://127.0.0.1:{SERVICE_PORTS['admission']}"
 DEV_MODE_ENV = "RUNPLANE_ADMISSION_ALLOW_UNSIGNED"
@@ -88,28 +99,28 @@ def _refused(exc: RunRefused) -> typer.Exit:
 
 
 def _operate(
-    run: str,
-    action: Literal["signals", "cancel"],
-    body: dict[str, Any],
-    url: str,
+    over: Callable[[str], T],
     sent_by: str | None,
     tenant: str | None,
-    on_kafka: Callable[[Client, str], Sent],
-) -> Sent:
-    """Over HTTP with the token; on Kafka in dev mode; refused (exit 2) otherwise."""
+    on_kafka: Callable[[Client, str], T],
+    *,
+    sends: bool = True,
+) -> T:
+    """``over(token)`` over HTTP with the token; on Kafka in dev mode (with a sender, unless
+    it ``sends`` nothing to the run); refused (exit 2) otherwise."""
     token = _token()
     try:
         if token is not None:
             if sent_by is not None or tenant is not None:
                 raise _fail("--as and --tenant are for dev mode: with a token, it names you")
-            return over_http(url, token, run, action, body)
+            return over(token)
         if not env_bool(os.environ, DEV_MODE_ENV, False):
             raise _fail(
                 f"no identity: set {TOKEN_ENV} (or {TOKEN_FILE_ENV}); the direct Kafka path "
                 f"without one is dev mode only ({DEV_MODE_ENV}=true)"
             )
         settings = Settings.from_env()
-        who = _sender(sent_by, settings)
+        who = _sender(sent_by, settings) if sends else ""
         with Client(settings) as client:
             return on_kafka(client, who)
     except RunRefused as exc:
@@ -128,18 +139,12 @@ def signal_cmd(
     url: str = _URL,
 ) -> None:
     """Send a signal to a live run (``ctx.wait_signal``)."""
-    try:
-        value = json.loads(payload)
-    except ValueError as exc:
-        raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
+    value = _json_option(payload, "--payload")
     body: dict[str, Any] = {"name": name, "payload": value}
     if signal_id is not None:
         body["signal_id"] = signal_id
     sent = _operate(
-        run,
-        "signals",
-        body,
-        url,
+        lambda token: over_http(url, token, run, "signals", body),
         sent_by,
         tenant,
         lambda client, who: client.signal(
@@ -162,10 +167,7 @@ def cancel_cmd(
     if request_id is not None:
         body["request_id"] = request_id
     sent = _operate(
-        run,
-        "cancel",
-        body,
-        url,
+        lambda token: over_http(url, token, run, "cancel", body),
         sent_by,
         tenant,
         lambda client, who: client.cancel(
@@ -173,6 +175,80 @@ def cancel_cmd(
         ),
     )
     _done(sent, "cancel")
+
+
+def update_cmd(
+    run: str = typer.Argument(..., help="run id or admission key"),
+    name: str = typer.Argument(..., help="the update the agent declares (UpdateDecl)"),
+    payload: str = typer.Option("null", "--payload", help="the update's payload, as JSON"),
+    update_id: str | None = typer.Option(None, "--id", help="idempotency id (default: minted)"),
+    wait_s: float = typer.Option(10.0, "--wait", help="seconds to wait for the answer (max 30)"),
+    sent_by: str | None = typer.Option(None, "--as", help=_AS_HELP),
+    tenant: str | None = typer.Option(None, help=_TENANT_HELP),
+    url: str = _URL,
+) -> None:
+    """Send an update to a live run and print its answer (``ctx.wait_update``/``ctx.answer``):
+    refused by the agent's validator, exit 2 with its reason (nothing journaled); no answer
+    within --wait, exit 3 (ask again with the same --id: it is answered once)."""
+    value = _json_option(payload, "--payload")
+    if not 0 < wait_s <= 30:
+        raise typer.BadParameter("--wait is between 0 and 30 seconds")
+    body: dict[str, Any] = {"name": name, "payload": value, "wait_s": wait_s}
+    if update_id is not None:
+        body["update_id"] = update_id
+
+    def on_kafka(client: Client, who: str) -> operate.Answered:
+        return operate.update(
+            client,
+            run,
+            name,
+            value,
+            sent_by=who,
+            update_id=update_id,
+            tenant=tenant,
+            timeout=wait_s,
+        )
+
+    answered = _operate(
+        lambda token: update_over_http(url, token, run, body, timeout=wait_s),
+        sent_by,
+        tenant,
+        on_kafka,
+    )
+    typer.echo(json.dumps(answered.answer, ensure_ascii=False))
+
+
+def query_cmd(
+    run: str = typer.Argument(..., help="run id or admission key"),
+    name: str = typer.Argument(..., help="the query the agent declares (QueryDecl)"),
+    args: str = typer.Option("null", "--args", help="the query's arguments, as JSON"),
+    tenant: str | None = typer.Option(None, help=_TENANT_HELP),
+    url: str = _URL,
+) -> None:
+    """Ask a run's declared query (over its last checkpoint) and print the answer: nothing
+    is sent to the run, nothing journaled."""
+    value = _json_option(args, "--args")
+
+    def on_kafka(client: Client, _who: str) -> Any:
+        settings = Settings.from_env()
+        registry = import_agent_modules(settings.agent_modules)
+        return client.query(run, name, value, registry=registry, tenant=tenant)
+
+    answer = _operate(
+        lambda token: query_over_http(url, token, run, name, value),
+        None,
+        tenant,
+        on_kafka,
+        sends=False,
+    )
+    typer.echo(json.dumps(answer, ensure_ascii=False))
+
+
+def _json_option(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option} is not JSON: {exc}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -186,3 +262,5 @@ def register(app: typer.Typer) -> None:
     if runs is None:
         raise RuntimeError("the runs command group must be registered before runplane.cli.operate")
     runs.command("cancel")(cancel_cmd)
+    runs.command("update")(update_cmd)
+    runs.command("query")(query_cmd)

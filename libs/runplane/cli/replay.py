@@ -28,7 +28,7 @@ from runplane.core.repair import erased
 from runplane.core.verify import verify_records
 from runplane.core.versions import VersionNotDeployed
 from runplane.journal.export import in_flight, read_recording, read_snapshots, sample
-from runplane.runs.read import erased_verdict
+from runplane.journal.summary import erased_verdict
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2

@@ -16,6 +16,7 @@ show`` / ``journal verify`` show the outcome.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -42,8 +43,8 @@ from runplane.core.repair import erased
 from runplane.core.verify import verify_records
 from runplane.journal.index import RunFilter, RunIndex
 from runplane.journal.summary import summarize
-from runplane.runs.read import erased_verdict, read_audit, read_run
-from runplane.wire import RunStatus, SessionSnapshot, Verdict
+from runplane.runs.read import read_audit, read_run
+from runplane.wire import RunStatus, SessionSnapshot
 
 DEFAULT_JOURNAL_URL = "http://127.0.0.1:8306"
 
@@ -205,7 +206,7 @@ def runs_list(
             str(r.cost.tokens),
             f"{r.cost.units:g}",
             _ts(r.started_ms),
-            _verdict_cell(r.verdict),
+            _verdict_cell(r.verdict) if r.erased_bodies is None else r.shown_verdict,
         )
     Console().print(table)
 
@@ -226,15 +227,14 @@ def runs_show(
         if not audits:
             raise no_such_run(asked)
         summary = summarize(run_id, audits)
+    if summary.erased_bodies is None:  # an erasure older than RUN_ERASED, or not indexed yet
+        erased_bodies = _erased_bodies(settings, run_id, snap)
+        summary = replace(summary, erased_bodies=erased_bodies)
     data = summary.to_json()
-    erased_bodies = _erased_bodies(settings, run_id, snap)
-    if erased_bodies is not None:
-        data["erased_bodies"] = erased_bodies
     if as_json:
         _print_json({**data, **result_of(snap)})
         return
-    if erased_bodies is not None and summary.verdict is not Verdict.BROKEN:
-        data["verdict"] = erased_verdict(erased_bodies)  # not the index's verdict at the end
+    data["verdict"] = summary.shown_verdict
     table = Table(title=f"run {run_id}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")

@@ -57,7 +57,10 @@ timestamps are left out of what is journaled and the response's is the logical c
 (``now_utc``, ``uuid7`` in messages it builds), which therefore never reach a journaled
 request. A toolset's ``get_tools`` and ``__aenter__`` run on the agent side: an MCP server's
 connection and listing are not journaled effects (its calls are, once declared in
-``effects``). Streaming (``run_stream``) is refused.
+``effects``). The framework's own streaming (``run_stream``) is refused: the process that
+would read it is not the one watching. Each model request is a generation like the agent
+loop's, so its tokens reach the run's watchers on ``runs.stream`` (``runplane runs watch``,
+``GET /runs/{id}/stream``) as they arrive, wherever the executor streams generations.
 
 **Versions.** Tested with ``pydantic-ai-slim`` ``TESTED`` (the ``runplane[pydantic-ai]`` extra);
 importing this module with another installed, or none, is a ``ConfigError`` at start-up (the
@@ -128,8 +131,7 @@ from pydantic_ai.usage import RequestUsage, RunUsage  # noqa: E402
 from pydantic_core import to_jsonable_python  # noqa: E402
 
 from runplane.core import EffectDecl, Generation, StepCtx  # noqa: E402
-from runplane.core.loop import Act, LoopState, offered  # noqa: E402
-from runplane.core.loop import _perform as perform  # noqa: E402
+from runplane.core.loop import offered, perform_calls  # noqa: E402
 from runplane.core.policy import ApprovalRule  # noqa: E402
 from runplane.core.turns import ToolCall  # noqa: E402
 from runplane.errors import TerminalError  # noqa: E402
@@ -618,10 +620,10 @@ class DurableAgent(Generic[OutputT]):
         approval."""
         if call is None or call.name != ask.name:
             call = ToolCall(ask.call_id or f"{ask.name}@{turn}", ask.name, ask.args)
-        # One call, made as the agent loop makes a mutation: asked first when the offer says
-        # so, then ``ctx.tool`` with the model's call id (option ``proposal``).
-        act = Act(LoopState((), turns=turn), (), ((0, call),), ())
-        [record] = await perform(ctx, act, asks, None, {}, False)
+        # One call, made as the agent loop makes a mutation (the framework calls its tools
+        # one by one): asked first when the offer says so, then ``ctx.tool`` with the model's
+        # call id (option ``proposal``).
+        [record] = await perform_calls(ctx, turn, [(0, call)], {call.name: True}, asks)
         return _Answer(record.ok, record.value, record.error_type or "", record.error or "")
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from runplane.core.lint import LintFailed, lint_function
 from runplane.core.turns import ToolCall
+from runplane.core.updates import QueryDecl, UpdateDecl
 from runplane.core.versions import code_digest, resolve, version_key, version_problem
 from runplane.errors import ConfigError, TerminalError
 from runplane.wire import Cost
@@ -233,6 +234,10 @@ class AgentSpec:
     tools: frozenset[str] = frozenset()
     # The declared agent version (runplane.core.versions); None: unversioned.
     version: str | None = None
+    # The updates it handles (each with its validator) and the queries it answers, by name
+    # (runplane.core.updates).
+    updates: Mapping[str, UpdateDecl] = field(default_factory=dict)
+    queries: Mapping[str, QueryDecl] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.capability:
@@ -300,9 +305,20 @@ class AgentRegistry(Mapping[str, AgentSpec]):
             self.register(spec)
 
     def register(self, spec: AgentSpec, *, lint: bool = True) -> AgentSpec:
-        """Add ``spec``; refuse agent code that fails the determinism lint."""
+        """Add ``spec``; refuse agent code that fails the determinism lint (its function, and
+        its updates' validators and its queries, which must be as pure: a lambda's source is
+        a line of the decorator, not a function the lint can read, so it is not linted)."""
         if lint:
-            findings = lint_function(spec.fn)
+            pure: list[Callable[..., Any]] = [
+                d.validate for d in spec.updates.values() if d.validate is not None
+            ]
+            pure += [d.fn for d in spec.queries.values()]
+            findings = [
+                finding
+                for fn in (spec.fn, *pure)
+                if getattr(fn, "__name__", "") != "<lambda>"
+                for finding in lint_function(fn)
+            ]
             if findings:
                 raise LintFailed(findings)
         versions = self._versions.setdefault(spec.capability, {})
@@ -348,9 +364,12 @@ class AgentRegistry(Mapping[str, AgentSpec]):
         models: Iterable[str] = (),
         tools: Iterable[str] = (),
         version: str | None = None,
+        updates: Iterable[UpdateDecl] = (),
+        queries: Iterable[QueryDecl] = (),
     ) -> Callable[[AgentFn], AgentFn]:
         """Decorator registering ``async def fn(ctx, input)`` under ``capability`` (and
-        ``version``: several versions of one capability are served side by side)."""
+        ``version``: several versions of one capability are served side by side); the
+        ``updates`` it handles and the ``queries`` it answers (``runplane.core.updates``)."""
 
         def register(fn: AgentFn) -> AgentFn:
             spec = AgentSpec(
@@ -362,6 +381,8 @@ class AgentRegistry(Mapping[str, AgentSpec]):
                 models=frozenset(models),
                 tools=frozenset(tools),
                 version=version,
+                updates=_by_name(updates, "update"),
+                queries=_by_name(queries, "query"),
             )
             self.register(spec)
             fn.__runplane_agent__ = spec  # type: ignore[attr-defined]
@@ -386,6 +407,15 @@ class AgentRegistry(Mapping[str, AgentSpec]):
         return len(self._specs)
 
 
+def _by_name(decls: Iterable[UpdateDecl | QueryDecl], what: str) -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    for decl in decls:
+        if decl.name in named:
+            raise ValueError(f"{what} {decl.name!r} is declared twice")
+        named[decl.name] = decl
+    return named
+
+
 def _qualname(fn: AgentFn) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
@@ -403,12 +433,15 @@ def agent(
     tools: Iterable[str] = (),
     registry: AgentRegistry | None = None,
     version: str | None = None,
+    updates: Iterable[UpdateDecl] = (),
+    queries: Iterable[QueryDecl] = (),
 ) -> Callable[[AgentFn], AgentFn]:
     """Register an agent in ``registry`` (default: ``REGISTRY``).
 
     The tools it calls are ``effects`` (declared here) and ``tools`` (names of tools that
     declare themselves: ``@tool``, the tools config); ``models`` the model providers it
-    calls. Admission refuses its runs while the executor does not offer all of them."""
+    calls. Admission refuses its runs while the executor does not offer all of them.
+    ``updates`` / ``queries``: what callers may ask a live run (``runplane.core.updates``)."""
     target = REGISTRY if registry is None else registry
     return target.agent(
         capability,
@@ -418,6 +451,8 @@ def agent(
         models=models,
         tools=tools,
         version=version,
+        updates=updates,
+        queries=queries,
     )
 
 

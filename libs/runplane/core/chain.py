@@ -338,6 +338,14 @@ def reopens(record: JournalRecord) -> bool:
     return record.kind is JournalKind.RUN_RESUMED and record.attrs.get("repair") == "resume"
 
 
+def erases(record: JournalRecord) -> bool:
+    """An operator's erase (``runplane.core.repair``), or retention's: RUN_ERASED, the one
+    record that may follow any end record (``check_link``'s ``erasable``) — once, and nothing
+    follows it. It says that the run's bodies were tombstoned, by whom and how many, so the
+    erasure reaches ``audit`` and every reader of the chain; it takes no body itself."""
+    return record.kind is JournalKind.RUN_ERASED
+
+
 @dataclass(frozen=True)
 class ChainCheck:
     """The outcome of verifying a chain. ``bad_seq`` is the position the fault was found at
@@ -362,6 +370,7 @@ def check_link(
     *,
     ended: bool = False,
     resumable: bool = False,
+    erasable: bool = False,
 ) -> tuple[ChainFault, str] | None:
     """Position, link and hash of ``record`` where its chain stands: ``expected_seq`` next,
     linking to ``expected_prev``; ``ended`` when the chain's last record is terminal. For
@@ -369,10 +378,12 @@ def check_link(
     seq, last hash and whether it ended, restored from ``audit``).
 
     An ended chain takes no record at all, checked first (except an operator's resume right
-    after a failed or quarantined end, ``resumable``: see ``reopens``): a correct link after the end is
-    still a break (it extends a closed chain), and a re-sent old record after the end is the
-    same fault at the same position, so every reader names one fault for one forgery."""
-    if ended and not (resumable and reopens(record)):
+    after a failed or quarantined end, ``resumable``: see ``reopens``; and the erasure of an
+    ended run's bodies, ``erasable`` — ended, not erased yet: see ``erases``): a correct link
+    after the end is still a break (it extends a closed chain), and a re-sent old record after
+    the end is the same fault at the same position, so every reader names one fault for one
+    forgery."""
+    if ended and not (resumable and reopens(record)) and not (erasable and erases(record)):
         return (
             ChainFault.AFTER_END,
             f"seq {record.seq} ({record.kind}) after the run ended at seq {expected_seq - 1}",

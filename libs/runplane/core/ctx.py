@@ -17,6 +17,7 @@ outside the agent, so ``except Exception:`` cannot swallow a park or a quarantin
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +31,7 @@ from runplane.core.jsonpaths import unwrap
 from runplane.core.labels import Wrapper
 from runplane.core.panels import panel_effect
 from runplane.core.releases import release_request
+from runplane.core.updates import Update, wire_name
 from runplane.core.waits import Duration, timer_request
 
 if TYPE_CHECKING:
@@ -270,6 +272,36 @@ class StepCtx:
         if timeout is not None:  # only when set: older recordings keep their witness
             request["timeout"] = timer_request(timeout, None, calendar)
         return Effect("signal", name, request, Op.SIGNAL)
+
+    def wait_update(
+        self, name: str, *, timeout: Duration | None = None, calendar: str = "wall"
+    ) -> Effect:
+        """Wait for the next accepted update ``name`` (declared with ``UpdateDecl``; its
+        validator already accepted it) → ``Update`` (id, payload, sender). Like
+        ``wait_signal``: buffered until asked, journaled, served from the journal on replay;
+        ``timeout`` raises ``WaitTimedOut``. Answer it with ``answer``: its caller waits."""
+        if name not in self._rt.spec.updates:
+            raise ValueError(f"agent {self.capability!r} declares no update {name!r}")
+        request: dict[str, Any] = {"update": name}
+        if timeout is not None:
+            request["timeout"] = timer_request(timeout, None, calendar)
+        return Effect("update", wire_name(name), request, Op.UPDATE, {"decode": Update.from_json})
+
+    def answer(self, update: Update, value: Any) -> Effect:
+        """Answer ``update`` with ``value`` (JSON) → ``value``: journaled, then sent to the
+        caller waiting on it (``UpdateAnswer`` on ``runs.updates``). One answer per update:
+        answering it again raises ``EffectError`` ``UpdateNotOpen``."""
+        request = {"update_id": update.update_id, "answer": value}
+        return Effect("answer", f"answer:{update.name}", request, Op.ANSWER)
+
+    async def handle_update(self, name: str, handler: Callable[[Update], Any]) -> Any:
+        """Wait for the next update ``name``, handle it (``handler(update)``, sync or async:
+        it may await effects) and answer with what it returns → that answer."""
+        update: Update = await self.wait_update(name)
+        answer = handler(update)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return await self.answer(update, answer)
 
     def sleep(
         self, duration: Duration | None = None, *, until: int | None = None, calendar: str = "wall"

@@ -57,6 +57,8 @@ class Op(StrEnum):
     JOIN = "join"  # waits for every branch of a fan-out
     RELEASE = "release"  # runplane.core.engine.release
     PANEL = "panel"  # a panel of people on the worklist (runplane.core.engine.panels)
+    UPDATE = "update"  # the next accepted update of a name (runplane.core.engine.updates)
+    ANSWER = "answer"  # an update's answer, back to its caller (runplane.core.engine.updates)
 
     # Enum's own __hash__ is a Python function; an op is a dict key once or twice per effect,
     # and equal to its str value, so the str's hash is the right one (and a C call).

@@ -57,7 +57,7 @@ _SENSITIVITY: Final = (
     Sensitivity.SECRET,
 )
 # Families whose results originate outside the platform's trust boundary.
-UNTRUSTED_FAMILIES: Final = frozenset({"generation", "signal"})
+UNTRUSTED_FAMILIES: Final = frozenset({"generation", "signal", "update"})
 
 BOTTOM: Final = Label(trust=Trust.TRUSTED, sensitivity=Sensitivity.PUBLIC, provenance=())
 # The origin an unattributed value names: the run's context, not any one source. Never a

@@ -119,6 +119,8 @@ __all__ = [
     "begin",
     "decide",
     "exhausted",
+    "offered",
+    "perform_calls",
 ]
 
 
@@ -562,6 +564,35 @@ async def _perform(
         else:
             records.append(CallRecord(turn, at, _plain(call), True, value))
     return tuple(records)
+
+
+async def perform_calls(
+    ctx: StepCtx,
+    turn: int,
+    calls: Sequence[Proposal],
+    mutating: Mapping[str, bool],
+    asks: Mapping[str, ApprovalRule] | None = None,
+    handoffs: Mapping[str, Handoff] | None = None,
+) -> tuple[CallRecord, ...]:
+    """Perform one turn's proposed ``calls`` exactly as the agent loop performs them: the
+    door for a framework adapter, where the framework and not ``agent_loop`` holds the
+    conversation. ``mutating``: what ``offered`` said of each tool (journaled by the caller);
+    reads are fanned out together, mutations made one after another in position order, each
+    call asked of a person first when ``asks`` names its tool, a ``handoffs`` tool a child
+    run. A call to a tool ``mutating`` does not name is answered ``UnknownTool``, never
+    performed. One ``CallRecord`` per call, in position order."""
+    parallel: list[Proposal] = []
+    serial: list[Proposal] = []
+    unanswerable: list[tuple[Proposal, str, str]] = []
+    for at, call in sorted(calls, key=lambda p: p[0]):
+        if call.name not in mutating:
+            why = f"no tool named {call.name!r} is offered"
+            unanswerable.append(((at, call), "UnknownTool", why))
+        else:
+            (serial if mutating[call.name] else parallel).append((at, call))
+    act = Act(LoopState((), turn), tuple(parallel), tuple(serial), tuple(unanswerable))
+    records = await _perform(ctx, act, asks or {}, None, handoffs or {}, False)
+    return tuple(sorted(records, key=lambda r: r.position))
 
 
 async def _fanned(

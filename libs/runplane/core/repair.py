@@ -68,6 +68,8 @@ __all__ = [
     "parse_order",
     "refusal",
     "resume",
+    "scrub",
+    "seal_erasure",
 ]
 
 REPAIR_PREFIX = "repair:"
@@ -219,10 +221,21 @@ def _draft(
     )
 
 
-def erase(snapshot: SessionSnapshot, order: RepairOrder, now_ms: int) -> SessionSnapshot:
-    """The ended run's snapshot with its bodies (input, output, checkpoint, buffered signals,
-    open request) gone, marked ``BodiesErased`` (who erased is in the message, not a body)."""
+def erase(
+    snapshot: SessionSnapshot, order: RepairOrder, now_ms: int, bodies: int
+) -> tuple[JournalRecord, SessionSnapshot]:
+    """An ended run's erasure: RUN_ERASED appended to its chain (who, why, how many of its
+    ``bodies`` were tombstoned — body-free, so it reaches ``audit`` and every reader) and its
+    snapshot with the bodies gone (``scrub``), linked to that record."""
     _check(RepairKind.ERASE, snapshot)
+    return seal_erasure(scrub(snapshot, order, now_ms), order, now_ms, bodies)
+
+
+def scrub(snapshot: SessionSnapshot, order: RepairOrder, now_ms: int) -> SessionSnapshot:
+    """The snapshot with its bodies (input, output, checkpoint, buffered signals, open request)
+    gone, marked ``BodiesErased`` (who erased is in the message, not a body). Unchecked: the
+    executor's retention keeps runs waiting to expire this way, cheaply (``seal_erasure``
+    then journals the erasure when its time comes)."""
     note = f"bodies erased by {order.by}"
     if order.reason:
         note += f": {order.reason}"
@@ -236,6 +249,18 @@ def erase(snapshot: SessionSnapshot, order: RepairOrder, now_ms: int) -> Session
         error=ErrorInfo(type=ERASED, message=note, retryable=False),
         updated_ms=now_ms,
     )
+
+
+def seal_erasure(
+    scrubbed: SessionSnapshot, order: RepairOrder, now_ms: int, bodies: int
+) -> tuple[JournalRecord, SessionSnapshot]:
+    """RUN_ERASED after a ``scrub``bed snapshot's last record, and the snapshot after it."""
+    attrs = {**order.attrs(), "bodies": str(bodies)}
+    record = seal(_draft(scrubbed, JournalKind.RUN_ERASED, now_ms, attrs), scrubbed.last_hash)
+    after = replace(
+        scrubbed, next_seq=scrubbed.next_seq + 1, last_hash=record.hash, updated_ms=now_ms
+    )
+    return record, after
 
 
 @dataclass(frozen=True)

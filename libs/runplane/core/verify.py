@@ -11,7 +11,9 @@ first two by ``runplane.core.chain``'s ``check_link``, ``check_signed`` and
 
 1. **Position**: ``seq`` must be exactly the next one (a lower seq is a fork or a replay of an
    older record, a higher one is a gap: records are missing), and the chain must not have
-   ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED is ``after_end``.
+   ended: any record after RUN_COMPLETED / RUN_FAILED / RUN_QUARANTINED / RUN_CANCELLED is
+   ``after_end`` — but an operator's resume after a failed or quarantined end, and one
+   RUN_ERASED (the run's bodies tombstoned) after any end, after which nothing follows.
 2. **Links**: ``prev_hash`` must be the previous record's ``hash``, and ``hash`` must be the
    core's recomputation (SHA-256 over prev_hash ‖ canonical record); then the writer's
    signature when a keyring was configured; then **one start per slot** (``SlotStates``): a
@@ -53,6 +55,7 @@ from runplane.core.chain import (
     check_entry,
     check_link,
     check_signed,
+    erases,
     fault_seq,
     reopens,
 )
@@ -113,6 +116,7 @@ class Tip:
     case_id: str | None = None
     ended: bool = False  # the last record was terminal: any further record is a break
     resumable: bool = False  # ...unless it was FAILED/QUARANTINED and the next is a resume
+    erased: bool = False  # RUN_ERASED followed the end: not even an erase may follow now
     slots: SlotStates = NO_SLOTS  # what the chain has said about each (era, call_seq)
 
     @property
@@ -153,7 +157,14 @@ def check_links(tip: Tip, rec: JournalRecord, unsigned: str | None = None) -> Fi
         return _broken(
             rec.seq, ChainFault.WRONG_SESSION, f"record of {rec.session_id!r} in {tip.session_id!r}"
         )
-    fault = check_link(rec, tip.next_seq, tip.last_hash, ended=tip.ended, resumable=tip.resumable)
+    fault = check_link(
+        rec,
+        tip.next_seq,
+        tip.last_hash,
+        ended=tip.ended,
+        resumable=tip.resumable,
+        erasable=tip.ended and not tip.erased,
+    )
     if fault is None:
         fault = check_signed(rec, unsigned)
     if fault is None:
@@ -201,8 +212,9 @@ def advance(tip: Tip, rec: JournalRecord, finding: Finding) -> Tip:
         tip,
         next_seq=max(tip.next_seq, rec.seq + 1),
         last_hash=rec.hash,
-        ended=(tip.ended or rec.kind in TERMINAL_KINDS) and not reopens(rec),
+        ended=(tip.ended or rec.kind in TERMINAL_KINDS or erases(rec)) and not reopens(rec),
         resumable=rec.kind in RESUMABLE_KINDS,
+        erased=tip.erased or erases(rec),
         slots=tip.slots.after(rec),
     )
     if finding.breaks and not tip.broken:

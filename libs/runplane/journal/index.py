@@ -63,6 +63,8 @@ def summary_from_json(run_id: str, raw: str | bytes) -> RunSummary:
         cancelled_by=data.get("cancelled_by"),
         reason=data.get("reason"),
         body_missing=int(data.get("body_missing", 0)),
+        erased_bodies=data.get("erased_bodies"),
+        erased_by=data.get("erased_by"),
     )
 
 

@@ -27,13 +27,22 @@ _STATUS_OF_KIND: Mapping[JournalKind, RunStatus] = {
     JournalKind.RUN_CANCELLED: RunStatus.CANCELLED,
 }
 # Kinds that say nothing about where the run is.
-_NEUTRAL = frozenset({JournalKind.DEADLINE_REGISTERED, JournalKind.CANCEL_REQUESTED})
+_NEUTRAL = frozenset(
+    {JournalKind.DEADLINE_REGISTERED, JournalKind.CANCEL_REQUESTED, JournalKind.RUN_ERASED}
+)
 TERMINAL = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED, RunStatus.CANCELLED}
 )
 # The end records whose attrs say why the run ended (body-free: the journal keeps only the
 # reason, its error type and who cancelled; the output itself is a body).
 _ENDS = frozenset({JournalKind.RUN_FAILED, JournalKind.RUN_QUARANTINED, JournalKind.RUN_CANCELLED})
+
+
+def erased_verdict(bodies: int) -> str:
+    """The one verdict every reader gives a run whose bodies were erased (``journal verify``,
+    ``runs show``, ``runs list``, ``replay``, the run API): its chain verifies — erasing is not a break — and ``bodies``
+    of its bodies are gone (the chain report's ``body_missing``)."""
+    return f"VERIFIED, {bodies} bodies erased"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +129,18 @@ class RunSummary:
     ended_reason: str | None = None
     error_type: str | None = None
     cancelled_by: str | None = None
+    # From RUN_ERASED (after the end): how many bodies were tombstoned and who erased them
+    # (an operator, or ``retention``); None while the run's bodies are kept.
+    erased_bodies: int | None = None
+    erased_by: str | None = None
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict every reader gives: ``erased_verdict`` for an erased run whose chain
+        holds, the audit symbol otherwise."""
+        if self.erased_bodies is not None and self.verdict is not Verdict.BROKEN:
+            return erased_verdict(self.erased_bodies)
+        return str(self.verdict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -175,7 +196,15 @@ def apply(summary: RunSummary, audit: AuditRecord) -> RunSummary:
 
 
 def _ended(summary: RunSummary, audit: AuditRecord) -> RunSummary:
-    """With the fields an end record sets (the first end wins: nothing follows it)."""
+    """With the fields an end record sets (the first end wins: nothing follows it), or the
+    erasure that may follow it."""
+    if audit.kind is JournalKind.RUN_ERASED and audit.verdict is not Verdict.BROKEN:
+        bodies = audit.attrs.get("bodies", "")
+        return replace(
+            summary,
+            erased_bodies=int(bodies) if bodies.isdigit() else 0,
+            erased_by=audit.attrs.get("by"),
+        )
     if audit.kind not in _ENDS or summary.ended_reason is not None:
         return summary
     attrs = audit.attrs

@@ -87,8 +87,9 @@ _RESTORE = "runplane-restore-"
 # docs/security.md "Topics: who reads (R) and who writes (W)" and "Groups and transactional ids".
 ACCESS: dict[str, Access] = {
     "admission": Access(
-        # sessions: POST /runs/{run}/signals|cancel check the run first (runplane.runs.operate).
-        reads=("admission", "admission.claims", "admission.replies", "sessions"),
+        # sessions: POST /runs/{run}/signals|cancel|updates check the run first
+        # (runplane.runs.operate); runs.updates: POST /runs/{run}/updates waits for the answer.
+        reads=("admission", "admission.claims", "admission.replies", "sessions", "runs.updates"),
         writes=("admission", "admission.claims", "admission.replies", "runs.inbox", "journal",
                 "deadletter"),
         groups=("admission",),
@@ -99,7 +100,7 @@ ACCESS: dict[str, Access] = {
         reads=("runs.inbox", "results", "sessions"),
         # runs.inbox: a continue-as-new successor's StartRun.
         writes=("admission", "journal", "results", "sessions", "cases.commands", "tasks.commands",
-                "deadletter", "runs.inbox", "runs.stream"),  # runs.inbox: a successor's StartRun, a child's result
+                "deadletter", "runs.inbox", "runs.stream", "runs.updates"),  # runs.inbox: a successor's StartRun, a child's result; runs.updates: answers to updates
         groups=("executor",),
         shared_groups=(_RESTORE,),
         txn_prefix="executor",
@@ -136,7 +137,7 @@ ACCESS: dict[str, Access] = {
         txn_prefix="journal",
     ),
     "emitter": Access(
-        reads=("admission.replies", "sessions", "runs.stream"),
+        reads=("admission.replies", "sessions", "runs.stream", "runs.updates"),
         writes=("admission",),
         shared_groups=("runplane-client-",),
     ),
@@ -144,7 +145,9 @@ ACCESS: dict[str, Access] = {
     # runplane cases close: the CloseCase command; runplane schedules: the schedules table.
     "operator": Access(
         # runplane schedules: the operators write schedules; list reads both tables.
-        reads=("cases", "sessions", "admission.claims", "schedules", "schedules.fired"),
+        # runs.updates: `runplane runs update` on Kafka (dev mode) waits for its answer.
+        reads=("cases", "sessions", "admission.claims", "schedules", "schedules.fired",
+               "runs.updates"),
         writes=("runs.inbox", "cases.commands", "schedules"),
         shared_groups=("runplane-cli-", "runplane-client-"),
     ),

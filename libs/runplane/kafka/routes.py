@@ -36,6 +36,7 @@ from runplane.wire import (
     RunStatusUpdate,
     Signal,
     StartRun,
+    UpdateAnswer,
 )
 
 __all__ = ["ROUTES", "Route", "route"]
@@ -77,6 +78,7 @@ ROUTES: Mapping[type[Record], Route] = MappingProxyType(
         JournalRecord: Route("journal", _BY_SESSION),  # a successor's seq 0 (continue-as-new)
         StartRun: Route("runs.inbox", _BY_SESSION),  # a successor's start, on its partition
         Signal: Route("runs.inbox", _BY_SESSION),  # a child's result, to its parent
+        UpdateAnswer: Route("runs.updates", attrgetter("update_id")),  # to the caller waiting
     }
 )
 

@@ -104,6 +104,8 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("audit", "session", "delete", 3650, "AuditRecord: the verified public stream"),
     # A view, never the truth: a run's live events are worth a day (a reconnect, a late look).
     _spec("runs.stream", "session", "delete", 1, "StreamEvent: runs' live deltas and progress"),
+    # Answers to updates, waited on by their callers (a caller gone for an hour has given up).
+    _spec("runs.updates", "update id", "delete", 1, "UpdateAnswer: runs' answers to updates"),
     _spec("deadletter", "original key", "delete", 30, "undecodable or invalid records"),
 )
 

@@ -55,6 +55,7 @@ from confluent_kafka import (
 )
 
 from runplane.config import Settings, env_int
+from runplane.core.agents import REGISTRY, AgentRegistry
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_BYTES_ENV
 from runplane.core.repair import CANCELLED
 from runplane.errors import ConfigError, RetryableError, WireError
@@ -73,6 +74,7 @@ from runplane.wire import (
     SessionSnapshot,
     Signal,
     TenantId,
+    UpdateAnswer,
     serde_for,
 )
 
@@ -529,6 +531,81 @@ class Client:
         return operate.signal(
             self, run, name, payload, sent_by=self._who(sent_by), signal_id=signal_id, tenant=tenant
         )
+
+    def update(
+        self,
+        run: str,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str | None = None,
+        sent_by: str | None = None,
+        tenant: str | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """Send the update ``name`` to a live run (by run id or admission key) and return its
+        answer (``runplane.core.updates``). ``RunRefused`` for an unknown, other tenant's or
+        ended run and for an update the run refused (its validator's reason; nothing was
+        journaled); ``RetryableError`` when no answer came within ``timeout`` s — ask again
+        with the same ``update_id`` (answered once, with the first answer; one is minted
+        when not given)."""
+        answered = operate.update(
+            self,
+            run,
+            name,
+            payload,
+            sent_by=self._who(sent_by),
+            update_id=update_id,
+            tenant=tenant,
+            timeout=timeout,
+        )
+        return answered.answer
+
+    def ask(self, record: Signal, *, timeout: float = 30.0) -> UpdateAnswer:
+        """Produce the update ``record`` to its run's inbox and wait for the run's
+        ``UpdateAnswer`` on ``runs.updates`` (key: the update id), read from where that
+        partition ended before it was sent."""
+        update_id = str(record.signal_id)
+        topic = self._settings.topic("runs.updates")
+        tp = TopicPartition(topic, partition_for(update_id, self._count(topic)))
+        high = self._end_offset(tp)  # an answer to this update can only come after it
+        self._consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
+        try:
+            self.to_inbox(record, timeout=timeout)
+            deadline = time.monotonic() + timeout
+            wanted = update_id.encode("utf-8")
+            while time.monotonic() < deadline:
+                for msg in ready_batch(self._consumer, 100, 0.1):
+                    if msg.error() is not None or msg.key() != wanted or msg.value() is None:
+                        continue
+                    try:
+                        answer = self._serde.decode("runs.updates", msg.value() or b"")
+                    except WireError:
+                        continue
+                    if isinstance(answer, UpdateAnswer) and answer.session_id == record.session_id:
+                        return answer
+        finally:
+            self._consumer.unassign()
+        raise RetryableError(
+            f"run {record.session_id} did not answer update {update_id!r} within {timeout}s "
+            "(it has not asked for it yet?); ask again with the same update id",
+            retry_after=1.0,
+        )
+
+    def query(
+        self,
+        run: str,
+        name: str,
+        args: Any = None,
+        *,
+        registry: AgentRegistry | None = None,
+        tenant: str | None = None,
+    ) -> Any:
+        """The run's declared query ``name`` answered over its last checkpoint's state, from
+        its latest snapshot: the run is not woken and nothing is journaled. ``registry``: the
+        agents (default ``REGISTRY``, filled by importing the agent modules)."""
+        agents = REGISTRY if registry is None else registry
+        return operate.query(self, agents, run, name, args, tenant=tenant)
 
     def cancel(
         self,

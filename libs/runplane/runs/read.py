@@ -38,7 +38,6 @@ from runplane.wire import AuditRecord, CaseRecord, JournalRecord, ResultEntry, S
 
 __all__ = [
     "RunHistory",
-    "erased_verdict",
     "journal_run_ids",
     "key_text",
     "parse_result_key",
@@ -86,13 +85,6 @@ class RunHistory:
 # ``runplane journal verify``'s exit status (also the demo's and the tests' verdict).
 EXIT_BROKEN = 1
 EXIT_BODIES_MISSING = 2
-
-
-def erased_verdict(bodies: int) -> str:
-    """The one verdict every reader gives a run whose bodies were erased (``journal verify``,
-    ``runs show``, ``replay``): its chain verifies — erasing is not a break — and ``bodies``
-    of its bodies are gone (the chain report's ``body_missing``)."""
-    return f"VERIFIED, {bodies} bodies erased"
 
 
 def verify_exit_code(history: RunHistory) -> tuple[int, dict[str, Any]]:

@@ -65,6 +65,7 @@ from runplane.wire import (
     Signal,
     StartRun,
     TaskDecision,
+    UpdateAnswer,
     Wake,
 )
 
@@ -216,6 +217,8 @@ class Driver(OperateVerbs, AdmissionVerbs):
         # Commissions: child runs to admit (as admission would), and each key's one child.
         self._admissions: deque[AdmissionRequest] = deque()
         self.children: dict[str, str] = {}
+        # Every UpdateAnswer the runs sent (runs.updates), in order.
+        self.answers: list[UpdateAnswer] = []
 
     # ------------------------------------------------------------------ the test's verbs
     def run(
@@ -454,6 +457,8 @@ class Driver(OperateVerbs, AdmissionVerbs):
             self._starts.append(command)  # started once the current step is committed
         elif topic == "runs.inbox" and isinstance(command, Signal):
             self._inbox.append(command)  # a child's result, for its parent
+        elif topic == "runs.updates" and isinstance(command, UpdateAnswer):
+            self.answers.append(command)  # an update's answer, for its caller (Driver.update)
         else:
             raise TypeError(f"the Driver has no stand-in for {type(command).__name__} on {topic}")
 

@@ -1,8 +1,8 @@
-"""The test driver's verbs for operating a run: signal, cancel, and time passing.
+"""The test driver's verbs for operating a run: signal, update, cancel, and time passing.
 
 A mixin of ``runplane.testing.driver.Driver`` (which owns the state declared here): what a person or
-a system does to a live run — send it a signal, cancel it — and what the executor's timer scan
-does when time passes (``advance``).
+a system does to a live run — send it a signal or an update, cancel it — and what the executor's
+timer scan does when time passes (``advance``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from runplane.core import canonical_json
 from runplane.core.engine import Event, timer_due
-from runplane.wire import Signal, Wake
+from runplane.core.updates import wire_name
+from runplane.wire import Signal, UpdateAnswer, Wake
 
 if TYPE_CHECKING:
     from runplane.testing.driver import FakeClock, RunView
@@ -22,10 +23,11 @@ __all__ = ["OperateVerbs"]
 
 
 class OperateVerbs:
-    """``Driver.signal`` / ``cancel`` / ``advance``."""
+    """``Driver.signal`` / ``update`` / ``cancel`` / ``advance``."""
 
     clock: FakeClock
     sessions: dict[str, _Session]
+    answers: list[UpdateAnswer]
     _inbox: deque[Event]
 
     def _drain(self) -> None:
@@ -55,6 +57,23 @@ class OperateVerbs:
         )
         self._drain()
         return self.view(session_id)
+
+    def update(
+        self,
+        session_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str,
+        sent_by: str | None = None,
+    ) -> UpdateAnswer | None:
+        """Send the update ``name`` (``runplane runs update``: the reserved signal) and run
+        until idle → the run's answer to ``update_id`` sent meanwhile (refused or answered),
+        or None when it has not answered yet."""
+        sent = len(self.answers)
+        self.signal(session_id, wire_name(name), payload, signal_id=update_id, sent_by=sent_by)
+        mine = [a for a in self.answers[sent:] if a.update_id == update_id]
+        return mine[-1] if mine else None
 
     def cancel(self, session_id: str, reason: str = "", *, by: str = "operator") -> RunView:
         """Cancel the run as ``by`` (``runplane runs cancel``: the reserved signal)."""

@@ -40,6 +40,7 @@ from runplane.wire._records import (
     StreamEvent,
     TaskDecision,
     TaskRecord,
+    UpdateAnswer,
     Wake,
     WarnDeadline,
 )
@@ -54,6 +55,7 @@ TOPIC_RECORDS: Mapping[str, tuple[type[Record], ...]] = MappingProxyType(
         "results": (ResultEntry,),
         "sessions": (SessionSnapshot,),
         "runs.stream": (StreamEvent,),
+        "runs.updates": (UpdateAnswer,),
         "cases.commands": (
             GetCaseState,
             PutCaseState,

@@ -44,7 +44,9 @@ agent (``_loop``), and everything it needs from the world is a runplane effect:
   (``OpenAIChatCompletionsModel(...)``: it would call the model itself), hosted and MCP tools
   on the agent, and the SDK's own tool approval — each a ``ConfigError`` naming what to do.
 
-Not supported: streaming (``Runner.run_streamed``), structured outputs sent as the provider's
+Not supported: the SDK's own streaming (``Runner.run_streamed``: each model turn is a
+generation, whose tokens reach the run's watchers on ``runs.stream`` — ``runplane runs watch``,
+``GET /runs/{id}/stream`` — as any generation's do), structured outputs sent as the provider's
 ``response_format`` (an ``output_type`` is still parsed from the final text by the SDK), the
 SDK's sessions and ``RunState`` interruptions.
 

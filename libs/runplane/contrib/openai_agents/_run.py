@@ -39,7 +39,7 @@ from runplane.core.agents import Generation
 from runplane.core.canonical import canonical_json
 from runplane.core.ctx import StepCtx
 from runplane.core.effect import Effect, Op
-from runplane.core.loop import Act, CallRecord, LoopState, _perform, offered
+from runplane.core.loop import CallRecord, offered, perform_calls
 from runplane.core.loop import Handoff as Commission
 from runplane.core.policy import ApprovalRule
 from runplane.core.turns import Message, Role, ToolCall, ToolSpec, messages_to_json
@@ -75,7 +75,7 @@ class _Run:
 
     async def perform(self, jobs: Sequence[Job]) -> None:
         """The jobs the SDK waits for, as runplane effects: a model turn is a generation; the
-        tool calls of a turn are performed as the agent loop performs them (``loop._perform``:
+        tool calls of a turn are performed as the agent loop performs them (``loop.perform_calls``:
         a person asked first where the policy says so, reads fanned out, mutations one at a
         time in the model's order, each with the model's call id for the gate's exact labels),
         each answered with the result or the error the model reads."""
@@ -120,16 +120,11 @@ class _Run:
             await self.learn(unknown)
         proposed = {c.id: at for at, c in enumerate(self.last.tool_calls if self.last else ())}
         at_of = {id(j): proposed.get(j.what.id, len(proposed) + i) for i, j in enumerate(jobs)}
-        parallel: list[tuple[int, ToolCall]] = []
-        serial: list[tuple[int, ToolCall]] = []
-        for job in jobs:
-            p = (at_of[id(job)], job.what)
-            (serial if self.mutating[job.what.name] else parallel).append(p)
-        act = Act(LoopState((), self.turns), tuple(parallel), tuple(serial), ())
-        records = {
-            r.position: r
-            for r in await _perform(self.ctx, act, self.asks, None, self.commissions, False)
-        }
+        calls = [(at_of[id(job)], job.what) for job in jobs]
+        made = await perform_calls(
+            self.ctx, self.turns, calls, self.mutating, self.asks, self.commissions
+        )
+        records = {r.position: r for r in made}
         for job in jobs:
             job.future.set_result(records[at_of[id(job)]])
 

@@ -44,6 +44,7 @@ from runplane.core.engine import (
     timeouts,
     timers,
     tools,
+    updates,
 )
 from runplane.core.engine.decode import identity
 from runplane.core.engine.operated import CANCEL
@@ -158,15 +159,18 @@ FAMILIES: Final = (
     # Operating a run: signals (a cancel is one, ``engine.cancel``; its request is this row's
     # part) and durable timers (a Wake also carries a quarantine request, read by the runtime;
     # the timer a wait of any family arms is this row's part).
+    # An update is a signal that answers (``engine.updates``): waited for like one, told apart
+    # by its reserved name, its answer a slot of its own.
     Family(
         "signal",
-        {Op.SIGNAL: signals.wait_signal},
+        {Op.SIGNAL: signals.wait_signal, Op.UPDATE: signals.wait_signal, Op.ANSWER: updates.answer},
         {Signal: signals.on_signal},
+        claims={Signal: Claim(updates.claims, updates.on_update)},
         rewait={ParkKind.SIGNAL: WaitKind.SIGNAL},
-        cross_era=frozenset({"signal"}),
+        cross_era=frozenset({"signal", "update", "answer"}),
         interruptible=frozenset({WaitKind.SIGNAL}),
         bounded=frozenset({WaitKind.SIGNAL}),
-        parts=(signals.SIGNAL_IDS, CANCEL),
+        parts=(signals.SIGNAL_IDS, CANCEL, updates.UPDATES),
     ),
     Family(
         "timer",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runplane.core.agents import AgentSpec, Durability, EffectDecl, Recovery, evictable
-from runplane.core.engine import commission, fanout
+from runplane.core.engine import commission, fanout, updates
 from runplane.core.engine.decode import serve
 from runplane.core.engine.doubt import in_doubt, probe_done
 from runplane.core.engine.driver import drive, launch
@@ -361,6 +361,7 @@ class Runtime:
             reply = commission.child_reply(run)  # a commissioned child tells its parent
             if reply is not None:
                 rec.out.commands.append(reply)
+            rec.out.commands.extend(updates.unanswered(run))  # their callers stop waiting
         out = rec.out  # the step's buffer: the next step begins with a fresh one
         run.status_before = run.status
         return Step(

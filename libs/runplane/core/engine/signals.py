@@ -20,6 +20,7 @@ import json
 from dataclasses import replace
 from typing import Final
 
+from runplane.core.effect import Op
 from runplane.core.engine import bounds, cancel
 from runplane.core.engine.decode import serve
 from runplane.core.engine.state import Run
@@ -33,6 +34,7 @@ from runplane.core.engine.vocab import (
     WaitKind,
 )
 from runplane.core.labels import at_source
+from runplane.core.updates import Update
 from runplane.wire import (
     JournalKind,
     Label,
@@ -44,7 +46,7 @@ from runplane.wire import (
     Trust,
 )
 
-__all__ = ["MAX_SIGNAL_IDS", "SIGNAL_IDS", "on_signal", "wait_signal"]
+__all__ = ["MAX_SIGNAL_IDS", "SIGNAL_IDS", "deliver", "on_signal", "wait_signal"]
 
 # How many accepted signal ids a run remembers (newest kept): the deduplication window.
 MAX_SIGNAL_IDS: Final = 1024
@@ -94,6 +96,12 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
         if not isinstance(answer, Rejected):
             _remember(run, signal)
         return answer
+    return deliver(run, signal)
+
+
+def deliver(run: Run, signal: Signal) -> Resolution | Rejected:
+    """An accepted signal (or update, ``engine.updates``): resumes the run waiting for it by
+    name, or is buffered until it asks (refused when the buffer is full)."""
     wait = run.waiting
     if wait is not None and wait.kind is WaitKind.SIGNAL and wait.slot.effect.name == signal.name:
         _remember(run, signal)
@@ -135,6 +143,11 @@ def _record_signal(run: Run, slot: Slot, signal: Signal) -> ResultEntry:
         payload = json.loads(signal.payload_json)
     except ValueError:
         payload = signal.payload_json  # not JSON: delivered as the raw text
+    if slot.effect.op is Op.UPDATE:
+        # An update: the agent gets its id and sender with the payload (``core.updates.Update``).
+        payload = Update(
+            str(signal.signal_id), slot.effect.request["update"], payload, signal.sent_by
+        ).to_json()
     label = source = None
     attrs = {**_who(signal), "signal": signal.name}
     if signal.sent_by is not None:
@@ -152,7 +165,8 @@ def _record_signal(run: Run, slot: Slot, signal: Signal) -> ResultEntry:
             # result journal, so a replay (or a changed policy) serves what was decided.
             label = replace(label, trust=Trust.TRUSTED)
             source = replace(
-                at_source("signal", slot.effect.name, run.spec.capability), trust=Trust.TRUSTED
+                at_source(slot.effect.family, slot.effect.name, run.spec.capability),
+                trust=Trust.TRUSTED,
             )
             attrs["trusted_by"] = run.policy.digest
     return run.rec.result(

@@ -32,6 +32,7 @@ from runplane.wire import (
     StartRun,
     TaskDecision,
     TenantId,
+    UpdateAnswer,
     Wake,
 )
 
@@ -60,6 +61,7 @@ Command = (
     | StartRun  # ... and its start, on its own inbox
     | AdmissionRequest  # a commissioned child (engine/commission.py) → admission
     | Signal  # a child's result → its parent's inbox
+    | UpdateAnswer  # an update's answer (or refusal) → its caller (engine/updates.py)
 )
 
 TERMINAL: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.QUARANTINED})
