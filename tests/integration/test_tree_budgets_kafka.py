@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_plan_commission import RUNPLANE, Service, _claims
+from test_plan_commission import RUNPLANE, Service, admit_through_admission
 
 from runplane.config import Settings
 from runplane.core import verify_chain
-from runplane.wire import AdmissionRequest, JournalKind, RunStatus
-from tests.helpers.harness import chain_of, plain_producer, send, sessions
-from tests.helpers.waiting import wait_for
+from runplane.wire import JournalKind, RunStatus
+from tests.helpers.harness import chain_of, wait_ended
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -47,30 +45,13 @@ def test_ten_children_spend_one_budget_on_the_real_broker(
         settings, [sys.executable, "-m", "services.executor"], "executor", tmp_path, extra
     )
     try:
-        producer = plain_producer(settings)
-        request = AdmissionRequest(
-            admission_key=KEY,
-            capability="budget.boss",
-            input_json=json.dumps({"want": B}),
-            tenant="acme",
-            initiator="emitter",
-            requested_ms=int(time.time() * 1000),
-        )
-        send(producer, settings, "admission", KEY, request)
-        producer.flush(10)
-        wait_for(lambda: KEY in _claims(settings), timeout_s=90, what="the parent admitted")
-        parent = _claims(settings)[KEY].run_id
-
-        def ended() -> bool:
-            snap = sessions(settings).get(parent)
-            return snap is not None and snap.status is RunStatus.COMPLETED
-
-        wait_for(ended, timeout_s=120, every_s=0.3, what="the parent to complete")
-        snap = sessions(settings)[parent]
+        parent = admit_through_admission(settings, KEY, "budget.boss", {"want": B})
+        snap = wait_ended(settings, parent, what="the parent to complete")
     finally:
         executor.stop()
         admission.stop()
 
+    assert snap.status is RunStatus.COMPLETED, snap.error
     out = json.loads(snap.output_json or "null")
     assert out["results"] == {"c0": {"made": B, "refused": ""}}
     assert sorted(out["failures"]) == [f"c{i}" for i in range(1, 10)]
