@@ -79,7 +79,7 @@ from runplane.core.keys import (
     parent_of,
 )
 from runplane.core.limits import DEFAULT_MAX_INPUT_BYTES
-from runplane.core.plan import Delegation
+from runplane.core.plan import Bounds
 from runplane.core.schedules import SCHEDULE_KEY_PREFIX
 from runplane.core.versions import VersionNotDeployed, resolve
 from runplane.errors import TerminalError
@@ -375,7 +375,7 @@ def _request_problem(key: str, req: AdmissionRequest) -> tuple[Refusal, str] | N
     if req.delegation_json is not None:
         # Read through the constructor: a chain that widens anywhere never starts a run.
         try:
-            Delegation.read(req.delegation_json)
+            Bounds.read(req.delegation_json)
         except TerminalError as exc:
             return Refusal.BAD_REQUEST, f"delegation: {exc}"
     return None

@@ -20,7 +20,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 import yaml
@@ -100,6 +100,24 @@ def _claims(settings: Settings) -> dict[str, AdmissionClaim]:
     }
 
 
+def admit_through_admission(settings: Settings, key: str, capability: str, input: Any) -> str:
+    """Send ``capability``'s AdmissionRequest under ``key`` to the admission service and wait
+    until it is claimed → the run id."""
+    request = AdmissionRequest(
+        admission_key=key,
+        capability=capability,
+        input_json=json.dumps(input),
+        tenant="acme",
+        initiator="emitter",
+        requested_ms=int(time.time() * 1000),
+    )
+    producer = plain_producer(settings)
+    send(producer, settings, "admission", key, request)
+    producer.flush(10)
+    wait_for(lambda: key in _claims(settings), timeout_s=90, what="the parent admitted")
+    return _claims(settings)[key].run_id
+
+
 def _admitted(settings: Settings) -> list[JournalRecord]:
     return [
         r
@@ -115,19 +133,8 @@ def test_a_fan_out_of_commissions_survives_an_executor_killed_mid_fan_out(
     a = Service(settings, [sys.executable, "-m", "services.executor"], "executor-a", tmp_path)
     b: Service | None = None
     try:
-        producer = plain_producer(settings)
-        request = AdmissionRequest(
-            admission_key=KEY,
-            capability="plan.triage",
-            input_json=json.dumps({"amount": 120, "account": "a-1", "slow_s": 6.0}),
-            tenant="acme",
-            initiator="emitter",
-            requested_ms=int(time.time() * 1000),
-        )
-        send(producer, settings, "admission", KEY, request)
-        producer.flush(10)
-        wait_for(lambda: KEY in _claims(settings), timeout_s=90, what="the parent admitted")
-        parent = _claims(settings)[KEY].run_id
+        payment = {"amount": 120, "account": "a-1", "slow_s": 6.0}
+        parent = admit_through_admission(settings, KEY, "plan.triage", payment)
 
         def both_commissioned() -> bool:
             records, _ = chain_of(settings, parent)

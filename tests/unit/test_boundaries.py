@@ -93,6 +93,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runplane.core.gate",
             "runplane.core.queues",
             "runplane.core.policy",
+            "runplane.core.allotments",
             "runplane.core.keys",
             "runplane.core.schedules",
             "runplane.core.updates",

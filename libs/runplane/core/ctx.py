@@ -36,6 +36,7 @@ from runplane.core.waits import Duration, timer_request
 
 if TYPE_CHECKING:
     from runplane.core.agents import AgentSpec, EffectDecl
+    from runplane.core.allotments import Allotment
     from runplane.core.loop import Approver, Handoff, LoopBudget, LoopResult
     from runplane.core.plan import BatchStatus, Contract, Delegation, Plan, QuorumOutcome
     from runplane.core.plannedloop import PlannedResult
@@ -497,13 +498,17 @@ class StepCtx:
         *,
         delegation: Delegation | None = None,
         on_parent_cancel: str = "cancel",
+        budget: Allotment | float | None = None,
     ) -> Coroutine[Any, Any, Any]:
         """Start a child run of ``capability`` through admission (derived admission key: one
         child, ever) and wait, parked, for its output (provenance ``agent/<capability>``);
-        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` otherwise. ``on_parent_cancel``:
-        ``cancel`` (default: this run's cancel cancels the child, and its children) or
-        ``wait`` (the child runs to its own end first)."""
-        return planrun.commission(capability, input, delegation, on_parent_cancel)
+        ``EffectError`` ``ChildFailed`` / ``DelegationRefused`` / ``BudgetExceeded``
+        otherwise. ``on_parent_cancel``: ``cancel`` (default: this run's cancel cancels the
+        child, and its children) or ``wait`` (the child runs to its own end first).
+        ``budget``: what of this run's remaining budget the child spends from — a share in
+        (0, 1] or amounts (``Allotment``); None: all of it. The child's unspent rest comes
+        back when it answers (``runplane.core.allotments``)."""
+        return planrun.commission(capability, input, delegation, on_parent_cancel, budget)
 
     def parallel(self, branches: Mapping[str, Effect]) -> Coroutine[Any, Any, BatchStatus]:
         """Run non-mutating tool calls, generations and commissions together → BatchStatus."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runplane.core.allotments import Allotment, ask_json
 from runplane.core.effect import Effect, EffectError, Op, RunCancelled
 from runplane.core.jsonpaths import unwrap
 from runplane.core.labels import Wrapper
@@ -48,6 +49,7 @@ from runplane.core.plan import (
     waves,
 )
 from runplane.core.releases import TYPED_ERRORS
+from runplane.errors import TerminalError
 
 if TYPE_CHECKING:
     from runplane.core.ctx import StepCtx
@@ -74,12 +76,17 @@ def commission_effect(
     node: str = "",
     narrow: bool = False,
     on_parent_cancel: str = "cancel",
+    budget: Allotment | float | None = None,
 ) -> Effect:
     """A commission as a fan-out branch: a child run of ``capability`` (provenance
     ``agent/<capability>``). ``narrow`` (no ``delegation`` given): the child runs under this
     run's own delegation narrowed to ``capability`` alone, not under it unchanged.
     ``on_parent_cancel``: the close policy — ``cancel`` (this run's cancel cancels the child)
-    or ``wait`` (the child runs to its own end; the cancelled run waits for it)."""
+    or ``wait`` (the child runs to its own end; the cancelled run waits for it).
+    ``budget``: what of this run's remaining budget the child is allotted — a share in
+    (0, 1] or amounts (``Allotment``); None: all of it, or, for one of several commissions
+    dispatched together that declare none, an even part of it (``core.allotments``). A run
+    whose budget bounds nothing allots nothing: the child is bounded by its policy alone."""
     if on_parent_cancel not in ("cancel", "wait"):
         raise ValueError(f"on_parent_cancel is cancel or wait, got {on_parent_cancel!r}")
     # ``Labeled`` / ``Released`` wrappers come out of the input (the child gets plain JSON)
@@ -92,17 +99,28 @@ def commission_effect(
         request["narrow"] = True
     if on_parent_cancel != "cancel":  # likewise: the default is not written
         request["on_parent_cancel"] = on_parent_cancel
+    if budget is not None:  # likewise
+        try:
+            request["budget"] = ask_json(budget)
+        except TerminalError as exc:
+            raise ValueError(str(exc)) from exc
     options = {"wrapped": wrapped} if wrapped else {}
     return Effect("commission", f"agent/{capability}", request, Op.BRANCH, options)
 
 
 async def _dispatch(branches: Sequence[tuple[str, Effect]]) -> dict[str, Any]:
     """Issue the branches back to back, then the join; → the join's value by node id."""
+    # The commissions of the set that declare no budget split what the run has left evenly
+    # (``commission``: the i-th of n is allotted 1/(n-i) of what is left when it is
+    # dispatched): in options, not the request, so no witness changes.
+    undeclared = [n for n, e in branches if e.family == "commission" and "budget" not in e.request]
     for node, issued in branches:
         # The node id is in the request, so in the witness: each branch its own slice.
         request = {**issued.request, "node": node}
         # Alone in its ready set, a mutating call may run as an ordinary call (fanout.branch).
         options = {**issued.options, "solo": len(branches) == 1}
+        if node in undeclared:
+            options["split"] = len(undeclared) - undeclared.index(node)
         effect = Effect(issued.family, issued.name, request, Op.BRANCH, options)
         # Live: dispatched, not awaited; replay: the recorded outcome. A branch's failure is
         # in the join's value, as every other outcome — but a cancel is the run's: it is told
@@ -159,9 +177,13 @@ async def commission(
     input: Any,
     delegation: Delegation | None = None,
     on_parent_cancel: str = "cancel",
+    budget: Allotment | float | None = None,
 ) -> Any:
-    """One child run; its output, or ``EffectError`` (``ChildFailed``, ``DelegationRefused``)."""
-    effect = commission_effect(capability, input, delegation, on_parent_cancel=on_parent_cancel)
+    """One child run; its output, or ``EffectError`` (``ChildFailed``, ``DelegationRefused``,
+    ``BudgetExceeded``)."""
+    effect = commission_effect(
+        capability, input, delegation, on_parent_cancel=on_parent_cancel, budget=budget
+    )
     joined = await _dispatch([("child", effect)])
     outcome = joined["child"]
     if not outcome["ok"]:

@@ -63,7 +63,7 @@ import yaml
 from runplane.core.canonical import canonical_bytes, sha256_hex
 from runplane.core.gate import FieldRule, SinkDecl
 from runplane.core.queues import QueueLimits
-from runplane.errors import ConfigError
+from runplane.errors import ConfigError, TerminalError
 from runplane.wire import Label, ResultEntry, Sensitivity, Trust
 
 __all__ = [
@@ -147,6 +147,37 @@ class Spent:
         for e in entries:
             out = out.plus(e)
         return out
+
+    def added(self, other: Spent) -> Spent:
+        """This and ``other`` together (a child's charge added to its parent's account)."""
+        return Spent(
+            self.tool_calls + other.tool_calls,
+            self.model_tokens + other.model_tokens,
+            self.cost_units + other.cost_units,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool_calls": self.tool_calls,
+            "model_tokens": self.model_tokens,
+            "cost_units": self.cost_units,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Spent:
+        """From ``to_json``'s shape; ``TerminalError`` for anything else (a count that is
+        not a count never reads as spending less)."""
+        keys = ("tool_calls", "model_tokens", "cost_units")
+        if not isinstance(data, Mapping) or set(data) != set(keys):
+            raise TerminalError(f"spent is {{{', '.join(keys)}}}, got {data!r}")
+        values = [data[k] for k in keys]
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values) or any(
+            v < 0 or v != v for v in values
+        ):
+            raise TerminalError(f"spent counts are numbers >= 0, got {data!r}")
+        if not all(isinstance(v, int) for v in values[:2]):
+            raise TerminalError(f"spent tool_calls and model_tokens are integers, got {data!r}")
+        return cls(int(values[0]), int(values[1]), float(values[2]))
 
     def plus(self, e: ResultEntry) -> Spent:
         """This, and what ``e`` spent (a fold step: the engine adds each entry once)."""

@@ -103,7 +103,9 @@ def _delegated_sinks(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     try:
-        chain = json.loads(text)["chain"]
-        return tuple(str(s) for s in chain[-1]["sinks"])
+        data = json.loads(text)
+        if isinstance(data, dict) and "chain" not in data and "allotment" in data:
+            return None  # an allotment alone (core.allotments): no sinks delegated
+        return tuple(str(s) for s in data["chain"][-1]["sinks"])
     except (ValueError, KeyError, IndexError, TypeError):
         return ("<unreadable delegation>",)

@@ -20,6 +20,16 @@ module dispatches carries how its child's result signal reads), never the other 
   ``{ok, value | error, child}``. The parent records it at the branch's slot (provenance
   ``agent/<capability>``), in ready order; a result that arrives before the parent can apply
   it is buffered in the parent's snapshot like any early signal, so it survives a crash.
+- **Budgets over a tree.** A run whose ceiling bounds anything (its policy's budget, or an
+  allotment it was itself handed) allots the child part of what it has left — all of it by
+  default (an even part each for several commissions dispatched together that declare none),
+  or the commission's declared ``budget`` (a share, or amounts) — and is charged the
+  whole allotment at once (the run's ``LEDGER``, announce attr ``allotment``); nothing left in
+  a bounded unit fails the branch ``BudgetExceeded`` (``gate=refused``, ``reason=budget``) and
+  no child starts. The allotment travels in the child's delegation (``Bounds``) and bounds
+  the child's every call and its own allotments in turn; the child's result carries what it
+  spent (``spent``: its account, counted by its executor from its journal), which replaces
+  the escrow in the parent's account once (result attr ``child_spent``) — ``core.allotments``.
 - **Linked journals.** The parent's announce record names the child's admission key and
   capability; the child's RUN_ADMITTED carries ``parent`` (the parent's session) and
   ``parent_call`` in its attrs, and the parent's result record the child's session id
@@ -47,18 +57,20 @@ import json
 from typing import Any, Final
 
 from runplane.core.agents import Durability, EffectDecl
+from runplane.core.allotments import Allotment, allot, charge_of, escrow, read_ask, settle
 from runplane.core.canonical import canonical_json
 from runplane.core.engine.cancel import CANCEL_SIGNAL, CASCADE_ID
 from runplane.core.engine.fanout import Branch, held_refusal, hold, on_outcome
 from runplane.core.engine.operated import CANCEL, CancelRequest
-from runplane.core.engine.sinkgate import carried
+from runplane.core.engine.sinkgate import LEDGER, account_of, allotted, carried, ceiling_of
 from runplane.core.engine.state import Run
 from runplane.core.engine.table import Part
 from runplane.core.engine.values import Outcome
 from runplane.core.engine.vocab import SUSPEND, Rejected, Resolution, Slot
 from runplane.core.gate import Reason
 from runplane.core.keys import carried_child_key, child_key, child_root, parent_of
-from runplane.core.plan import Delegation
+from runplane.core.plan import Bounds, Delegation
+from runplane.core.policy import Spent
 from runplane.errors import TerminalError
 from runplane.wire import AdmissionRequest, JournalKind, RunStatus, Signal, StartRun
 
@@ -105,7 +117,10 @@ def branch(run: Run, slot: Slot) -> Resolution | None:
     if slot.effect.family != "commission":
         return None
     signal, refusal, attrs = start_child(run, slot)
-    return hold(run, Branch(slot, signal=signal, read=_outcome, outcome=refusal, attrs=attrs))
+    held = Branch(
+        slot, signal=signal, read=lambda s: _outcome(run, s), outcome=refusal, attrs=attrs
+    )
+    return hold(run, held)
 
 
 def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, str]]:
@@ -122,6 +137,7 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
     )
     outcome: Outcome | None = None
     attrs: dict[str, str] = {}
+    allotment: Allotment | None = None
     if prior is not None:
         outcome, attrs = prior  # recorded in an earlier era: the same child, already applied
     elif refusal is not None:
@@ -134,15 +150,24 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
         gated = held_refusal(run, slot, EffectDecl(effect.name), request["input"])
         if gated is not None:
             outcome, attrs = gated
+        else:
+            allotment, over = _allot(run, key, request.get("budget"), effect.options.get("split"))
+            if over is not None:
+                outcome = Outcome.failure("BudgetExceeded", f"{effect.name}: {over}"[:500])
+                attrs = {"gate": "refused", "sink": effect.name, "reason": str(Reason.BUDGET)}
+    announced = {"child_key": key, "capability": capability, "node": str(request.get("node", ""))}
+    if allotment is not None:
+        announced["allotment"] = canonical_json(allotment.to_json())
     run.rec.seal(
         JournalKind.EFFECT_ANNOUNCED,
         call_seq=call_seq,
         family=effect.family,
         name=effect.name,
         witness=witness,
-        attrs={"child_key": key, "capability": capability, "node": str(request.get("node", ""))},
+        attrs=announced,
     )
     if outcome is None:
+        carry = Bounds(delegation, allotment)
         run.rec.out.commands.append(
             AdmissionRequest(
                 admission_key=key,
@@ -153,12 +178,39 @@ def start_child(run: Run, slot: Slot) -> tuple[str, Outcome | None, dict[str, st
                 initiator=run.initiator,
                 requested_ms=run.rec.now,
                 # The child runs under it: its executor bounds every call it makes by it.
-                delegation_json=None
-                if delegation is None
-                else canonical_json(delegation.to_json()),
+                delegation_json=canonical_json(carry.to_json()) if carry.carried() else None,
             )
         )
     return CHILD_SIGNAL + key, outcome, attrs
+
+
+def _allot(
+    run: Run, key: str, asked: Any, split: Any = None
+) -> tuple[Allotment | None, str | None]:
+    """What this run allots the child ``key`` → (the allotment, escrowed in the run's
+    ``LEDGER``; None when its ceiling bounds nothing), or why it cannot. ``asked``: the
+    commission's declared budget; none declared, ``split`` (the commissions of its ready set
+    still to be dispatched that declare none, this one included: ``planrun``) makes it
+    1/split of what is left — an even split of the set — and without it all that is left.
+    The same child commissioned again (a restored run re-dispatching an open branch) keeps
+    the allotment it was escrowed: it is not allotted, nor charged, twice."""
+    ledger = LEDGER.of(run)
+    known = charge_of(ledger, key)
+    if known is not None:
+        return known.allotted, None
+    try:
+        ask = read_ask(asked)
+    except TerminalError as exc:
+        return None, f"the commission's budget does not read: {exc}"
+    if ask is None and isinstance(split, int) and not isinstance(split, bool) and split > 1:
+        ask = 1.0 / split
+    got = allot(ceiling_of(run), account_of(run), ask)
+    if isinstance(got, str):
+        return None, got
+    if not got.bounded():
+        return None, None
+    LEDGER.put(run, escrow(ledger, key, got))
+    return got, None
 
 
 def _identity(run: Run, slot: Slot) -> tuple[str, tuple[Outcome, dict[str, str]] | None]:
@@ -245,7 +297,7 @@ def on_signal(run: Run, signal: Signal) -> Resolution | Rejected:
         if held.signal == signal.name and held.outcome is None and call_seq == min(run.branches):
             # Next in ready order: applied now. A later branch's result is buffered instead
             # (below) — in the snapshot, not in memory: the inbox offset moves on with it.
-            outcome, attrs = _outcome(signal)
+            outcome, attrs = _outcome(run, signal)
             return on_outcome(run, call_seq, outcome, attrs)
     if any(s.name == signal.name for s in run.pending):
         return Rejected(f"child result {signal.name!r} already buffered")
@@ -323,17 +375,35 @@ def child_started(run: Run) -> Signal | None:
     )
 
 
-def _outcome(signal: Signal) -> tuple[Outcome, dict[str, str]]:
+def _outcome(run: Run, signal: Signal) -> tuple[Outcome, dict[str, str]]:
     """A child's result signal read as its branch's outcome, journaled with the child's
-    session (``child_run``)."""
+    session (``child_run``) — and, for a child this run allotted a budget, what it spent
+    (``child_spent``), settled in the run's account now: the outcome is recorded in this
+    very step, so the account and the journal move together."""
     body: Any = json.loads(signal.payload_json)
     child = str(body.get("child", ""))
     attrs = {"child_run": child}
+    spent = _spent(body.get("spent"))
+    key = signal.name[len(CHILD_SIGNAL) :]
+    ledger = LEDGER.of(run)
+    charge = charge_of(ledger, key)
+    if charge is not None and charge.spent is None and spent is not None:
+        LEDGER.put(run, settle(ledger, key, spent))
+        attrs["child_spent"] = canonical_json(spent.to_json())
     if body.get("ok"):
         return Outcome.success(body.get("value")), attrs
     error = body.get("error") or {}
     message = f"child {child} {error.get('type', 'failed')}: {error.get('message', '')}"
     return Outcome.failure("ChildFailed", message[:500]), attrs
+
+
+def _spent(data: Any) -> Spent | None:
+    """What a child's result says it spent; None when it says nothing readable — the child
+    stays charged its whole allotment (never less than it may have spent)."""
+    try:
+        return None if data is None else Spent.from_json(data)
+    except TerminalError:
+        return None
 
 
 def child_reply(run: Run) -> Signal | None:
@@ -350,6 +420,8 @@ def child_reply(run: Run) -> Signal | None:
     ):
         return None  # continued as new, in this very step
     body: dict[str, Any] = {"child": run.session_id, "ok": run.status is RunStatus.COMPLETED}
+    if allotted(run) is not None:  # what its parent escrowed for it: say what it spent
+        body["spent"] = account_of(run).to_json()
     if body["ok"]:
         body["value"] = None if run.output_json is None else json.loads(run.output_json)
     else:

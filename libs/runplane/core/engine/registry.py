@@ -213,7 +213,7 @@ FAMILIES: Final = (
         "fanout",
         {Op.BRANCH: _or_else(commission.branch, fanout.branch), Op.JOIN: fanout.join},
         claims={Signal: Claim(commission.claims, commission.on_signal)},
-        parts=(commission.CHILDREN,),
+        parts=(commission.CHILDREN, sinkgate.LEDGER),
         on_cancel=commission.cascade,
         logged=frozenset({"commission"}),
     ),

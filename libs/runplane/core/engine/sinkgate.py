@@ -7,7 +7,11 @@ reasons ``not_delegated`` / ``delegation_expired``). Then ``gate`` — for every
 not the agent declared sinks or the executor bound a deployment policy (none: the default
 policy, ``AgentPolicy()``):
 
-1. checks the run's budget (policy) against what its result journal says it spent;
+1. checks the run's budget against its account: its ceiling is the policy's budget met with
+   the allotment its delegation carries (``allotments.ceiling``), its account what its result
+   journal says it spent plus what each child it commissioned is charged (``LEDGER``: the
+   escrowed allotment, or what the child reported spending once it answered) and what the
+   generations before it spent under the same allotment (``Bounds.spent``);
 2. checks that the policy grants the agent this sink (when it lists the agent's sinks);
 3. resolves every ``Released`` the call carries from the run's journal (``_releases``): the
    release decision recorded under the witness of the request it carries (a ``release``
@@ -48,6 +52,7 @@ from itertools import islice
 from typing import Any, Final
 
 from runplane.core.agents import EffectDecl
+from runplane.core.allotments import Allotment, Charge, Ledger, account, ceiling
 from runplane.core.canonical import canonical_json
 from runplane.core.chain import INPUT_LABEL as INPUT_LABEL_PART
 from runplane.core.chain import request_witness
@@ -77,8 +82,8 @@ from runplane.core.labels import (
     join_all,
     unattributed,
 )
-from runplane.core.plan import Delegation
-from runplane.core.policy import AgentPolicy, Spent, sink_decl
+from runplane.core.plan import Bounds, Delegation
+from runplane.core.policy import AgentPolicy, Budget, Spent, sink_decl
 from runplane.core.releases import Released, ReleaseRefused, approved_releases, released_from
 from runplane.errors import TerminalError
 from runplane.wire import (
@@ -94,13 +99,19 @@ from runplane.wire import (
 
 __all__ = [
     "INPUT_LABEL",
+    "LEDGER",
     "GateState",
+    "account_of",
+    "allotted",
+    "bounds",
     "carried",
     "carried_input_label",
+    "ceiling_of",
     "gate",
     "input_label",
     "proposed_labels",
     "result_label",
+    "successor_bounds",
     "value_label",
 ]
 
@@ -145,11 +156,7 @@ def gate(
     estimate = 0
     if effect.family == "generation":
         estimate = int(effect.request.get("params", {}).get("max_tokens") or 0)
-    over = (
-        None
-        if recovering
-        else ap.budget.refusal(state.spent, effect.family, run.now - run.started_ms, estimate)
-    )
+    over = None if recovering else _over(run, ap, state, effect.family, estimate)
     if over is not None:
         return _refuse(run, slot, "BudgetExceeded", Refusal(sink, Reason.BUDGET, "$", over))
     if ap.sinks is not None and sink not in ap.sinks:
@@ -175,6 +182,16 @@ def gate(
         trust=sent.trust, sensitivity=sent.sensitivity, provenance=()
     )
     return None
+
+
+def _over(run: Run, ap: AgentPolicy, state: GateState, family: str, estimate: int) -> str | None:
+    """Why one more ``family`` call would exceed the run's ceiling (its policy's budget met
+    with its allotment), its account counted — naming the allotment when it is what binds."""
+    spent, elapsed = _account(run, state), run.now - run.started_ms
+    over = ceiling_of(run).refusal(spent, family, elapsed, estimate)
+    if over is not None and ap.budget.refusal(spent, family, elapsed, estimate) is None:
+        over += " (the allotment of the run that commissioned it)"
+    return over
 
 
 def _labels(
@@ -316,15 +333,58 @@ def _proposals(entry: ResultEntry) -> list[dict[str, Any]]:
 def carried(run: Run) -> Delegation | str | None:
     """The Delegation the run runs under (a commissioned child), or why the one its StartRun
     carried does not read (every outbound call is then refused: fail closed), or None."""
-    return None if run.delegation_json is None else _read_delegation(run.delegation_json)
+    held = bounds(run)
+    return held if held is None or isinstance(held, str) else held.delegation
+
+
+def bounds(run: Run) -> Bounds | str | None:
+    """Everything the run's StartRun carried (delegation, allotment), or why it does not read."""
+    return None if run.delegation_json is None else _read_bounds(run.delegation_json)
+
+
+def allotted(run: Run) -> Allotment | None:
+    """The allotment the run spends from (None: bounded in money by policy alone; also when
+    its delegation does not read — every call is refused then anyway)."""
+    held = bounds(run)
+    return None if held is None or isinstance(held, str) else held.allotment
 
 
 @lru_cache(maxsize=256)
-def _read_delegation(text: str) -> Delegation | str:
+def _read_bounds(text: str) -> Bounds | str:
     try:
-        return Delegation.read(text)
+        return Bounds.read(text)
     except TerminalError as exc:
         return f"the run's delegation does not read: {exc}"[:500]
+
+
+def ceiling_of(run: Run) -> Budget:
+    """The run's budget in every unit: its policy's, met with its allotment."""
+    return ceiling(_agent_policy(run).budget, allotted(run))
+
+
+def account_of(run: Run) -> Spent:
+    """What the run counts as spent: its own calls (from its result journal), its children's
+    charges and its predecessors' spending under the same allotment — what it reports to
+    its parent when it ends, and what its budget is checked against."""
+    return _account(run, _refresh(run))
+
+
+def successor_bounds(run: Run) -> str | None:
+    """The ``delegation_json`` a continue-as-new successor of the run starts under: the
+    run's own, and — when it spends from an allotment — what it spent so far (``spent``),
+    so the generations of one run share its allotment instead of each spending it whole."""
+    if allotted(run) is None:
+        return run.delegation_json
+    held = bounds(run)
+    assert isinstance(held, Bounds)  # an allotment was read from it
+    return canonical_json(Bounds(held.delegation, held.allotment, account_of(run)).to_json())
+
+
+def _account(run: Run, state: GateState) -> Spent:
+    held = bounds(run)
+    before = None if held is None or isinstance(held, str) else held.spent
+    own = state.spent if before is None else state.spent.added(before)
+    return account(own, LEDGER.of(run))
 
 
 def _confined(run: Run, sink: str, family: str) -> Refusal | None:
@@ -533,3 +593,37 @@ def _refuse(run: Run, slot: Slot, type_: str, refusal: Refusal) -> Resolution:
         attrs["policy"] = run.policy.digest
     entry = run.rec.result(slot, JournalKind.EFFECT_RECORDED, error=error, attrs=attrs)
     return serve(run.rec, slot.effect, entry)
+
+
+def _encode_ledger(ledger: Ledger) -> str:
+    return canonical_json(
+        {
+            key: {
+                "allotted": c.allotted.to_json(),
+                "spent": None if c.spent is None else c.spent.to_json(),
+            }
+            for key, c in ledger
+        }
+    )
+
+
+def _decode_ledger(text: str) -> Ledger:
+    data = json.loads(text)
+    charges = [
+        (
+            str(key),
+            Charge(
+                Allotment.from_json(v["allotted"]),
+                None if v["spent"] is None else Spent.from_json(v["spent"]),
+            ),
+        )
+        for key, v in data.items()
+    ]
+    return tuple(sorted(charges, key=lambda kc: kc[0]))
+
+
+# What the run allotted each child it commissioned, by the child's admission key, and what
+# each reported spending once it answered (``core.allotments``). The commission family's
+# part: written when it allots (``commission.start_child``) and settles (its result), kept in
+# the snapshot, read here into the run's account. Empty for a run that allotted nothing.
+LEDGER: Final[Part[Ledger]] = Part("allotted", (), encode=_encode_ledger, decode=_decode_ledger)

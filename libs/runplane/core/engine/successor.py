@@ -23,7 +23,7 @@ from runplane.core.canonical import canonical_json
 from runplane.core.chain import run_start
 from runplane.core.effect import EffectError
 from runplane.core.engine.ends import finish
-from runplane.core.engine.sinkgate import carried_input_label
+from runplane.core.engine.sinkgate import carried_input_label, successor_bounds
 from runplane.core.engine.state import Run
 from runplane.core.engine.vocab import SUSPEND, Resolution, Slot, Throw
 from runplane.wire import JournalKind
@@ -65,7 +65,8 @@ def continue_as_new(run: Run, slot: Slot) -> Resolution:
         # The successor's first record names its predecessor and the hash of the record that
         # named the successor, so an auditor walks the chain of generations both ways.
         attrs={"continued_from": run.session_id, "predecessor_hash": run.rec.last_hash},
-        delegation_json=run.delegation_json,  # a successor stays bounded as its predecessor
+        # A successor stays bounded as its predecessor (sharing its allotment, if any).
+        delegation_json=successor_bounds(run),
         # ...and its input carries what the predecessor had read: a conversation handed over
         # (an agent loop's checkpoint) does not come back as a trusted admission input.
         input_label_json=carried_input_label(run),

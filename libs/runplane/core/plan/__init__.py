@@ -12,7 +12,8 @@
 - ``resolve_args`` / ``BindingViolation`` / ``Sourced`` / ``origin`` (``_binding``): source
   binding enforced against journaled provenance.
 - ``Delegation`` / ``Scope`` / ``DelegationWidened`` (``_delegation``): authority handed to
-  a commissioned peer; only narrows, also when deserialized.
+  a commissioned peer; only narrows, also when deserialized. ``Bounds``: a delegation and
+  the allotment a commissioned run spends from (``core.allotments``), as ``delegation_json``.
 - ``Quorum`` and its outcomes, ``BatchStatus`` and ``batch_status`` (``_outcomes``).
 - ``parse_path`` / ``lookup`` / ``format_path`` (``_path``): the one JSON-path syntax.
 """
@@ -28,7 +29,7 @@ from runplane.core.plan._contract import (
     untrusted_sources,
     validate,
 )
-from runplane.core.plan._delegation import Delegation, DelegationWidened, Scope
+from runplane.core.plan._delegation import Bounds, Delegation, DelegationWidened, Scope
 from runplane.core.plan._ir import (
     INPUT,
     Arg,
@@ -70,6 +71,7 @@ __all__ = [
     "BatchStatus",
     "Bind",
     "BindingViolation",
+    "Bounds",
     "Const",
     "Contract",
     "Delegation",

@@ -17,6 +17,13 @@ transmitted chain that widens anywhere is a read error, never a value.
 A child run *runs under* the delegation it was commissioned with (``confines``: its sinks
 and its validity bound every outbound call it makes), and what it hands a grandchild is
 rebuilt ``under`` it — link by link through the constructor — so it can only narrow further.
+
+What a commissioned run runs under travels as one JSON document (``delegation_json``),
+``Bounds``: the delegation's chain, and the **allotment** its parent handed it
+(``core.allotments``: what it may spend, its own children included) — ``{chain: [scope, …]}``,
+``{chain: […], allotment: {…}}`` or ``{allotment: {…}}`` (a parent that held no delegation
+but a bounded budget). Without ``allotment`` the run is bounded in money by policy alone, so
+every document written before allotments existed reads as it always did.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from runplane.core.allotments import Allotment
+from runplane.core.policy import Spent
 from runplane.errors import TerminalError
 
-__all__ = ["EXPIRED", "NOT_DELEGATED", "Delegation", "DelegationWidened", "Scope"]
+__all__ = ["EXPIRED", "NOT_DELEGATED", "Bounds", "Delegation", "DelegationWidened", "Scope"]
 
 # Why ``Delegation.confines`` says no (the sink gate's ``Reason`` values of the same name).
 NOT_DELEGATED: Final = "not_delegated"
@@ -218,3 +227,54 @@ class Delegation:
 
     def __repr__(self) -> str:
         return f"Delegation({self._scope!r}, depth={len(self.chain)})"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a commissioned run runs under (``delegation_json``): its delegation (None: scope
+    bounded by policy alone), its allotment (None: money bounded by policy alone) and what
+    the generations before it spent under that allotment (``spent``: a continue-as-new
+    successor's, counted into its account, so a chain of generations shares one allotment)."""
+
+    delegation: Delegation | None = None
+    allotment: Allotment | None = None
+    spent: Spent | None = None
+
+    def __post_init__(self) -> None:
+        if self.spent is not None and self.allotment is None:
+            raise TerminalError("a delegation's spent counts against its allotment: give both")
+
+    def to_json(self) -> dict[str, Any]:
+        """Without an allotment exactly ``Delegation.to_json`` (the bytes it always had)."""
+        out = {} if self.delegation is None else self.delegation.to_json()
+        if self.allotment is not None:
+            out["allotment"] = self.allotment.to_json()
+        if self.spent is not None:
+            out["spent"] = self.spent.to_json()
+        return out
+
+    def carried(self) -> bool:
+        """Whether there is anything to carry (else the child gets no ``delegation_json``)."""
+        return self.delegation is not None or self.allotment is not None
+
+    @classmethod
+    def read(cls, text: str) -> Bounds:
+        """From its JSON text; ``TerminalError`` for a widening chain, a bad allotment or
+        text that is neither (a document with neither a chain nor an allotment included)."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise TerminalError(f"a delegation is JSON: {exc}") from exc
+        if (
+            not isinstance(data, Mapping)
+            or not {"chain", "allotment"} & set(data)
+            or set(data) - {"chain", "allotment", "spent"}
+        ):
+            raise TerminalError(
+                "a delegation is {chain: [scope, …], allotment: {…}, spent: {…}}, "
+                "with a chain, an allotment or both"
+            )
+        delegation = None if "chain" not in data else Delegation.from_json({"chain": data["chain"]})
+        allotment = None if "allotment" not in data else Allotment.from_json(data["allotment"])
+        spent = None if "spent" not in data else Spent.from_json(data["spent"])
+        return cls(delegation, allotment, spent)
