@@ -103,10 +103,14 @@ def parse_in_dependency_order(files: Mapping[str, Json]) -> list[str]:
     while pending:
         progressed = False
         for name in list(pending):
+            # On a copy: fastavro registers a file's named types before it meets the unknown
+            # reference it fails on, so a failed file would otherwise count as defined.
+            trial = dict(named)
             try:
-                parse_schema(copy.deepcopy(pending[name]), named_schemas=named)
+                parse_schema(copy.deepcopy(pending[name]), named_schemas=trial)
             except UnknownType:
                 continue
+            named = trial
             order.append(name)
             del pending[name]
             progressed = True
