@@ -55,6 +55,7 @@ def test_topics_carry_the_catalogue_policies(settings: Settings, admin_client: A
         "tasks",
         "schedules",
         "schedules.fired",
+        "queues",
     } == COMPACTED
     assert reports["journal"].retention_ms == "-1"
     assert int(reports["audit"].retention_ms or 0) >= 365 * 86_400_000
